@@ -1,0 +1,76 @@
+"""The ``mltrain`` command line: thin commands over the domain modules.
+
+Each module in `orchestrator.commands` registers its verbs with `register(app)`. `main()` is
+the one place that catches broadly: known errors become one line and their exit code; a
+traceback is shown only with MLTRAIN_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from orchestrator.errors import MltrainError
+from orchestrator.output import Output
+
+COMMAND_MODULES = (
+    "run",
+    "listing",
+    "score",
+    "import_logs",
+    "data",
+)
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="mltrain",
+        help="Run MLPerf-style training benchmarks, score them and compare setups.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"orchestrator.commands.{name}").register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    app = build_app()
+    try:
+        app(args=argv, standalone_mode=False)
+    except MltrainError as exc:
+        Output().error(str(exc))
+        if os.environ.get("MLTRAIN_DEBUG"):
+            raise
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        Output().error("interrupted")
+        return 130
+    except Exception as exc:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return 2
+        if isinstance(exc, click.exceptions.Abort):
+            Output().error("aborted")
+            return 130
+        if os.environ.get("MLTRAIN_DEBUG"):
+            raise
+        Output().error(f"internal error: {type(exc).__name__}: {exc} (set MLTRAIN_DEBUG=1 for a traceback)")
+        return 1
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,124 @@
+"""Run profiles (``seeds.yaml``): typed, frozen, validated on load; errors name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestrator.errors import ConfigError, UsageError
+from orchestrator.seedspec import parse_seeds
+
+PROFILE_NAMES = ("qualify", "mlperf", "smoke")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DatasetSpec(_Frozen):
+    """Where a profile's data comes from."""
+
+    source: Literal["real", "synthetic"] = "real"
+    """real: the user supplies --data; synthetic: made by the workload's `synthesize` on first use."""
+    args: tuple[str, ...] = ()
+    """Extra arguments for the workload's `synthesize` command (size, cases, ...)."""
+
+
+class Profile(_Frozen):
+    """How one workload is run and scored under one profile."""
+
+    name: str
+    seeds: str = "1-9"
+    """Default seed spec."""
+    runs: int | None = Field(default=None, ge=1)
+    """Runs a valid result needs; None: as many as seeds given."""
+    drop_per_end: int = Field(default=1, ge=0)
+    """Olympic scoring: fastest runs dropped (and slowest, less the non-converged)."""
+    max_non_converged: int = Field(default=1, ge=0)
+    """More non-converged runs than this make the result invalid."""
+    target: float | None = None
+    """Quality target; None: the workload's own."""
+    timeout_minutes: float = Field(default=1440, gt=0)
+    """Wall-clock limit of one run."""
+    dataset: DatasetSpec = DatasetSpec()
+    env: dict[str, str] = {}
+    """Variables handed to run_and_time.sh."""
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_spec_parses(cls, value: str) -> str:
+        try:
+            parse_seeds(value)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_are_strings(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _non_converged_fits_drops(self) -> Profile:
+        if self.max_non_converged > self.drop_per_end:
+            raise ValueError(
+                f"max_non_converged ({self.max_non_converged}) exceeds drop_per_end ({self.drop_per_end}):"
+                " a non-converged run counts as a dropped slow run"
+            )
+        return self
+
+    @property
+    def is_mlperf(self) -> bool:
+        return self.name == "mlperf"
+
+
+class Profiles(_Frozen):
+    """All profiles of all workloads."""
+
+    default_profile: Literal["qualify", "mlperf", "smoke"] = "qualify"
+    workloads: dict[str, dict[Literal["qualify", "mlperf", "smoke"], Profile]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_profiles(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("workloads"), dict):
+            for profiles in data["workloads"].values():
+                if isinstance(profiles, dict):
+                    for name, body in profiles.items():
+                        if isinstance(body, dict):
+                            body.setdefault("name", name)
+        return data
+
+    def get(self, workload: str, profile: str | None) -> Profile:
+        name = profile or self.default_profile
+        if name not in PROFILE_NAMES:
+            raise ConfigError(f"unknown profile {name!r}: choose one of {', '.join(PROFILE_NAMES)}")
+        profiles = self.workloads.get(workload)
+        if profiles is None or name not in profiles:
+            raise ConfigError(f"seeds.yaml has no profile {name!r} for workload {workload!r}")
+        return profiles[name]
+
+
+def load_profiles(path: Path) -> Profiles:
+    """Read and validate seeds.yaml; any problem is a ConfigError naming file and field."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: profile file not found") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {_one_line(str(exc))}") from None
+    try:
+        return Profiles.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: invalid field {where}: {_one_line(first['msg'])}") from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,53 @@
+"""The exception hierarchy of mltrain; each error carries the process exit code it maps to.
+
+Only the CLI entry point catches broadly: everything else raises one of these with a message
+that is a single actionable line.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid or a run failed
+EXIT_USAGE = 2  # bad usage or bad input: nothing was run, nothing was written
+
+
+class MltrainError(Exception):
+    """Base class: a failure the user can act on, shown as one line."""
+
+    exit_code = 1
+
+
+class UsageError(MltrainError):
+    """Bad command-line input (unknown workload, bad seed spec, conflicting options)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(MltrainError):
+    """An invalid configuration file (seeds.yaml, workload.yaml); the message names the field."""
+
+    exit_code = EXIT_USAGE
+
+
+class DataError(MltrainError):
+    """A dataset that is missing or not training-ready."""
+
+    exit_code = EXIT_USAGE
+
+
+class LogError(MltrainError):
+    """An MLLOG log that cannot be scored (no run_start, run_stop before run_start, ...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class StoreError(MltrainError):
+    """The results folder or its index cannot be read or written."""
+
+    exit_code = EXIT_USAGE
+
+
+class RunnerError(MltrainError):
+    """A runner could not start or manage a run (engine down, build failed, missing runtime)."""
+
+    exit_code = 1

@@ -1,0 +1,80 @@
+"""The runner interface, in the spirit of submitit's executors.
+
+A backend turns a `SeedJob` (what to run, with which data and results folders) into a running
+`Job`, whose output can be streamed and which can be waited for and cancelled. Timeouts,
+log files, Ctrl-C and bookkeeping are the caller's (`orchestrator.execute`), the same for
+every backend.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.workloads import Workload
+
+
+@dataclass(frozen=True)
+class SeedJob:
+    """One run of ``run_and_time.sh <seed>``."""
+
+    run_id: str
+    seed: int
+    workload: Workload
+    data_dir: Path
+    """Training-ready dataset on the host (read only)."""
+    results_dir: Path
+    """This seed's results folder on the host."""
+    env: Mapping[str, str]
+    """Profile variables (quality target, MLTRAIN_PROFILE, workload knobs). The backend adds
+    DATADIR and RESULTS_DIR as the run will see them."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Identify the job on shared infrastructure (container labels, Slurm comment)."""
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a job's process ended, as the backend saw it."""
+
+    code: int | None
+    """Exit status; negative for a signal (local), None when unknown."""
+    oom_killed: bool = False
+    """The kernel or the engine killed it for memory."""
+    detail: str = ""
+
+
+class Job(ABC):
+    """A submitted run. `stream` and `wait` are called from one thread, `cancel` from any."""
+
+    job_id: str
+
+    @abstractmethod
+    def stream(self) -> Iterator[bytes]:
+        """Yield the run's combined stdout/stderr as it arrives; ends when the run ends."""
+
+    @abstractmethod
+    def wait(self) -> Exit:
+        """Block until the run has ended; release what it held (process, container)."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Stop the run now (idempotent): terminate, then kill after a short grace period."""
+
+
+class Runner(ABC):
+    """A place where seeds run: this host, a Docker engine, a Slurm cluster."""
+
+    name: str
+
+    @abstractmethod
+    def prepare(self, workload: Workload) -> dict[str, Any]:
+        """Make everything ready before the first seed (image build, runtime checks); return
+        provenance for the run manifest (image id, versions...). Raise RunnerError when the
+        backend cannot run this workload."""
+
+    @abstractmethod
+    def submit(self, job: SeedJob) -> Job:
+        """Start one seed."""

@@ -1,0 +1,106 @@
+"""The workload registry: every ``workloads/<name>/workload.yaml`` the orchestrator can run.
+
+Adding a workload means adding a folder; nothing here names one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ConfigError, UsageError
+
+DECLARATION = "workload.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Quality(_Frozen):
+    metric: str = "eval_accuracy"
+    """MLLOG key compared with the target."""
+    target: float
+    """Closed-division quality target."""
+    env: str
+    """Environment variable through which the target reaches run_and_time.sh."""
+
+
+class Olympic(_Frozen):
+    """MLPerf scoring constants of the benchmark."""
+
+    runs: int = Field(ge=1)
+    drop_per_end: int = Field(ge=0)
+
+
+class DataDecl(_Frozen):
+    cli: tuple[str, ...]
+    """The workload's dataset command line (implements `synthesize` and `check`)."""
+    how_to_get: str = ""
+    """Where real data comes from; shown when a data folder is missing."""
+
+
+class ImageDecl(_Frozen):
+    dockerfile: str
+    """Dockerfile path, relative to the project root."""
+
+
+class Workload(_Frozen):
+    """What the orchestrator knows about one workload."""
+
+    name: str
+    mlperf_benchmark: str
+    description: str = ""
+    run: tuple[str, ...]
+    """argv of run_and_time.sh relative to the workload folder; the seed is appended."""
+    quality: Quality
+    olympic: Olympic
+    data: DataDecl
+    image: ImageDecl | None = None
+    folder: Path = Field(default=Path("."), exclude=True)
+    """The workload's folder (set on load)."""
+
+    @field_validator("run")
+    @classmethod
+    def _run_not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("must name a command")
+        return value
+
+
+def load_workload(folder: Path) -> Workload:
+    path = folder / DECLARATION
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of fields")
+    try:
+        workload = Workload.model_validate({**raw, "folder": folder})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: invalid field {where}: {' '.join(first['msg'].split())}") from None
+    if workload.name != folder.name:
+        raise ConfigError(f"{path}: name {workload.name!r} differs from its folder {folder.name!r}")
+    return workload
+
+
+class Registry:
+    """The workloads found under one folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def names(self) -> list[str]:
+        return sorted(p.parent.name for p in self.root.glob(f"*/{DECLARATION}"))
+
+    def get(self, name: str) -> Workload:
+        folder = self.root / name
+        if "/" in name or name.startswith(".") or not (folder / DECLARATION).is_file():
+            known = ", ".join(self.names()) or "none"
+            raise UsageError(f"unknown workload {name!r}: known workloads are {known}")
+        return load_workload(folder)
