@@ -1,0 +1,42 @@
+"""Dataset CLI of the fake workload: `synthesize OUT` writes a marker dataset, `check DIR` checks it."""
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+MARKER = ".mltrain-ready"
+
+
+def synthesize(out: Path) -> int:
+    if (out / MARKER).is_file():
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    (tmp / "cases.json").write_text(json.dumps({"train": 168, "eval": 42}))
+    (tmp / MARKER).write_text("fakebench\n")
+    os.replace(tmp, out)
+    return 0
+
+
+def check(folder: Path) -> int:
+    if not folder.is_dir():
+        sys.stderr.write(f"{folder}: no such data folder\n")
+        return 2
+    if not (folder / "cases.json").is_file():
+        sys.stderr.write(f"{folder}: cases.json missing: not a fakebench dataset\n")
+        return 2
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] not in ("synthesize", "check"):
+        sys.stderr.write("usage: dataset.py synthesize OUT | check DIR\n")
+        return 2
+    folder = Path(argv[1])
+    return synthesize(folder) if argv[0] == "synthesize" else check(folder)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
