@@ -90,17 +90,18 @@ def load_workload(folder: Path) -> Workload:
 
 
 class Registry:
-    """The workloads found under one folder."""
+    """The workloads found under one or more folders (earlier folders win on a name clash)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = roots
 
     def names(self) -> list[str]:
-        return sorted(p.parent.name for p in self.root.glob(f"*/{DECLARATION}"))
+        return sorted({p.parent.name for root in self.roots for p in root.glob(f"*/{DECLARATION}")})
 
     def get(self, name: str) -> Workload:
-        folder = self.root / name
-        if "/" in name or name.startswith(".") or not (folder / DECLARATION).is_file():
-            known = ", ".join(self.names()) or "none"
-            raise UsageError(f"unknown workload {name!r}: known workloads are {known}")
-        return load_workload(folder)
+        if name and "/" not in name and not name.startswith("."):
+            for root in self.roots:
+                if (root / name / DECLARATION).is_file():
+                    return load_workload(root / name)
+        known = ", ".join(self.names()) or "none"
+        raise UsageError(f"unknown workload {name!r}: known workloads are {known}")

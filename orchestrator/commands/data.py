@@ -1,0 +1,33 @@
+"""``mltrain data WORKLOAD ACTION ...``: the workload's own dataset command line."""
+
+from __future__ import annotations
+
+import typer
+
+from orchestrator import proc
+from orchestrator.commands.common import registry
+from orchestrator.output import Output
+from orchestrator.paths import project_root
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "data",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    )(data)
+
+
+def data(
+    ctx: typer.Context,
+    workload: str = typer.Argument(..., help="Workload name."),
+) -> None:
+    """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check."""
+    spec = registry().get(workload)
+    args = list(ctx.args)
+    if not args:
+        Output().data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
+        args = ["--help"]
+    env = proc.child_env({}, pythonpath=project_root())
+    result = proc.run([*spec.data.cli, *args], cwd=spec.folder, env=env, timeout_s=7 * 24 * 3600, capture=False)
+    if result.returncode != 0:
+        raise typer.Exit(result.returncode)

@@ -1,0 +1,113 @@
+"""``mltrain run``: run a workload once per seed, score the set, keep everything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.live import Live
+
+from orchestrator import benchmark, datasets, store
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, registry, results_dir, seeds_file
+from orchestrator.config import load_profiles
+from orchestrator.errors import EXIT_INVALID_RESULT, UsageError
+from orchestrator.execute import SeedProgress
+from orchestrator.output import Output
+from orchestrator.paths import project_root
+from orchestrator.runners.select import RunnerOptions, make_runner
+from orchestrator.seedspec import parse_seeds
+from orchestrator.views import progress_table, score_lines, seeds_table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+def run(
+    workload: str = typer.Argument(..., help="Workload name (a folder of workloads/)."),
+    seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
+    profile: str = typer.Option(None, "--profile", help="qualify (default), mlperf or smoke."),
+    runner: str = typer.Option("local", "--runner", help="local, docker or auto."),
+    data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
+    results: Path = RESULTS_OPTION,
+    resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
+    label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
+    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none."),
+    shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
+    drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Run WORKLOAD once per seed until its quality target, then score the set."""
+    out = Output()
+    folder = results_dir(results)
+    spec = registry().get(workload)
+    if resume:
+        stored = store.open_run(folder, resume)
+        if stored.manifest["workload"] != spec.name:
+            raise UsageError(f"run {resume} is a {stored.manifest['workload']} run, not {spec.name}")
+        if seeds or profile:
+            raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
+        chosen = load_profiles(seeds_file()).get(spec.name, stored.manifest["profile"])
+        seed_list, random = tuple(stored.manifest["seeds"]), bool(stored.manifest.get("seeds_random"))
+        data_dir = datasets.resolve_data_dir(spec, chosen, data or Path(stored.manifest["data_dir"]))
+        label = label or stored.manifest.get("label")
+    else:
+        chosen = load_profiles(seeds_file()).get(spec.name, profile)
+        parsed, random = parse_seeds(seeds or chosen.seeds)
+        seed_list = tuple(parsed)
+        data_dir = datasets.resolve_data_dir(spec, chosen, data)
+    options = RunnerOptions(name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches)
+    synthetic = chosen.dataset.source == "synthetic" and data is None and not resume
+    if synthetic and datasets.ensure_synthetic(spec, chosen, data_dir, quiet=False):
+        out.status(f"synthetic {spec.name} data made in {data_dir}")
+    datasets.check_data(spec, data_dir)
+    plan = benchmark.BenchmarkPlan(
+        workload=spec, profile=chosen, seeds=seed_list, seeds_random=random, data_dir=data_dir,
+        results_dir=folder, label=label,
+    )
+    backend = make_runner(options, project_root(), out.status)
+    provenance = backend.prepare(spec)
+    if resume:
+        stored = store.open_run(folder, resume)
+        if not stored.unfinished_seeds():
+            out.status(f"run {resume}: every seed has finished already; scoring it")
+    else:
+        manifest = benchmark.new_manifest(plan, backend)
+        manifest["runner_provenance"] = provenance
+        paths = store.create_run(folder, manifest)
+        stored = store.open_run(folder, paths.run_id)
+    out.status(
+        f"run {stored.run_id}: {spec.name}, profile {chosen.name}, {len(seed_list)} seeds, runner {backend.name}"
+    )
+    progress = {s: SeedProgress(seed=s) for s in seed_list}
+    for s, state in stored.states.items():
+        if state.get("state") == store.SEED_FINISHED and s in progress:
+            progress[s].state, progress[s].status = "finished", state.get("status", "")
+    title = f"{spec.name} · {chosen.name} · {stored.run_id}"
+    if out.err.is_terminal:
+        with Live(progress_table(title, progress), console=out.err, auto_refresh=False) as live:
+            benchmark.run_seeds(
+                stored, plan, backend, progress, lambda: live.update(progress_table(title, progress), refresh=True)
+            )
+    else:
+        benchmark.run_seeds(stored, plan, backend, progress, lambda: _announce_finished(out, progress))
+    final, score = benchmark.finish(folder, stored.run_id)
+    summary = final.summary or {}
+    if as_json:
+        out.json(summary)
+    else:
+        out.table(seeds_table(score))
+        for line in score_lines(summary, score):
+            out.data(line)
+    if not score.valid or benchmark.failed_runs(final):
+        raise typer.Exit(EXIT_INVALID_RESULT)
+
+
+
+def _announce_finished(out: Output, progress: dict[int, SeedProgress]) -> None:
+    """Without a terminal there is no live table: one status line per finished seed."""
+    for seed, p in progress.items():
+        if p.state == "finished" and not p.announced:
+            p.announced = True
+            out.status(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")

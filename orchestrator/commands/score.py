@@ -1,0 +1,40 @@
+"""``mltrain score``: score a stored run again from its records (after a rule change, say)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from orchestrator import benchmark, store
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.errors import EXIT_INVALID_RESULT
+from orchestrator.output import Output
+from orchestrator.views import score_lines, seeds_table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score)
+
+
+def score(
+    run_id: str = typer.Argument(..., help="Run id (see `mltrain list`)."),
+    results: Path = RESULTS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Score RUN_ID with its profile's rules and store the summary."""
+    out = Output()
+    folder = results_dir(results)
+    run = store.open_run(folder, run_id)
+    result = benchmark.score_stored(run)
+    summary = benchmark.summary_of(run, result)
+    store.write_summary(run.paths, summary)
+    store.sync_run(folder, run_id)
+    if as_json:
+        out.json(summary)
+    else:
+        out.table(seeds_table(result))
+        for line in score_lines(summary, result):
+            out.data(line)
+    if not result.valid:
+        raise typer.Exit(EXIT_INVALID_RESULT)

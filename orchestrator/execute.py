@@ -1,0 +1,146 @@
+"""Run one seed on any backend: stream its output to the log file as it arrives, enforce the
+wall-clock limit, stop it on Ctrl-C, and turn what it logged into a `RunRecord`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from orchestrator import mllog
+from orchestrator.paths import SeedPaths
+from orchestrator.records import RunRecord, RunStatus
+from orchestrator.runners.base import Exit, Runner, SeedJob
+
+_OOM_MARKERS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "oom-kill", "memoryerror")
+
+
+@dataclass
+class SeedProgress:
+    """What the live table shows of a running seed (updated from its MLLOG lines)."""
+
+    seed: int
+    state: str = "pending"
+    started: float | None = None
+    ended: float | None = None
+    epoch: float | None = None
+    accuracy: float | None = None
+    status: str = ""
+    lines: int = field(default=0, repr=False)
+    announced: bool = field(default=False, repr=False)
+    """Its end was reported (where no live table shows it)."""
+
+    def elapsed(self) -> float | None:
+        if self.started is None:
+            return None
+        return (self.ended or time.monotonic()) - self.started
+
+    def observe(self, line: str) -> None:
+        self.lines += 1
+        at = line.find(":::MLLOG ")
+        if at < 0:
+            return
+        try:
+            event = json.loads(line[at + 9 :])
+            key, meta = event["key"], event.get("metadata") or {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return
+        if key in ("epoch_start", "epoch_stop") and "epoch_num" in meta:
+            self.epoch = meta["epoch_num"]
+        elif key == "block_start" and "first_epoch_num" in meta:
+            self.epoch = meta["first_epoch_num"]
+        elif key == "eval_accuracy" and isinstance(event.get("value"), int | float):
+            self.accuracy = float(event["value"])
+
+
+def run_seed(
+    runner: Runner,
+    job: SeedJob,
+    paths: SeedPaths,
+    *,
+    timeout_s: float,
+    target: float,
+    metric: str,
+    progress: SeedProgress,
+    on_update: Callable[[], None] = lambda: None,
+) -> RunRecord:
+    """Run one seed to its end and return its record. KeyboardInterrupt stops the run, then
+    propagates (the caller marks the seed interrupted)."""
+    paths.results.mkdir(parents=True, exist_ok=True)
+    progress.state, progress.started = "running", time.monotonic()
+    handle = runner.submit(job)
+    reader_error: list[BaseException] = []
+
+    def pump() -> None:
+        pending = b""
+        try:
+            with paths.output.open("ab") as log:
+                for chunk in handle.stream():
+                    log.write(chunk)
+                    log.flush()
+                    pending += chunk
+                    *complete, pending = pending.split(b"\n")
+                    for raw in complete:
+                        progress.observe(raw.decode(errors="replace"))
+                    if complete:
+                        on_update()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            reader_error.append(exc)
+
+    reader = threading.Thread(target=pump, name=f"seed-{job.seed}-output", daemon=True)
+    reader.start()
+    ended: RunStatus | None = None
+    deadline = time.monotonic() + timeout_s
+    try:
+        while reader.is_alive():
+            reader.join(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
+            on_update()
+            if reader.is_alive() and time.monotonic() >= deadline:
+                ended = RunStatus.TIMED_OUT
+                handle.cancel()
+                reader.join()
+    except KeyboardInterrupt:
+        handle.cancel()
+        reader.join(timeout=30)
+        handle.wait()
+        progress.state, progress.ended, progress.status = "interrupted", time.monotonic(), "interrupted"
+        raise
+    exit = handle.wait()
+    if reader_error:
+        raise reader_error[0]
+    exit = _with_oom_hint(exit, paths)
+    record = mllog.build_record(mllog.parse_file(paths.output), target=target, metric=metric, exit=exit, ended=ended)
+    progress.state, progress.ended, progress.status = "finished", time.monotonic(), record.status.value
+    on_update()
+    return record
+
+
+def _with_oom_hint(exit: Exit, paths: SeedPaths) -> Exit:
+    """A failed run whose last output speaks of memory was out of memory, whatever killed it."""
+    if exit.code in (0, None) or exit.oom_killed:
+        return exit
+    tail = _tail(paths, 8192).lower()
+    if any(marker in tail for marker in _OOM_MARKERS):
+        return Exit(code=exit.code, oom_killed=True, detail="out of memory: " + _last_line_with(tail, _OOM_MARKERS))
+    last = _tail(paths, 2048).strip().splitlines()
+    detail = f"exited with status {exit.code}" + (f": {last[-1][:200]}" if last else "")
+    return Exit(code=exit.code, oom_killed=False, detail=exit.detail or detail)
+
+
+def _tail(paths: SeedPaths, size: int) -> str:
+    try:
+        with paths.output.open("rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(handle.tell() - size, 0))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _last_line_with(text: str, markers: tuple[str, ...]) -> str:
+    for line in reversed(text.splitlines()):
+        if any(m in line for m in markers):
+            return line.strip()[:200]
+    return ""

@@ -1,0 +1,80 @@
+"""The one way mltrain starts processes: argv lists (never a shell string), own process group,
+bounded time, and a clean stop of the whole group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+TERM_GRACE_S = 10.0
+
+
+def resolve_argv(argv: Sequence[str]) -> list[str]:
+    """A leading ``python`` means the interpreter running mltrain."""
+    args = list(argv)
+    if args and args[0] == "python":
+        args[0] = sys.executable
+    return args
+
+
+def child_env(extra: Mapping[str, str], *, pythonpath: Path | None = None) -> dict[str, str]:
+    """This process's environment, with mltrain's interpreter first on PATH, plus ``extra``."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p)
+    env.update(extra)
+    return env
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    capture: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion in its own process group; the group is killed on timeout or Ctrl-C."""
+    stream = subprocess.PIPE if capture else None
+    with subprocess.Popen(
+        resolve_argv(argv), cwd=cwd, env=dict(env), stdout=stream, stderr=stream, text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:
+            stop_group(proc, grace_s=2.0)
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start with stdout and stderr merged into one pipe, in a new session (so a Ctrl-C in the
+    terminal reaches mltrain only, which then stops the run in order)."""
+    return subprocess.Popen(
+        resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace_s``."""
+    if proc.poll() is not None:
+        _signal_group(proc.pid, signal.SIGKILL)  # leftovers of an exited leader
+        return
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,46 @@
+"""Choose the runner a command asked for (``--runner local|docker|auto``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import UsageError
+from orchestrator.runners.base import Runner
+from orchestrator.runners.local import LocalRunner
+
+RUNNER_NAMES = ("local", "docker", "auto")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerOptions:
+    name: str = "local"
+    """local, docker or auto (docker when an engine answers, else local)."""
+    gpus: str = "none"
+    """Docker: all, N, a list such as 0,1, or none."""
+    shm_size: str = "1g"
+    rebuild: bool = False
+    drop_caches: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name not in RUNNER_NAMES:
+            raise UsageError(f"unknown runner {self.name!r}: choose one of {', '.join(RUNNER_NAMES)}")
+
+
+def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[[str], None]) -> Runner:
+    name = options.name
+    if name == "auto":
+        from orchestrator.runners.docker import engine_status
+
+        up, why = engine_status()
+        name = "docker" if up else "local"
+        on_status(f"runner: {name} ({why})")
+    if name == "local":
+        return LocalRunner(project_root)
+    from orchestrator.runners.docker import DockerRunner
+
+    return DockerRunner(
+        project_root, gpus=options.gpus, shm_size=options.shm_size, rebuild=options.rebuild,
+        drop_caches=options.drop_caches, on_status=on_status,
+    )
