@@ -1,0 +1,260 @@
+"""The unet3d dataset command line: ``python -m workloads.unet3d.dataset <command> ...``.
+
+    how-to-get                         where raw KiTS19 goes and how to download it
+    verify-raw RAW                     check the raw layout (cases, files, gzip, shapes, NaN)
+    preprocess RAW OUT                 raw KiTS19 -> case_XXXXX_{x,y}.npy (resumable, parallel)
+    verify OUT [--checksums FILE|reference]   md5 of every file vs the manifest or the reference
+    generate-raw RAW --cases N --seed S [--size tiny|small|real|D,H,W]   synthetic raw layout
+    synthesize OUT [--cases N --seed S --size ... --min-shape M --eval-cases K]   training-ready set
+    check DIR                          fast check that DIR is training ready
+
+Exit codes: 0 ok, 2 bad input or data (one line on stderr naming the case or file), 1 other.
+Status and summaries go to stderr; nothing is written to stdout except by ``how-to-get``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from workloads.unet3d.data_errors import EXIT_BAD_DATA, DataError
+
+HOW_TO_GET = """\
+Raw KiTS19 (MLPerf unet3d) is about 29 GB and comes from the public kits19 repository:
+
+    git clone https://github.com/neheller/kits19
+    cd kits19 && pip install -r requirements.txt
+    python -m starter_code.get_imaging        # downloads data/case_XXXXX/imaging.nii.gz
+
+The segmentations (segmentation.nii.gz) and data/kits.json are in that repository already.
+Use kits19/data as RAW (cases 0..209 are used; 210+ have no labels and are ignored):
+
+    python -m workloads.unet3d.dataset verify-raw RAW
+    python -m workloads.unet3d.dataset preprocess RAW OUT          # OUT is the training DATADIR
+    python -m workloads.unet3d.dataset verify OUT --checksums reference
+
+The last command proves the preprocessed files are bit-identical to the MLPerf reference's
+(workloads/unet3d/checksum.json). Without the real data, `synthesize OUT` makes a KiTS19-like
+synthetic set through the same preprocessing.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), as the workload contract asks."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_DATA, f"{self.prog}: {message} (see --help)\n")
+
+
+def _say(message: str) -> None:
+    """The CLI's one way to report status: a line on stderr."""
+    sys.stderr.write(message + "\n")
+
+
+@contextmanager
+def _progress(description: str, total: int | None) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr; yields a function that advances it by one."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda: progress.advance(task)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def cmd_how_to_get(args: argparse.Namespace) -> int:
+    sys.stdout.write(HOW_TO_GET)
+    return 0
+
+
+def cmd_verify_raw(args: argparse.Namespace) -> int:
+    from workloads.unet3d.raw_check import verify_raw
+
+    started = time.perf_counter()
+    cases = verify_raw(args.raw, workers=args.workers, read_data=not args.headers_only)
+    what = "headers" if args.headers_only else "headers and data"
+    _say(f"{args.raw}: {len(cases)} cases OK ({what}) in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def cmd_preprocess(args: argparse.Namespace) -> int:
+    from workloads.unet3d.preprocess import PreprocessConfig, preprocess_dataset
+    from workloads.unet3d.raw_check import list_raw_cases
+
+    config = PreprocessConfig(raw_dir=args.raw, out_dir=args.out, min_shape=args.min_shape, workers=args.workers)
+    total = len(list_raw_cases(args.raw))
+    with _progress("preprocess", total) as advance:
+        summary = preprocess_dataset(config, lambda result, total: advance())
+    smallest, largest = summary.shape_range()
+    _say(
+        f"{args.out}: {len(summary.results)} cases ({summary.processed} preprocessed, "
+        f"{len(summary.results) - summary.processed} unchanged), shapes {_shape(smallest)} .. {_shape(largest)}, "
+        f"{summary.seconds:.1f} s with {config.workers} workers"
+    )
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from workloads.unet3d.verify import MANIFEST, REFERENCE_CHECKSUMS, verify_checksums
+
+    if args.checksums == "reference":
+        source, reference = REFERENCE_CHECKSUMS, True
+    elif args.checksums is not None:
+        source, reference = Path(args.checksums), Path(args.checksums).name != MANIFEST
+    elif (args.out / MANIFEST).is_file():
+        source, reference = args.out / MANIFEST, False
+    else:
+        source, reference = REFERENCE_CHECKSUMS, True
+    count = verify_checksums(args.out, source, reference)
+    _say(f"{args.out}: all {count} files match {source}")
+    return 0
+
+
+def cmd_generate_raw(args: argparse.Namespace) -> int:
+    from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_size
+
+    check_case_count(args.cases)
+    size = parse_size(args.size)
+    started = time.perf_counter()
+    with _progress("generate", args.cases) as advance:
+        generate_raw(args.raw, args.cases, args.seed, size, args.workers, lambda entry: advance())
+    _say(f"{args.raw}: {args.cases} synthetic cases (seed {args.seed}) in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from workloads.unet3d.synthesize import SynthesizeConfig, ready_record, synthesize
+
+    config = SynthesizeConfig(
+        cases=args.cases,
+        seed=args.seed,
+        size=args.size,
+        min_shape=args.min_shape,
+        eval_cases=args.eval_cases,
+        workers=args.workers,
+    )
+    if ready_record(args.out) == config.record():
+        _say(f"{args.out}: already ready with these arguments, nothing to do")
+        return 0
+    started = time.perf_counter()
+    with _progress("synthesize", 2 * config.cases) as advance:
+        synthesize(args.out, config, lambda entry: advance(), lambda result, total: advance())
+    _say(f"{args.out}: {config.cases} synthetic cases ready in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from workloads.unet3d.verify import check_ready
+
+    summary = check_ready(args.dir)
+    _say(
+        f"{args.dir}: ready ({summary.train} train + {summary.evaluation} eval cases, "
+        f"smallest volume {_shape(summary.smallest)})"
+    )
+    return 0
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+# ---- parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m workloads.unet3d.dataset", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    how = commands.add_parser("how-to-get", help="where raw KiTS19 goes and how to download it")
+    how.set_defaults(run=cmd_how_to_get)
+
+    raw = commands.add_parser("verify-raw", help="check a raw KiTS19 layout")
+    raw.add_argument("raw", type=Path, help="folder holding case_XXXXX/ folders")
+    raw.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    raw.add_argument("--headers-only", action="store_true", help="skip decompressing the volumes (fast)")
+    raw.set_defaults(run=cmd_verify_raw)
+
+    pre = commands.add_parser("preprocess", help="raw KiTS19 -> training-ready .npy files")
+    pre.add_argument("raw", type=Path, help="raw layout (case_XXXXX/imaging.nii.gz, segmentation.nii.gz)")
+    pre.add_argument("out", type=Path, help="output folder (the training DATADIR)")
+    pre.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    pre.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
+    pre.set_defaults(run=cmd_preprocess)
+
+    ver = commands.add_parser("verify", help="md5 of every preprocessed file")
+    ver.add_argument("out", type=Path, help="preprocessed folder")
+    ver.add_argument(
+        "--checksums",
+        help="'reference' (checksum.json of the MLPerf reference), a checksum or manifest file; "
+        "default: OUT/manifest.json when present, else the reference",
+    )
+    ver.set_defaults(run=cmd_verify)
+
+    gen = commands.add_parser("generate-raw", help="write a synthetic KiTS19-like raw layout")
+    gen.add_argument("raw", type=Path, help="output folder")
+    _add_generator_args(gen)
+    gen.set_defaults(run=cmd_generate_raw)
+
+    syn = commands.add_parser("synthesize", help="make a training-ready synthetic dataset (atomic)")
+    syn.add_argument("out", type=Path, help="dataset folder to create")
+    _add_generator_args(syn)
+    syn.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
+    syn.add_argument(
+        "--eval-cases", type=_positive, default=None, help="evaluation cases (default: 42/210 of --cases)"
+    )
+    syn.set_defaults(run=cmd_synthesize)
+
+    chk = commands.add_parser("check", help="fast check that a folder is training ready")
+    chk.add_argument("dir", type=Path, help="dataset folder")
+    chk.set_defaults(run=cmd_check)
+    return parser
+
+
+def _add_generator_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cases", type=_positive, default=20, help="number of cases (ids 0..N-1, at most 210)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument(
+        "--size",
+        default="small",
+        help="tiny, small, real (512x512xN) or D,H,W: approximate shape after preprocessing (default small)",
+    )
+    parser.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except DataError as err:
+        _say(f"error: {err}")
+        return EXIT_BAD_DATA
+    except KeyboardInterrupt:
+        _say("interrupted (finished work is kept; run the same command again to resume)")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""KiTS19 -> NumPy preprocessing, bit-identical to the MLPerf reference's procedure.
+
+Per case (shared/spec/unet3d/README.md, "Preprocessing"):
+  1. image: ``get_fdata()`` -> float32, label: ``get_fdata()`` -> uint8, channel axis added;
+  2. resample when the header spacing differs from [1.6, 1.2, 1.2] mm: trilinear
+     (align_corners=True) for the image, nearest for the label, to ``int(spacing/target*shape)``;
+  3. image: clip to [-79, 304], then (x - 101) / 76.9;
+  4. edge-pad each spatial axis shorter than ``min_shape`` (128 in the closed division);
+  5. ``np.save(..., allow_pickle=False)`` of ``case_XXXXX_x.npy`` (float32) and ``_y.npy`` (uint8).
+The calls are the reference's own, in its order and on arrays of the same memory layout, so the
+bytes written are what its procedure writes with the installed torch/numpy/nibabel.
+
+A run is resumable: ``OUT/manifest.json`` records, per finished case, its source files (size,
+mtime, md5), the parameters and the md5 of both outputs. A case whose sources and parameters
+are unchanged and whose outputs exist is skipped. Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nibabel
+import numpy as np
+import torch
+from torch.nn.functional import interpolate
+
+from workloads.unet3d import atomic
+from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.parallel import map_unordered
+from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases
+from workloads.unet3d.split import image_file, label_file
+from workloads.unet3d.verify import MANIFEST, file_md5
+
+TARGET_SPACING = [1.6, 1.2, 1.2]  # mm (slices, rows, cols); a list: the reference compares lists
+CLIP_MIN, CLIP_MAX = -79.0, 304.0
+MEAN, STD = 101.0, 76.9
+CLOSED_MIN_SHAPE = 128
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreprocessConfig:
+    """What a preprocessing run does."""
+
+    raw_dir: Path
+    """Raw KiTS19 layout: ``case_XXXXX/imaging.nii.gz`` and ``segmentation.nii.gz``."""
+    out_dir: Path
+    """Where the ``.npy`` pairs and ``manifest.json`` go."""
+    min_shape: int = CLOSED_MIN_SHAPE
+    """Pad every spatial axis up to this size (128 = closed division; smaller for smoke data)."""
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    """Cases preprocessed in parallel (processes)."""
+
+    def __post_init__(self) -> None:
+        if self.min_shape < 1:
+            raise DataError(f"--min-shape {self.min_shape}: must be at least 1")
+        if self.workers < 1:
+            raise DataError(f"--workers {self.workers}: must be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseResult:
+    """One preprocessed case, as recorded in the manifest."""
+
+    case: str
+    """Case id, ``case_XXXXX``."""
+    entry: dict
+    """The manifest entry: sources, spacing, shape, output md5s."""
+    seconds: float
+    """Wall time spent on it (0 when skipped)."""
+    skipped: bool
+    """True when it was already done and unchanged."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """What ``preprocess_dataset`` did."""
+
+    results: list[CaseResult]
+    """Every case, in id order."""
+    seconds: float
+    """Wall time of the whole run."""
+
+    @property
+    def processed(self) -> int:
+        return sum(not result.skipped for result in self.results)
+
+    def shape_range(self) -> tuple[list[int], list[int]]:
+        """Smallest and largest (D, H, W) over all cases."""
+        shapes = np.array([result.entry["shape"][1:] for result in self.results])
+        return shapes.min(axis=0).tolist(), shapes.max(axis=0).tolist()
+
+
+# ---- the reference procedure, step by step -------------------------------------------------
+
+
+def load_pair(case_dir: Path) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """Step 1: image (1,D,H,W) float32, label (1,D,H,W) uint8, spacing from ``pixdim[1:4]``."""
+    image = nibabel.load(case_dir / IMAGE_NAME)
+    label = nibabel.load(case_dir / LABEL_NAME)
+    spacing = image.header["pixdim"][1:4].tolist()
+    image_data = image.get_fdata().astype(np.float32)
+    label_data = label.get_fdata().astype(np.uint8)
+    return np.expand_dims(image_data, 0), np.expand_dims(label_data, 0), spacing
+
+
+def resampled_shape(spacing: list[float], shape: tuple[int, ...]) -> list[int]:
+    """``int(spacing / target * shape)`` per spatial axis."""
+    return (np.array(spacing) / np.array(TARGET_SPACING) * np.array(shape)).astype(int).tolist()
+
+
+def resample(image: np.ndarray, label: np.ndarray, spacing: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2: trilinear (image) and nearest (label) resampling to the target spacing."""
+    if spacing == TARGET_SPACING:
+        return image, label
+    new_shape = resampled_shape(spacing, image.shape[1:])
+    image_t = interpolate(
+        torch.from_numpy(np.expand_dims(image, 0)), size=new_shape, mode="trilinear", align_corners=True
+    )
+    label_t = interpolate(torch.from_numpy(np.expand_dims(label, 0)), size=new_shape, mode="nearest")
+    return np.squeeze(image_t.numpy(), 0), np.squeeze(label_t.numpy(), 0)
+
+
+def normalize(image: np.ndarray) -> np.ndarray:
+    """Step 3: clip to the CT window, then standardise."""
+    image = np.clip(image, CLIP_MIN, CLIP_MAX)
+    return (image - MEAN) / STD
+
+
+def pad_to_min_shape(image: np.ndarray, label: np.ndarray, min_shape: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 4: edge-pad spatial axes shorter than ``min_shape``, half before, the rest after."""
+    missing = [max(0, min_shape - size) for size in image.shape[1:]]
+    paddings = [(0, 0)] + [(m // 2, m - m // 2) for m in missing]
+    return np.pad(image, paddings, mode="edge"), np.pad(label, paddings, mode="edge")
+
+
+def preprocess_arrays(case_dir: Path, min_shape: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """Steps 1-4 for one raw case folder: (image float32, label uint8, source spacing)."""
+    image, label, spacing = load_pair(case_dir)
+    if np.isnan(image).any():
+        raise DataError(f"{case_dir.name}/{IMAGE_NAME}: image holds NaN values")
+    if image.shape != label.shape:
+        raise DataError(
+            f"{case_dir.name}: image shape {image.shape[1:]} differs from label shape {label.shape[1:]}"
+        )
+    image, label = resample(image, label, spacing)
+    image = normalize(image.copy())
+    image, label = pad_to_min_shape(image, label, min_shape)
+    return image.astype(np.float32), label.astype(np.uint8), spacing
+
+
+# ---- one case with its bookkeeping ----------------------------------------------------------
+
+
+def source_stat(path: Path) -> dict:
+    """Size and mtime of a source file (cheap change detection)."""
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _params(min_shape: int) -> dict:
+    return {"min_shape": min_shape, "target_spacing": TARGET_SPACING, "clip": [CLIP_MIN, CLIP_MAX],
+            "mean": MEAN, "std": STD}
+
+
+def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads: int = 1) -> dict:
+    """Preprocess one case, write both outputs atomically, return its manifest entry."""
+    torch.set_num_threads(torch_threads)
+    sources = {name: source_stat(case_dir / name) for name in (IMAGE_NAME, LABEL_NAME)}
+    for name in sources:
+        sources[name]["md5"] = file_md5(case_dir / name)
+    try:
+        image, label, spacing = preprocess_arrays(case_dir, min_shape)
+    except DataError:
+        raise
+    except (OSError, EOFError, ValueError, zlib.error, nibabel.filebasedimages.ImageFileError) as err:
+        raise DataError(f"{case_dir.name}: unreadable NIfTI ({type(err).__name__}: {err})") from None
+    case = case_dir.name
+    outputs = {}
+    for name, array in ((image_file(case), image), (label_file(case), label)):
+        data = atomic.npy_bytes(array)
+        atomic.write_bytes(out_dir / name, data)
+        outputs[name] = {"md5": hashlib.md5(data).hexdigest(), "size": len(data)}
+    return {
+        "sources": sources,
+        "spacing": spacing,
+        "resampled": spacing != TARGET_SPACING,
+        "shape": list(image.shape),
+        "params": _params(min_shape),
+        "outputs": outputs,
+    }
+
+
+def _unchanged(entry: dict | None, case_dir: Path, out_dir: Path, min_shape: int) -> bool:
+    """True when ``entry`` (from the manifest) still describes the sources and the outputs exist."""
+    if not entry or entry.get("params") != _params(min_shape):
+        return False
+    outputs = entry.get("outputs", {})
+    if set(outputs) != {image_file(case_dir.name), label_file(case_dir.name)}:
+        return False
+    for name, output in outputs.items():
+        path = out_dir / name
+        if not path.is_file() or path.stat().st_size != output.get("size"):
+            return False
+    for name, recorded in entry.get("sources", {}).items():
+        path = case_dir / name
+        if not path.is_file():
+            return False
+        now = source_stat(path)
+        if now["size"] != recorded.get("size"):
+            return False
+        if now["mtime_ns"] != recorded.get("mtime_ns") and file_md5(path) != recorded.get("md5"):
+            return False
+    return True
+
+
+# ---- the dataset ---------------------------------------------------------------------------
+
+
+def read_manifest(out_dir: Path) -> dict:
+    """The manifest of ``out_dir`` (an empty one when absent or unreadable)."""
+    path = out_dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"version": MANIFEST_VERSION, "cases": {}}
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("cases"), dict):
+        return {"version": MANIFEST_VERSION, "cases": {}}
+    return manifest
+
+
+def _write_manifest(out_dir: Path, cases: dict) -> None:
+    atomic.write_json(
+        out_dir / MANIFEST,
+        {
+            "version": MANIFEST_VERSION,
+            "software": {"torch": torch.__version__, "numpy": np.__version__, "nibabel": nibabel.__version__},
+            "cases": dict(sorted(cases.items())),
+        },
+    )
+
+
+def preprocess_dataset(
+    config: PreprocessConfig, on_case: Callable[[CaseResult, int], None] | None = None
+) -> RunSummary:
+    """Preprocess every raw case (id < 210) of ``config.raw_dir`` into ``config.out_dir``.
+
+    ``on_case(result, total)`` is called as each case finishes (for a progress bar). The manifest
+    is rewritten after every finished case, so an interrupted run resumes where it stopped.
+    """
+    started = time.perf_counter()
+    cases = list_raw_cases(config.raw_dir)
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    recorded = read_manifest(config.out_dir)["cases"]
+    done: dict[str, dict] = {}
+    results: list[CaseResult] = []
+    todo = []
+    for case in cases:
+        entry = recorded.get(case)
+        if _unchanged(entry, config.raw_dir / case, config.out_dir, config.min_shape):
+            done[case] = entry
+            results.append(CaseResult(case=case, entry=entry, seconds=0.0, skipped=True))
+        else:
+            todo.append(case)
+    for result in results:
+        if on_case:
+            on_case(result, len(cases))
+    threads = max(1, (os.cpu_count() or 1) // max(1, min(config.workers, len(todo))))
+    jobs = [(config.raw_dir / case, config.out_dir, config.min_shape, threads) for case in todo]
+    try:
+        for case_dir, entry, seconds in map_unordered(_timed_case, jobs, config.workers):
+            done[case_dir.name] = entry
+            result = CaseResult(case=case_dir.name, entry=entry, seconds=seconds, skipped=False)
+            results.append(result)
+            _write_manifest(config.out_dir, done)
+            if on_case:
+                on_case(result, len(cases))
+    finally:
+        if todo:
+            _write_manifest(config.out_dir, done)
+    results.sort(key=lambda result: result.case)
+    return RunSummary(results=results, seconds=time.perf_counter() - started)
+
+
+def _timed_case(case_dir: Path, out_dir: Path, min_shape: int, threads: int) -> tuple[Path, dict, float]:
+    started = time.perf_counter()
+    entry = preprocess_case(case_dir, out_dir, min_shape, threads)
+    return case_dir, entry, time.perf_counter() - started
