@@ -1,0 +1,630 @@
+"""What a result was measured on: host, GPUs (through NVML), dataset storage, container engine.
+
+`capture(data_dir)` returns one JSON-ready dict that the executor stores in the run manifest
+under ``system``. Anything that cannot be known says so with ``{"available": false, "reason":
+...}``; a missing value is never written as a zero. `system_description` turns such a dict into
+an MLCommons training system description (`systems/<name>.json`) that
+`mlperf_logging.system_desc_checker` accepts.
+
+Linux only: host facts come from /proc and /sys, which is also what a container sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from orchestrator import atomic
+from orchestrator.errors import UsageError
+
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "fuse.glusterfs", "lustre", "gpfs",
+     "beegfs", "fuse.sshfs", "9p", "virtiofs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "afs", "wekafs"}
+)
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+SYSTEM_DESC_RULESET = "4.0.0"  # the last training round that had unet3d and resnet
+SYSTEM_STATUSES = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)",
+                   "Preview")
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    """The one shape of a value that could not be read."""
+    return {"available": False, "reason": reason}
+
+
+def is_unavailable(value: object) -> bool:
+    return isinstance(value, dict) and value.get("available") is False
+
+
+# ---------------------------------------------------------------- host
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostRoots:
+    """Where host facts are read from (tests point these at a fake tree)."""
+
+    proc: Path = Path("/proc")
+    """The proc filesystem."""
+    sys: Path = Path("/sys")
+    """The sys filesystem."""
+    etc: Path = Path("/etc")
+    """Holds os-release."""
+
+    def __post_init__(self) -> None:
+        for name in ("proc", "sys", "etc"):
+            if not isinstance(getattr(self, name), Path):
+                raise TypeError(f"HostRoots.{name} must be a Path")
+
+
+def host_info(roots: HostRoots = HostRoots()) -> dict[str, Any]:
+    """CPU model, sockets, cores, threads, caches, memory, OS, kernel of this host."""
+    cpus = _cpuinfo_blocks(roots.proc / "cpuinfo")
+    model = next((b["model name"] for b in cpus if "model name" in b), None)
+    sockets = {b.get("physical id", "0") for b in cpus}
+    cores = {(b.get("physical id", "0"), b.get("core id", b.get("processor"))) for b in cpus}
+    flags = set(cpus[0].get("flags", "").split()) if cpus else set()
+    notable = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+    mem_kib = meminfo(roots.proc / "meminfo").get("MemTotal")
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": model or unavailable("no 'model name' in /proc/cpuinfo"),
+        "sockets": len(sockets) if cpus else unavailable("/proc/cpuinfo unreadable"),
+        "cores": len(cores) if cpus else unavailable("/proc/cpuinfo unreadable"),
+        "threads": len(cpus) if cpus else unavailable("/proc/cpuinfo unreadable"),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "cpu_max_mhz": _cpu_max_mhz(roots, cpus),
+        "cpu_flags": sorted(flags.intersection(notable)),
+        "caches": _cpu_caches(roots.sys / "devices/system/cpu/cpu0/cache"),
+        "memory_bytes": mem_kib * 1024 if mem_kib else unavailable("no MemTotal in /proc/meminfo"),
+        "os": _os_release(roots.etc / "os-release"),
+        "kernel": platform.release(),
+        "architecture": platform.machine(),
+        "python": platform.python_version(),
+        "in_container": Path("/.dockerenv").exists() or Path("/run/.containerenv").exists(),
+    }
+
+
+def _cpuinfo_blocks(path: Path) -> list[dict[str, str]]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    blocks = []
+    for chunk in text.strip().split("\n\n"):
+        fields = {}
+        for line in chunk.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        if "processor" in fields:
+            blocks.append(fields)
+    return blocks
+
+
+def meminfo(path: Path) -> dict[str, int]:
+    values: dict[str, int] = {}
+    try:
+        for line in path.read_text().splitlines():
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                values[key] = int(parts[0])
+    except OSError:
+        pass
+    return values
+
+
+def _cpu_max_mhz(roots: HostRoots, cpus: list[dict[str, str]]) -> float | dict[str, Any]:
+    try:
+        return int((roots.sys / "devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1000
+    except (OSError, ValueError):
+        pass
+    if cpus and "cpu MHz" in cpus[0]:
+        return float(cpus[0]["cpu MHz"])
+    return unavailable("no cpufreq and no 'cpu MHz' in /proc/cpuinfo")
+
+
+def _cpu_caches(folder: Path) -> list[str] | dict[str, Any]:
+    caches = []
+    for index in sorted(folder.glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        caches.append(f"L{level}{suffix} {size}")
+    return caches or unavailable(f"{folder} not readable")
+
+
+def _os_release(path: Path) -> str | dict[str, Any]:
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.partition("=")[2].strip().strip('"')
+    except OSError:
+        pass
+    return unavailable(f"no PRETTY_NAME in {path}")
+
+
+# ---------------------------------------------------------------- storage
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_point: Path
+    fstype: str
+    source: str
+    device_number: str
+    """major:minor of the filesystem's device."""
+
+
+def mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Mount]:
+    found = []
+    for line in mountinfo.read_text().splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 5 or len(tail) < 2:
+            continue
+        point = fields[4].replace("\\040", " ")
+        found.append(Mount(Path(point), tail[0], tail[1], fields[2]))
+    return found
+
+
+def mount_of(path: Path, all_mounts: list[Mount]) -> Mount | None:
+    """The mount holding ``path``: the longest mount point that is a prefix of it (last wins)."""
+    target = path.resolve()
+    best: Mount | None = None
+    for mount in all_mounts:
+        if (target == mount.mount_point or mount.mount_point in target.parents) and (
+            best is None or len(mount.mount_point.parts) >= len(best.mount_point.parts)
+        ):
+            best = mount
+    return best
+
+
+def storage_info(path: Path, roots: HostRoots = HostRoots()) -> dict[str, Any]:
+    """Filesystem, device and kind (nvme, ssd, hdd, virtual disk, network, memory) behind ``path``."""
+    if not path.exists():
+        return unavailable(f"{path} does not exist")
+    try:
+        mount = mount_of(path, mounts(roots.proc / "self/mountinfo"))
+    except OSError as exc:
+        return unavailable(f"cannot read mount table: {exc.strerror}")
+    if mount is None:
+        return unavailable(f"no mount holds {path}")
+    info: dict[str, Any] = {
+        "path": str(path.resolve()),
+        "mount_point": str(mount.mount_point),
+        "filesystem": mount.fstype,
+        "source": mount.source,
+    }
+    stat = os.statvfs(path)
+    info["capacity_bytes"] = stat.f_blocks * stat.f_frsize
+    info["free_bytes"] = stat.f_bavail * stat.f_frsize
+    if mount.fstype in NETWORK_FILESYSTEMS:
+        info.update(kind="network", device=unavailable("network filesystem: no local block device"))
+        return info
+    if mount.fstype in MEMORY_FILESYSTEMS:
+        info.update(kind="memory", device=unavailable("memory filesystem: no block device"))
+        return info
+    device = block_device(mount.device_number, roots.sys)
+    if device is None:
+        reason = f"{mount.fstype} on device {mount.device_number}: backing block device not visible here"
+        info.update(kind=unavailable(reason), device=unavailable(reason))
+        return info
+    info["device"] = device
+    info["kind"] = _device_kind(device, roots.sys)
+    return info
+
+
+def block_device(device_number: str, sys_root: Path = Path("/sys")) -> str | None:
+    """The whole-disk name (vda, nvme0n1, sda) of a major:minor, or None when it is not a block device."""
+    link = sys_root / "dev/block" / device_number
+    if not link.exists():
+        return None
+    resolved = link.resolve()
+    if (resolved / "partition").exists():
+        resolved = resolved.parent
+    return resolved.name
+
+
+def _device_kind(device: str, sys_root: Path) -> str:
+    if device.startswith("nvme"):
+        return "nvme"
+    rotational = sys_root / "block" / device / "queue/rotational"
+    try:
+        spinning = rotational.read_text().strip() == "1"
+    except OSError:
+        spinning = None
+    if device.startswith(("vd", "xvd")):
+        return "virtual disk"
+    if device.startswith(("loop", "zram", "ram")):
+        return "memory" if device.startswith(("zram", "ram")) else "loop device"
+    if spinning is None:
+        return "unknown"
+    return "hdd" if spinning else "ssd"
+
+
+# ---------------------------------------------------------------- GPUs through NVML
+
+
+def load_nvml() -> ModuleType:
+    import pynvml  # nvidia-ml-py
+
+    return pynvml
+
+
+def nvml_failure(exc: Exception) -> str:
+    """A reason a person can act on, for an NVML exception."""
+    name = type(exc).__name__
+    if "LibraryNotFound" in name:
+        return "NVIDIA driver not loaded (libnvidia-ml.so not found)"
+    if "DriverNotLoaded" in name:
+        return "NVIDIA driver not loaded"
+    if "NoPermission" in name:
+        return "no permission to query the NVIDIA driver"
+    if "NotSupported" in name:
+        return "not supported by this GPU or driver"
+    return f"NVML error: {exc}"
+
+
+def gpu_info(nvml: ModuleType | None = None) -> dict[str, Any]:
+    """Driver, CUDA version and every GPU's static facts; says why when NVML is absent."""
+    try:
+        nvml = nvml or load_nvml()
+    except ImportError:
+        return unavailable("nvidia-ml-py (pynvml) is not installed")
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return unavailable(nvml_failure(exc))
+    try:
+        read = _reader(nvml)
+        count = nvml.nvmlDeviceGetCount()
+        return {
+            "available": True,
+            "driver_version": read(nvml.nvmlSystemGetDriverVersion),
+            "cuda_driver_version": read(lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())),
+            "count": count,
+            "devices": [_device_info(nvml, read, index) for index in range(count)],
+        }
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _reader(nvml: ModuleType) -> Callable[[Callable[[], Any]], Any]:
+    def read(call: Callable[[], Any]) -> Any:
+        try:
+            value = call()
+        except nvml.NVMLError as exc:
+            return unavailable(nvml_failure(exc))
+        return value.decode() if isinstance(value, bytes) else value
+
+    return read
+
+
+def _cuda_version(encoded: int) -> str:
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def _device_info(nvml: ModuleType, read: Callable[[Callable[[], Any]], Any], index: int) -> dict[str, Any]:
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    memory = read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).total)
+    power_mw = read(lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle))
+    return {
+        "index": index,
+        "name": read(lambda: nvml.nvmlDeviceGetName(handle)),
+        "uuid": read(lambda: nvml.nvmlDeviceGetUUID(handle)),
+        "memory_bytes": memory,
+        "power_limit_w": power_mw / 1000 if isinstance(power_mw, int | float) else power_mw,
+        "max_clocks_mhz": {
+            "sm": read(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            "memory": read(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        },
+        "compute_capability": read(lambda: ".".join(map(str, nvml.nvmlDeviceGetCudaComputeCapability(handle)))),
+        "pcie": {
+            "max_generation": read(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            "max_width": read(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+            "current_generation": read(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+            "current_width": read(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        },
+        "nvlink_active_links": _nvlink_links(nvml, handle),
+        "ecc": read(lambda: _mode_pair(nvml.nvmlDeviceGetEccMode(handle))),
+        "mig": read(lambda: _mode_pair(nvml.nvmlDeviceGetMigMode(handle))),
+    }
+
+
+def _mode_pair(modes: tuple[int, int]) -> dict[str, bool]:
+    current, pending = modes
+    return {"enabled": bool(current), "pending": bool(pending)}
+
+
+def _nvlink_links(nvml: ModuleType, handle: Any) -> int | dict[str, Any]:
+    active = 0
+    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            active += int(nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED)
+        except nvml.NVMLError as exc:
+            if link == 0:
+                return unavailable(f"no NVLink: {nvml_failure(exc)}")
+            break
+    return active
+
+
+# ---------------------------------------------------------------- container engine
+
+
+def engine_info(client_factory: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Docker (or Podman's Docker API) version and runtimes, or why there is none."""
+    try:
+        if client_factory is None:
+            import docker
+
+            def client_factory() -> Any:
+                return docker.from_env(timeout=5)
+
+        client = client_factory()
+        version = client.version()
+        info = client.info()
+    except Exception as exc:  # the SDK raises DockerException, requests and OS errors alike
+        if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
+            return unavailable("no container engine: DOCKER_HOST is unset and /var/run/docker.sock does not exist")
+        return unavailable(f"no container engine reachable: {' '.join(str(exc).split())[:200]}")
+    components = {c.get("Name"): c.get("Version") for c in version.get("Components", [])}
+    return {
+        "available": True,
+        "product": "podman" if "Podman Engine" in components else "docker",
+        "version": version.get("Version"),
+        "api_version": version.get("ApiVersion"),
+        "runtimes": sorted(info.get("Runtimes", {})),
+        "default_runtime": info.get("DefaultRuntime"),
+    }
+
+
+# ---------------------------------------------------------------- whole system
+
+
+def software_versions() -> dict[str, Any]:
+    versions: dict[str, Any] = {}
+    for package in ("torch", "mlperf-logging", "numpy", "nvidia-ml-py", "docker"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = unavailable("not installed")
+    return versions
+
+
+def capture(
+    data_dir: Path | None = None,
+    *,
+    roots: HostRoots = HostRoots(),
+    nvml: ModuleType | None = None,
+    engine_client_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Everything above, for the run manifest's ``system`` key."""
+    return {
+        "host": host_info(roots),
+        "gpus": gpu_info(nvml),
+        "storage": storage_info(data_dir, roots) if data_dir is not None else unavailable("no data folder given"),
+        "container_engine": engine_info(engine_client_factory),
+        "software": software_versions(),
+    }
+
+
+# ---------------------------------------------------------------- MLCommons system description
+
+
+def default_system_name(system: dict[str, Any]) -> str:
+    """``<host>_<n>x<gpu>`` or ``<host>_cpu``: a file-name-safe name for systems/<name>.json."""
+    host = system.get("host", {}).get("hostname", "host")
+    gpus = system.get("gpus", {})
+    devices = gpus.get("devices", []) if gpus.get("available") else []
+    names = {d.get("name") for d in devices if isinstance(d.get("name"), str)}
+    suffix = f"{len(devices)}x{sorted(names)[0]}" if names else "cpu"
+    return safe_name(f"{host}_{suffix}")
+
+
+def safe_name(text: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
+    return cleaned or "system"
+
+
+def system_description(
+    system: dict[str, Any],
+    *,
+    submitter: str,
+    system_name: str,
+    division: str = "open",
+    status: str = "Research, Development, or Internal (RDI)",
+    framework: str | None = None,
+) -> dict[str, str]:
+    """An MLCommons training system description (all values strings, as the checker expects)."""
+    if division not in ("open", "closed"):
+        raise UsageError(f"division {division!r}: use open or closed")
+    if status not in SYSTEM_STATUSES:
+        raise UsageError(f"status {status!r}: use one of {', '.join(SYSTEM_STATUSES)}")
+    if not submitter.strip() or not system_name.strip():
+        raise UsageError("a system description needs a submitter and a system name")
+    host = system.get("host", {})
+    gpus = system.get("gpus", {})
+    devices = gpus.get("devices", []) if gpus.get("available") else []
+    first = devices[0] if devices else {}
+    storage = system.get("storage", {})
+    software = system.get("software", {})
+    torch_version = software.get("torch")
+    if framework is None:
+        framework = f"PyTorch {torch_version}" if isinstance(torch_version, str) else "unknown"
+    caches = host.get("caches")
+    no_gpu = "none" if not devices else ""
+    return {
+        "submitter": submitter,
+        "division": division,
+        "status": status,
+        "system_name": system_name,
+        "number_of_nodes": "1",
+        "host_processors_per_node": _text(host.get("sockets")),
+        "host_processor_model_name": _text(host.get("cpu_model")),
+        "host_processor_core_count": _text(host.get("cores")),
+        "host_processor_vcpu_count": _text(host.get("threads")),
+        "host_processor_frequency": _mhz(host.get("cpu_max_mhz")),
+        "host_processor_caches": ", ".join(caches) if isinstance(caches, list) else "unknown",
+        "host_processor_interconnect": "",
+        "host_memory_capacity": _gib(host.get("memory_bytes")),
+        "host_storage_type": _storage_kind(storage),
+        "host_storage_capacity": _gib(storage.get("capacity_bytes")) if isinstance(storage, dict) else "unknown",
+        "host_networking": "",
+        "host_networking_topology": "",
+        "host_memory_configuration": "",
+        "accelerators_per_node": str(len(devices)),
+        "accelerator_model_name": no_gpu or _text(first.get("name")),
+        "accelerator_host_interconnect": no_gpu or _pcie(first.get("pcie", {})),
+        "accelerator_frequency": no_gpu or _mhz(first.get("max_clocks_mhz", {}).get("sm")),
+        "accelerator_on-chip_memories": "",
+        "accelerator_memory_configuration": "",
+        "accelerator_memory_capacity": no_gpu or _gib(first.get("memory_bytes")),
+        "accelerator_interconnect": no_gpu or _nvlink(first.get("nvlink_active_links")),
+        "accelerator_interconnect_topology": "",
+        "cooling": "",
+        "hw_notes": "captured by mltrain sysinfo",
+        "framework": framework,
+        "other_software_stack": _other_software(system),
+        "operating_system": f"{_text(host.get('os'))} (kernel {_text(host.get('kernel'))})",
+        "sw_notes": "",
+    }
+
+
+def check_system_description(path: Path, ruleset: str = SYSTEM_DESC_RULESET) -> tuple[bool, str]:
+    """Run mlperf_logging's system_desc_checker; return (valid, what it logged)."""
+    from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
+
+    records: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage().strip())
+
+    handler = _Collect(level=logging.INFO)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(old_level or logging.INFO, logging.INFO))
+    try:
+        valid, _, _, _ = check_system_desc(str(path), "training", ruleset)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    return bool(valid), "; ".join(records)
+
+
+def write_system_description(path: Path, description: dict[str, str]) -> None:
+    atomic.write_json(path, description)
+
+
+def _text(value: object) -> str:
+    if value is None or is_unavailable(value):
+        return "unknown"
+    return str(value)
+
+
+def _mhz(value: object) -> str:
+    return f"{value:g} MHz" if isinstance(value, int | float) else "unknown"
+
+
+def _gib(value: object) -> str:
+    return f"{value / 2**30:.0f} GB" if isinstance(value, int | float) else "unknown"
+
+
+def _storage_kind(storage: object) -> str:
+    if not isinstance(storage, dict) or is_unavailable(storage):
+        return "unknown"
+    kind = storage.get("kind")
+    return f"{kind} ({storage.get('filesystem')})" if isinstance(kind, str) else "unknown"
+
+
+def _pcie(pcie: dict[str, Any]) -> str:
+    generation, width = pcie.get("max_generation"), pcie.get("max_width")
+    if isinstance(generation, int) and isinstance(width, int):
+        return f"PCIe Gen{generation} x{width}"
+    return "unknown"
+
+
+def _nvlink(links: object) -> str:
+    if isinstance(links, int):
+        return f"NVLink, {links} active links" if links else "none"
+    return "none"
+
+
+def _other_software(system: dict[str, Any]) -> str:
+    gpus = system.get("gpus", {})
+    parts = []
+    if gpus.get("available"):
+        driver, cuda = _text(gpus.get("driver_version")), _text(gpus.get("cuda_driver_version"))
+        parts.append(f"NVIDIA driver {driver}, CUDA {cuda}")
+    engine = system.get("container_engine", {})
+    if engine.get("available"):
+        parts.append(f"{engine.get('product')} {engine.get('version')}")
+    logging_version = system.get("software", {}).get("mlperf-logging")
+    if isinstance(logging_version, str):
+        parts.append(f"mlperf-logging {logging_version}")
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- text view
+
+
+def describe_lines(system: dict[str, Any]) -> list[str]:
+    """``mltrain sysinfo`` as text: one fact per line, unavailable values with their reason."""
+    lines: list[str] = []
+    for section in ("host", "gpus", "storage", "container_engine", "software"):
+        value = system.get(section)
+        lines.append(f"{section}:")
+        lines += _lines(value, "  ")
+    return lines
+
+
+def _lines(value: Any, indent: str) -> list[str]:
+    if is_unavailable(value):
+        return [f"{indent}unavailable: {value['reason']}"]
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if key == "available":
+                continue
+            if isinstance(item, dict | list) and not is_unavailable(item) and not _is_flat_list(item):
+                lines.append(f"{indent}{key}:")
+                lines += _lines(item, indent + "  ")
+            else:
+                lines.append(f"{indent}{key}: {_scalar(key, item)}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for index, item in enumerate(value):
+            lines.append(f"{indent}[{index}]")
+            lines += _lines(item, indent + "  ")
+        return lines
+    return [f"{indent}{value}"]
+
+
+def _is_flat_list(value: Any) -> bool:
+    return isinstance(value, list) and all(not isinstance(v, dict | list) for v in value)
+
+
+def _scalar(key: str, value: Any) -> str:
+    if is_unavailable(value):
+        return f"unavailable ({value['reason']})"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    if key.endswith("_bytes") and isinstance(value, int | float):
+        return f"{value / 2**30:.1f} GiB"
+    return str(value)

@@ -1,0 +1,221 @@
+"""What one seed's telemetry series says, between run_start and run_stop: energy, power, throttling,
+utilisation and a bottleneck hint. Pure functions over the series `telemetry.TelemetrySampler` writes.
+
+Energy-to-train is the GPUs' board power integrated over [run_start, run_stop] (trapezoids,
+the series cut by linear interpolation at both ends). When every GPU reports NVML's total-energy
+counter at both ends, the counter's difference is used instead: it is measured by the board,
+not sampled at 1 Hz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from orchestrator.telemetry import REAL_THROTTLING, throttle_reasons
+
+MIN_COVERAGE = 0.9
+"""Below this share of [run_start, run_stop] covered by samples, energy is not reported."""
+IDLE_GPU_PCT = 50.0
+SATURATED_PCT = 90.0
+BOTTLENECK_SHARE = 0.25
+"""A bottleneck is hinted when the GPUs idle while CPU or disk saturate in this share of samples."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Energy:
+    """Energy-to-train of one seed, or why it is unknown."""
+
+    joules: float | None
+    """Energy of all GPUs between run_start and run_stop; None when unknown."""
+    method: str
+    """'energy counter', 'integrated power' or why there is no value."""
+    mean_power_w: float | None
+    """Mean total GPU power over the window."""
+    peak_power_w: float | None
+    """Highest total GPU power sampled in the window."""
+    coverage: float
+    """Share of the window covered by samples (0..1)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.coverage <= 1.0:
+            raise ValueError(f"coverage {self.coverage} outside 0..1")
+
+    @property
+    def kwh(self) -> float | None:
+        return self.joules / 3.6e6 if self.joules is not None else None
+
+
+def energy_to_train(series: dict[str, Any], start_ms: int, stop_ms: int) -> Energy:
+    """GPU energy between run_start and run_stop (Unix ms, as MLLOG logs them)."""
+    if stop_ms <= start_ms:
+        raise ValueError(f"run_stop {stop_ms} is not after run_start {start_ms}")
+    t = np.asarray(series["host"]["t_ms"], dtype=float)
+    gpus = series.get("gpus", [])
+    coverage = _coverage(t, start_ms, stop_ms)
+    if not gpus:
+        reason = series.get("gpu_source", {}).get("reason", "no GPU in the series")
+        return Energy(joules=None, method=f"no GPU power: {reason}", mean_power_w=None, peak_power_w=None,
+                      coverage=coverage)
+    power = _total(gpus, "power_w")
+    window = (t >= start_ms) & (t <= stop_ms)
+    peak = float(np.nanmax(power[window])) if window.any() and not np.isnan(power[window]).all() else None
+    if coverage < MIN_COVERAGE:
+        return Energy(joules=None, method=f"samples cover only {coverage:.0%} of the run", mean_power_w=None,
+                      peak_power_w=peak, coverage=coverage)
+    seconds = (stop_ms - start_ms) / 1000
+    counter = _total(gpus, "energy_mj")
+    counted = _interpolate(t, counter, [start_ms, stop_ms])
+    if not np.isnan(counted).any() and counted[1] >= counted[0]:
+        joules = float(counted[1] - counted[0]) / 1000
+        return Energy(joules=joules, method="energy counter", mean_power_w=joules / seconds, peak_power_w=peak,
+                      coverage=coverage)
+    known = ~np.isnan(power)
+    if known.sum() < 2:
+        return Energy(joules=None, method="GPU power not reported", mean_power_w=None, peak_power_w=None,
+                      coverage=coverage)
+    cut_t, cut_p = _cut(t[known], power[known], start_ms, stop_ms)
+    joules = float(np.trapezoid(cut_p, cut_t / 1000))
+    return Energy(joules=joules, method="integrated power", mean_power_w=joules / seconds, peak_power_w=peak,
+                  coverage=coverage)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedTelemetry:
+    """One seed's telemetry, reduced to what a comparison shows."""
+
+    energy: Energy
+    """Energy-to-train and power."""
+    gpu_util_mean_pct: float | None
+    """Mean over GPUs and samples in the window."""
+    gpu_memory_peak_bytes: int | None
+    """Highest memory use of any GPU."""
+    temperature_peak_c: float | None
+    """Hottest GPU sample."""
+    throttling: dict[str, float]
+    """Real throttle reason -> share of samples (any GPU) in which it was active."""
+    cpu_mean_pct: float | None
+    """Mean host CPU busy share."""
+    memory_peak_bytes: int | None
+    """Highest host memory use."""
+    disk_read_mean_bytes_per_s: float | None
+    """Mean read rate of the dataset device."""
+    bottleneck: str
+    """A hint: which resource saturated while the GPUs waited, or 'none seen'."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["energy"]["kwh"] = self.energy.kwh
+        return data
+
+
+def summarize(series: dict[str, Any], start_ms: int, stop_ms: int) -> SeedTelemetry:
+    t = np.asarray(series["host"]["t_ms"], dtype=float)
+    window = (t >= start_ms) & (t <= stop_ms)
+    host = {name: _column(series["host"][name])[window] for name in
+            ("cpu_pct", "iowait_pct", "memory_used_bytes", "disk_read_bytes_per_s", "disk_busy_pct")}
+    gpus = series.get("gpus", [])
+    util = np.vstack([_column(g["util_pct"])[window] for g in gpus]) if gpus else np.empty((0, int(window.sum())))
+    return SeedTelemetry(
+        energy=energy_to_train(series, start_ms, stop_ms),
+        gpu_util_mean_pct=_mean(util),
+        gpu_memory_peak_bytes=_peak_int([_column(g["memory_used_bytes"])[window] for g in gpus]),
+        temperature_peak_c=_peak([_column(g["temperature_c"])[window] for g in gpus]),
+        throttling=_throttling(gpus, window),
+        cpu_mean_pct=_mean(host["cpu_pct"]),
+        memory_peak_bytes=_peak_int([host["memory_used_bytes"]]),
+        disk_read_mean_bytes_per_s=_mean(host["disk_read_bytes_per_s"]),
+        bottleneck=_bottleneck(util, host["cpu_pct"], host["iowait_pct"], host["disk_busy_pct"]),
+    )
+
+
+def _bottleneck(util: np.ndarray, cpu: np.ndarray, iowait: np.ndarray, disk_busy: np.ndarray) -> str:
+    if util.shape[0] == 0:
+        mean_cpu = _mean(cpu)
+        return "no GPU: host CPU bound" if mean_cpu is not None and mean_cpu >= SATURATED_PCT else "no GPU"
+    if util.shape[1] == 0 or np.isnan(util).all():
+        return "unknown: no GPU utilisation in the window"
+    with np.errstate(invalid="ignore"):
+        idle = np.nanmean(util, axis=0) < IDLE_GPU_PCT
+        cpu_busy = np.nan_to_num(cpu, nan=0.0) >= SATURATED_PCT
+        disk_busy = (np.nan_to_num(disk_busy, nan=0.0) >= SATURATED_PCT) | (
+            np.nan_to_num(iowait, nan=0.0) >= 100.0 - SATURATED_PCT)
+    shares = {"CPU (data loading / preprocessing)": float((idle & cpu_busy).mean()),
+              "dataset storage (I/O)": float((idle & disk_busy).mean())}
+    name, share = max(shares.items(), key=lambda item: item[1])
+    if share >= BOTTLENECK_SHARE:
+        return f"{name}: GPUs idle while it saturated in {share:.0%} of samples"
+    if idle.mean() >= BOTTLENECK_SHARE:
+        return f"GPUs idle in {idle.mean():.0%} of samples without a saturated CPU or disk (synchronisation?)"
+    return "none seen"
+
+
+def _throttling(gpus: list[dict[str, Any]], window: np.ndarray) -> dict[str, float]:
+    if not gpus or not window.any():
+        return {}
+    seen: dict[str, int] = {}
+    for position in np.flatnonzero(window):
+        active: set[str] = set()
+        for gpu in gpus:
+            bits = gpu["throttle_bits"][position]
+            if bits is not None:
+                active.update(r for r in throttle_reasons(int(bits)) if r in REAL_THROTTLING)
+        for reason in active:
+            seen[reason] = seen.get(reason, 0) + 1
+    total = int(window.sum())
+    return {reason: round(count / total, 4) for reason, count in sorted(seen.items())}
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _total(gpus: list[dict[str, Any]], name: str) -> np.ndarray:
+    """Sum over GPUs per sample; NaN where any GPU did not report."""
+    return np.sum(np.vstack([_column(g[name]) for g in gpus]), axis=0)
+
+
+def _coverage(t: np.ndarray, start_ms: float, stop_ms: float) -> float:
+    if t.size < 2:
+        return 0.0
+    covered = min(t[-1], stop_ms) - max(t[0], start_ms)
+    return float(max(0.0, min(1.0, covered / (stop_ms - start_ms))))
+
+
+def _interpolate(t: np.ndarray, values: np.ndarray, at: list[float]) -> np.ndarray:
+    known = ~np.isnan(values)
+    if known.sum() < 2:
+        return np.full(len(at), np.nan)
+    tk, vk = t[known], values[known]
+    points = np.asarray(at, dtype=float)
+    result = np.interp(points, tk, vk)
+    result[(points < tk[0]) | (points > tk[-1])] = np.nan
+    return result
+
+
+def _cut(t: np.ndarray, values: np.ndarray, start: float, stop: float) -> tuple[np.ndarray, np.ndarray]:
+    """The series restricted to [start, stop], with interpolated points at both ends."""
+    lo, hi = max(start, t[0]), min(stop, t[-1])
+    inside = (t > lo) & (t < hi)
+    cut_t = np.concatenate([[lo], t[inside], [hi]])
+    return cut_t, np.interp(cut_t, t, values)
+
+
+def _mean(values: np.ndarray) -> float | None:
+    if values.size == 0 or np.isnan(values).all():
+        return None
+    return round(float(np.nanmean(values)), 2)
+
+
+def _peak(columns: list[np.ndarray]) -> float | None:
+    values = np.concatenate(columns) if columns else np.empty(0)
+    if values.size == 0 or np.isnan(values).all():
+        return None
+    return float(np.nanmax(values))
+
+
+def _peak_int(columns: list[np.ndarray]) -> int | None:
+    peak = _peak(columns)
+    return int(peak) if peak is not None else None

@@ -1,0 +1,153 @@
+"""A stand-in for the ``pynvml`` module that answers from a recorded trace (tests only).
+
+It implements the NVML calls `orchestrator.sysinfo` and `orchestrator.telemetry` make, with the
+same names, constants and error classes, so that the code paths a real driver takes are the
+ones tested. Each `nvmlDeviceGet*` dynamic call returns the trace's current step; `advance()`
+moves to the next one. Fields listed in a device's ``unsupported`` raise NVMLError_NotSupported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+TRACE = Path(__file__).with_name("data") / "nvml_trace_2gpu.json"
+
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+NVML_NVLINK_MAX_LINKS = 18
+NVML_FEATURE_ENABLED = 1
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's own class names
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+    pass
+
+
+class FakeNvml:
+    """Module-like object: pass it wherever the code takes ``nvml``."""
+
+    NVMLError = NVMLError
+    NVML_CLOCK_SM = NVML_CLOCK_SM
+    NVML_CLOCK_MEM = NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+    NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
+    NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
+
+    def __init__(self, trace: dict[str, Any] | None = None, *, missing_library: bool = False) -> None:
+        self.trace = trace if trace is not None else json.loads(TRACE.read_text())
+        self.missing_library = missing_library
+        self.step = 0
+        self.initialised = 0
+
+    def advance(self) -> None:
+        self.step = min(self.step + 1, len(self.trace["samples"]) - 1)
+
+    # -- library
+    def nvmlInit(self) -> None:  # noqa: N802 - NVML names
+        if self.missing_library:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+        self.initialised += 1
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self.initialised -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return self.trace["driver_version"]
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+        return self.trace["cuda_driver_version"]
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return len(self.trace["devices"])
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        return index
+
+    # -- static facts
+    def _static(self, handle: int, key: str) -> Any:
+        device = self.trace["devices"][handle]
+        if key in device.get("unsupported", []):
+            raise NVMLError_NotSupported("Not Supported")
+        return device[key]
+
+    def nvmlDeviceGetName(self, h: int) -> bytes:  # noqa: N802 - old pynvml returned bytes
+        return self._static(h, "name").encode()
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:  # noqa: N802
+        return self._static(h, "uuid")
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:  # noqa: N802
+        used = self._sample(h)["memory_used_bytes"]
+        return SimpleNamespace(total=self._static(h, "memory_bytes"), used=used)
+
+    def nvmlDeviceGetPowerManagementLimit(self, h: int) -> int:  # noqa: N802
+        return int(self._static(h, "power_limit_w") * 1000)
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:  # noqa: N802
+        return self._static(h, "max_sm_mhz" if clock == NVML_CLOCK_SM else "max_memory_mhz")
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: int) -> tuple[int, int]:  # noqa: N802
+        return tuple(self._static(h, "compute_capability"))
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:  # noqa: N802
+        return self._static(h, "pcie_max_generation")
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:  # noqa: N802
+        return self._static(h, "pcie_max_width")
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:  # noqa: N802
+        return self._static(h, "pcie_current_generation")
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:  # noqa: N802
+        return self._static(h, "pcie_current_width")
+
+    def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:  # noqa: N802
+        links = self._static(h, "nvlink_links")
+        if link >= links:
+            raise NVMLError_NotSupported("Not Supported")
+        return NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetEccMode(self, h: int) -> tuple[int, int]:  # noqa: N802
+        return tuple(self._static(h, "ecc"))
+
+    def nvmlDeviceGetMigMode(self, h: int) -> tuple[int, int]:  # noqa: N802
+        return tuple(self._static(h, "mig"))
+
+    # -- dynamic readings
+    def _sample(self, handle: int) -> dict[str, Any]:
+        return self.trace["samples"][self.step][handle]
+
+    def _dynamic(self, handle: int, key: str) -> Any:
+        value = self._sample(handle)[key]
+        if value is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return value
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(gpu=self._dynamic(h, "util_pct"), memory=0)
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:  # noqa: N802
+        return int(self._dynamic(h, "power_w") * 1000)
+
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:  # noqa: N802
+        return self._dynamic(h, "temperature_c")
+
+    def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:  # noqa: N802
+        return self._dynamic(h, "sm_clock_mhz")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # noqa: N802
+        return self._dynamic(h, "throttle_bits")
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:  # noqa: N802
+        return self._dynamic(h, "energy_mj")
