@@ -1,0 +1,270 @@
+"""Typed configuration of a unet3d training run, from the command line and the environment.
+
+Defaults are the reference's (``run_and_time.sh`` of the MLPerf unet3d benchmark): batch 2,
+patch 128^3, SGD Nesterov momentum 0.9, base LR 0.8 with 200 warmup epochs from 1e-4, the
+closed-division model. Eval start, eval interval and the epoch cap default to the rules'
+scaling by samples per epoch (see ``Schedule``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
+
+AMP_MODES = ("bf16", "fp16")
+DIVISIONS = ("closed", "open")
+STATUSES = ("onprem", "cloud", "preview", "research")
+REFERENCE_EVAL_START_SAMPLES = 1000 * 168  # start_eval_at 1000 epochs of 168 samples
+REFERENCE_EVAL_EVERY_SAMPLES = 20 * 168
+REFERENCE_MAX_SAMPLES = 10000 * 168
+
+
+def _triple(text: str) -> tuple[int, int, int]:
+    values = tuple(int(v) for v in text.split(","))
+    if len(values) == 1:
+        values = values * 3
+    if len(values) != 3 or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected D,H,W (or one size), got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything one training run needs."""
+
+    data_dir: Path
+    """Preprocessed dataset (``case_XXXXX_x.npy`` / ``_y.npy``)."""
+    results_dir: Path
+    """Writable folder for the MLLOG file."""
+    seed: int = -1
+    """Master seed; -1 draws one from the OS."""
+    quality_threshold: float = 0.908
+    """Mean Dice at which the run stops with success."""
+    model: UNet3DConfig = field(default_factory=UNet3DConfig)
+    """Net width and depth."""
+    batch_size: int = 2
+    """Samples per process per step."""
+    ga_steps: int = 1
+    """Gradient accumulation steps."""
+    input_shape: tuple[int, int, int] = (128, 128, 128)
+    """Training patch (D, H, W)."""
+    val_input_shape: tuple[int, int, int] = (128, 128, 128)
+    """Sliding-window size (D, H, W)."""
+    overlap: float = 0.5
+    """Sliding-window overlap."""
+    oversampling: float = 0.4
+    """Probability of a foreground crop."""
+    learning_rate: float = 0.8
+    """Base learning rate (after warmup)."""
+    init_learning_rate: float = 1e-4
+    """Learning rate the linear warmup starts from."""
+    lr_warmup_epochs: int = 200
+    """Epochs of linear warmup (0: none)."""
+    lr_decay_epochs: tuple[int, ...] = ()
+    """Epochs after which the learning rate is multiplied by ``lr_decay_factor``."""
+    lr_decay_factor: float = 1.0
+    """Multi-step decay factor."""
+    momentum: float = 0.9
+    """SGD (Nesterov) momentum."""
+    weight_decay: float = 0.0
+    """SGD weight decay."""
+    max_epochs: int | None = None
+    """Epoch cap; None: ceil(10000 * N / samples_per_epoch), N training cases (the reference script passes 4000)."""
+    start_eval_at: int | None = None
+    """First evaluated epoch; None: ceil(1000 * N / samples_per_epoch)."""
+    evaluate_every: int | None = None
+    """Epochs between evaluations; None: ceil(20 * N / samples_per_epoch)."""
+    amp: str | None = None
+    """Autocast dtype: None (fp32), "bf16" or "fp16"."""
+    channels_last: bool = False
+    """Use the channels_last_3d memory format."""
+    compile: bool = False
+    """torch.compile the model."""
+    num_workers: int = 0
+    """DataLoader worker processes per rank."""
+    threads: int | None = None
+    """torch intra-op threads per rank; None: torch's default."""
+    division: str = "closed"
+    """MLPerf division logged in submission_division."""
+    submission_org: str = "mltrain"
+    """Logged in submission_org."""
+    submission_platform: str = "cpu"
+    """Logged in submission_platform."""
+    submission_status: str = "onprem"
+    """Logged in submission_status."""
+    log_name: str = "unet3d.log"
+    """MLLOG file name inside ``results_dir``."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.seed >= -1, f"seed must be >= -1, got {self.seed}"),
+            (0.0 < self.quality_threshold <= 1.0, f"quality threshold must be in (0, 1], got {self.quality_threshold}"),
+            (self.batch_size >= 1 and self.ga_steps >= 1, "batch size and ga steps must be >= 1"),
+            (0.0 <= self.overlap < 1.0, f"overlap must be in [0, 1), got {self.overlap}"),
+            (0.0 <= self.oversampling <= 1.0, f"oversampling must be in [0, 1], got {self.oversampling}"),
+            (self.learning_rate > 0 and self.init_learning_rate >= 0, "learning rates must be positive"),
+            (self.lr_warmup_epochs >= 0, "lr warmup epochs must be >= 0"),
+            (self.momentum >= 0 and self.weight_decay >= 0, "momentum and weight decay must be >= 0"),
+            (self.amp in (None, *AMP_MODES), f"amp must be one of {AMP_MODES}, got {self.amp!r}"),
+            (self.division in DIVISIONS, f"division must be one of {DIVISIONS}, got {self.division!r}"),
+            (self.submission_status in STATUSES, f"submission status must be one of {STATUSES}"),
+            (self.num_workers >= 0, "num workers must be >= 0"),
+            (self.threads is None or self.threads >= 1, "threads must be >= 1"),
+            (bool(self.submission_org and self.submission_platform), "submission org/platform must not be empty"),
+        ]
+        for name in ("max_epochs", "start_eval_at", "evaluate_every"):
+            value = getattr(self, name)
+            checks.append((value is None or value >= 1, f"{name} must be >= 1, got {value}"))
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        for name in ("input_shape", "val_input_shape"):
+            shape = getattr(self, name)
+            bad = [s for s in shape if s % self.model.divisor]
+            if bad:
+                raise ValueError(f"{name} {shape}: every side must be a multiple of {self.model.divisor}")
+            if min(shape) // self.model.divisor < 2:
+                raise ValueError(f"{name} {shape}: too small for {len(self.model.filters)} levels (min side "
+                                 f"{2 * self.model.divisor})")
+
+    @property
+    def log_path(self) -> Path:
+        return self.results_dir / self.log_name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """Epoch-level schedule of a run, once samples per epoch are known."""
+
+    samples_per_epoch: int
+    """Training samples seen per epoch over all ranks (last incomplete batch dropped)."""
+    start_eval_at: int
+    """First evaluated epoch."""
+    evaluate_every: int
+    """Epochs between evaluations."""
+    max_epochs: int
+    """Epoch cap."""
+
+    def __post_init__(self) -> None:
+        if min(self.samples_per_epoch, self.start_eval_at, self.evaluate_every, self.max_epochs) < 1:
+            raise ValueError(f"schedule values must be >= 1: {self}")
+
+    def is_eval_epoch(self, epoch: int) -> bool:
+        return epoch >= self.start_eval_at and (epoch - self.start_eval_at) % self.evaluate_every == 0
+
+
+def resolve_schedule(config: TrainConfig, n_train: int, world_size: int) -> Schedule:
+    """Rules' scaling: 1000, 20 and 10000 epochs of the reference's 168 samples, in this run's epochs
+    (N training cases stand in for 168; identical for the real data)."""
+    step_batch = config.batch_size * world_size  # what one loader step consumes over all ranks
+    samples = (n_train // step_batch) * step_batch
+    if samples < 1:
+        raise ValueError(f"{n_train} training cases are fewer than one batch of {step_batch} over all ranks")
+    scale = n_train / 168
+
+    def scaled(reference_samples: int) -> int:
+        return math.ceil(reference_samples * scale / samples)
+
+    return Schedule(
+        samples_per_epoch=samples,
+        start_eval_at=config.start_eval_at or scaled(REFERENCE_EVAL_START_SAMPLES),
+        evaluate_every=config.evaluate_every or scaled(REFERENCE_EVAL_EVERY_SAMPLES),
+        max_epochs=config.max_epochs or scaled(REFERENCE_MAX_SAMPLES),
+    )
+
+
+def learning_rate(config: TrainConfig, epoch: int) -> float:
+    """LR of ``epoch`` (1-based): linear warmup init -> base over the warmup epochs, then the
+    base LR times the decay factor once per decay boundary already passed."""
+    if config.lr_warmup_epochs and epoch <= config.lr_warmup_epochs:
+        scale = epoch / config.lr_warmup_epochs
+        return config.init_learning_rate + (config.learning_rate - config.init_learning_rate) * scale
+    passed = sum(1 for boundary in config.lr_decay_epochs if boundary < epoch)
+    return config.learning_rate * config.lr_decay_factor**passed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m workloads.unet3d.train", description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--results-dir", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=-1)
+    p.add_argument("--quality-threshold", type=float, default=None, help="default: $QUALITY_THRESHOLD or 0.908")
+    p.add_argument("--filters", type=_int_list, default=CLOSED_FILTERS, help="channels per level, e.g. 8,16,32")
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--ga-steps", type=int, default=1)
+    p.add_argument("--input-shape", type=_triple, default=(128, 128, 128))
+    p.add_argument("--val-input-shape", type=_triple, default=None, help="default: --input-shape")
+    p.add_argument("--overlap", type=float, default=0.5)
+    p.add_argument("--oversampling", type=float, default=0.4)
+    p.add_argument("--learning-rate", type=float, default=0.8)
+    p.add_argument("--init-learning-rate", type=float, default=1e-4)
+    p.add_argument("--lr-warmup-epochs", type=int, default=200)
+    p.add_argument("--lr-decay-epochs", type=_int_list, default=())
+    p.add_argument("--lr-decay-factor", type=float, default=1.0)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--max-epochs", type=int, default=None)
+    p.add_argument("--start-eval-at", type=int, default=None)
+    p.add_argument("--evaluate-every", type=int, default=None)
+    p.add_argument("--amp", choices=("none", *AMP_MODES), default="none")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--division", choices=DIVISIONS, default=None,
+                   help="default: $SUBMISSION_DIVISION, else open for MLTRAIN_PROFILE=smoke, closed otherwise")
+    return p
+
+
+def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig:
+    """Parse ``argv``; env supplies QUALITY_THRESHOLD, MLTRAIN_PROFILE and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION}.
+
+    Raises SystemExit(2) (argparse) or ValueError with a one-line message."""
+    args = build_parser().parse_args(list(argv))
+    quality = args.quality_threshold
+    if quality is None:
+        quality = float(env.get("QUALITY_THRESHOLD") or 0.908)
+    division = args.division or env.get("SUBMISSION_DIVISION") or (
+        "open" if env.get("MLTRAIN_PROFILE") == "smoke" else "closed"
+    )
+    return TrainConfig(
+        data_dir=args.data_dir,
+        results_dir=args.results_dir,
+        seed=args.seed,
+        quality_threshold=quality,
+        model=UNet3DConfig(filters=tuple(args.filters)),
+        batch_size=args.batch_size,
+        ga_steps=args.ga_steps,
+        input_shape=args.input_shape,
+        val_input_shape=args.val_input_shape or args.input_shape,
+        overlap=args.overlap,
+        oversampling=args.oversampling,
+        learning_rate=args.learning_rate,
+        init_learning_rate=args.init_learning_rate,
+        lr_warmup_epochs=args.lr_warmup_epochs,
+        lr_decay_epochs=tuple(args.lr_decay_epochs),
+        lr_decay_factor=args.lr_decay_factor,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+        max_epochs=args.max_epochs,
+        start_eval_at=args.start_eval_at,
+        evaluate_every=args.evaluate_every,
+        amp=None if args.amp == "none" else args.amp,
+        channels_last=args.channels_last,
+        compile=args.compile,
+        num_workers=args.num_workers,
+        threads=args.threads,
+        division=division,
+        submission_org=env.get("SUBMISSION_ORG") or "mltrain",
+        submission_platform=env.get("SUBMISSION_PLATFORM") or "cpu",
+        submission_status=env.get("SUBMISSION_STATUS") or "onprem",
+    )

@@ -1,0 +1,121 @@
+"""Training and evaluation data of a preprocessed unet3d dataset (``case_XXXXX_x.npy`` / ``_y.npy``).
+
+Randomness is per sample: the sampler yields ``(case index, sample seed)`` pairs, the seeds
+drawn from the epoch's shuffling seed, so a run is reproducible whatever the number of
+DataLoader workers. Shuffling is the same on every rank (seeded by the epoch), each rank
+takes its own slice of the permutation, and the incomplete last global batch is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from workloads.unet3d.augment import BalancedCrop, augment, largest_component_boxes
+from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.split import image_file, label_file
+
+
+def load_case(data_dir: Path, case: str, mmap: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Image (1, D, H, W) float32 and label (1, D, H, W) uint8 of one case; DataError when unusable."""
+    mode = "r" if mmap else None
+    try:
+        image = np.load(data_dir / image_file(case), mmap_mode=mode, allow_pickle=False)
+        label = np.load(data_dir / label_file(case), allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DataError(f"{data_dir}: {case}: cannot load ({' '.join(str(err).split())})") from None
+    if image.ndim != 4 or image.shape != label.shape:
+        raise DataError(f"{data_dir}: {case}: image {image.shape} and label {label.shape} must be (1, D, H, W)")
+    return image, label
+
+
+class TrainDataset(Dataset):
+    """Augmented random patches of the training cases; item key: (case index, sample seed)."""
+
+    def __init__(self, data_dir: Path, cases: Sequence[str], crop: BalancedCrop) -> None:
+        self.data_dir, self.cases, self.crop = data_dir, list(cases), crop
+        self._boxes: dict[tuple[int, int], list] = {}  # per process: component boxes per (case, class)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index, seed = key
+        image, label = load_case(self.data_dir, self.cases[index], mmap=True)
+        if any(s < p for s, p in zip(label.shape[1:], self.crop.patch, strict=True)):
+            raise DataError(
+                f"{self.data_dir}: {self.cases[index]}: shape {label.shape[1:]} smaller than patch {self.crop.patch}"
+            )
+
+        def boxes_of(lab: np.ndarray, cls: int) -> list:
+            if (index, cls) not in self._boxes:  # a pure function of the label: cache it
+                self._boxes[(index, cls)] = largest_component_boxes(lab, cls)
+            return self._boxes[(index, cls)]
+
+        x, y = augment(image, label, self.crop, np.random.default_rng(seed), boxes_of)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+class ShardedShuffleSampler(Sampler):
+    """Per epoch: one permutation shared by all ranks (seeded by master seed and epoch),
+    truncated to whole global batches; rank r takes positions r, r + world, ...
+
+    Yields (case index, per-sample augmentation seed)."""
+
+    def __init__(self, n_cases: int, global_batch: int, rank: int, world: int, master_seed: int) -> None:
+        if n_cases < global_batch:
+            raise DataError(f"{n_cases} training cases are fewer than one global batch of {global_batch}")
+        self.n_cases, self.global_batch = n_cases, global_batch
+        self.rank, self.world, self.master_seed = rank, world, master_seed
+        self.epoch = 1
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return (self.n_cases // self.global_batch) * self.global_batch // self.world
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        rng = np.random.default_rng([self.master_seed, self.epoch])
+        order = rng.permutation(self.n_cases)[: len(self) * self.world]
+        seeds = rng.integers(0, 2**63 - 1, size=order.size)
+        for position in range(self.rank, order.size, self.world):
+            yield int(order[position]), int(seeds[position])
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderSettings:
+    """How batches are assembled."""
+
+    batch_size: int
+    """Samples per rank per step."""
+    num_workers: int = 0
+    """DataLoader worker processes (0: load in the training process)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.num_workers < 0:
+            raise ValueError("batch_size must be >= 1 and num_workers >= 0")
+
+
+def train_loader(
+    dataset: TrainDataset, sampler: ShardedShuffleSampler, settings: LoaderSettings
+) -> DataLoader:
+    return DataLoader(
+        dataset,
+        batch_size=settings.batch_size,
+        sampler=sampler,
+        num_workers=settings.num_workers,
+        drop_last=True,
+        persistent_workers=settings.num_workers > 0,
+        prefetch_factor=2 if settings.num_workers > 0 else None,
+    )
+
+
+def eval_cases_of_rank(cases: Sequence[str], rank: int, world: int) -> list[str]:
+    """Evaluation is split over ranks round robin; the Dice sums are reduced afterwards."""
+    return list(cases[rank::world])

@@ -1,0 +1,107 @@
+"""Sliding-window inference over whole volumes and the benchmark's mean-Dice accuracy.
+
+The steps are those of the reference (``retired_benchmarks/unet3d/pytorch/runtime/inference.py``):
+trim each axis by ``size % stride`` when that is less than half a stride, pad with -2.2 up to
+a whole number of strides (at least one window), run windows at 0, stride, 2*stride ...,
+blend them with a Gaussian importance map, then cut the padding away again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy.signal.windows import gaussian
+
+from workloads.unet3d.losses import dice_score
+
+PAD_VALUE = -2.2
+GAUSSIAN_SIGMA_SCALE = 0.125
+
+
+@lru_cache(maxsize=4)
+def importance_map(window: tuple[int, int, int]) -> np.ndarray:
+    """Gaussian blending weights (float32, max 1): outer product of 1-D windows, cube root."""
+    g = [gaussian(n, GAUSSIAN_SIGMA_SCALE * n) for n in window]
+    weights = np.cbrt(np.einsum("i,j,k->ijk", g[0], g[1], g[2]))
+    weights /= weights.max()
+    weights.setflags(write=False)
+    return weights.astype(np.float32)
+
+
+def trim_slices(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[slice, ...]:
+    """Per axis: crop r = size % stride (r // 2 in front) when r < stride // 2, else nothing."""
+    slices = []
+    for size, stride in zip(shape, strides, strict=True):
+        r = size % stride
+        r = r if r < stride // 2 else 0
+        slices.append(slice(r // 2, size - (r - r // 2)))
+    return tuple(slices)
+
+
+def padding(shape: tuple[int, ...], window: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(before, after) per axis: up to a multiple of the stride, one stride more if below a window."""
+    pads = []
+    for size, win, stride in zip(shape, window, strides, strict=True):
+        pad = (stride - size % stride) % stride
+        if size + pad < win:
+            pad += stride
+        pads.append((pad // 2, pad - pad // 2))
+    return pads
+
+
+def sliding_window_logits(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    image: torch.Tensor,
+    window: tuple[int, int, int],
+    overlap: float = 0.5,
+) -> torch.Tensor:
+    """Blended logits of ``image`` (1, C_in, D, H, W), already trimmed: -> (1, n_classes, D, H, W) fp32."""
+    shape = tuple(image.shape[2:])
+    strides = tuple(int(w * (1 - overlap)) for w in window)
+    pads = padding(shape, window, strides)
+    flat_pads = [p for before_after in reversed(pads) for p in before_after]  # F.pad: last axis first
+    padded = torch.nn.functional.pad(image, flat_pads, mode="constant", value=PAD_VALUE)
+    padded_shape = padded.shape[2:]
+    weights = torch.from_numpy(importance_map(tuple(window))).to(image.device)
+    result: torch.Tensor | None = None
+    norm = torch.zeros(padded_shape, dtype=torch.float32, device=image.device)
+    starts = [range(0, n - w + 1, s) for n, w, s in zip(padded_shape, window, strides, strict=True)]
+    for i in starts[0]:
+        for j in starts[1]:
+            for k in starts[2]:
+                box = (slice(i, i + window[0]), slice(j, j + window[1]), slice(k, k + window[2]))
+                logits = model(padded[(..., *box)]).float()  # (1, n_classes, *window)
+                if result is None:
+                    result = torch.zeros((1, logits.shape[1], *padded_shape), dtype=torch.float32)
+                result[(..., *box)] += logits * weights
+                norm[box] += weights
+    assert result is not None  # at least one window: the padding guarantees it
+    result /= norm
+    crop = tuple(slice(before, before + size) for (before, _), size in zip(pads, shape, strict=True))
+    return result[(..., *crop)]
+
+
+def evaluate_case(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    image: np.ndarray,
+    label: np.ndarray,
+    window: tuple[int, int, int],
+    overlap: float = 0.5,
+) -> torch.Tensor:
+    """Dice of kidney and tumour, (2,), for one preprocessed case ``image`` (1, D, H, W), ``label`` same."""
+    strides = tuple(int(w * (1 - overlap)) for w in window)
+    trim = (slice(None), *trim_slices(image.shape[1:], strides))
+    x = torch.from_numpy(np.ascontiguousarray(image[trim]))[None]  # (1, 1, D', H', W')
+    y = torch.from_numpy(np.ascontiguousarray(label[trim]))[None]
+    logits = sliding_window_logits(model, x, window, overlap)
+    return dice_score(logits, y)
+
+
+def mean_dice(per_case: Iterable[torch.Tensor]) -> tuple[float, float, float]:
+    """(kidney, tumour, accuracy) averaged over cases; accuracy is the mean of the two."""
+    scores = torch.stack(list(per_case)).mean(dim=0)
+    kidney, tumour = float(scores[-2]), float(scores[-1])
+    return kidney, tumour, (kidney + tumour) / 2
