@@ -1,0 +1,1 @@
+"""ResNet-50 v1.5 (MLPerf Training image classification) as an mltrain workload."""

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Train one seed of resnet50 and print its :::MLLOG lines (the workload contract, workloads/README.md).
+#   usage: run_and_time.sh SEED
+# Environment: DATADIR (ImageNet layout), RESULTS_DIR (writable), MLTRAIN_PROFILE, QUALITY_THRESHOLD,
+#   RESNET50_PRESET   closed | smoke (default: smoke when MLTRAIN_PROFILE=smoke, else closed)
+#   RESNET50_SET      space-separated NAME=VALUE overrides of TrainConfig fields (e.g. "amp=bf16 workers=4")
+#   RESNET50_NPROC    processes per node through torchrun (default 1)
+#   RESNET50_PLATFORM submission_platform for the log (default: the host name)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [[ $# -ne 1 || ! $1 =~ ^[0-9]+$ ]]; then
+    echo "usage: run_and_time.sh SEED (a non-negative integer)" >&2
+    exit 2
+fi
+seed=$1
+: "${DATADIR:?DATADIR must name the dataset folder}"
+default_preset=closed
+if [[ ${MLTRAIN_PROFILE:-} == smoke ]]; then default_preset=smoke; fi
+preset=${RESNET50_PRESET:-$default_preset}
+nproc=${RESNET50_NPROC:-1}
+read -r -a overrides <<< "${RESNET50_SET:-}"
+if [[ -n ${RESNET50_PLATFORM:-} ]]; then overrides+=("submission_platform=${RESNET50_PLATFORM}"); fi
+
+args=(--data "$DATADIR" --seed "$seed" --preset "$preset")
+if [[ -n ${RESULTS_DIR:-} ]]; then args+=(--results "$RESULTS_DIR"); fi
+if [[ -n ${QUALITY_THRESHOLD:-} ]]; then args+=(--target "$QUALITY_THRESHOLD"); fi
+if [[ ${#overrides[@]} -gt 0 ]]; then args+=(--set "${overrides[@]}"); fi
+
+python=${PYTHON:-python}
+start=$(date +%s)
+echo "resnet50: seed $seed, preset $preset, $nproc process(es), started $(date -u +%FT%TZ)" >&2
+if [[ $nproc -gt 1 ]]; then
+    "$python" -m torch.distributed.run --standalone --nproc_per_node "$nproc" -m workloads.resnet50.train "${args[@]}"
+else
+    "$python" -m workloads.resnet50.train "${args[@]}"
+fi
+echo "resnet50: seed $seed finished in $(( $(date +%s) - start )) s" >&2
