@@ -26,7 +26,9 @@ from pathlib import Path
 
 import nibabel
 import numpy as np
+import torch
 from scipy import ndimage
+from torch.nn.functional import interpolate
 
 from workloads.unet3d.atomic import write_json
 from workloads.unet3d.data_errors import DataError
@@ -161,8 +163,23 @@ def _rotation(rng: np.random.Generator, max_degrees: float) -> np.ndarray:
 
 
 def _smooth_noise(rng: np.random.Generator, shape: tuple[int, ...], sigma: tuple[float, ...]) -> np.ndarray:
-    """Gaussian-filtered white noise scaled to unit standard deviation (float32)."""
-    field = ndimage.gaussian_filter(rng.standard_normal(shape, dtype=np.float32), sigma=sigma)
+    """Smooth Gaussian noise (correlation length ``sigma`` voxels), unit standard deviation, float32.
+
+    Filtered on a grid coarsened to about sigma / 1.5 per axis, then trilinearly upsampled:
+    the same look as filtering at full resolution for a fraction of the time on 512 x 512 slices.
+    """
+    factors = [max(1, int(s / 1.5)) for s in sigma]
+    coarse_shape = [max(2, -(-n // f) + 1) for n, f in zip(shape, factors, strict=True)]
+    coarse = rng.standard_normal(coarse_shape, dtype=np.float32)
+    coarse = ndimage.gaussian_filter(coarse, sigma=[s / f for s, f in zip(sigma, factors, strict=True)])
+    if any(f > 1 for f in factors):
+        stretched = [(n - 1) * f for n, f in zip(coarse_shape, factors, strict=True)]
+        full = interpolate(
+            torch.from_numpy(coarse)[None, None], size=stretched, mode="trilinear", align_corners=True
+        )[0, 0]
+        field = np.ascontiguousarray(full[: shape[0], : shape[1], : shape[2]].numpy())
+    else:
+        field = coarse[: shape[0], : shape[1], : shape[2]]
     return field / max(float(field.std()), 1e-6)
 
 
@@ -222,8 +239,8 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
                 2,
             )
     # Scanner blur (about 1 mm) and quantum noise.
-    hu = ndimage.gaussian_filter(hu, sigma=tuple(max(0.3, 0.8 / step) for step in spacing))
-    hu += rng.normal(0.0, rng.uniform(6.0, 12.0), size=shape).astype(np.float32)
+    hu = ndimage.gaussian_filter(hu, sigma=tuple(max(0.3, 0.8 / step) for step in spacing), truncate=3.0)
+    hu += rng.standard_normal(shape, dtype=np.float32) * np.float32(rng.uniform(6.0, 12.0))
     image = np.clip(np.rint(hu), -1024, 3071).astype(np.int16)
     return SyntheticCase(
         name=case_name(index),
@@ -247,23 +264,27 @@ def _paint(grid, shape: _Ellipsoid, hu, value, label=None, label_value=0) -> Non
         label[box][inside] = label_value
 
 
-def _cylinder(grid: _Grid, center_yx: tuple[float, float], radii: tuple[float, float]) -> _Ellipsoid:
-    """A vertical cylinder through the whole volume, as a very long ellipsoid."""
-    length = 4 * max(grid.half_extent[0], 1.0)
-    return _Ellipsoid(
-        np.array([0.0, *center_yx], dtype=np.float32),
-        np.array([length, *radii], dtype=np.float32),
-        np.eye(3, dtype=np.float32),
-    )
+def _paint_column(grid: _Grid, center_yx: tuple[float, float], radii: tuple[float, float], hu, value) -> None:
+    """Set ``hu`` inside an elliptic cylinder along the slice axis; ``value(box)`` gives the HU there."""
+    dy = grid.axes[1][:, None] - center_yx[0]
+    dx = grid.axes[2][None, :] - center_yx[1]
+    inside = (dy / radii[0]) ** 2 + (dx / radii[1]) ** 2 <= 1.0  # (H, W), the same on every slice
+    rows, cols = np.nonzero(inside.any(axis=1))[0], np.nonzero(inside.any(axis=0))[0]
+    if rows.size == 0:
+        return
+    box = (slice(None), slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    window = inside[box[1], box[2]]
+    values = np.broadcast_to(value(box), hu[box].shape)
+    hu[box][:, window] = values[:, window]
 
 
 def _paint_body(rng: np.random.Generator, grid: _Grid, hu: np.ndarray, texture: np.ndarray) -> None:
     half_y, half_x = grid.half_extent[1], grid.half_extent[2]
     body = (rng.uniform(0.78, 0.88) * half_y, rng.uniform(0.9, 0.97) * half_x)
     fat = rng.uniform(0.06, 0.12)
-    _paint(grid, _cylinder(grid, (0.0, 0.0), body), hu, lambda rho, box: HU_FAT + 10 * texture[box])
+    _paint_column(grid, (0.0, 0.0), body, hu, lambda box: HU_FAT + 10 * texture[box])
     inner = (body[0] - fat, body[1] - fat)
-    _paint(grid, _cylinder(grid, (0.0, 0.0), inner), hu, lambda rho, box: HU_SOFT_TISSUE + 10 * texture[box])
+    _paint_column(grid, (0.0, 0.0), inner, hu, lambda box: HU_SOFT_TISSUE + 10 * texture[box])
     liver = _Ellipsoid(
         np.array([rng.uniform(0.2, 0.6), rng.uniform(-0.35, -0.15), -rng.uniform(0.3, 0.45)], np.float32),
         np.array([0.6, 0.45, 0.4], np.float32) * rng.uniform(0.85, 1.1),
@@ -271,11 +292,11 @@ def _paint_body(rng: np.random.Generator, grid: _Grid, hu: np.ndarray, texture: 
     )
     _paint(grid, liver, hu, lambda rho, box: HU_LIVER + 8 * texture[box])
     spine_y = rng.uniform(0.5, 0.6) * body[0]
-    _paint(grid, _cylinder(grid, (spine_y, 0.0), (0.13, 0.13)), hu, lambda rho, box: HU_BONE + 0 * rho)
-    _paint(grid, _cylinder(grid, (spine_y, 0.0), (0.1, 0.1)), hu, lambda rho, box: HU_MARROW + 20 * texture[box])
+    _paint_column(grid, (spine_y, 0.0), (0.13, 0.13), hu, lambda box: HU_BONE)
+    _paint_column(grid, (spine_y, 0.0), (0.1, 0.1), hu, lambda box: HU_MARROW + 20 * texture[box])
     vessel_y = spine_y - rng.uniform(0.2, 0.25)
-    _paint(grid, _cylinder(grid, (vessel_y, 0.07), (0.055, 0.055)), hu, lambda rho, box: HU_AORTA + 0 * rho)
-    _paint(grid, _cylinder(grid, (vessel_y, -0.1), (0.07, 0.05)), hu, lambda rho, box: HU_CAVA + 0 * rho)
+    _paint_column(grid, (vessel_y, 0.07), (0.055, 0.055), hu, lambda box: HU_AORTA)
+    _paint_column(grid, (vessel_y, -0.1), (0.07, 0.05), hu, lambda box: HU_CAVA)
 
 
 def _kidneys(rng: np.random.Generator, grid: _Grid, organ_scale: float) -> list[_Ellipsoid]:
