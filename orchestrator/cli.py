@@ -41,7 +41,7 @@ def build_app() -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     app = build_app()
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except MltrainError as exc:
         Output().error(str(exc))
         if os.environ.get("MLTRAIN_DEBUG"):
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         Output().error(f"internal error: {type(exc).__name__}: {exc} (set MLTRAIN_DEBUG=1 for a traceback)")
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def entry() -> None:

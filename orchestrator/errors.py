@@ -47,6 +47,12 @@ class StoreError(MltrainError):
     exit_code = EXIT_USAGE
 
 
+class Interrupted(MltrainError):
+    """The user stopped a run (Ctrl-C); what finished is kept and can be resumed."""
+
+    exit_code = 130
+
+
 class RunnerError(MltrainError):
     """A runner could not start or manage a run (engine down, build failed, missing runtime)."""
 

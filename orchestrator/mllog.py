@@ -149,7 +149,7 @@ def build_record(
     seed_event = log.first("seed")
     bench = log.first("submission_benchmark")
     gbs = log.first("global_batch_size")
-    status, reason = _classify(log, start, stop, target, metric, evals, epochs_to_target, exit, ended)
+    status, reason = _classify(log, start, stop, target, metric, evals, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
         metadata["epoch_unit"] = "samples"
@@ -186,12 +186,13 @@ def _classify(
     metric: str,
     evals: list[EvalPoint],
     epochs_to_target: float | None,
+    epochs_run: float | None,
     exit: Exit | None,
     ended: RunStatus | None,
 ) -> tuple[RunStatus, str]:
     if ended in (RunStatus.TIMED_OUT, RunStatus.INTERRUPTED):
         what = "wall-clock limit reached" if ended is RunStatus.TIMED_OUT else "interrupted by the user"
-        return ended, what + (f" at epoch {evals[-1].epoch:g}" if evals else "")
+        return ended, what + (f" in epoch {epochs_run:g}" if epochs_run is not None else " before the first epoch")
     if exit is not None and exit.oom_killed:
         return RunStatus.OOM, exit.detail or "killed for lack of memory"
     if exit is not None and exit.code not in (0, None):

@@ -10,7 +10,7 @@ from rich.live import Live
 from orchestrator import benchmark, datasets, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, registry, results_dir, seeds_file
 from orchestrator.config import load_profiles
-from orchestrator.errors import EXIT_INVALID_RESULT, UsageError
+from orchestrator.errors import EXIT_INVALID_RESULT, Interrupted, UsageError
 from orchestrator.execute import SeedProgress
 from orchestrator.output import Output
 from orchestrator.paths import project_root
@@ -46,7 +46,7 @@ def run(
         stored = store.open_run(folder, resume)
         if stored.manifest["workload"] != spec.name:
             raise UsageError(f"run {resume} is a {stored.manifest['workload']} run, not {spec.name}")
-        if seeds or profile:
+        if seeds is not None or profile:
             raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
         chosen = load_profiles(seeds_file()).get(spec.name, stored.manifest["profile"])
         seed_list, random = tuple(stored.manifest["seeds"]), bool(stored.manifest.get("seeds_random"))
@@ -54,7 +54,7 @@ def run(
         label = label or stored.manifest.get("label")
     else:
         chosen = load_profiles(seeds_file()).get(spec.name, profile)
-        parsed, random = parse_seeds(seeds or chosen.seeds)
+        parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
         seed_list = tuple(parsed)
         data_dir = datasets.resolve_data_dir(spec, chosen, data)
     options = RunnerOptions(name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches)
@@ -85,13 +85,19 @@ def run(
         if state.get("state") == store.SEED_FINISHED and s in progress:
             progress[s].state, progress[s].status = "finished", state.get("status", "")
     title = f"{spec.name} · {chosen.name} · {stored.run_id}"
-    if out.err.is_terminal:
-        with Live(progress_table(title, progress), console=out.err, auto_refresh=False) as live:
-            benchmark.run_seeds(
-                stored, plan, backend, progress, lambda: live.update(progress_table(title, progress), refresh=True)
-            )
-    else:
-        benchmark.run_seeds(stored, plan, backend, progress, lambda: _announce_finished(out, progress))
+    try:
+        if out.err.is_terminal:
+            with Live(progress_table(title, progress), console=out.err, auto_refresh=False) as live:
+                benchmark.run_seeds(
+                    stored, plan, backend, progress, lambda: live.update(progress_table(title, progress), refresh=True)
+                )
+        else:
+            benchmark.run_seeds(stored, plan, backend, progress, lambda: _announce_finished(out, progress))
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted: finished seeds are kept; complete the set with"
+            f" `mltrain run {spec.name} --resume {stored.run_id}`"
+        ) from None
     final, score = benchmark.finish(folder, stored.run_id)
     summary = final.summary or {}
     if as_json:

@@ -1,0 +1,69 @@
+"""Fixtures shared by the tests: the CLI run in-process or as a child, against the test workloads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PROJECT = TESTS.parent
+TEST_WORKLOADS = TESTS / "workloads"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def mltrain_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Environment that points mltrain at the test workloads, their profiles and a private cache."""
+    env = {
+        "MLTRAIN_WORKLOADS": str(TEST_WORKLOADS),
+        "MLTRAIN_SEEDS_FILE": str(TEST_WORKLOADS / "seeds.yaml"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "COLUMNS": "200",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def cli(mltrain_env: dict[str, str], capsys: pytest.CaptureFixture[str]):
+    """Run ``mltrain ARGS`` in this process; returns exit code, stdout and stderr."""
+    from orchestrator.cli import main
+
+    def invoke(*args: str) -> CliResult:
+        capsys.readouterr()  # drop what the test itself printed before
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return invoke
+
+
+@pytest.fixture
+def cli_process(mltrain_env: dict[str, str]):
+    """Start ``mltrain ARGS`` as a child process (for signals); returns the Popen."""
+
+    def start(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        env = {**os.environ, **mltrain_env, **(extra_env or {})}
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", *args], cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+    return start
+
+
+def write_profiles(path: Path, body: str) -> Path:
+    path.write_text(body)
+    return path

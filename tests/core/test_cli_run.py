@@ -1,0 +1,146 @@
+"""`mltrain run` end to end on the fake workload and the local runner."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import open_run
+
+# fakebench: seed s needs 20 + (7 s) % 11 epochs of 1000 logged ms each.
+EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
+
+
+def by_hand_olympic_ms(seeds, drop=1):
+    times = sorted(EPOCHS[s] * 1000 for s in seeds)
+    kept = times[drop: len(times) - drop]
+    return sum(kept) / len(kept)
+
+
+def test_run_scores_like_the_hand_computation_and_is_listed(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--seeds", "1-9", "--results", str(results))
+    assert r.code == 0, r.err
+    expected = by_hand_olympic_ms(range(1, 10))
+    assert f"time-to-train (olympic mean of 7): {expected / 1000:.2f} s" in r.out
+    assert "qualify profile: not an MLPerf result" in r.out and "result: VALID" in r.out
+    run_id = next(p.name for p in results.iterdir() if p.is_dir())
+
+    listed = cli("list", "--results", str(results), "--json")
+    rows = json.loads(listed.out)
+    assert [row["run_id"] for row in rows] == [run_id]
+    assert rows[0]["score_ms"] == pytest.approx(expected) and rows[0]["profile"] == "qualify"
+
+    shown = cli("show", run_id, "--results", str(results), "--json")
+    data = json.loads(shown.out)
+    assert data["summary"]["score_ms"] == pytest.approx(expected)
+    assert data["summary"]["time_to_train_ms"]["n"] == 9
+    assert {int(s): rec["epochs_to_target"] for s, rec in data["records"].items()} == EPOCHS
+
+    text = cli("show", run_id, "--results", str(results))
+    assert run_id in text.out and "olympic mean of 7" in text.out
+    scored = cli("score", run_id, "--results", str(results), "--json")
+    assert json.loads(scored.out)["score_ms"] == pytest.approx(expected)
+
+
+def test_run_json_output_and_failure_exit_code(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    monkeypatch.setenv("FAKE_MODE_SEEDS", "2")
+    r = cli("run", "fakebench", "--seeds", "1-4", "--results", str(tmp_path), "--json")
+    assert r.code == 1
+    summary = json.loads(r.out)
+    assert summary["per_seed"]["2"]["status"] == "crashed"
+    assert "fakebench crashed" in summary["per_seed"]["2"]["reason"]
+    assert summary["valid"] is True  # one non-converged run is allowed; the crash still fails the command
+    # the crash is the dropped slow run: drop only the fastest of seeds 1, 3, 4
+    kept = sorted([EPOCHS[1], EPOCHS[3], EPOCHS[4]])[1:]
+    assert summary["score_ms"] == pytest.approx(sum(kept) * 1000 / 2)
+
+
+def test_out_of_memory_is_classified(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAKE_MODE", "oom")
+    r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path), "--json")
+    assert r.code == 1
+    assert json.loads(r.out)["per_seed"]["1"]["status"] == "out_of_memory"
+
+
+def test_wall_clock_limit_stops_a_hanging_run(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    profiles = tmp_path / "seeds.yaml"
+    profiles.write_text(
+        "workloads:\n  fakebench:\n    qualify: {seeds: '1', timeout_minutes: 0.03, dataset: {source: synthetic}}\n"
+    )
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(profiles))
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    r = cli("run", "fakebench", "--results", str(tmp_path / "r"), "--json")
+    assert r.code == 1
+    seed = json.loads(r.out)["per_seed"]["1"]
+    assert seed["status"] == "timed_out" and "in epoch 3" in seed["reason"]
+
+
+def _nothing_written(folder: Path) -> bool:
+    return not folder.exists() or not any(p.is_dir() for p in folder.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nosuch"], "unknown workload 'nosuch': known workloads are"),
+        (["run", "fakebench", "--seeds", "9-1"], "runs backwards"),
+        (["run", "fakebench", "--seeds", "a"], "is not a seed or range"),
+        (["run", "fakebench", "--seeds", ""], "empty seed spec"),
+        (["run", "fakebench", "--seeds", "1,1"], "given twice"),
+        (["run", "fakebench", "--data", "/nonexistent/kits19"], "data folder /nonexistent/kits19 does not exist"),
+        (["run", "fakebench", "--profile", "fast"], "unknown profile 'fast'"),
+        (["run", "fakebench", "--runner", "cloud"], "unknown runner 'cloud'"),
+        (["show", "no-such-run"], "no run 'no-such-run'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path: Path, args, message):
+    results = tmp_path / "results"
+    r = cli(*args, "--results", str(results))
+    assert r.code == 2, r.err
+    assert message in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
+    assert _nothing_written(results)
+
+
+def test_data_that_fails_the_workload_check(cli, tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cli("run", "fakebench", "--data", str(empty), "--results", str(tmp_path / "results"))
+    assert r.code == 2 and "cases.json missing" in r.err and _nothing_written(tmp_path / "results")
+
+
+def test_invalid_profiles_file(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    bad = tmp_path / "seeds.yaml"
+    bad.write_text("workloads:\n  fakebench:\n    qualify: {drop_per_end: many}\n")
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(bad))
+    r = cli("run", "fakebench", "--results", str(tmp_path / "results"))
+    assert r.code == 2 and "invalid field workloads.fakebench.qualify.drop_per_end" in r.err
+    assert _nothing_written(tmp_path / "results")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any folder")
+def test_unreadable_results_folder(cli, tmp_path: Path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    r = cli("run", "fakebench", "--results", str(locked))
+    assert r.code == 2 and "not readable and writable" in r.err
+
+
+def test_results_path_that_is_a_file(cli, tmp_path: Path):
+    afile = tmp_path / "results"
+    afile.write_text("x")
+    r = cli("run", "fakebench", "--results", str(afile))
+    assert r.code == 2 and "is not a folder" in r.err
+
+
+def test_manifest_records_profile_seeds_runner_and_versions(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--seeds", "random:3", "--results", str(results))
+    assert r.code == 0, r.err
+    run_id = next(p.name for p in results.iterdir() if p.is_dir())
+    m = open_run(results, run_id).manifest
+    assert m["profile"] == "qualify" and m["seeds_random"] and len(m["seeds"]) == 3 and m["runner"] == "local"
+    assert m["versions"]["mlperf-logging"] and m["ended_at"] and m["state"] == "finished"
+    assert m["env"]["QUALITY_THRESHOLD"] == "0.908" and m["env"]["MLTRAIN_PROFILE"] == "qualify"

@@ -1,0 +1,81 @@
+import pytest
+
+from orchestrator.errors import LogError
+from orchestrator.mllog import build_record, parse_lines, require_scorable
+from orchestrator.records import RunRecord, RunStatus
+from orchestrator.runners.base import Exit
+
+from .mllog_lines import line, run_log
+
+TARGET = 0.908
+
+
+def record(lines, **kwargs) -> RunRecord:
+    return build_record(parse_lines(lines), target=TARGET, **kwargs)
+
+
+def test_converged_run_time_epochs_seed_and_curve():
+    r = record(run_log(evals=[(5000, 20, 0.5), (9000, 40, 0.91), (9500, 60, 0.95)], stop=9001))
+    assert r.status is RunStatus.CONVERGED
+    assert r.time_to_train_ms == 8001 and r.epochs_to_target == 40 and r.seed == 7
+    assert [(p.epoch, p.accuracy, p.time_ms) for p in r.evals][:2] == [(20, 0.5, 4000), (40, 0.91, 8000)]
+    assert r.benchmark == "unet3d" and r.global_batch_size == 2
+
+
+def test_interleaved_output_prefixes_and_truncated_last_line_are_tolerated():
+    lines = ["Epoch 1 loss 0.3", "0: " + line("run_start", 10), "warning: something",
+             line("eval_accuracy", 50, 0.95, epoch_num=3), line("run_stop", 60, status="success"),
+             line("eval_accuracy", 70, 0.1)[:40]]
+    parsed = parse_lines(lines)
+    assert len(parsed.events) == 3 and len(parsed.errors) == 1
+    assert build_record(parsed, target=TARGET).time_to_train_ms == 50
+
+
+def test_samples_based_epochs_become_epochs():
+    r = record(run_log(evals=[(5000, 1, 0.5), (9000, 2, 0.5), (12000, 3, 0.93)], samples=168))
+    assert r.epochs_to_target == 3 and [p.epoch for p in r.evals] == [1, 2, 3]
+    assert r.metadata["epoch_unit"] == "samples"
+
+
+def test_epoch_unit_can_be_forced():
+    r = record(run_log(evals=[(5000, 336, 0.95)]), epoch_unit="samples")
+    assert r.epochs_to_target == 2
+
+
+@pytest.mark.parametrize(
+    ("lines", "kwargs", "status", "reason"),
+    [
+        (run_log(evals=[(5000, 20, 0.5)], status="aborted"), {}, RunStatus.NOT_CONVERGED, "best eval_accuracy 0.5"),
+        (run_log(evals=[(5000, 20, 0.5), (6000, 40, 0.0)], status="aborted"), {}, RunStatus.DIVERGED, "collapsed"),
+        (run_log(evals=[(5000, 20, 0.5)], status="success"), {}, RunStatus.NOT_CONVERGED, "no eval_accuracy reached"),
+        (run_log(evals=[(5000, 20, 0.95)])[:-1], {}, RunStatus.CRASHED, "no run_stop"),
+        ([line("init_start", 0), line("run_stop", 5, status="success")], {}, RunStatus.CRASHED, "no run_start"),
+        (run_log(evals=[(5000, 20, 0.95)]), {"exit": Exit(code=1)}, RunStatus.CRASHED, "exited with status 1"),
+        (run_log(evals=[(5000, 20, 0.95)]), {"exit": Exit(code=-9, detail="killed by signal 9")}, RunStatus.KILLED,
+         "signal 9"),
+        (run_log(evals=[(5000, 20, 0.95)]), {"exit": Exit(code=1, oom_killed=True)}, RunStatus.OOM, "memory"),
+        (run_log(evals=[(5000, 20, 0.5)])[:-1], {"ended": RunStatus.TIMED_OUT}, RunStatus.TIMED_OUT, "wall-clock"),
+    ],
+)
+def test_why_a_run_did_not_converge(lines, kwargs, status, reason):
+    r = record(lines, **kwargs)
+    assert r.status is status and reason in r.reason and not r.converged
+
+
+def test_run_stop_before_run_start():
+    lines = run_log(evals=[(5000, 20, 0.95)], stop=500)
+    assert record(lines).status is RunStatus.CRASHED
+    with pytest.raises(LogError, match="run_stop .* is before run_start"):
+        require_scorable(parse_lines(lines), "result_0.txt")
+
+
+def test_unscorable_logs_fail_in_one_line():
+    with pytest.raises(LogError, match="result_1.txt: run_start not recorded"):
+        require_scorable(parse_lines([line("init_start", 0), line("run_stop", 5)]), "result_1.txt")
+    with pytest.raises(LogError, match="no :::MLLOG lines"):
+        require_scorable(parse_lines(["hello"]), "x")
+
+
+def test_record_round_trips_through_json():
+    r = record(run_log(evals=[(5000, 20, 0.5), (9000, 40, 0.91)]))
+    assert RunRecord.from_json(r.to_json()) == r
