@@ -171,14 +171,18 @@ def remove_leftovers(client: docker.DockerClient, run_id: str | None = None) -> 
     return their names."""
     label = f"{LABEL_RUN_ID}={run_id}" if run_id else LABEL_RUN_ID
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters={"label": label}):
+    # Listed sparse (no inspect per container): one that vanishes meanwhile is no error.
+    for container in client.containers.list(all=True, sparse=True, filters={"label": label}):
+        names = container.attrs.get("Names") or [container.id]
         try:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             continue
         except docker.errors.APIError as exc:
-            raise RunnerError(f"cannot remove container {container.name}: {_short(exc)}") from None
-        removed.append(str(container.name))
+            if exc.status_code == 409:  # already being removed
+                continue
+            raise RunnerError(f"cannot remove container {names[0].lstrip('/')}: {_short(exc)}") from None
+        removed.append(str(names[0]).lstrip("/"))
     return removed
 
 
