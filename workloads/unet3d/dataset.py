@@ -61,9 +61,9 @@ def _say(message: str) -> None:
 
 @contextmanager
 def _progress(description: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr; yields a function that advances it by one."""
+    """A rich progress bar on stderr, cleared when done (the summary line follows); yields `advance`."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda: progress.advance(task)
 
