@@ -231,7 +231,7 @@ def follow_build(
                 if clean.startswith("Step "):
                     step = clean
                     step_output.clear()
-                elif not clean.startswith(" ---> "):
+                elif not clean.startswith((" ---> ", "Removing intermediate container")):
                     step_output.append(clean)
                 found = re.match(r"^Successfully built ([0-9a-f]+)$", clean)
                 if found and not image_id:
@@ -259,7 +259,7 @@ def _failure_line(
     line = f"building {tag} failed{where}: {message}"
     if last and last not in message:
         line += f" (last output: {_one_line(last)})"
-    if not base_present and (step.startswith("Step 1/") or not step):
+    if not base_present and (" FROM " in f" {step} " or not step):
         line += f"; base image {base_image} is not in the engine: load it or pass --base-image"
     return line
 

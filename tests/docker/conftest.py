@@ -69,13 +69,19 @@ def torch_base_image(docker_engine: docker.DockerClient) -> str:
 
 
 @pytest.fixture
-def docker_cli(cli, monkeypatch: pytest.MonkeyPatch, test_base_image: str):
+def cli_with_build(cli, monkeypatch: pytest.MonkeyPatch):
     """The in-process CLI, with `build` and `clean` registered even before the core lists them."""
     import orchestrator.cli as cli_module
 
     wanted = tuple(dict.fromkeys((*cli_module.COMMAND_MODULES, "build", "clean")))
     monkeypatch.setattr(cli_module, "COMMAND_MODULES", wanted)
     return cli
+
+
+@pytest.fixture
+def docker_cli(cli_with_build, test_base_image: str):
+    """`cli_with_build` against the engine, with the test base image made."""
+    return cli_with_build
 
 
 @dataclass(frozen=True)
