@@ -179,3 +179,19 @@ def test_written_npy_is_plain_and_loads_without_pickle(raw: Path, tmp_path: Path
     header = (out / "case_00000_x.npy").read_bytes()[:128].decode("latin1")
     assert header.startswith("\x93NUMPY") and "'descr': '<f4'" in header
     assert "'shape': (1, 8, 8, 8)" in header
+
+
+@pytest.mark.parametrize("mode", ["trilinear", "nearest"])
+def test_resampling_bytes_do_not_depend_on_input_memory_layout(mode: str) -> None:
+    """``resample`` feeds C-contiguous arrays where the reference fed nibabel's Fortran order."""
+    import torch
+    from torch.nn.functional import interpolate
+
+    rng = np.random.default_rng(0)
+    dtype = np.float32 if mode == "trilinear" else np.uint8
+    volume = np.asfortranarray(rng.normal(100, 150, (13, 37, 41)).astype(dtype))[None, None]
+    extra = {"align_corners": True} if mode == "trilinear" else {}
+    size = [23, 29, 30]
+    as_given = interpolate(torch.from_numpy(volume), size=size, mode=mode, **extra).numpy()
+    contiguous = interpolate(torch.from_numpy(np.ascontiguousarray(volume)), size=size, mode=mode, **extra).numpy()
+    assert as_given.tobytes() == contiguous.tobytes()

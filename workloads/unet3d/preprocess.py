@@ -7,8 +7,9 @@ Per case (shared/spec/unet3d/README.md, "Preprocessing"):
   3. image: clip to [-79, 304], then (x - 101) / 76.9;
   4. edge-pad each spatial axis shorter than ``min_shape`` (128 in the closed division);
   5. ``np.save(..., allow_pickle=False)`` of ``case_XXXXX_x.npy`` (float32) and ``_y.npy`` (uint8).
-The calls are the reference's own, in its order and on arrays of the same memory layout, so the
-bytes written are what its procedure writes with the installed torch/numpy/nibabel.
+The calls are the reference's own, in its order, so the bytes written are what its procedure
+writes with the installed torch/numpy/nibabel. One deliberate difference, for speed: the
+resampling input is made C-contiguous first (same values, same weights; see ``resample``).
 
 A run is resumable: ``OUT/manifest.json`` records, per finished case, its source files (size,
 mtime, md5), the parameters and the md5 of both outputs. A case whose sources and parameters
@@ -121,10 +122,18 @@ def resample(image: np.ndarray, label: np.ndarray, spacing: list[float]) -> tupl
     if spacing == TARGET_SPACING:
         return image, label
     new_shape = resampled_shape(spacing, image.shape[1:])
+    # nibabel hands over Fortran-ordered arrays. Making them C-contiguous changes only where the
+    # kernels read each source voxel, not which voxels or weights (tests check the bytes are
+    # equal), and makes resampling about 8x faster than on the strided view.
     image_t = interpolate(
-        torch.from_numpy(np.expand_dims(image, 0)), size=new_shape, mode="trilinear", align_corners=True
+        torch.from_numpy(np.ascontiguousarray(np.expand_dims(image, 0))),
+        size=new_shape,
+        mode="trilinear",
+        align_corners=True,
     )
-    label_t = interpolate(torch.from_numpy(np.expand_dims(label, 0)), size=new_shape, mode="nearest")
+    label_t = interpolate(
+        torch.from_numpy(np.ascontiguousarray(np.expand_dims(label, 0))), size=new_shape, mode="nearest"
+    )
     return np.squeeze(image_t.numpy(), 0), np.squeeze(label_t.numpy(), 0)
 
 

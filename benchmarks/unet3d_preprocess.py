@@ -1,0 +1,61 @@
+"""Preprocessing seconds per real-sized synthetic KiTS19 case: one worker vs parallel workers.
+
+    python benchmarks/unet3d_preprocess.py [--cases 4] [--workers N] [--seed 0]
+
+Generates ``--cases`` synthetic cases of real size (512 x 512 x N slices, KiTS19-like spacing)
+into a temporary folder, preprocesses them once with one worker process (torch may use every
+core inside it) and once with ``--workers`` processes, and prints seconds per case for each and
+their ratio, measured in the same run. Both runs must write identical bytes. The machine may be
+shared: rerun to see the noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from workloads.unet3d.preprocess import PreprocessConfig, preprocess_dataset
+from workloads.unet3d.synthetic import generate_raw, parse_size
+
+
+def timed_run(raw: Path, out: Path, workers: int) -> tuple[float, dict]:
+    started = time.perf_counter()
+    summary = preprocess_dataset(PreprocessConfig(raw_dir=raw, out_dir=out, min_shape=128, workers=workers))
+    seconds = time.perf_counter() - started
+    sums = {name: o["md5"] for r in summary.results for name, o in r.entry["outputs"].items()}
+    return seconds, sums
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="unet3d-preprocess-bench-") as tmp:
+        root = Path(tmp)
+        started = time.perf_counter()
+        entries = generate_raw(root / "raw", args.cases, args.seed, parse_size("real"), args.workers)
+        generated = time.perf_counter() - started
+        slices = [entry["shape"][0] for entry in entries]
+        raw_mb = sum(p.stat().st_size for p in (root / "raw").rglob("*.nii.gz")) / 1e6
+        print(f"cpu cores: {os.cpu_count()}, cases: {args.cases} (512x512 x {slices} slices, "
+              f"{raw_mb:.0f} MB gzip), generated in {generated:.1f} s")
+        one_s, one_sums = timed_run(root / "raw", root / "one", 1)
+        par_s, par_sums = timed_run(root / "raw", root / "par", args.workers)
+        if one_sums != par_sums:
+            print("ERROR: one-worker and parallel outputs differ", file=sys.stderr)
+            return 1
+        print(f"1 worker:  {one_s / args.cases:6.2f} s/case ({one_s:.1f} s total)")
+        print(f"{args.workers} workers: {par_s / args.cases:6.2f} s/case ({par_s:.1f} s total)")
+        print(f"speed-up parallel vs 1 worker: {one_s / par_s:.2f}x (identical bytes: yes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
