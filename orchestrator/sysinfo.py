@@ -473,10 +473,10 @@ def system_description(
         "status": status,
         "system_name": system_name,
         "number_of_nodes": "1",
-        "host_processors_per_node": _text(host.get("sockets")),
+        "host_processors_per_node": _count(host.get("sockets")),
         "host_processor_model_name": _text(host.get("cpu_model")),
-        "host_processor_core_count": _text(host.get("cores")),
-        "host_processor_vcpu_count": _text(host.get("threads")),
+        "host_processor_core_count": _count(host.get("cores")),
+        "host_processor_vcpu_count": _count(host.get("threads")),
         "host_processor_frequency": _mhz(host.get("cpu_max_mhz")),
         "host_processor_caches": ", ".join(caches) if isinstance(caches, list) else "unknown",
         "host_processor_interconnect": "",
@@ -496,7 +496,7 @@ def system_description(
         "accelerator_interconnect": no_gpu or _nvlink(first.get("nvlink_active_links")),
         "accelerator_interconnect_topology": "",
         "cooling": "",
-        "hw_notes": "captured by mltrain sysinfo",
+        "hw_notes": "captured by mltrain sysinfo" if host else "unknown: no system capture (counts of 0 mean unknown)",
         "framework": framework,
         "other_software_stack": _other_software(system),
         "operating_system": f"{_text(host.get('os'))} (kernel {_text(host.get('kernel'))})",
@@ -535,6 +535,11 @@ def _text(value: object) -> str:
     if value is None or is_unavailable(value):
         return "unknown"
     return str(value)
+
+
+def _count(value: object) -> str:
+    """Counts the summarizer multiplies must parse as integers; 0 stands for unknown (see hw_notes)."""
+    return str(value) if isinstance(value, int) else "0"
 
 
 def _mhz(value: object) -> str:

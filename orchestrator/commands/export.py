@@ -1,0 +1,67 @@
+"""``mltrain export RUN --mlcommons DIR``: the MLCommons results layout, checked by mlperf_logging."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import typer
+
+from orchestrator import export as exporting
+from orchestrator import sysinfo
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.output import Output
+from orchestrator.setups import load_run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export_run)
+
+
+def export_run(
+    run: str = typer.Argument(..., help="Run id."),
+    mlcommons: Path = typer.Option(..., "--mlcommons", help="Folder to write results/ and systems/ into."),
+    system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
+    submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
+    ruleset: str = typer.Option(None, "--ruleset", help="mlperf_logging ruleset (default: the benchmark's last)."),
+    results: Path = RESULTS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours."""
+    out = Output()
+    view = load_run(results_dir(results), run)
+    system = view.manifest.get("system")
+    if not system and view.manifest.get("host") == socket.gethostname():
+        system = sysinfo.capture(Path(view.manifest["data_dir"]) if view.manifest.get("data_dir") else None)
+        out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
+    written = exporting.export_run(view, mlcommons, system_name=system_name, submitter=submitter, ruleset=ruleset,
+                                   system=system)
+    theirs = exporting.summarizer_score(written)
+    ours_ms = (view.run.summary or {}).get("score_ms")
+    ours = ours_ms / 60000 if ours_ms is not None else None
+    same = theirs is not None and ours is not None and abs(theirs - ours) < 1e-6
+    if as_json:
+        out.json({
+            "folder": str(written.root), "system": written.system_name, "benchmark": written.benchmark,
+            "ruleset": written.ruleset, "system_file": str(written.system_file),
+            "results": [{"seed": r.seed, "file": str(r.path), "compliant": r.compliant, "messages": list(r.messages)}
+                        for r in written.results],
+            "summarizer_minutes": theirs, "mltrain_minutes": ours, "same_score": same,
+            "warnings": list(written.warnings),
+        })
+        return
+    out.data(f"system description: {written.system_file}")
+    out.data(f"{len(written.results)} result files in {written.results[0].path.parent}")
+    for result in written.results:
+        if not result.compliant:
+            out.warning(f"seed {result.seed} ({result.path.name}) fails the compliance checker: "
+                        f"{'; '.join(result.messages) or 'see mlperf_logging.compliance_checker'}")
+    for warning in written.warnings:
+        out.warning(warning)
+    out.data(f"result_summarizer ({written.ruleset}): {_minutes(theirs)}; mltrain: {_minutes(ours)}"
+             f" -> {'same score' if same else 'DIFFERENT'}")
+    out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
+
+
+def _minutes(value: float | None) -> str:
+    return "no score" if value is None else f"{value:.6f} min"

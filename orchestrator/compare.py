@@ -1,0 +1,496 @@
+"""Side-by-side comparison of setups: is one really faster, and is that the hardware or luck?
+
+Pure functions over plain data. A `Setup` is the seeds measured on one configuration; `compare`
+returns one `SetupRow` per setup against a baseline:
+
+- time-to-train: olympic score (MLPerf's rule, `scoring.olympic_mean`), a 95% bootstrap interval
+  of it, the speedup over the baseline with its interval, and a Welch t-test on the converged
+  runs' times;
+- the same time split in two: epochs-to-target (convergence luck: median CV ~27% in the published
+  unet3d results) and seconds per epoch / samples per second (the hardware: ~2.6%), each with a
+  Student-t interval, the ratio to the baseline and a Welch test;
+- for each quantity, the seeds per setup a two-sided Welch test (alpha 0.05, power 0.8) would
+  need to resolve the difference observed;
+- energy-to-train (mean over the seeds the olympic score keeps, as the MLPerf power summarizer
+  does) and, given a price per hour, cost-to-train (price x olympic time).
+
+Intervals of the olympic score resample the converged runs and keep the observed number of
+non-converged ones, so every resample is scored by the same rule as the result.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from orchestrator.scoring import olympic_mean
+
+ALPHA = 0.05
+POWER = 0.8
+BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_SEED = 20240607
+MAX_SEEDS_NEEDED = 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedResult:
+    """One seed of one setup, as a comparison needs it."""
+
+    seed: int
+    """The seed."""
+    converged: bool
+    """Reached the target."""
+    time_to_train_ms: float | None
+    """run_stop - run_start (set for converged runs)."""
+    epochs_to_target: float | None = None
+    """Epoch of the first eval at or above the target."""
+    samples_per_epoch: int | None = None
+    """Training samples per epoch."""
+    energy_j: float | None = None
+    """GPU energy-to-train, when telemetry measured it."""
+
+    def __post_init__(self) -> None:
+        if self.converged and (self.time_to_train_ms is None or self.time_to_train_ms <= 0):
+            raise ValueError(f"seed {self.seed}: a converged run needs a positive time_to_train_ms")
+        if self.epochs_to_target is not None and self.epochs_to_target <= 0:
+            raise ValueError(f"seed {self.seed}: epochs_to_target must be positive")
+
+    @property
+    def seconds_per_epoch(self) -> float | None:
+        if not self.converged or not self.epochs_to_target or self.time_to_train_ms is None:
+            return None
+        return self.time_to_train_ms / 1000 / self.epochs_to_target
+
+    @property
+    def samples_per_second(self) -> float | None:
+        per_epoch = self.seconds_per_epoch
+        if per_epoch is None or not self.samples_per_epoch:
+            return None
+        return self.samples_per_epoch / per_epoch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup:
+    """The seeds measured on one configuration."""
+
+    name: str
+    """What the user calls it (a run label or run id)."""
+    seeds: tuple[SeedResult, ...]
+    """Every finished seed, converged or not."""
+    drop_per_end: int = 1
+    """Olympic scoring: runs dropped at each end."""
+    max_non_converged: int = 1
+    """More non-converged runs than this make the score invalid."""
+    hardware: str = "unknown"
+    """Accelerators (e.g. '8x NVIDIA A100-SXM4-80GB') or the CPU."""
+    run_ids: tuple[str, ...] = ()
+    """The benchmark runs pooled into this setup."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a setup needs a name")
+        if self.drop_per_end < 0 or self.max_non_converged < 0:
+            raise ValueError(f"setup {self.name}: drop_per_end and max_non_converged must be >= 0")
+
+    def converged(self) -> list[SeedResult]:
+        return [s for s in self.seeds if s.converged]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interval:
+    """A point estimate with a 95% interval; None where it cannot be computed."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Test:
+    """A Welch two-sample t-test of this setup against the baseline."""
+
+    p_value: float | None
+    """Two-sided; None when either side has fewer than two values or no spread."""
+    significant: bool
+    """p < ALPHA."""
+    seeds_needed: int | None
+    """Seeds per setup for a Welch test (alpha 0.05, power 0.8) to resolve the observed
+    difference; None when there is no difference or too few values to say."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Quantity:
+    """One per-seed quantity of one setup, and how it compares with the baseline."""
+
+    n: int
+    mean: Interval
+    """Mean with a Student-t 95% interval."""
+    cv: float | None
+    """Coefficient of variation (sample std / mean)."""
+    ratio: Interval | None
+    """mean(baseline) / mean(setup) for times, mean(setup) / mean(baseline) for rates: >1 is better.
+    None for the baseline itself."""
+    test: Test | None
+    """None for the baseline itself."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupRow:
+    """One line of the comparison."""
+
+    name: str
+    hardware: str
+    run_ids: tuple[str, ...]
+    n: int
+    """Seeds that finished."""
+    converged: int
+    valid: bool
+    """Olympic score defined: enough runs and at most max_non_converged failures."""
+    olympic_ms: Interval
+    """Olympic time-to-train with a 95% bootstrap interval."""
+    speedup: Interval | None
+    """Baseline olympic time / this olympic time, with a 95% bootstrap interval."""
+    ttt_test: Test | None
+    """Welch t-test of converged time-to-train against the baseline."""
+    time_to_train_s: Quantity
+    epochs_to_target: Quantity
+    seconds_per_epoch: Quantity
+    samples_per_second: Quantity
+    energy_j: float | None
+    """Mean energy-to-train of the seeds the olympic score keeps; None unless all were measured."""
+    cost: float | None = None
+    """Price per hour x olympic time, when a price was given."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    baseline: str
+    rows: tuple[SetupRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "rows": [row.to_json() for row in self.rows]}
+
+
+def compare(setups: Sequence[Setup], baseline: str | None = None,
+            cost_per_hour: dict[str, float] | None = None) -> Comparison:
+    """Compare every setup with the baseline (default: the first)."""
+    if not setups:
+        raise ValueError("nothing to compare")
+    names = [s.name for s in setups]
+    if len(set(names)) != len(names):
+        raise ValueError(f"setup names must differ: {names}")
+    base_name = baseline or names[0]
+    if base_name not in names:
+        raise ValueError(f"baseline {base_name!r} is not one of {', '.join(names)}")
+    base = setups[names.index(base_name)]
+    prices = cost_per_hour or {}
+    rows = tuple(_row(setup, None if setup is base else base, prices.get(setup.name)) for setup in setups)
+    return Comparison(baseline=base_name, rows=rows)
+
+
+def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
+    olympic = olympic_interval(setup)
+    notes = []
+    non_converged = len(setup.seeds) - len(setup.converged())
+    valid = olympic.value is not None and non_converged <= setup.max_non_converged
+    if not valid:
+        notes.append(f"no valid olympic score: {non_converged} non-converged, {len(setup.seeds)} finished")
+    energy = olympic_energy(setup)
+    cost = price * olympic.value / 3.6e6 if price is not None and olympic.value is not None else None
+    return SetupRow(
+        name=setup.name,
+        hardware=setup.hardware,
+        run_ids=setup.run_ids,
+        n=len(setup.seeds),
+        converged=len(setup.converged()),
+        valid=valid,
+        olympic_ms=olympic,
+        speedup=speedup_interval(base, setup) if base is not None else None,
+        ttt_test=welch(_values(base, "time_to_train_s"), _values(setup, "time_to_train_s")) if base else None,
+        time_to_train_s=quantity(setup, base, "time_to_train_s", higher_is_better=False),
+        epochs_to_target=quantity(setup, base, "epochs_to_target", higher_is_better=False),
+        seconds_per_epoch=quantity(setup, base, "seconds_per_epoch", higher_is_better=False),
+        samples_per_second=quantity(setup, base, "samples_per_second", higher_is_better=True),
+        energy_j=energy,
+        cost=cost,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------- time-to-train
+
+
+def olympic_interval(setup: Setup) -> Interval:
+    """Olympic time-to-train with a 95% percentile-bootstrap interval. The bootstrap resamples the
+    converged runs and keeps the observed number of non-converged ones (the interval is
+    conditional on it), so that every resample is scored by the same rule as the result."""
+    converged = _converged_times(setup)
+    failures = len(setup.seeds) - len(converged)
+    value = olympic_mean(list(converged), failures, setup.drop_per_end)
+    if value is None or len(converged) - 2 * setup.drop_per_end + failures < 2:
+        return Interval(value=value, low=None, high=None)
+    result = stats.bootstrap(
+        (converged,), lambda x, axis: _olympic(x, failures, setup.drop_per_end, axis), vectorized=True,
+        method="percentile", n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    return Interval(value=value, low=_finite(result.confidence_interval.low),
+                    high=_finite(result.confidence_interval.high))
+
+
+def speedup_interval(base: Setup, setup: Setup) -> Interval:
+    """Baseline olympic time / setup olympic time (>1: faster than the baseline), with a 95%
+    percentile-bootstrap interval resampling both setups' converged runs independently."""
+    base_score, score = olympic_interval(base), olympic_interval(setup)
+    if base_score.value is None or score.value is None:
+        return Interval(value=None, low=None, high=None)
+    value = base_score.value / score.value
+    if None in (base_score.low, score.low):
+        return Interval(value=value, low=None, high=None)
+    base_times, times = _converged_times(base), _converged_times(setup)
+    base_failures, failures = len(base.seeds) - len(base_times), len(setup.seeds) - len(times)
+
+    def ratio(b: np.ndarray, s: np.ndarray, axis: int) -> np.ndarray:
+        return _olympic(b, base_failures, base.drop_per_end, axis) / _olympic(s, failures, setup.drop_per_end, axis)
+
+    result = stats.bootstrap(
+        (base_times, times), ratio, vectorized=True, paired=False, method="percentile",
+        n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    return Interval(value=value, low=_finite(result.confidence_interval.low),
+                    high=_finite(result.confidence_interval.high))
+
+
+def _olympic(times_ms: np.ndarray, failures: int, drop_per_end: int, axis: int = -1) -> np.ndarray:
+    """`scoring.olympic_mean` along ``axis`` (for vectorised resampling): sort the converged times,
+    drop ``drop_per_end`` fastest and ``drop_per_end - failures`` slowest, mean of the rest."""
+    ordered = np.sort(np.moveaxis(times_ms, axis, -1), axis=-1)
+    slow = drop_per_end - failures
+    kept = ordered[..., drop_per_end: ordered.shape[-1] - slow]
+    if slow < 0 or kept.shape[-1] == 0:
+        return np.full(ordered.shape[:-1], np.nan)
+    return kept.mean(axis=-1)
+
+
+def _converged_times(setup: Setup) -> np.ndarray:
+    return np.array([s.time_to_train_ms for s in setup.converged()], dtype=float)
+
+
+# ---------------------------------------------------------------- one quantity
+
+
+def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: bool) -> Quantity:
+    values = _values(setup, name)
+    if base is None:
+        return Quantity(n=len(values), mean=mean_interval(values), cv=cv(values), ratio=None, test=None)
+    base_values = _values(base, name)
+    return Quantity(
+        n=len(values),
+        mean=mean_interval(values),
+        cv=cv(values),
+        ratio=ratio_interval(base_values, values, higher_is_better=higher_is_better),
+        test=welch(base_values, values),
+    )
+
+
+def _values(setup: Setup | None, name: str) -> list[float]:
+    if setup is None:
+        return []
+    found = []
+    for seed in setup.converged():
+        value = (seed.time_to_train_ms / 1000 if seed.time_to_train_ms is not None else None) \
+            if name == "time_to_train_s" else getattr(seed, name)
+        if value is not None:
+            found.append(float(value))
+    return found
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """Mean with a Student-t 95% interval."""
+    if not values:
+        return Interval(value=None, low=None, high=None)
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return Interval(value=mean, low=None, high=None)
+    half = float(stats.t.ppf(1 - ALPHA / 2, len(values) - 1)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return Interval(value=mean, low=mean - half, high=mean + half)
+
+
+def cv(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = float(np.mean(values))
+    return float(np.std(values, ddof=1)) / mean if mean else None
+
+
+def ratio_interval(base: Sequence[float], values: Sequence[float], *, higher_is_better: bool) -> Interval:
+    """Ratio of means (oriented so >1 is better) with a 95% interval by the delta method on the log
+    ratio, using Welch's degrees of freedom."""
+    if not base or not values:
+        return Interval(value=None, low=None, high=None)
+    mean_b, mean_s = float(np.mean(base)), float(np.mean(values))
+    if mean_b <= 0 or mean_s <= 0:
+        return Interval(value=None, low=None, high=None)
+    value = mean_s / mean_b if higher_is_better else mean_b / mean_s
+    if len(base) < 2 or len(values) < 2:
+        return Interval(value=value, low=None, high=None)
+    var_b = float(np.var(base, ddof=1)) / len(base) / mean_b**2
+    var_s = float(np.var(values, ddof=1)) / len(values) / mean_s**2
+    se = math.sqrt(var_b + var_s)
+    if se == 0:
+        return Interval(value=value, low=value, high=value)
+    df = (var_b + var_s) ** 2 / (var_b**2 / (len(base) - 1) + var_s**2 / (len(values) - 1))
+    half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
+    return Interval(value=value, low=value * math.exp(-half), high=value * math.exp(half))
+
+
+def welch(base: Sequence[float], values: Sequence[float]) -> Test:
+    """Welch's t-test (scipy.stats.ttest_ind, equal_var=False) and the seeds it would need."""
+    if len(base) < 2 or len(values) < 2:
+        return Test(p_value=None, significant=False, seeds_needed=None)
+    sd_b, sd_s = float(np.std(base, ddof=1)), float(np.std(values, ddof=1))
+    difference = float(np.mean(values) - np.mean(base))
+    if sd_b == 0 and sd_s == 0:
+        return Test(p_value=None, significant=False, seeds_needed=None)
+    with warnings.catch_warnings():  # near-identical values (simulated runs) warn about precision
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p_value = float(stats.ttest_ind(values, base, equal_var=False).pvalue)
+    return Test(p_value=p_value, significant=p_value < ALPHA, seeds_needed=seeds_needed(difference, sd_b, sd_s))
+
+
+def seeds_needed(difference: float, sd_a: float, sd_b: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
+    """Smallest n per setup at which a two-sided Welch t-test has ``power`` to detect ``difference``
+    given these standard deviations (noncentral t, Welch-Satterthwaite degrees of freedom)."""
+    if difference == 0 or (sd_a == 0 and sd_b == 0):
+        return None
+
+    def power_at(n: int) -> float:
+        var = (sd_a**2 + sd_b**2) / n
+        df = var**2 / ((sd_a**2 / n) ** 2 / (n - 1) + (sd_b**2 / n) ** 2 / (n - 1))
+        ncp = abs(difference) / math.sqrt(var)
+        if ncp > 40:  # scipy's noncentral t returns nan far out in the tail; the power is 1 there
+            return 1.0
+        critical = float(stats.t.ppf(1 - alpha / 2, df))
+        return float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
+
+    high = 2
+    while power_at(high) < power:  # power grows with n: double, then bisect
+        if high >= MAX_SEEDS_NEEDED:
+            return MAX_SEEDS_NEEDED
+        high = min(high * 2, MAX_SEEDS_NEEDED)
+    low = max(high // 2, 2)
+    if power_at(low) >= power:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if power_at(middle) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+# ---------------------------------------------------------------- energy
+
+
+def olympic_energy(setup: Setup) -> float | None:
+    """Mean energy of the seeds the olympic score keeps (MLPerf's power summarizer indexes energy
+    by the time ranking); None unless every kept seed has a measurement."""
+    ordered = sorted(setup.seeds, key=lambda s: s.time_to_train_ms if s.converged else math.inf)
+    kept = ordered[setup.drop_per_end: len(ordered) - setup.drop_per_end]
+    if not kept or any(not s.converged or s.energy_j is None for s in kept):
+        return None
+    return float(np.mean([s.energy_j for s in kept]))
+
+
+def _finite(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------- flat views (CSV, text)
+
+CSV_COLUMNS = (
+    "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",
+    "olympic_ttt_ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "ttt_welch_p", "ttt_seeds_needed",
+    "epochs_to_target_mean", "epochs_to_target_cv", "epochs_ratio", "epochs_welch_p", "epochs_seeds_needed",
+    "seconds_per_epoch_mean", "seconds_per_epoch_cv", "seconds_per_epoch_ratio", "seconds_per_epoch_welch_p",
+    "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
+    "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train",
+)
+
+
+def flat_row(row: SetupRow) -> dict[str, Any]:
+    """One CSV line per setup (columns CSV_COLUMNS)."""
+    def test(t: Test | None, key: str) -> Any:
+        return getattr(t, key) if t is not None else None
+
+    def ratio(q: Quantity) -> float | None:
+        return q.ratio.value if q.ratio is not None else None
+
+    return {
+        "setup": row.name, "hardware": row.hardware, "runs": " ".join(row.run_ids), "n": row.n,
+        "converged": row.converged, "valid": row.valid,
+        "olympic_ttt_ms": row.olympic_ms.value, "olympic_ttt_ci_low_ms": row.olympic_ms.low,
+        "olympic_ttt_ci_high_ms": row.olympic_ms.high,
+        "speedup": row.speedup.value if row.speedup else None,
+        "speedup_ci_low": row.speedup.low if row.speedup else None,
+        "speedup_ci_high": row.speedup.high if row.speedup else None,
+        "ttt_welch_p": test(row.ttt_test, "p_value"), "ttt_seeds_needed": test(row.ttt_test, "seeds_needed"),
+        "epochs_to_target_mean": row.epochs_to_target.mean.value, "epochs_to_target_cv": row.epochs_to_target.cv,
+        "epochs_ratio": ratio(row.epochs_to_target), "epochs_welch_p": test(row.epochs_to_target.test, "p_value"),
+        "epochs_seeds_needed": test(row.epochs_to_target.test, "seeds_needed"),
+        "seconds_per_epoch_mean": row.seconds_per_epoch.mean.value, "seconds_per_epoch_cv": row.seconds_per_epoch.cv,
+        "seconds_per_epoch_ratio": ratio(row.seconds_per_epoch),
+        "seconds_per_epoch_welch_p": test(row.seconds_per_epoch.test, "p_value"),
+        "seconds_per_epoch_seeds_needed": test(row.seconds_per_epoch.test, "seeds_needed"),
+        "samples_per_second_mean": row.samples_per_second.mean.value,
+        "samples_per_second_ratio": ratio(row.samples_per_second),
+        "samples_per_second_welch_p": test(row.samples_per_second.test, "p_value"),
+        "energy_to_train_j": row.energy_j, "cost_to_train": row.cost,
+    }
+
+
+def verdict(row: SetupRow, baseline: str) -> str:
+    """One sentence per setup: faster or not, and whether hardware or convergence explains it."""
+    if row.speedup is None:
+        return f"{row.name}: baseline"
+    if row.speedup.value is None:
+        return f"{row.name}: no olympic score to compare with {baseline}"
+    parts = [f"{row.name} vs {baseline}: {row.speedup.value:.3g}x{_interval_text(row.speedup)}"]
+    if row.ttt_test is not None and row.ttt_test.p_value is not None:
+        parts.append(f"time-to-train {_test_text(row.ttt_test)}")
+    for label, quantity_ in (("per-epoch speed (hardware)", row.seconds_per_epoch),
+                             ("epochs-to-target (convergence)", row.epochs_to_target)):
+        if quantity_.ratio is not None and quantity_.ratio.value is not None and quantity_.test is not None:
+            parts.append(f"{label} {quantity_.ratio.value:.3g}x, {_test_text(quantity_.test)}")
+    return "; ".join(parts)
+
+
+def _interval_text(interval: Interval) -> str:
+    if interval.low is None and interval.high is None:
+        return ""
+    low = f"{interval.low:.3g}" if interval.low is not None else "?"
+    high = f"{interval.high:.3g}" if interval.high is not None else "?"
+    return f" [95% CI {low}-{high}]"
+
+
+def _test_text(test: Test) -> str:
+    if test.p_value is None:
+        return "not testable"
+    if test.significant:
+        return f"p={test.p_value:.2g}, a real difference"
+    needed = test.seeds_needed
+    if needed is None:
+        return f"p={test.p_value:.2g}, no difference seen"
+    more = f">= {MAX_SEEDS_NEEDED:,}" if needed >= MAX_SEEDS_NEEDED else f"~{needed:,}"
+    return f"p={test.p_value:.2g}, not resolved ({more} seeds per setup would be needed)"

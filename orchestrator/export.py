@@ -1,0 +1,169 @@
+"""Export a run in the MLCommons results layout, so that mlperf_logging's tools read it directly:
+
+    <DIR>/systems/<system>.json                       system description (system_desc_checker passes)
+    <DIR>/results/<system>/<benchmark>/result_<n>.txt one per finished seed: its :::MLLOG lines
+
+Each result file is run through the compliance checker of the ruleset (as the result
+summarizer does before scoring; a file that fails counts as a non-converged run there), and
+`summarizer_score` scores the folder with the summarizer itself, to compare with ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import atomic, sysinfo
+from orchestrator.errors import UsageError
+from orchestrator.setups import RunView
+
+MLLOG_PREFIX = ":::MLLOG"
+USAGE = "training"
+# MLPerf scoring constants of the benchmarks mltrain runs (mlperf_logging's result_summarizer).
+MLPERF_DROP_PER_END = {"unet3d": 4, "resnet": 1}
+LAST_RULESET = {"unet3d": "4.0.0", "resnet": "4.0.0"}  # both retired after round 4.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultFile:
+    """One exported result file and what the compliance checker said."""
+
+    seed: int
+    """The seed whose log it holds."""
+    path: Path
+    """Where it was written."""
+    compliant: bool
+    """The ruleset's compliance checker passed it."""
+    messages: tuple[str, ...]
+    """What the checker reported (first lines)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Export:
+    """What `export_run` wrote."""
+
+    root: Path
+    system_name: str
+    benchmark: str
+    ruleset: str
+    system_file: Path
+    results: tuple[ResultFile, ...]
+    warnings: tuple[str, ...]
+    """Why the summarizer's score may differ from mltrain's."""
+
+
+def default_ruleset(benchmark: str) -> str:
+    return LAST_RULESET.get(benchmark, "4.0.0")
+
+
+def mllog_lines(text: str) -> list[str]:
+    """The ``:::MLLOG`` lines of a run's output, from the prefix on (rank or time prefixes dropped)."""
+    lines = []
+    for line in text.splitlines():
+        at = line.find(MLLOG_PREFIX)
+        if at >= 0:
+            lines.append(line[at:].rstrip())
+    return lines
+
+
+def export_run(
+    view: RunView,
+    root: Path,
+    *,
+    system_name: str | None = None,
+    submitter: str = "mltrain",
+    ruleset: str | None = None,
+    system: dict | None = None,
+) -> Export:
+    """Write the run's finished seeds and its system description under ``root`` (``system``: the
+    capture to describe, default the one in the run's manifest)."""
+    manifest = view.manifest
+    benchmark = str(manifest.get("benchmark") or "")
+    if not benchmark:
+        raise UsageError(f"run {view.run_id} names no MLPerf benchmark in its manifest")
+    ruleset = ruleset or default_ruleset(benchmark)
+    system = system or manifest.get("system") or {}
+    name = sysinfo.safe_name(system_name) if system_name else sysinfo.default_system_name(system)
+    benchmark_dir = root / "results" / name / benchmark
+    existing = sorted(benchmark_dir.glob("result_*.txt")) if benchmark_dir.is_dir() else []
+    if existing:
+        raise UsageError(f"{benchmark_dir} already holds {len(existing)} result files: export into an empty folder")
+    warnings = list(_rule_warnings(manifest, benchmark))
+    division = "closed" if manifest.get("profile") == "mlperf" else "open"
+    description = sysinfo.system_description(system, submitter=submitter, system_name=name, division=division)
+    system_file = root / "systems" / f"{name}.json"
+    sysinfo.write_system_description(system_file, description)
+    valid, log = sysinfo.check_system_description(system_file)
+    if not valid:
+        raise UsageError(f"{system_file}: rejected by system_desc_checker: {log}")
+    if not system:
+        warnings.append("the run's manifest holds no system capture: the description says 'unknown'")
+    written = []
+    for index, seed in enumerate(s for s in view.seeds if s.output_path.is_file()):
+        lines = mllog_lines(seed.output_path.read_text(errors="replace"))
+        if not lines:
+            warnings.append(f"seed {seed.seed}: no MLLOG lines in {seed.output_path}; not exported")
+            continue
+        path = benchmark_dir / f"result_{index}.txt"
+        atomic.write_text(path, "\n".join(lines) + "\n")
+        compliant, messages = check_compliance(path, ruleset)
+        written.append(ResultFile(seed=seed.seed, path=path, compliant=compliant, messages=messages))
+    if not written:
+        raise UsageError(f"run {view.run_id} has no finished seed with MLLOG output to export")
+    failing = [r.seed for r in written if not r.compliant]
+    if failing:
+        warnings.append(
+            f"{len(failing)} result file(s) fail the {ruleset} compliance checker"
+            f" (seeds {', '.join(map(str, failing))});"
+            " the summarizer counts them as non-converged runs"
+        )
+    return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, system_file=system_file,
+                  results=tuple(written), warnings=tuple(warnings))
+
+
+def _rule_warnings(manifest: dict, benchmark: str) -> Iterator[str]:
+    drop = (manifest.get("rule") or {}).get("drop_per_end")
+    official = MLPERF_DROP_PER_END.get(benchmark)
+    if official is not None and drop is not None and drop != official:
+        yield (f"this run is scored dropping {drop} per end ({manifest.get('profile')} profile); the MLPerf"
+               f" summarizer drops {official} for {benchmark}, so its score differs")
+
+
+def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
+    """Run mlperf_logging's compliance checker on one result file, collecting what it logs."""
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    checker = mlp_compliance.make_checker(usage=USAGE, ruleset=ruleset, quiet=True, werror=False)
+    with _quiet_logging():
+        valid, _, _, _ = mlp_compliance.main(str(path), f"{USAGE}_{ruleset}/common.yaml", checker)
+    messages = [*checker.overwritable.values(), *checker.not_overwritable]
+    return bool(valid), tuple(" ".join(str(m).split())[:300] for m in messages[:5])
+
+
+def summarizer_score(export: Export) -> float | None:
+    """The strong-scaling score (minutes) `mlperf_logging.result_summarizer` computes for the folder."""
+    from mlperf_logging.result_summarizer import result_summarizer
+
+    folder = export.root / "results" / export.system_name / export.benchmark
+    with _quiet_logging(), contextlib.redirect_stdout(io.StringIO()):
+        _, _, score, _, _ = result_summarizer._compute_strong_score_standalone(
+            export.benchmark, export.system_name, False, str(folder), USAGE, export.ruleset,
+            return_full_scores=True,
+        )
+    return score
+
+
+@contextlib.contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """mlperf_logging reports through the root logger; keep that off the user's terminal."""
+    root = logging.getLogger()
+    handler = logging.NullHandler()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)

@@ -1,0 +1,289 @@
+"""One self-contained HTML report of stored runs: comparison, plots, per-seed facts, systems.
+
+Plots are drawn with matplotlib's object API (no pyplot, no global state) and embedded as
+base64 PNG, so the file can be mailed or archived alone. Every string that came from a log, a
+manifest or a host goes through `html.escape`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from orchestrator import compare as comparing
+from orchestrator import sysinfo
+from orchestrator.resource_errors import classify
+from orchestrator.setups import RunView, SeedView, to_setups
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+img { max-width: 100%; border: 1px solid #eee; } pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
+.note { color: #666; } .bad { color: #b00; }
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plot:
+    """One embedded figure."""
+
+    title: str
+    png: bytes | None
+    """None when there was nothing to draw."""
+    note: str = ""
+    """Why nothing was drawn, or how to read it."""
+
+
+def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
+    """The whole report as one HTML string."""
+    setups = to_setups(runs)
+    result = comparing.compare(setups, baseline=baseline)
+    colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
+    plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
+             power_plot(runs, colors)]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="note">generated {esc(datetime.now(timezone.utc).isoformat(timespec="seconds"))};'
+        f" baseline: {esc(result.baseline)}</p>",
+        "<h2>Comparison</h2>",
+        comparison_table(result),
+        "<ul>" + "".join(f"<li>{esc(comparing.verdict(r, result.baseline))}</li>" for r in result.rows
+                         if r.name != result.baseline) + "</ul>",
+        "<h2>Plots</h2>",
+        *(plot_html(plot) for plot in plots),
+        "<h2>Seeds</h2>",
+        seeds_table(runs),
+        "<h2>Systems</h2>",
+        *(system_html(view) for view in runs),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# ---------------------------------------------------------------- tables
+
+
+def comparison_table(result: comparing.Comparison) -> str:
+    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "speedup", "95% CI", "Welch p",
+            "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+    rows = []
+    for row in result.rows:
+        speedup = row.speedup
+        rows.append([
+            esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
+            _seconds(row.olympic_ms.value), _range(row.olympic_ms, _seconds),
+            "baseline" if speedup is None else _num(speedup.value, "x"),
+            "" if speedup is None else _range(speedup, _num),
+            _p(row.ttt_test), _needed(row.ttt_test),
+            _num(row.epochs_to_target.mean.value), _num(row.seconds_per_epoch.mean.value),
+            "-" if row.energy_j is None else f"{row.energy_j / 1000:.4g} kJ",
+        ])
+    return _table(head, rows)
+
+
+def seeds_table(runs: Sequence[RunView]) -> str:
+    head = ("setup", "run", "seed", "status", "time-to-train", "epochs", "energy", "mean power", "GPU util",
+            "throttling", "bottleneck hint", "resource errors")
+    rows = [_seed_cells(view, seed) for view in runs for seed in view.seeds]
+    return _table(head, rows)
+
+
+def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
+    record, telemetry = seed.record, seed.telemetry
+    errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
+    cells = [esc(view.setup_name), esc(view.run_id), str(seed.seed), esc(record.status.value),
+             _seconds(record.time_to_train_ms), _num(record.epochs_to_target)]
+    if telemetry is None:
+        cells += ["-"] * 5
+    else:
+        energy = telemetry.energy
+        throttling = ", ".join(f"{k} {v:.0%}" for k, v in telemetry.throttling.items()) or "none"
+        cells += [
+            "-" if energy.joules is None else f"{energy.joules / 1000:.4g} kJ",
+            "-" if energy.mean_power_w is None else f"{energy.mean_power_w:.4g} W",
+            _num(telemetry.gpu_util_mean_pct, "%"),
+            esc(throttling),
+            esc(telemetry.bottleneck),
+        ]
+    found = "<br>".join(esc(f"{e.kind.value}: {e.line}") for e in errors)
+    cells.append(f'<span class="bad">{found}</span>' if errors else "none")
+    return cells
+
+
+def system_html(view: RunView) -> str:
+    system = view.manifest.get("system")
+    heading = f"<h3>{esc(view.setup_name)} ({esc(view.run_id)})</h3>"
+    if not system:
+        return heading + '<p class="note">this run holds no system capture</p>'
+    return heading + "<pre>" + esc("\n".join(sysinfo.describe_lines(system))) + "</pre>"
+
+
+def _table(head: Sequence[str], rows: list[list[str]]) -> str:
+    header = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _seconds(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.4g} s"
+
+
+def _num(value: float | None, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.4g}{suffix}"
+
+
+def _range(interval: comparing.Interval, fmt: Callable[[float | None], str]) -> str:
+    if interval.low is None and interval.high is None:
+        return "-"
+    low = fmt(interval.low) if interval.low is not None else "?"
+    high = fmt(interval.high) if interval.high is not None else "?"
+    return f"{low} - {high}"
+
+
+def _p(test: comparing.Test | None) -> str:
+    if test is None:
+        return "-"
+    return "n/a" if test.p_value is None else f"{test.p_value:.2g}" + (" (real)" if test.significant else "")
+
+
+def _needed(test: comparing.Test | None) -> str:
+    return "-" if test is None or test.seeds_needed is None else f"{test.seeds_needed:,}"
+
+
+# ---------------------------------------------------------------- plots
+
+
+def plot_html(plot: Plot) -> str:
+    parts = [f"<h3>{esc(plot.title)}</h3>"]
+    if plot.png is not None:
+        data = base64.b64encode(plot.png).decode("ascii")
+        parts.append(f'<img alt="{esc(plot.title)}" src="data:image/png;base64,{data}">')
+    if plot.note:
+        parts.append(f'<p class="note">{esc(plot.note)}</p>')
+    return "\n".join(parts)
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
+    title = "Time-to-train per seed, by setup"
+    data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
+    if not any(data):
+        return Plot(title=title, png=None, note="no converged run to plot")
+    figure = Figure(figsize=(8, 0.9 + 0.7 * len(setups)))
+    axes = figure.add_subplot()
+    axes.boxplot([d or [np.nan] for d in data], orientation="horizontal", widths=0.5, showfliers=False)
+    jitter = np.random.default_rng(0)
+    for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
+        axes.scatter(values, index + jitter.uniform(-0.15, 0.15, len(values)), color=colors[setup.name], s=18, zorder=3)
+        failed = len(setup.seeds) - len(values)
+        if failed:
+            axes.annotate(f"{failed} not converged", (1.0, index), xycoords=("axes fraction", "data"),
+                          ha="right", va="bottom", fontsize=8, color="#b00")
+    axes.set_yticks(range(1, len(setups) + 1), [s.name for s in setups])
+    axes.set_xlabel("time-to-train (s)")
+    axes.grid(axis="x", alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
+
+
+def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
+    title = "Convergence versus hardware: epochs-to-target against seconds per epoch"
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    drawn = False
+    for setup in setups:
+        points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
+                  if s.seconds_per_epoch is not None and s.epochs_to_target]
+        if points:
+            x, y = zip(*points, strict=True)
+            axes.scatter(x, y, color=colors[setup.name], label=setup.name, s=20)
+            drawn = True
+    if not drawn:
+        return Plot(title=title, png=None, note="no run logged epochs-to-target")
+    axes.set_xlabel("seconds per epoch (hardware)")
+    axes.set_ylabel("epochs-to-target (convergence)")
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure),
+                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck")
+
+
+def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
+    title = "Accuracy versus time since run_start"
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    targets = set()
+    for view in runs:
+        for seed in view.seeds:
+            evals = seed.record.evals
+            if not evals:
+                continue
+            name = view.setup_name
+            axes.plot([e.time_ms / 1000 for e in evals], [e.accuracy for e in evals], color=colors[name],
+                      alpha=0.6, linewidth=1, label=None if name in labelled else name)
+            labelled.add(name)
+            if seed.record.target is not None:
+                targets.add(seed.record.target)
+    if not labelled:
+        return Plot(title=title, png=None, note="no run logged an evaluation")
+    for target in targets:
+        axes.axhline(target, color="#444", linestyle="--", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("eval accuracy")
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="one line per seed; dashed: quality target")
+
+
+def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
+    title = "GPU power over time (all GPUs of a seed summed)"
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    reasons: set[str] = set()
+    for view in runs:
+        for seed in view.seeds:
+            series, start = seed.series, seed.record.run_start_ms
+            if series is None or start is None:
+                continue
+            gpus = series.get("gpus") or []
+            if not gpus:
+                reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
+                continue
+            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
+            power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
+            name = view.setup_name
+            axes.plot(t, power, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
+            labelled.add(name)
+    if not labelled:
+        why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
+        return Plot(title=title, png=None, note=f"no GPU power to plot: {why}")
+    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("power (W)")
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="dotted: run_start")

@@ -1,0 +1,145 @@
+"""Stored benchmark runs as comparison setups: group runs by label, read each seed's telemetry.
+
+The one place that reads results folders for `compare`, `report` and `export`; everything
+downstream works on the plain values built here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator import store
+from orchestrator.compare import SeedResult, Setup
+from orchestrator.errors import UsageError
+from orchestrator.records import RunRecord
+from orchestrator.sysinfo import is_unavailable
+from orchestrator.telemetry import load_series
+from orchestrator.telemetry_summary import SeedTelemetry, summarize
+
+
+@dataclass(frozen=True)
+class SeedView:
+    """One seed of a stored run with its telemetry (if any)."""
+
+    seed: int
+    record: RunRecord
+    telemetry: SeedTelemetry | None
+    series: dict[str, Any] | None
+    output_path: Path
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored run as the hardware views need it."""
+
+    run: store.StoredRun
+    seeds: tuple[SeedView, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.run.manifest
+
+    @property
+    def setup_name(self) -> str:
+        return str(self.run.manifest.get("label") or self.run.run_id)
+
+
+def load_runs(results_dir: Path, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:
+    """The named runs plus every run carrying one of ``labels``, oldest first, without repeats."""
+    chosen = list(dict.fromkeys(run_ids))
+    for label in labels:
+        found = [row["run_id"] for row in store.list_runs(results_dir, label=label)]
+        if not found:
+            raise UsageError(f"no run in {results_dir} carries the label {label!r}")
+        chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
+    if not chosen:
+        raise UsageError("name at least one run (RUN...) or --label")
+    return [load_run(results_dir, run_id) for run_id in chosen]
+
+
+def load_run(results_dir: Path, run_id: str) -> RunView:
+    run = store.open_run(results_dir, run_id)
+    seeds = []
+    for seed, record in sorted(run.records.items()):
+        paths = run.paths.seed(seed)
+        series = _read_series(paths.telemetry)
+        telemetry = None
+        if series is not None and record.run_start_ms is not None and record.run_stop_ms is not None \
+                and record.run_stop_ms > record.run_start_ms:
+            telemetry = summarize(series, record.run_start_ms, record.run_stop_ms)
+        seeds.append(SeedView(seed, record, telemetry, series, paths.output))
+    return RunView(run, tuple(seeds))
+
+
+def _read_series(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return load_series(path)
+    except (OSError, ValueError, json.JSONDecodeError):
+        return None
+
+
+def to_setups(runs: Sequence[RunView]) -> list[Setup]:
+    """One setup per label (runs without a label stand alone), in order of first appearance."""
+    groups: dict[str, list[RunView]] = {}
+    for view in runs:
+        groups.setdefault(view.setup_name, []).append(view)
+    setups = []
+    for name, members in groups.items():
+        rules = {_rule(view) for view in members}
+        if len(rules) > 1:
+            raise UsageError(f"setup {name!r} pools runs scored by different rules {sorted(rules)}: label them apart")
+        drop, max_failures = rules.pop()
+        setups.append(Setup(
+            name=name,
+            seeds=tuple(_seed_result(s) for view in members for s in view.seeds),
+            drop_per_end=drop,
+            max_non_converged=max_failures,
+            hardware=hardware_summary(members[0].manifest.get("system", {})),
+            run_ids=tuple(view.run_id for view in members),
+        ))
+    return setups
+
+
+def _rule(view: RunView) -> tuple[int, int]:
+    rule = view.manifest.get("rule") or (view.run.summary or {}).get("rule") or {}
+    drop = int(rule.get("drop_per_end", 1))
+    return drop, int(rule.get("max_non_converged", drop))
+
+
+def _seed_result(view: SeedView) -> SeedResult:
+    record = view.record
+    energy = view.telemetry.energy.joules if view.telemetry is not None else None
+    converged = record.converged and bool(record.time_to_train_ms)
+    return SeedResult(
+        seed=view.seed,
+        converged=converged,
+        time_to_train_ms=float(record.time_to_train_ms) if record.time_to_train_ms is not None else None,
+        epochs_to_target=record.epochs_to_target if converged and record.epochs_to_target else None,
+        samples_per_epoch=record.samples_per_epoch,
+        energy_j=energy,
+    )
+
+
+def hardware_summary(system: dict[str, Any]) -> str:
+    """'2x NVIDIA A100-SXM4-80GB' or 'CPU: <model> (<n> usable CPUs)'."""
+    gpus = system.get("gpus") or {}
+    devices = gpus.get("devices", []) if gpus.get("available") else []
+    names = [d.get("name") for d in devices if isinstance(d.get("name"), str)]
+    if names:
+        distinct = sorted(set(names))
+        return ", ".join(f"{names.count(n)}x {n}" for n in distinct)
+    host = system.get("host") or {}
+    model = host.get("cpu_model")
+    if not model or is_unavailable(model):
+        return "unknown"
+    return f"CPU: {model} ({host.get('usable_cpus', '?')} usable CPUs)"
