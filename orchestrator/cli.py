@@ -22,6 +22,9 @@ COMMAND_MODULES = (
     "score",
     "import_logs",
     "data",
+    "build",
+    "clean",
+    "sysinfo",
 )
 
 

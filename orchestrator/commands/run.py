@@ -27,12 +27,13 @@ def run(
     workload: str = typer.Argument(..., help="Workload name (a folder of workloads/)."),
     seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
     profile: str = typer.Option(None, "--profile", help="qualify (default), mlperf or smoke."),
-    runner: str = typer.Option("local", "--runner", help="local, docker or auto."),
+    runner: str = typer.Option("local", "--runner", help="local, docker, slurm or auto."),
     data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
     results: Path = RESULTS_OPTION,
     resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
-    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none."),
+    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
+    partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
     shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
     drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
@@ -57,17 +58,20 @@ def run(
         parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
         seed_list = tuple(parsed)
         data_dir = datasets.resolve_data_dir(spec, chosen, data)
-    options = RunnerOptions(name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches)
+    options = RunnerOptions(
+        name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches, partition=partition,
+        time_limit_minutes=chosen.timeout_minutes + 5,
+    )
+    backend = make_runner(options, project_root(), out.status)
     synthetic = chosen.dataset.source == "synthetic" and data is None and not resume
     if synthetic and datasets.ensure_synthetic(spec, chosen, data_dir, quiet=False):
         out.status(f"synthetic {spec.name} data made in {data_dir}")
     datasets.check_data(spec, data_dir)
+    provenance = backend.prepare(spec)
     plan = benchmark.BenchmarkPlan(
         workload=spec, profile=chosen, seeds=seed_list, seeds_random=random, data_dir=data_dir,
         results_dir=folder, label=label,
     )
-    backend = make_runner(options, project_root(), out.status)
-    provenance = backend.prepare(spec)
     if resume:
         stored = store.open_run(folder, resume)
         if not stored.unfinished_seeds():

@@ -10,7 +10,7 @@ from orchestrator.errors import UsageError
 from orchestrator.runners.base import Runner
 from orchestrator.runners.local import LocalRunner
 
-RUNNER_NAMES = ("local", "docker", "auto")
+RUNNER_NAMES = ("local", "docker", "slurm", "auto")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +22,10 @@ class RunnerOptions:
     shm_size: str = "1g"
     rebuild: bool = False
     drop_caches: bool = False
+    partition: str | None = None
+    """Slurm: the partition to submit to."""
+    time_limit_minutes: float = 1440
+    """Slurm: the job's own time limit (above the profile's wall-clock limit)."""
 
     def __post_init__(self) -> None:
         if self.name not in RUNNER_NAMES:
@@ -38,6 +42,12 @@ def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[
         on_status(f"runner: {name} ({why})")
     if name == "local":
         return LocalRunner(project_root)
+    if name == "slurm":
+        from orchestrator.runners.slurm import SlurmOptions, SlurmRunner
+
+        return SlurmRunner(project_root, SlurmOptions(
+            partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
+        ))
     from orchestrator.runners.docker import DockerRunner
 
     return DockerRunner(

@@ -1,0 +1,19 @@
+#!/bin/bash
+#SBATCH --job-name=mltrain-fakebench-7
+#SBATCH --output=/results/run/seeds/7/slurm-job.out
+#SBATCH --chdir=@WORKLOAD@
+#SBATCH --time=90
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --comment='mltrain.run_id=fakebench-qualify-1;mltrain.seed=7'
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:8
+set -euo pipefail
+export PATH=@PYTHON_BIN@:"$PATH"
+export DATADIR=/data/fake
+export MLTRAIN_PROFILE=qualify
+export ODD='a b'"'"'c;$(rm -rf /)'
+export PYTHONPATH=/repo
+export QUALITY_THRESHOLD=0.908
+export RESULTS_DIR=/results/run/seeds/7/results
+exec bash run_and_time.sh 7
