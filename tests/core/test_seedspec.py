@@ -6,7 +6,13 @@ from orchestrator.seedspec import parse_seeds
 
 @pytest.mark.parametrize(
     ("spec", "seeds"),
-    [("1-9", list(range(1, 10))), ("1,3,5-7", [1, 3, 5, 6, 7]), ("42", [42]), (" 2 , 4-5 ", [2, 4, 5]), ("0-2", [0, 1, 2])],
+    [
+        ("1-9", list(range(1, 10))),
+        ("1,3,5-7", [1, 3, 5, 6, 7]),
+        ("42", [42]),
+        (" 2 , 4-5 ", [2, 4, 5]),
+        ("0-2", [0, 1, 2]),
+    ],
 )
 def test_ranges_and_lists(spec, seeds):
     assert parse_seeds(spec) == (seeds, False)
