@@ -25,6 +25,9 @@ COMMAND_MODULES = (
     "build",
     "clean",
     "sysinfo",
+    "compare",
+    "report",
+    "export",
 )
 
 
