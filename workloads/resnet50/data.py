@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from workloads.resnet50.layout import DECODE_ERRORS
 
 MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-DECODE_ERRORS = (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError)
 
 
 def _uniform(low: float, high: float) -> float:

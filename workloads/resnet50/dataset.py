@@ -18,8 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from workloads.resnet50.data import DECODE_ERRORS
-from workloads.resnet50.layout import LayoutError, Split, expected_counts, list_dataset
+from workloads.resnet50.layout import DECODE_ERRORS, LayoutError, Split, expected_counts, list_dataset
 from workloads.resnet50.synthetic import SyntheticSpec, synthesize
 
 EXIT_BAD_INPUT = 2

@@ -11,10 +11,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from PIL import Image, UnidentifiedImageError
+
 SPLITS = ("train", "val")
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 READY_MARKER = ".mltrain-ready"
 """Written last into a complete synthetic dataset; holds its generator arguments and counts."""
+
+DECODE_ERRORS = (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError)
+"""What PIL raises for a file that is not a decodable image."""
 
 IMAGENET_CLASSES = 1000
 IMAGENET_COUNTS = {"train": 1_281_167, "val": 50_000}

@@ -109,19 +109,23 @@ def _image_rng(spec: SyntheticSpec, split: str, label: int, index: int) -> np.ra
     return np.random.default_rng([spec.seed, 0 if split == "train" else 1, label, index])
 
 
+def drawn_class(spec: SyntheticSpec, split: str, label: int, index: int, rng: np.random.Generator) -> int:
+    """The class image ``index`` of folder ``label`` is rendered from: another one for the first
+    ``round(val_per_class * mislabeled)`` images of each validation folder, else its own."""
+    if split == "val" and index < round(spec.val_per_class * spec.mislabeled):
+        return (label + 1 + int(rng.integers(0, spec.classes - 1))) % spec.classes
+    return label
+
+
 def write_split(spec: SyntheticSpec, root: Path, split: str) -> None:
     per_class = spec.train_per_class if split == "train" else spec.val_per_class
-    wrong = round(per_class * spec.mislabeled) if split == "val" else 0
     serial = 0
     for label in range(spec.classes):
         folder = root / split / spec.wnid(label)
         folder.mkdir(parents=True)
         for index in range(per_class):
             rng = _image_rng(spec, split, label, index)
-            drawn = label
-            if index < wrong:  # a mislabelled image: drawn from another class
-                drawn = (label + 1 + int(rng.integers(0, spec.classes - 1))) % spec.classes
-            pixels = render(drawn, spec.classes, spec.size, rng)
+            pixels = render(drawn_class(spec, split, label, index, rng), spec.classes, spec.size, rng)
             serial += 1
             name = f"{spec.wnid(label)}_{index}.JPEG" if split == "train" else f"ILSVRC2012_val_{serial:08d}.JPEG"
             (folder / name).write_bytes(jpeg_bytes(pixels, spec.quality))
