@@ -31,8 +31,8 @@ def list_runs(
         out.json(rows)
         return
     table = Table(title=f"{len(rows)} runs", title_justify="left")
-    for column in ("run id", "workload", "profile", "label", "runner", "seeds", "converged", "score s", "valid",
-                   "state"):
+    table.add_column("run id", no_wrap=True, overflow="fold")
+    for column in ("workload", "profile", "label", "runner", "seeds", "converged", "score s", "valid", "state"):
         table.add_column(column)
     for r in rows:
         valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
