@@ -104,7 +104,7 @@ def to_setups(runs: Sequence[RunView]) -> list[Setup]:
             seeds=tuple(_seed_result(s) for view in members for s in view.seeds),
             drop_per_end=drop,
             max_non_converged=max_failures,
-            hardware=hardware_summary(members[0].manifest.get("system", {})),
+            hardware=hardware_summary(members[0].manifest.get("system") or {}),
             run_ids=tuple(view.run_id for view in members),
         ))
     return setups
