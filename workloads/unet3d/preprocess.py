@@ -281,6 +281,8 @@ def preprocess_dataset(
     for result in results:
         if on_case:
             on_case(result, len(cases))
+    # Largest first: the biggest cases then do not start last and leave the other workers idle.
+    todo.sort(key=lambda case: -(config.raw_dir / case / IMAGE_NAME).stat().st_size)
     threads = max(1, (os.cpu_count() or 1) // max(1, min(config.workers, len(todo))))
     jobs = [(config.raw_dir / case, config.out_dir, config.min_shape, threads) for case in todo]
     try:
