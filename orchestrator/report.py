@@ -129,11 +129,16 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
 
 
 def system_html(view: RunView) -> str:
-    system = view.manifest.get("system")
+    manifest = view.manifest
     heading = f"<h3>{esc(view.setup_name)} ({esc(view.run_id)})</h3>"
+    runner = f"runner: {manifest.get('runner', 'unknown')}"
+    provenance = manifest.get("runner_provenance")
+    if provenance:
+        runner += "\n" + "\n".join(f"  {key}: {value}" for key, value in sorted(provenance.items()))
+    system = manifest.get("system")
     if not system:
-        return heading + '<p class="note">this run holds no system capture</p>'
-    return heading + "<pre>" + esc("\n".join(sysinfo.describe_lines(system))) + "</pre>"
+        return heading + f"<pre>{esc(runner)}</pre>" + '<p class="note">this run holds no system capture</p>'
+    return heading + "<pre>" + esc("\n".join([*sysinfo.describe_lines(system), runner])) + "</pre>"
 
 
 def _table(head: Sequence[str], rows: list[list[str]]) -> str:
@@ -280,6 +285,8 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
             labelled.add(name)
     if not labelled:
         why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
+        if reasons:
+            return cpu_plot(runs, colors, f"no GPU power to plot: {why}")
         return Plot(title=title, png=None, note=f"no GPU power to plot: {why}")
     axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
     axes.set_xlabel("seconds since run_start")
@@ -287,3 +294,30 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
     return Plot(title=title, png=_png(figure), note="dotted: run_start")
+
+
+def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str) -> Plot:
+    """Host CPU busy share over time: what a CPU-only host shows in place of GPU power."""
+    title = "Host CPU busy over time"
+    figure = Figure(figsize=(8, 4.5))
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    for view in runs:
+        for seed in view.seeds:
+            series, start = seed.series, seed.record.run_start_ms
+            if series is None or start is None:
+                continue
+            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
+            busy = np.array([np.nan if v is None else v for v in series["host"]["cpu_pct"]], dtype=float)
+            name = view.setup_name
+            axes.plot(t, busy, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
+            labelled.add(name)
+    if not labelled:
+        return Plot(title=title, png=None, note=why)
+    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("CPU busy (% of all CPUs)")
+    axes.set_ylim(0, 105)
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure), note=f"{why}; dotted: run_start")

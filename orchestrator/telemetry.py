@@ -366,7 +366,7 @@ class TelemetrySampler:
         try:
             host = self._host_probe.read()
             gpus = self._gpu_source.sample()
-        except (OSError, ValueError, KeyError, IndexError) as exc:
+        except Exception as exc:  # telemetry is best effort: it must never fail the seed it watches
             if len(self._errors) < 100:
                 self._errors.append(f"{int(now * 1000)}: {type(exc).__name__}: {exc}")
             return

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import sysinfo
+from orchestrator import atomic, sysinfo, telemetry
 from orchestrator.commands.common import JSON_OPTION
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
@@ -31,10 +31,18 @@ def show_sysinfo(
     status: str = typer.Option(
         "Research, Development, or Internal (RDI)", "--status", help="Availability, as MLCommons names it."
     ),
+    record_gpu_trace: Path = typer.Option(
+        None, "--record-gpu-trace", help="Record live NVML readings to this JSON file (for tests elsewhere)."
+    ),
+    samples: int = typer.Option(30, "--samples", min=1, help="Readings to record with --record-gpu-trace."),
+    interval_s: float = typer.Option(1.0, "--interval", min=0.05, help="Seconds between recorded readings."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the host, every GPU (through NVML), the dataset storage and the container engine."""
     out = Output()
+    if record_gpu_trace is not None:
+        record_trace(record_gpu_trace, samples, interval_s, out)
+        return
     if data is not None and not data.exists():
         raise UsageError(f"--data {data}: no such folder")
     system = sysinfo.capture(data)
@@ -69,3 +77,19 @@ def write_checked(path: Path, description: dict[str, str]) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def record_trace(path: Path, samples: int, interval_s: float, out: Output) -> None:
+    """Record what the live sampler reads, in the format `telemetry.TraceGpuSource` replays."""
+    source = telemetry.open_gpu_source()
+    description = source.describe()
+    if not description.get("available"):
+        raise UsageError(f"cannot record a GPU trace: {description.get('reason')}")
+    out.status(f"recording {samples} readings of {len(description['devices'])} GPU(s) every {interval_s:g} s")
+    try:
+        trace = telemetry.record_gpu_trace(source, samples, interval_s)
+    finally:
+        source.close()
+    trace["gpus"] = sysinfo.gpu_info()
+    atomic.write_json(path, trace)
+    out.data(str(path))

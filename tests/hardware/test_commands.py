@@ -123,3 +123,22 @@ def test_sysinfo_through_the_cli(hw_cli) -> None:
     assert set(json.loads(r.out)) == {"host", "gpus", "storage", "container_engine", "software"}
     bad = hw_cli("sysinfo", "--data", "/no/such/folder")
     assert bad.code == 2 and "no such folder" in bad.err
+
+
+def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator import sysinfo, telemetry
+    from orchestrator.telemetry import NvmlGpuSource, TraceGpuSource
+    from tests.hardware.fake_nvml import FakeNvml
+
+    missing = hw_cli("sysinfo", "--record-gpu-trace", str(tmp_path / "t.json"))
+    if telemetry.open_gpu_source().describe().get("available") is False:
+        assert missing.code == 2 and "cannot record a GPU trace" in missing.err
+    nvml = FakeNvml()
+    monkeypatch.setattr(telemetry, "open_gpu_source", lambda: NvmlGpuSource(nvml))
+    monkeypatch.setattr(sysinfo, "gpu_info", lambda: {"available": True, "count": 2})
+    path = tmp_path / "trace.json"
+    r = hw_cli("sysinfo", "--record-gpu-trace", str(path), "--samples", "3", "--interval", "0.05")
+    assert r.code == 0, r.err
+    trace = json.loads(path.read_text())
+    assert len(trace["samples"]) == 3 and trace["gpus"]["count"] == 2
+    assert TraceGpuSource(trace).sample()[1].power_w == 62

@@ -110,3 +110,24 @@ def test_report_renders_in_headless_chromium(hw_cli, report_html, tmp_path: Path
     for colour in ((0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)):
         close = np.all(np.abs(pixels * 255 - np.array(colour)) < 12, axis=-1)
         assert close.sum() > 200, f"colour {colour} not rendered"
+
+
+def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
+    import json
+
+    from orchestrator import store
+
+    results = tmp_path / "results"
+    make_run(results, label="cpu", seeds=[1, 2, 3], run_id="run-cpu", power_w=100)
+    run = store.open_run(results, "run-cpu")
+    for seed in run.paths.seed_dirs():  # what the sampler writes on a host without a driver
+        series = json.loads(seed.telemetry.read_text())
+        series["gpus"] = []
+        series["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
+        seed.telemetry.write_text(json.dumps(series))
+    out = tmp_path / "r.html"
+    assert hw_cli("report", "run-cpu", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
+    assert "no GPU power to plot: NVIDIA driver not loaded" in "".join(parsed.text)

@@ -222,3 +222,17 @@ def test_summary_hints_at_storage_and_at_nothing() -> None:
     storage = summarize(series([300.0] * n, util=[5.0] * n, disk_busy=[99.0] * n), 0, 9000)
     assert storage.bottleneck.startswith("dataset storage")
     assert summarize(series([300.0] * n), 0, 9000).bottleneck == "none seen"
+
+
+def test_a_failing_source_never_fails_the_seed(tmp_path: Path) -> None:
+    class Broken(NoGpuSource):
+        def sample(self) -> list:
+            raise RuntimeError("driver went away")
+
+    path = tmp_path / "telemetry.json"
+    with TelemetrySampler(path, tmp_path, interval_s=0.02, gpu_source=Broken("x"),
+                          host_probe=HostProbe(None, fake_proc(tmp_path / "proc"))):
+        time.sleep(0.06)
+    stored = load_series(path)
+    assert stored["host"]["t_ms"] == []
+    assert stored["sampling_errors"] and "driver went away" in stored["sampling_errors"][0]
