@@ -10,6 +10,7 @@ from pathlib import Path
 from PIL import Image
 
 from workloads.resnet50.layout import list_dataset
+from workloads.resnet50.synthetic import SyntheticSpec, synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +57,14 @@ def test_corrupt_jpeg_is_named_by_verify(own_dataset: Path):
     broken.write_bytes(broken.read_bytes()[: len(broken.read_bytes()) // 3])
     assert cli("check", own_dataset).returncode == 0
     assert_one_line_error(cli("verify", own_dataset), str(broken), "cannot decode")
+
+
+def test_one_corrupt_jpeg_in_thousands_is_found_by_the_parallel_scan(tmp_path: Path):
+    out = tmp_path / "data"
+    synthesize(SyntheticSpec(classes=10, train_per_class=200, val_per_class=10, size=16), out)
+    broken = out / "train" / "n10000007" / "n10000007_123.JPEG"
+    broken.write_bytes(broken.read_bytes()[:-60])  # truncated: the end of the scan data is missing
+    assert_one_line_error(cli("verify", out, "--workers", 2), f"{broken}: cannot decode: image file is truncated")
 
 
 def test_several_corrupt_files_are_counted(own_dataset: Path):

@@ -85,11 +85,27 @@ def layout_and_counts(root: Path) -> tuple[Split, Split]:
     return train, val
 
 
-def bad_images(paths: list[Path], workers: int) -> list[tuple[Path, str]]:
-    if workers <= 1 or len(paths) < 1000:
+def progress(message: str) -> None:
+    """Status for a human watching a long scan; silent when stderr is not a terminal, so that a
+    failure stays the single line on stderr that scripts and the orchestrator read."""
+    if sys.stderr.isatty():
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+
+def bad_images(paths: list[Path], workers: int, chunk: int = 500) -> list[tuple[Path, str]]:
+    """Every (path, problem) of an image that does not decode, decoding in ``workers`` processes."""
+    if workers <= 1 or len(paths) < 2 * chunk:
         return _decode_chunk(paths)
+    bad: list[tuple[Path, str]] = []
+    report_every = max(1, len(paths) // chunk // 20)  # about every 5 %
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return [bad for found in pool.map(_decode_chunk, _chunks(paths, 500)) for bad in found]
+        for index, found in enumerate(pool.map(_decode_chunk, _chunks(paths, chunk)), start=1):
+            bad += found
+            if index % report_every == 0:
+                done = min(index * chunk, len(paths))
+                progress(f"verify: {done}/{len(paths)} images decoded, {len(bad)} unreadable")
+    return bad
 
 
 def first_of_each_class(split: Split, limit: int) -> list[Path]:

@@ -166,6 +166,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         note(context, f"epoch {epoch}: loss {stats.mean_loss:.4f}, {rate:.1f} images/s")
         if stats.diverged:
             note(context, f"epoch {epoch}: loss is not finite, stopping (diverged)")
+            log.end(c.BLOCK_STOP, metadata={c.FIRST_EPOCH_NUM: block_first})
             break
         last = epoch == config.max_epochs
         if not (config.is_eval_epoch(epoch) or last):
