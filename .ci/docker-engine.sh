@@ -11,8 +11,8 @@
 #
 # The engine has no bridge and touches no iptables (--iptables=false --bridge=none): containers
 # run with network "none", image builds with the host network (package registries only).
-# MLTRAIN_DOCKER_DIR picks the state folder (default: a new temp folder); keeping it between
-# runs keeps the engine's images, so base images and workload images are not rebuilt.
+# MLTRAIN_DOCKER_DIR picks the state folder (default: a new temp folder, deleted again on stop);
+# keeping one between runs keeps the engine's images, so no base or workload image is rebuilt.
 
 docker_engine_start() {
     if ! command -v dockerd >/dev/null 2>&1; then
@@ -28,6 +28,7 @@ docker_engine_start() {
     if [[ -z "$dir" ]]; then
         # Short path: unix socket paths (containerd's live under exec-root) must stay < 108 bytes.
         dir="$(mktemp -d /tmp/mltd.XXXXXX)"
+        touch "$dir/.temporary"  # removed again by docker_engine_stop
     fi
     mkdir -p "$dir/root" "$dir/exec"
     local sock="$dir/docker.sock"
@@ -90,6 +91,13 @@ docker_engine_stop() {
         local cpid
         cpid="$(cat "$cpid_file")"
         [[ -n "$cpid" ]] && kill -0 "$cpid" 2>/dev/null && kill -TERM "$cpid"
+    fi
+    if [[ -n "$dir" && -f "$dir/.temporary" ]]; then
+        # The engine leaves its network-namespace mount behind; unmount what lies under the folder.
+        local mounts
+        mounts="$(awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r)"
+        [[ -z "$mounts" ]] || echo "$mounts" | xargs -r -d '\n' umount -l 2>/dev/null || true
+        rm -rf "$dir" || echo "docker-engine: could not remove $dir" >&2
     fi
     unset MLTRAIN_DOCKERD_PID
     echo "docker-engine: dockerd $pid stopped" >&2
