@@ -2,8 +2,9 @@
 
 The build context holds exactly what goes into an image: the workload's Dockerfile, the
 workload's folder (as ``workloads/<name>/``) and the Python its registry folder shares between
-workloads (top-level modules such as ``__init__.py``, and folders that are not workloads). The tag is a hash of all of it plus the
-build arguments and the base image's id, so an unchanged workload is never rebuilt.
+workloads (top-level modules such as ``__init__.py``, and folders that are not workloads). The
+tag is a hash of all of it plus the build arguments and the base image's id, so an unchanged
+workload is never rebuilt.
 """
 
 from __future__ import annotations
