@@ -41,6 +41,9 @@ MEMLOCK_LIMIT = -1
 """Unlimited locked memory (``--ulimit memlock=-1``), as NVIDIA's MLPerf harness sets it."""
 STACK_LIMIT = 67108864
 """64 MiB stack (``--ulimit stack=67108864``), as NVIDIA's MLPerf harness sets it."""
+IPC_MODES = ("host", "private")
+"""host: NVIDIA's harness (``--ipc=host``), the container shares the host's /dev/shm and the shm
+size does not apply; private: a /dev/shm of ``shm_size`` of its own."""
 STOP_GRACE_SECONDS = 10
 """Between SIGTERM and SIGKILL when a container is cancelled."""
 HELPER_TIMEOUT_SECONDS = 300
@@ -201,7 +204,10 @@ class DockerRunner(Runner):
         drop_caches: bool = False,
         base_image: str | None = None,
         on_status: Callable[[str], None] = lambda s: None,
+        ipc: str = "host",
     ) -> None:
+        if ipc not in IPC_MODES:
+            raise UsageError(f"--ipc {ipc!r}: use host (NVIDIA's harness; the host's /dev/shm) or private")
         if not _SHM_SIZE.match(shm_size):
             raise UsageError(f"--shm-size {shm_size!r}: use a size like 1g, 512m or 65536")
         base_image = base_image or default_base_image()
@@ -210,6 +216,7 @@ class DockerRunner(Runner):
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
         self.shm_size = shm_size.lower()
+        self.ipc = ipc
         self.rebuild = rebuild
         self.drop_caches = drop_caches
         self.base_image = base_image
@@ -259,8 +266,8 @@ class DockerRunner(Runner):
             "versions": versions,
             "container": {
                 "gpus": self.gpus.spec,
-                "shm_size": self.shm_size,
-                "ipc": "host",
+                "ipc": self.ipc,
+                "shm_size": self.shm_size if self.ipc == "private" else "host /dev/shm (ipc=host)",
                 "network": "none",
                 "ulimits": dict(self._ulimits),
                 "ulimits_note": self._ulimit_note or None,
@@ -284,7 +291,7 @@ class DockerRunner(Runner):
             LABEL_WORKLOAD: job.workload.name,
         }
         environment = {**job.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
-        if os.getuid() != 0:
+        if not self.user.startswith("0:"):
             environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
         name = container_name(job.run_id, job.seed)
         options: dict[str, Any] = {
@@ -301,7 +308,7 @@ class DockerRunner(Runner):
                 Mount(CONTAINER_RESULTS, str(job.results_dir.resolve()), type="bind"),
             ],
             "network_mode": "none",
-            "ipc_mode": "host",
+            "ipc_mode": self.ipc,
             "shm_size": self.shm_size,
             "ulimits": self._ulimit_objects(),
             "device_requests": self.gpus.device_requests(),

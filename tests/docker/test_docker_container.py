@@ -75,7 +75,8 @@ def test_seed_container_is_made_as_the_mlperf_harness_makes_it(
     assert env["DATADIR"] == "/data" and env["RESULTS_DIR"] == "/results" and env["FAKE_MODE"] == "hang"
     assert config["Labels"][LABEL_RUN_ID] == "unit-run" and config["Labels"][LABEL_SEED] == "7"
     assert config["Labels"][LABEL_WORKLOAD] == "fakebench" and config["Labels"]["team"] == "perf"
-    assert host["NetworkMode"] == "none" and host["IpcMode"] == "host" and host["ShmSize"] == 256 * 2**20
+    assert host["NetworkMode"] == "none" and host["IpcMode"] == "host"
+    assert provenance["container"]["shm_size"] == "host /dev/shm (ipc=host)"
     assert host["Init"] is True and not host.get("Privileged")
     limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
     assert limits["stack"] == (STACK_LIMIT, STACK_LIMIT)
@@ -173,3 +174,15 @@ def test_cancel_from_another_thread_ends_stream_and_wait(docker_engine, test_bas
     job.cancel()  # idempotent, also after removal
     assert time.monotonic() - started < 8  # SIGTERM reached the workload: the 10 s grace was not needed
     assert ended.code in (143, 137) and "stopped by mltrain" in ended.detail
+
+
+def test_private_ipc_gets_a_shm_of_the_given_size(docker_engine, test_base_image: str, fakebench, tmp_path: Path):
+    runner = DockerRunner(PROJECT, ipc="private", shm_size="96m")
+    assert runner.prepare(fakebench)["container"]["shm_size"] == "96m"
+    job = runner.submit(_job(fakebench, tmp_path, 1, {"FAKE_MODE": "hang"}))
+    try:
+        host = _wait_running(docker_engine, job)["HostConfig"]
+    finally:
+        job.cancel()
+    job.wait()
+    assert host["IpcMode"] == "private" and host["ShmSize"] == 96 * 2**20
