@@ -39,8 +39,11 @@ make_test_base() {
     fi
     local tarball="$CACHE/rootfs-$SUITE-r$ROOTFS_RECIPE.tar"
     if [[ ! -f "$tarball" ]]; then
-        command -v debootstrap >/dev/null 2>&1 \
-            || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+        if ! command -v debootstrap >/dev/null 2>&1; then
+            log "installing debootstrap"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 \
+                || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+        fi
         mkdir -p "$CACHE"
         local work
         work="$(mktemp -d "$CACHE/.rootfs.XXXXXX")"

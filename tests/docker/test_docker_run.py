@@ -169,3 +169,15 @@ def test_no_user_string_reaches_a_shell(docker_cli, tmp_path: Path):
     # One seed cannot make a valid qualify result (exit 1), but it ran and converged.
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "converged", r.err
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
+
+
+def test_build_command_builds_once_and_rebuild_forces_it(docker_cli):
+    first = docker_cli("build", "fakebench")
+    assert first.code == 0, first.err
+    tag, image_id = first.out.split()
+    assert tag.startswith("mltrain/fakebench:") and len(tag.split(":")[1]) == 16 and image_id.startswith("sha256:")
+    again = docker_cli("build", "fakebench")
+    assert again.code == 0 and again.out == first.out and f"image {tag} is up to date" in again.err
+    forced = docker_cli("build", "fakebench", "--rebuild")
+    assert forced.code == 0 and "Step 1/" in forced.err and "Using cache" not in forced.err
+    assert forced.out.split()[0] == tag
