@@ -303,12 +303,15 @@ def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: b
 
 
 def _values(setup: Setup | None, name: str) -> list[float]:
+    """One per-seed quantity over the converged seeds that have it."""
     if setup is None:
         return []
     found = []
     for seed in setup.converged():
-        value = (seed.time_to_train_ms / 1000 if seed.time_to_train_ms is not None else None) \
-            if name == "time_to_train_s" else getattr(seed, name)
+        if name == "time_to_train_s":
+            value = seed.time_to_train_ms / 1000 if seed.time_to_train_ms is not None else None
+        else:
+            value = getattr(seed, name)
         if value is not None:
             found.append(float(value))
     return found

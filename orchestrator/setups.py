@@ -66,9 +66,12 @@ def load_runs(results_dir: Path, run_ids: Sequence[str], labels: Sequence[str] =
 
 
 def load_run(results_dir: Path, run_id: str) -> RunView:
+    """A stored run's finished seeds with their telemetry summarised between run_start and run_stop."""
     run = store.open_run(results_dir, run_id)
     seeds = []
     for seed, record in sorted(run.records.items()):
+        if run.states.get(seed, {}).get("state") != store.SEED_FINISHED:
+            continue  # scored like `mltrain score`: only seeds that finished
         paths = run.paths.seed(seed)
         series = _read_series(paths.telemetry)
         telemetry = None
