@@ -316,3 +316,16 @@ def test_module_entry_exit_code_without_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "does not exist" in result.stderr
+
+
+def test_preprocess_missing_label_file_names_it(raw: Path, tmp_path: Path, capsys) -> None:
+    (raw / "case_00001" / "segmentation.nii.gz").unlink()
+    code, _, err = run(capsys, "preprocess", str(raw), str(tmp_path / "out"), "--workers", "1", "--min-shape", "8")
+    assert_one_line_error(code, err, "case_00001/segmentation.nii.gz: missing file")
+
+
+def test_output_path_that_is_a_file_is_one_line(raw: Path, tmp_path: Path, capsys) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    code, _, err = run(capsys, "preprocess", str(raw), str(target), "--workers", "1")
+    assert_one_line_error(code, err, str(target))

@@ -16,12 +16,14 @@ DIR_MODE = 0o755
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, then rename over ``path``."""
+    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; datasets are read by other users (containers)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

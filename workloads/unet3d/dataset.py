@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -251,6 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DataError as err:
         _say(f"error: {err}")
         return EXIT_BAD_DATA
+    except (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError) as err:
+        _say(f"error: {err.strerror}: {err.filename}")
+        return EXIT_BAD_DATA
+    except BrokenProcessPool:
+        _say("error: a worker process died (out of memory?); retry with fewer --workers")
+        return 1
+    except OSError as err:
+        _say(f"error: {err}")
+        return 1
     except KeyboardInterrupt:
         _say("interrupted (finished work is kept; run the same command again to resume)")
         return 130

@@ -179,9 +179,16 @@ def _params(min_shape: int) -> dict:
             "mean": MEAN, "std": STD}
 
 
-def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads: int = 1) -> dict:
-    """Preprocess one case, write both outputs atomically, return its manifest entry."""
-    torch.set_num_threads(torch_threads)
+def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads: int | None = None) -> dict:
+    """Preprocess one case, write both outputs atomically, return its manifest entry.
+
+    ``torch_threads`` sets torch's intra-op threads first (worker processes); None leaves them.
+    """
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    for name in (IMAGE_NAME, LABEL_NAME):
+        if not (case_dir / name).is_file():
+            raise DataError(f"{case_dir.name}/{name}: missing file")
     sources = {name: source_stat(case_dir / name) for name in (IMAGE_NAME, LABEL_NAME)}
     for name in sources:
         sources[name]["md5"] = file_md5(case_dir / name)
