@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+import requests.exceptions
 
 import docker
 from orchestrator.errors import ConfigError, RunnerError
@@ -195,8 +196,14 @@ def ensure_image(
                                 on_status=on_status)
     except docker.errors.APIError as exc:
         raise RunnerError(f"building {tag} failed: {_one_line(exc.explanation or str(exc))}") from None
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise RunnerError(f"building {tag} failed: {_one_line(str(exc))}") from None
+    pulled_base = _image_id(client, spec.base_image) if base_id is None else None
+    if pulled_base:  # the build pulled its base: tag by its id too, as the next run will look it up
+        base_id, digest = pulled_base, content_hash(spec, pulled_base)
+        tag = image_tag(spec, digest)
+        repository, _, version = tag.rpartition(":")
+        client.api.tag(image_id, repository, version)
     on_status(f"built {tag} ({image_id[:19]})")
     return BuiltImage(
         tag=tag, image_id=image_id, content_hash=digest, base_image=spec.base_image,
