@@ -197,19 +197,19 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
     data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
     if not any(data):
         return Plot(title=title, png=None, note="no converged run to plot")
-    figure = Figure(figsize=(8, 0.9 + 0.7 * len(setups)))
+    figure = Figure(figsize=(max(4.0, 1.2 + 1.3 * len(setups)), 4.5))
     axes = figure.add_subplot()
-    axes.boxplot([d or [np.nan] for d in data], orientation="horizontal", widths=0.5, showfliers=False)
+    axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
     jitter = np.random.default_rng(0)
     for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
-        axes.scatter(values, index + jitter.uniform(-0.15, 0.15, len(values)), color=colors[setup.name], s=18, zorder=3)
+        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(values)), values, color=colors[setup.name], s=18, zorder=3)
         failed = len(setup.seeds) - len(values)
         if failed:
-            axes.annotate(f"{failed} not converged", (1.0, index), xycoords=("axes fraction", "data"),
-                          ha="right", va="bottom", fontsize=8, color="#b00")
-    axes.set_yticks(range(1, len(setups) + 1), [s.name for s in setups])
-    axes.set_xlabel("time-to-train (s)")
-    axes.grid(axis="x", alpha=0.3)
+            axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
+                          ha="center", va="top", fontsize=8, color="#b00")
+    axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
+    axes.set_ylabel("time-to-train (s)")
+    axes.grid(axis="y", alpha=0.3)
     return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy import integrate
 
 from orchestrator.telemetry import REAL_THROTTLING, throttle_reasons
 
@@ -77,7 +78,7 @@ def energy_to_train(series: dict[str, Any], start_ms: int, stop_ms: int) -> Ener
         return Energy(joules=None, method="GPU power not reported", mean_power_w=None, peak_power_w=None,
                       coverage=coverage)
     cut_t, cut_p = _cut(t[known], power[known], start_ms, stop_ms)
-    joules = float(np.trapezoid(cut_p, cut_t / 1000))
+    joules = float(integrate.trapezoid(cut_p, cut_t / 1000))
     return Energy(joules=joules, method="integrated power", mean_power_w=joules / seconds, peak_power_w=peak,
                   coverage=coverage)
 
