@@ -2,7 +2,8 @@
 local base images (made by .ci/base-images.sh), and the CLI with the build and clean commands.
 
 Modules that need the engine say ``pytestmark = pytest.mark.usefixtures("docker_engine")``: every
-test in them is skipped when no engine answers at DOCKER_HOST.
+test in them is skipped when no engine answers at DOCKER_HOST, and fails instead when
+MLTRAIN_REQUIRE_DOCKER=1 (as CI sets it, so that a missing engine cannot pass as green).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ PROJECT = TESTS.parent
 TEST_BASE = "mltrain-test-base:bookworm"
 TORCH_BASE = "mltrain-torch-base:2.13.0-cpu"
 BASE_IMAGES_SCRIPT = PROJECT / ".ci" / "base-images.sh"
+REQUIRE_ENV = "MLTRAIN_REQUIRE_DOCKER"
 
 
 def _engine_or_reason() -> tuple[docker.DockerClient | None, str]:
@@ -43,6 +45,8 @@ def _engine_or_reason() -> tuple[docker.DockerClient | None, str]:
 def docker_engine() -> Iterator[docker.DockerClient]:
     client, reason = _engine_or_reason()
     if client is None:
+        if os.environ.get(REQUIRE_ENV) == "1":  # CI: a missing engine is a failure, not a skip
+            pytest.fail(reason)
         pytest.skip(reason)
     yield client
     client.close()
