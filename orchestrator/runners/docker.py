@@ -381,10 +381,12 @@ class DockerRunner(Runner):
                 self.on_status(f"warning: {note}")
 
     def _clear_caches(self, image: str) -> str:
-        """Drop the page cache (MLPerf cache_clear): directly when this process may, else through a
-        privileged helper container. Returns how it was done."""
-        os.sync()
+        """Drop the page cache (MLPerf cache_clear): directly when this process may and the engine is
+        on this host, else through a privileged helper container. Returns how it was done."""
         try:
+            if not _engine_address().startswith("unix://"):
+                raise PermissionError("the engine runs on another host: its page cache is dropped there")
+            os.sync()
             DROP_CACHES_FILE.write_text("3\n")
             method = f"wrote 3 to {DROP_CACHES_FILE} on the host"
         except OSError:
