@@ -89,10 +89,10 @@ def test_unreadable_training_image_is_reported_not_fatal(own_dataset: Path, tmp_
 def test_mixed_precision_trains(tiny_dataset: Path, tmp_path: Path, amp: str):
     # crop 32, not 16: torch 2.13's CPU bf16 convolution backward returns non-finite weight gradients
     # for a 1x1 input with stride 2 (the last stage at crop 16), (found while writing this test)
-    status, log, err = run_tiny(tiny_dataset, tmp_path, f"amp={amp}", "crop=32", "eval_resize=36", "max_epochs=2",
+    status, log, err = run_tiny(tiny_dataset, tmp_path, f"amp={amp}", "crop=32", "eval_resize=36", "max_epochs=1",
                                 "target=0.99")
     assert log[-1]["key"] == "run_stop" and "not finite" not in err
-    assert len([e for e in log if e["key"] == "eval_accuracy"]) == 2
+    assert len([e for e in log if e["key"] == "eval_accuracy"]) == 1
 
 
 def test_bad_settings_and_bad_data_exit_2_with_one_line(tiny_dataset: Path, tmp_path: Path, capsys):
@@ -114,6 +114,7 @@ def test_run_and_time_rejects_a_bad_seed():
     assert result.returncode == 2 and result.stderr.splitlines() == [usage]
 
 
+@pytest.mark.slow  # two processes that each import torch: 61 s measured on the shared 2-core machine
 def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path: Path):
     settings = [s for s in TINY_SETTINGS if not s.startswith("batch_size")] + ["batch_size=8", "max_epochs=2"]
     result = run_and_time("3", {

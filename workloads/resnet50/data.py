@@ -180,7 +180,7 @@ def make_loader(dataset: ImageFolder, sampler: ShardSampler, *, batch_size: int,
         num_workers=workers,
         collate_fn=collate_skipping,
         persistent_workers=workers > 0,
-        prefetch_factor=4 if workers > 0 else None,
+        pin_memory=torch.cuda.is_available(),
         generator=torch.Generator().manual_seed(seed),
     )
 
