@@ -13,12 +13,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from orchestrator import __version__, store
+from orchestrator import __version__, export, setups, store, sysinfo
 from orchestrator.config import Profile
 from orchestrator.execute import SeedProgress, run_seed
 from orchestrator.records import RunRecord, RunStatus
 from orchestrator.runners.base import Runner, SeedJob
-from orchestrator.scoring import Score, ScoringRule, score_runs
+from orchestrator.scoring import Score, ScoringRule, minutes, score_runs
+from orchestrator.telemetry import TelemetrySampler
 from orchestrator.workloads import Workload
 
 
@@ -93,6 +94,7 @@ def new_manifest(plan: BenchmarkPlan, runner: Runner) -> dict[str, Any]:
         "ended_at": None,
         "state": "running",
         "versions": software_versions(),
+        "system": sysinfo.capture(plan.data_dir),
     }
 
 
@@ -140,7 +142,6 @@ def run_seeds(
     runner: Runner,
     progress: dict[int, SeedProgress],
     on_update: Callable[[], None],
-    seed_hook: Callable[[SeedJob], Any] | None = None,
 ) -> None:
     """Run every unfinished seed of ``run`` in order; the index follows each seed."""
     results_dir = plan.results_dir
@@ -161,11 +162,7 @@ def run_seeds(
         )
         started_at = store.now_iso()
         try:
-            context = seed_hook(job) if seed_hook else None
-            if context is not None:
-                with context:
-                    record = _run_one(runner, job, paths, plan, progress[seed], on_update)
-            else:
+            with TelemetrySampler(paths.telemetry, plan.data_dir):
                 record = _run_one(runner, job, paths, plan, progress[seed], on_update)
         except KeyboardInterrupt:
             store.write_seed_state(
@@ -194,14 +191,35 @@ def _run_one(runner: Runner, job: SeedJob, paths: Any, plan: BenchmarkPlan, prog
 
 
 def finish(results_dir: Path, run_id: str) -> tuple[store.StoredRun, Score]:
-    """Score the run, write its summary, close its manifest."""
+    """Score the run, write its summary, close its manifest. An mlperf-profile run is also laid
+    out for MLCommons' tools in ``<run>/mlcommons/``, and their own score is kept beside ours."""
     run = store.open_run(results_dir, run_id)
     score = score_stored(run)
-    store.write_summary(run.paths, summary_of(run, score))
+    summary = summary_of(run, score)
+    if run.manifest.get("profile") == "mlperf" and not score.unfinished:
+        summary["mlcommons"] = _export_for_mlcommons(results_dir, run, score)
+    store.write_summary(run.paths, summary)
     manifest = dict(run.manifest, ended_at=store.now_iso(), state="finished" if not score.unfinished else "incomplete")
     store.write_manifest(run.paths, manifest)
     store.sync_run(results_dir, run_id)
     return store.open_run(results_dir, run_id), score
+
+
+def _export_for_mlcommons(results_dir: Path, run: store.StoredRun, score: Score) -> dict[str, Any]:
+    folder = run.paths.root / "mlcommons"
+    if folder.exists():
+        shutil.rmtree(folder)
+    exported = export.export_run(setups.load_run(results_dir, run.run_id), folder)
+    theirs = export.summarizer_score(exported)
+    ours = minutes(score.score_ms)
+    return {
+        "folder": str(folder),
+        "ruleset": exported.ruleset,
+        "summarizer_score_min": theirs,
+        "agrees": (theirs is None and ours is None)
+        or (theirs is not None and ours is not None and abs(theirs - ours) <= 1e-9 * max(1.0, ours)),
+        "warnings": list(exported.warnings),
+    }
 
 
 def failed_runs(run: store.StoredRun) -> list[int]:

@@ -68,5 +68,11 @@ def score_lines(summary: dict[str, Any], score: Score) -> list[str]:
             f"converged runs: mean {seconds(ttt.mean)} s, std {seconds(ttt.std)} s, {cv}, {ci},"
             f" min {seconds(ttt.minimum)} s, max {seconds(ttt.maximum)} s"
         )
+    mlcommons = summary.get("mlcommons")
+    if mlcommons:
+        theirs = mlcommons.get("summarizer_score_min")
+        verdict = "agrees" if mlcommons.get("agrees") else "DISAGREES"
+        shown = "no score" if theirs is None else f"{theirs:.4f} min"
+        lines.append(f"mlperf_logging result_summarizer on {mlcommons['folder']}: {shown} ({verdict})")
     lines.append("result: VALID" if score.valid else f"result: INVALID: {score.reason}")
     return lines

@@ -54,7 +54,7 @@ def show(
     folder = results_dir(results)
     run = store.open_run(folder, run_id)
     score = benchmark.score_stored(run)
-    summary = benchmark.summary_of(run, score)
+    summary = {**(run.summary or {}), **benchmark.summary_of(run, score)}
     if as_json:
         out.json({"manifest": run.manifest, "summary": summary,
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}})

@@ -27,7 +27,7 @@ def score(
     folder = results_dir(results)
     run = store.open_run(folder, run_id)
     result = benchmark.score_stored(run)
-    summary = benchmark.summary_of(run, result)
+    summary = {**(run.summary or {}), **benchmark.summary_of(run, result)}
     store.write_summary(run.paths, summary)
     store.sync_run(folder, run_id)
     if as_json:
