@@ -62,7 +62,8 @@ def _call(workload: Workload, argv: list[str], timeout_s: float, *, capture: boo
     try:
         return proc.run(argv, cwd=workload.folder, env=env, timeout_s=timeout_s, capture=capture)
     except subprocess.TimeoutExpired:
-        raise DataError(f"{workload.name} dataset command {argv[len(workload.data.cli)]} took over {timeout_s:.0f}s") from None
+        action = argv[len(workload.data.cli)]
+        raise DataError(f"{workload.name} dataset command {action} took over {timeout_s:.0f}s") from None
     except OSError as exc:
         raise DataError(f"{workload.name} dataset command {' '.join(workload.data.cli)}: {exc.strerror}") from None
 

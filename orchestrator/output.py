@@ -29,6 +29,10 @@ class Output:
     def table(self, table: Table) -> None:
         self.out.print(table)
 
+    def lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.data(line)
+
     def status(self, text: str) -> None:
         if not self.quiet:
             self.err.print(text, markup=False)

@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from orchestrator.execute import SeedProgress
+from orchestrator.output import Output
 from orchestrator.scoring import Score
 
 PROFILE_CAVEAT = {
@@ -46,6 +47,15 @@ def seeds_table(score: Score) -> Table:
             counted, "" if row["status"] == "converged" else row["reason"],
         )
     return table
+
+
+def show_score(out: Output, summary: dict[str, Any], score: Score, *, as_json: bool) -> None:
+    """A scored run as commands print it: the summary as JSON, or the per-seed table and score lines."""
+    if as_json:
+        out.json(summary)
+        return
+    out.table(seeds_table(score))
+    out.lines(score_lines(summary, score))
 
 
 def score_lines(summary: dict[str, Any], score: Score) -> list[str]:

@@ -13,7 +13,7 @@ from orchestrator import benchmark, mllog, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, registry, results_dir
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
-from orchestrator.views import score_lines, seeds_table
+from orchestrator.views import show_score
 
 _RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
 
@@ -81,12 +81,7 @@ def import_logs(
                                       "status": records[number].status.value, "source": path.name})
     run, score = benchmark.finish(target_dir, paths.run_id)
     out.status(f"imported {len(files)} logs from {folder} as run {run.run_id}")
-    if as_json:
-        out.json(run.summary)
-    else:
-        out.table(seeds_table(score))
-        for line in score_lines(run.summary or {}, score):
-            out.data(line)
+    show_score(out, run.summary or {}, score, as_json=as_json)
 
 
 def _workload_for(mlperf_benchmark: str):

@@ -10,7 +10,7 @@ from rich.table import Table
 from orchestrator import benchmark, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
 from orchestrator.output import Output
-from orchestrator.views import score_lines, seconds, seeds_table
+from orchestrator.views import seconds, show_score
 
 
 def register(app: typer.Typer) -> None:
@@ -63,6 +63,4 @@ def show(
     out.data(f"run {run.run_id}: {m['workload']} profile {m['profile']} runner {m.get('runner')}"
              f" host {m.get('host')} state {m.get('state')}")
     out.data(f"started {m.get('started_at')} ended {m.get('ended_at')} folder {run.paths.root}")
-    out.table(seeds_table(score))
-    for line in score_lines(summary, score):
-        out.data(line)
+    show_score(out, summary, score, as_json=False)

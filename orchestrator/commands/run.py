@@ -16,7 +16,7 @@ from orchestrator.output import Output
 from orchestrator.paths import project_root
 from orchestrator.runners.select import RunnerOptions, make_runner
 from orchestrator.seedspec import parse_seeds
-from orchestrator.views import progress_table, score_lines, seeds_table
+from orchestrator.views import progress_table, show_score
 
 
 def register(app: typer.Typer) -> None:
@@ -103,13 +103,7 @@ def run(
             f" `mltrain run {spec.name} --resume {stored.run_id}`"
         ) from None
     final, score = benchmark.finish(folder, stored.run_id)
-    summary = final.summary or {}
-    if as_json:
-        out.json(summary)
-    else:
-        out.table(seeds_table(score))
-        for line in score_lines(summary, score):
-            out.data(line)
+    show_score(out, final.summary or {}, score, as_json=as_json)
     if not score.valid or benchmark.failed_runs(final):
         raise typer.Exit(EXIT_INVALID_RESULT)
 

@@ -10,7 +10,7 @@ from orchestrator import benchmark, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
 from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.output import Output
-from orchestrator.views import score_lines, seeds_table
+from orchestrator.views import show_score
 
 
 def register(app: typer.Typer) -> None:
@@ -30,11 +30,6 @@ def score(
     summary = {**(run.summary or {}), **benchmark.summary_of(run, result)}
     store.write_summary(run.paths, summary)
     store.sync_run(folder, run_id)
-    if as_json:
-        out.json(summary)
-    else:
-        out.table(seeds_table(result))
-        for line in score_lines(summary, result):
-            out.data(line)
+    show_score(out, summary, result, as_json=as_json)
     if not result.valid:
         raise typer.Exit(EXIT_INVALID_RESULT)
