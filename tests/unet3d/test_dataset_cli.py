@@ -329,3 +329,17 @@ def test_output_path_that_is_a_file_is_one_line(raw: Path, tmp_path: Path, capsy
     target.write_text("x")
     code, _, err = run(capsys, "preprocess", str(raw), str(target), "--workers", "1")
     assert_one_line_error(code, err, str(target))
+
+
+def test_a_dataset_from_an_older_generator_is_rebuilt(copy: Path, capsys) -> None:
+    marker = copy / ".mltrain-ready"
+    record = json.loads(marker.read_text())
+    current = record["format"]
+    record["format"] = "unet3d-synthetic-0"
+    marker.write_text(json.dumps(record))
+    (copy / "case_00001_x.npy").write_bytes(b"stale")
+    code, _, err = run(capsys, "synthesize", str(copy), *ARGS)
+    assert code == 0 and "ready" in err
+    assert json.loads(marker.read_text())["format"] == current
+    assert np.load(copy / "case_00001_x.npy").dtype == np.float32
+    assert not [p for p in copy.parent.iterdir() if p.name.startswith(".")]

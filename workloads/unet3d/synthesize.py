@@ -3,7 +3,8 @@
 Synthetic raw cases go to a temporary sibling folder, run through the real preprocessing, get a
 ``split.json`` and the ``.mltrain-ready`` marker (which records the arguments), and the finished
 folder is renamed onto ``OUT``. A crash leaves ``OUT`` untouched; running again with the same
-arguments on a ready folder does nothing.
+arguments on a ready folder does nothing. A folder made with the same arguments by an older
+generator (``FORMAT``) is rebuilt; one made with other arguments is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_siz
 
 READY_MARKER = ".mltrain-ready"
 SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
-FORMAT = "unet3d-synthetic-1"  # bump when the generator or the layout changes what a dataset holds
+FORMAT = "unet3d-synthetic-2"  # bump when the generator or the layout changes what a dataset holds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,9 +65,10 @@ class SynthesizeConfig:
 def ready_record(out_dir: Path) -> dict | None:
     """The arguments recorded in ``out_dir``'s ready marker, None when it is not ready."""
     try:
-        return json.loads((out_dir / READY_MARKER).read_text())
+        record = json.loads((out_dir / READY_MARKER).read_text())
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
 
 
 def synthesize(
@@ -79,12 +81,13 @@ def synthesize(
     existing = ready_record(out_dir)
     if existing == config.record():
         return False
-    if existing is not None:
+    stale = existing is not None and _same_arguments(existing, config.record())
+    if existing is not None and not stale:
         raise DataError(
             f"{out_dir}: holds a synthetic dataset made with other arguments ({_describe(existing)}); "
             "remove it or choose another folder"
         )
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+    if not stale and out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DataError(f"{out_dir}: exists and is not a dataset made by synthesize; remove it or choose another")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
@@ -102,7 +105,9 @@ def synthesize(
         atomic.write_json(data / READY_MARKER, config.record())
         data.chmod(atomic.DIR_MODE)
         try:
-            if out_dir.is_dir():
+            if stale:  # made by an older generator with the same arguments: swap it out
+                os.replace(out_dir, build / "stale")
+            elif out_dir.is_dir():
                 out_dir.rmdir()  # empty (checked above)
             os.replace(data, out_dir)
         except OSError:  # another process finished the same folder first
@@ -119,6 +124,11 @@ def _useful_workers(config: SynthesizeConfig) -> int:
     shape = parse_size(config.size).preprocessed_shape
     voxels_per_case = math.prod(shape) if shape is not None else 200 * 512 * 512
     return config.workers if voxels_per_case * config.cases >= SMALL_SET_VOXELS else 1
+
+
+def _same_arguments(record: dict, wanted: dict) -> bool:
+    """True when ``record`` differs from ``wanted`` only by the generator format (a stale dataset)."""
+    return {k: v for k, v in record.items() if k != "format"} == {k: v for k, v in wanted.items() if k != "format"}
 
 
 def _describe(record: dict) -> str:

@@ -39,7 +39,8 @@ from workloads.unet3d.split import MAX_CASE_ID, case_name
 TARGET_SPACING = (1.6, 1.2, 1.2)  # mm, the preprocessing's target (slices, rows, cols)
 SIZE_PRESETS = {"tiny": (24, 32, 32), "small": (64, 64, 64)}
 REAL_IN_PLANE = 512
-REAL_ORGAN_SCALE = 0.62  # kidneys about 11 cm long in a 40 cm field of view
+REAL_ORGAN_SCALE = 0.54  # kidneys about 11 cm long in a 40 cm field of view
+ZOOMED_ORGAN_SCALE = 1.15  # smaller fields of view: kidneys fill more of the volume (learnable)
 SLICE_SPACINGS = (0.5, 0.8, 1.0, 1.25, 2.5, 3.0, 5.0)  # mm, KiTS19 has all of these
 SLICE_WEIGHTS = (0.05, 0.05, 0.1, 0.05, 0.2, 0.2, 0.35)
 
@@ -53,8 +54,8 @@ HU_MARROW = 230.0
 HU_AORTA = 165.0
 HU_CAVA = 120.0
 HU_CORTEX = 215.0
-HU_MEDULLA = 165.0
-HU_TUMOUR = 105.0
+HU_MEDULLA = 175.0
+HU_TUMOUR = 95.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,7 +215,7 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
     label = np.zeros(shape, dtype=np.uint8)
     _paint_body(rng, grid, hu, texture)
     # Whole-abdomen fields of view (real) show kidneys of real size; smaller ones are zoomed in.
-    kidneys = _kidneys(rng, grid, REAL_ORGAN_SCALE if size.preprocessed_shape is None else 1.0)
+    kidneys = _kidneys(rng, grid, REAL_ORGAN_SCALE if size.preprocessed_shape is None else ZOOMED_ORGAN_SCALE)
     sides = ("right", "left")  # image left is the patient's right
     for kidney in kidneys:
         _paint(grid, kidney.scaled(1.45), hu, lambda rho, box: HU_FAT + 8 * texture[box])
@@ -223,7 +224,7 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
             grid,
             kidney,
             hu,
-            lambda rho, box: np.where(rho > 0.72, HU_CORTEX, HU_MEDULLA) + 12 * texture[box],
+            lambda rho, box: np.where(rho > 0.72, HU_CORTEX, HU_MEDULLA) + 10 * texture[box],
             label,
             1,
         )
@@ -234,13 +235,13 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
                 grid,
                 lobe,
                 hu,
-                lambda rho, box: HU_TUMOUR + 22 * coarse[box] + 10 * texture[box] - 15 * (1 - rho),
+                lambda rho, box: HU_TUMOUR + 15 * coarse[box] + 8 * texture[box] - 10 * (1 - rho),
                 label,
                 2,
             )
     # Scanner blur (about 1 mm) and quantum noise.
     hu = ndimage.gaussian_filter(hu, sigma=tuple(max(0.3, 0.8 / step) for step in spacing), truncate=3.0)
-    hu += rng.standard_normal(shape, dtype=np.float32) * np.float32(rng.uniform(6.0, 12.0))
+    hu += rng.standard_normal(shape, dtype=np.float32) * np.float32(rng.uniform(5.0, 10.0))
     image = np.clip(np.rint(hu), -1024, 3071).astype(np.int16)
     return SyntheticCase(
         name=case_name(index),
@@ -306,9 +307,9 @@ def _kidneys(rng: np.random.Generator, grid: _Grid, organ_scale: float) -> list[
         semi = np.array(
             [rng.uniform(0.4, 0.48), rng.uniform(0.22, 0.27), rng.uniform(0.19, 0.23)], dtype=np.float32
         ) * organ_scale
-        z_room = max(0.0, half_z - 0.7 * semi[0])
+        z_room = max(0.0, half_z - semi[0])  # the whole kidney inside the scan when it fits
         center = np.array(
-            [rng.uniform(-z_room, z_room), rng.uniform(0.18, 0.28), side * rng.uniform(0.45, 0.55)],
+            [rng.uniform(-z_room, z_room), rng.uniform(0.18, 0.28), side * rng.uniform(0.42, 0.5)],
             dtype=np.float32,
         )
         kidneys.append(_Ellipsoid(center, semi, _rotation(rng, 20)))
@@ -321,7 +322,7 @@ def _tumour_lobes(rng: np.random.Generator, kidney: _Ellipsoid) -> list[_Ellipso
     direction /= np.linalg.norm(direction)
     depth = rng.uniform(0.35, 0.95)  # 0: kidney centre, 1: its surface
     center = kidney.center + kidney.rotation @ (kidney.semi_axes * direction * depth)
-    radius = float(kidney.semi_axes.mean()) * rng.uniform(0.5, 1.0)
+    radius = float(kidney.semi_axes.mean()) * rng.uniform(0.6, 1.0)
     lobes = [_Ellipsoid(center.astype(np.float32), radius * rng.uniform(0.85, 1.15, 3), _rotation(rng, 45))]
     for _ in range(int(rng.integers(0, 3))):
         offset = rng.normal(size=3)
