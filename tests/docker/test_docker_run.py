@@ -181,3 +181,20 @@ def test_build_command_builds_once_and_rebuild_forces_it(docker_cli):
     forced = docker_cli("build", "fakebench", "--rebuild")
     assert forced.code == 0 and "Step 1/" in forced.err and "Using cache" not in forced.err
     assert forced.out.split()[0] == tag
+
+
+def test_ctrl_c_stops_and_removes_the_running_container(cli_process, containers, wait_for, tmp_path: Path):
+    profiles = _profiles(tmp_path, {"FAKE_MODE": "hang"})
+    child = cli_process("run", "fakebench", "--runner", "docker", "--results", str(tmp_path / "r"),
+                        extra_env={"MLTRAIN_SEEDS_FILE": str(profiles)})
+    try:
+        wait_for(lambda: [c for c in containers() if c.status == "running" and c.labels.get(LABEL_SEED)], 120,
+                 "a running seed container")
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert child.returncode == 130, err
+    assert "interrupted" in err
+    assert containers() == []
