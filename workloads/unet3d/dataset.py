@@ -186,7 +186,10 @@ def _shape(shape: Sequence[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m workloads.unet3d.dataset", description=__doc__.split("\n")[0])
+    parser = _Parser(
+        prog="python -m workloads.unet3d.dataset",
+        description="unet3d (KiTS19) data: raw checks, reference preprocessing, synthetic datasets.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     how = commands.add_parser("how-to-get", help="where raw KiTS19 goes and how to download it")
