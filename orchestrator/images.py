@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker
 import docker.errors
 import requests.exceptions
 
-import docker
 from orchestrator.errors import ConfigError, RunnerError
 from orchestrator.workloads import DECLARATION, Workload
 

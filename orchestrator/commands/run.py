@@ -34,7 +34,9 @@ def run(
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
     gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
-    shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size."),
+    shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size (with --ipc private)."),
+    ipc: str = typer.Option("host", "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
+    base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
     drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
     as_json: bool = JSON_OPTION,
@@ -60,6 +62,7 @@ def run(
         data_dir = datasets.resolve_data_dir(spec, chosen, data)
     options = RunnerOptions(
         name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches, partition=partition,
+        base_image=base_image, ipc=ipc,
         time_limit_minutes=chosen.timeout_minutes + 5,
     )
     backend = make_runner(options, project_root(), out.status)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 from docker.types import DeviceRequest, Mount, Ulimit
 
-import docker
 from orchestrator.errors import DataError, RunnerError, UsageError
 from orchestrator.images import BuiltImage, build_spec, ensure_image
 from orchestrator.runners.base import Exit, Job, Runner, SeedJob

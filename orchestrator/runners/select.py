@@ -22,6 +22,10 @@ class RunnerOptions:
     shm_size: str = "1g"
     rebuild: bool = False
     drop_caches: bool = False
+    base_image: str | None = None
+    """Docker: BASE_IMAGE build argument (None: $MLTRAIN_BASE_IMAGE, else the Dockerfile's default)."""
+    ipc: str = "host"
+    """Docker: host (as NVIDIA's MLPerf harness) or private (then --shm-size applies)."""
     partition: str | None = None
     """Slurm: the partition to submit to."""
     time_limit_minutes: float = 1440
@@ -52,5 +56,5 @@ def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[
 
     return DockerRunner(
         project_root, gpus=options.gpus, shm_size=options.shm_size, rebuild=options.rebuild,
-        drop_caches=options.drop_caches, on_status=on_status,
+        drop_caches=options.drop_caches, base_image=options.base_image, ipc=options.ipc, on_status=on_status,
     )

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import docker.errors
 import pytest
 
-import docker
 from orchestrator.runners.docker import LABEL_RUN_ID
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from orchestrator.runners.base import SeedJob
 from orchestrator.runners.docker import (
     LABEL_RUN_ID,
