@@ -103,8 +103,8 @@ def evaluate(
     cases: Sequence[str],
     group: ProcessGroup,
     device: torch.device,
-) -> float:
-    """Mean Dice (kidney, tumour) over all evaluation cases; each rank scores its share."""
+) -> tuple[float, float]:
+    """(kidney Dice, tumour Dice) averaged over all evaluation cases; each rank scores its share."""
     total = torch.zeros(3, dtype=torch.float64)  # kidney sum, tumour sum, case count
     with torch.no_grad(), autocast(config, device):
         for case in eval_cases_of_rank(cases, group.rank, group.world_size):
@@ -112,7 +112,7 @@ def evaluate(
             dice = evaluate_case(model, image, label, config.val_input_shape, config.overlap)
             total += torch.tensor([float(dice[0]), float(dice[1]), 1.0], dtype=torch.float64)
     total = all_reduce_sum(total, group)
-    return float((total[0] + total[1]) / (2 * total[2]))
+    return float(total[0] / total[2]), float(total[1] / total[2])
 
 
 def train_epoch(
@@ -223,8 +223,10 @@ def run_epochs(
         if schedule.is_eval_epoch(epoch):
             log.start(C.EVAL_START, value=epoch, metadata={C.EPOCH_NUM: epoch})
             model.eval()
-            accuracy = evaluate(infer, config, eval_ids, group, device)
-            log.event(C.EVAL_ACCURACY, value=accuracy, metadata={C.EPOCH_NUM: epoch})
+            kidney, tumour = evaluate(infer, config, eval_ids, group, device)
+            accuracy = (kidney + tumour) / 2
+            log.event(C.EVAL_ACCURACY, value=accuracy,
+                      metadata={C.EPOCH_NUM: epoch, "kidney_dice": kidney, "tumour_dice": tumour})
             log.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: epoch})
             if accuracy >= config.quality_threshold:
                 status, stop = C.SUCCESS, True
