@@ -26,7 +26,7 @@ from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_siz
 
 READY_MARKER = ".mltrain-ready"
 SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
-FORMAT = "unet3d-synthetic-2"  # bump when the generator or the layout changes what a dataset holds
+FORMAT = "unet3d-synthetic-3"  # bump when the generator or the layout changes what a dataset holds
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,7 @@ TARGET_SPACING = (1.6, 1.2, 1.2)  # mm, the preprocessing's target (slices, rows
 SIZE_PRESETS = {"tiny": (24, 32, 32), "small": (64, 64, 64)}
 REAL_IN_PLANE = 512
 REAL_ORGAN_SCALE = 0.54  # kidneys about 11 cm long in a 40 cm field of view
-ZOOMED_ORGAN_SCALE = 1.15  # smaller fields of view: kidneys fill more of the volume (learnable)
+ZOOMED_ORGAN_SCALE = 1.3  # smaller fields of view: kidneys fill more of the volume (learnable)
 SLICE_SPACINGS = (0.5, 0.8, 1.0, 1.25, 2.5, 3.0, 5.0)  # mm, KiTS19 has all of these
 SLICE_WEIGHTS = (0.05, 0.05, 0.1, 0.05, 0.2, 0.2, 0.35)
 
@@ -235,7 +235,7 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
                 grid,
                 lobe,
                 hu,
-                lambda rho, box: HU_TUMOUR + 15 * coarse[box] + 8 * texture[box] - 10 * (1 - rho),
+                lambda rho, box: HU_TUMOUR + 12 * coarse[box] + 8 * texture[box] - 10 * (1 - rho),
                 label,
                 2,
             )
@@ -309,7 +309,7 @@ def _kidneys(rng: np.random.Generator, grid: _Grid, organ_scale: float) -> list[
         ) * organ_scale
         z_room = max(0.0, half_z - semi[0])  # the whole kidney inside the scan when it fits
         center = np.array(
-            [rng.uniform(-z_room, z_room), rng.uniform(0.18, 0.28), side * rng.uniform(0.42, 0.5)],
+            [rng.uniform(-z_room, z_room), rng.uniform(0.18, 0.28), side * rng.uniform(0.45, 0.52)],
             dtype=np.float32,
         )
         kidneys.append(_Ellipsoid(center, semi, _rotation(rng, 20)))
