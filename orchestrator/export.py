@@ -3,9 +3,9 @@
     <DIR>/systems/<system>.json                       system description (system_desc_checker passes)
     <DIR>/results/<system>/<benchmark>/result_<n>.txt one per finished seed: its :::MLLOG lines
 
-Each result file is run through the compliance checker of the ruleset (as the result
-summarizer does before scoring; a file that fails counts as a non-converged run there), and
-`summarizer_score` scores the folder with the summarizer itself, to compare with ours.
+The folder is scored with the summarizer itself (`summarizer_score`), to compare with ours. The
+summarizer runs the ruleset's compliance checker on each file first and counts a file that fails
+as a non-converged run; for those files the checker is run again to say why.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class Export:
     results: tuple[ResultFile, ...]
     warnings: tuple[str, ...]
     """Why the summarizer's score may differ from mltrain's."""
+    summarizer_minutes: float | None
+    """The score mlperf_logging's result summarizer computes for the exported folder."""
 
 
 def default_ruleset(benchmark: str) -> str:
@@ -102,7 +104,7 @@ def export_run(
         raise UsageError(f"{system_file}: rejected by system_desc_checker: {log}")
     if not system:
         warnings.append("the run's manifest holds no system capture: the description says 'unknown'")
-    written = []
+    files: list[tuple[int, Path]] = []
     for index, seed in enumerate(s for s in view.seeds if s.output_path.is_file()):
         lines = mllog_lines(seed.output_path.read_text(errors="replace"))
         if not lines:
@@ -110,19 +112,24 @@ def export_run(
             continue
         path = benchmark_dir / f"result_{index}.txt"
         atomic.write_text(path, "\n".join(lines) + "\n")
-        compliant, messages = check_compliance(path, ruleset)
-        written.append(ResultFile(seed=seed.seed, path=path, compliant=compliant, messages=messages))
-    if not written:
+        files.append((seed.seed, path))
+    if not files:
         raise UsageError(f"run {view.run_id} has no finished seed with MLLOG output to export")
+    accepted, score = _summarize(benchmark_dir, name, benchmark, ruleset)
+    written = []
+    for seed_number, path in files:
+        # The summarizer scores only files that pass the compliance checker; ask the checker why
+        # about the others.
+        compliant, messages = (True, ()) if str(path) in accepted else check_compliance(path, ruleset)
+        written.append(ResultFile(seed=seed_number, path=path, compliant=compliant, messages=messages))
     failing = [r.seed for r in written if not r.compliant]
     if failing:
         warnings.append(
             f"{len(failing)} result file(s) fail the {ruleset} compliance checker"
-            f" (seeds {', '.join(map(str, failing))});"
-            " the summarizer counts them as non-converged runs"
+            f" (seeds {', '.join(map(str, failing))}); the summarizer counts them as non-converged runs"
         )
     return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, system_file=system_file,
-                  results=tuple(written), warnings=tuple(warnings))
+                  results=tuple(written), warnings=tuple(warnings), summarizer_minutes=score)
 
 
 def _rule_warnings(manifest: dict, benchmark: str) -> Iterator[str]:
@@ -145,16 +152,20 @@ def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
 
 
 def summarizer_score(export: Export) -> float | None:
-    """The strong-scaling score (minutes) `mlperf_logging.result_summarizer` computes for the folder."""
+    """The strong-scaling score (minutes) `mlperf_logging.result_summarizer` computed for the folder."""
+    return export.summarizer_minutes
+
+
+def _summarize(folder: Path, system: str, benchmark: str, ruleset: str) -> tuple[set[str], float | None]:
+    """Score one benchmark folder with the summarizer itself; return the files it accepted and the score.
+    (Its `compute_score` command line crashes in 4.1.68; this function is what that command wraps.)"""
     from mlperf_logging.result_summarizer import result_summarizer
 
-    folder = export.root / "results" / export.system_name / export.benchmark
     with _quiet_logging(), contextlib.redirect_stdout(io.StringIO()):
-        _, _, score, _, _ = result_summarizer._compute_strong_score_standalone(
-            export.benchmark, export.system_name, False, str(folder), USAGE, export.ruleset,
-            return_full_scores=True,
+        accepted, _, score, _, _ = result_summarizer._compute_strong_score_standalone(
+            benchmark, system, False, str(folder), USAGE, ruleset, return_full_scores=True,
         )
-    return score
+    return set(accepted), score
 
 
 @contextlib.contextmanager
