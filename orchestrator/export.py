@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import atomic, sysinfo
+from orchestrator import atomic, system_desc
 from orchestrator.errors import UsageError
 from orchestrator.setups import RunView
 
@@ -89,17 +89,17 @@ def export_run(
         raise UsageError(f"run {view.run_id} names no MLPerf benchmark in its manifest")
     ruleset = ruleset or default_ruleset(benchmark)
     system = system or manifest.get("system") or {}
-    name = sysinfo.safe_name(system_name) if system_name else sysinfo.default_system_name(system)
+    name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)
     benchmark_dir = root / "results" / name / benchmark
     existing = sorted(benchmark_dir.glob("result_*.txt")) if benchmark_dir.is_dir() else []
     if existing:
         raise UsageError(f"{benchmark_dir} already holds {len(existing)} result files: export into an empty folder")
     warnings = list(_rule_warnings(manifest, benchmark))
     division = "closed" if manifest.get("profile") == "mlperf" else "open"
-    description = sysinfo.system_description(system, submitter=submitter, system_name=name, division=division)
+    description = system_desc.system_description(system, submitter=submitter, system_name=name, division=division)
     system_file = root / "systems" / f"{name}.json"
-    sysinfo.write_system_description(system_file, description)
-    valid, log = sysinfo.check_system_description(system_file)
+    system_desc.write_system_description(system_file, description)
+    valid, log = system_desc.check_system_description(system_file)
     if not valid:
         raise UsageError(f"{system_file}: rejected by system_desc_checker: {log}")
     if not system:

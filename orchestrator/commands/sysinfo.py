@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import atomic, sysinfo, telemetry
+from orchestrator import atomic, sysinfo, system_desc, telemetry
 from orchestrator.commands.common import JSON_OPTION
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def show_sysinfo(
     data: Path = typer.Option(None, "--data", help="Dataset folder whose storage to describe (default: none)."),
-    system_desc: Path = typer.Option(
+    system_desc_dir: Path = typer.Option(
         None, "--system-desc", help="Write an MLCommons system description <FOLDER>/<system-name>.json."
     ),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
@@ -46,12 +46,12 @@ def show_sysinfo(
     if data is not None and not data.exists():
         raise UsageError(f"--data {data}: no such folder")
     system = sysinfo.capture(data)
-    if system_desc is not None:
-        name = sysinfo.safe_name(system_name) if system_name else sysinfo.default_system_name(system)
-        description = sysinfo.system_description(
+    if system_desc_dir is not None:
+        name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)
+        description = system_desc.system_description(
             system, submitter=submitter, system_name=name, division=division, status=status
         )
-        path = write_checked(system_desc / f"{name}.json", description)
+        path = write_checked(system_desc_dir / f"{name}.json", description)
         out.status(f"system description written to {path} (system_desc_checker: passed)")
     if as_json:
         out.json(system)
@@ -70,7 +70,7 @@ def write_checked(path: Path, description: dict[str, str]) -> Path:
         with os.fdopen(fd, "w") as handle:
             json.dump(description, handle, indent=2, sort_keys=True)
             handle.write("\n")
-        valid, log = sysinfo.check_system_description(Path(tmp))
+        valid, log = system_desc.check_system_description(Path(tmp))
         if not valid:
             raise UsageError(f"system description rejected by mlperf_logging's system_desc_checker: {log}")
         os.replace(tmp, path)

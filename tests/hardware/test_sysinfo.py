@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator import sysinfo
+from orchestrator import sysinfo, system_desc
 from orchestrator.commands import sysinfo as sysinfo_command
 from orchestrator.errors import UsageError
 from tests.hardware.fake_nvml import FakeNvml
@@ -191,12 +191,12 @@ def captured_with_gpus(tmp_path: Path) -> dict:
 def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gpus: bool) -> None:
     system = captured_with_gpus(tmp_path) if with_gpus else sysinfo.capture(
         tmp_path, nvml=FakeNvml(missing_library=True))
-    name = sysinfo.default_system_name(system)
+    name = system_desc.default_system_name(system)
     assert name.endswith("2xNVIDIA_A100-SXM4-80GB" if with_gpus else "_cpu")
-    description = sysinfo.system_description(system, submitter="mltrain", system_name=name)
+    description = system_desc.system_description(system, submitter="mltrain", system_name=name)
     path = tmp_path / "systems" / f"{name}.json"
-    sysinfo.write_system_description(path, description)
-    valid, log = sysinfo.check_system_description(path)
+    system_desc.write_system_description(path, description)
+    valid, log = system_desc.check_system_description(path)
     assert valid, log
     assert description["accelerators_per_node"] == ("2" if with_gpus else "0")
     if with_gpus:
@@ -209,13 +209,13 @@ def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gp
 def test_checker_rejects_an_incomplete_description(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"submitter": "x", "system_name": "y", "status": "Available cloud"}))
-    valid, log = sysinfo.check_system_description(path)
+    valid, log = system_desc.check_system_description(path)
     assert not valid and "Missing field" in log
 
 
 def test_system_description_rejects_bad_status() -> None:
     with pytest.raises(UsageError, match="status"):
-        sysinfo.system_description({}, submitter="a", system_name="b", status="cloud")
+        system_desc.system_description({}, submitter="a", system_name="b", status="cloud")
 
 
 def test_sysinfo_command_json_and_system_description(tmp_path: Path) -> None:
