@@ -17,6 +17,7 @@ from orchestrator.paths import project_root
 from orchestrator.runners.select import RunnerOptions, make_runner
 from orchestrator.seedspec import parse_seeds
 from orchestrator.views import progress_table, show_score
+from orchestrator.workloads import Workload
 
 
 def register(app: typer.Typer) -> None:
@@ -45,53 +46,35 @@ def run(
     out = Output()
     folder = results_dir(results)
     spec = registry().get(workload)
-    if resume:
-        stored = store.open_run(folder, resume)
-        if stored.manifest["workload"] != spec.name:
-            raise UsageError(f"run {resume} is a {stored.manifest['workload']} run, not {spec.name}")
-        if seeds is not None or profile:
-            raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
-        chosen = load_profiles(seeds_file()).get(spec.name, stored.manifest["profile"])
-        seed_list, random = tuple(stored.manifest["seeds"]), bool(stored.manifest.get("seeds_random"))
-        data_dir = datasets.resolve_data_dir(spec, chosen, data or Path(stored.manifest["data_dir"]))
-        label = label or stored.manifest.get("label")
-    else:
-        chosen = load_profiles(seeds_file()).get(spec.name, profile)
-        parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
-        seed_list = tuple(parsed)
-        data_dir = datasets.resolve_data_dir(spec, chosen, data)
+    previous = store.open_run(folder, resume) if resume else None
+    plan = _plan(spec, folder, seeds=seeds, profile=profile, data=data, label=label, previous=previous)
     options = RunnerOptions(
         name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches, partition=partition,
-        base_image=base_image, ipc=ipc,
-        time_limit_minutes=chosen.timeout_minutes + 5,
+        base_image=base_image, ipc=ipc, time_limit_minutes=plan.profile.timeout_minutes + 5,
     )
     backend = make_runner(options, project_root(), out.status)
-    synthetic = chosen.dataset.source == "synthetic" and data is None and not resume
-    if synthetic and datasets.ensure_synthetic(spec, chosen, data_dir, quiet=False):
-        out.status(f"synthetic {spec.name} data made in {data_dir}")
-    datasets.check_data(spec, data_dir)
+    own_synthetic = plan.profile.dataset.source == "synthetic" and data is None
+    if own_synthetic and datasets.ensure_synthetic(spec, plan.profile, plan.data_dir, quiet=False):
+        out.status(f"synthetic {spec.name} data made in {plan.data_dir}")
+    datasets.check_data(spec, plan.data_dir)
     provenance = backend.prepare(spec)
-    plan = benchmark.BenchmarkPlan(
-        workload=spec, profile=chosen, seeds=seed_list, seeds_random=random, data_dir=data_dir,
-        results_dir=folder, label=label,
-    )
-    if resume:
-        stored = store.open_run(folder, resume)
-        if not stored.unfinished_seeds():
-            out.status(f"run {resume}: every seed has finished already; scoring it")
-    else:
+    if previous is None:
         manifest = benchmark.new_manifest(plan, backend)
         manifest["runner_provenance"] = provenance
-        paths = store.create_run(folder, manifest)
-        stored = store.open_run(folder, paths.run_id)
+        stored = store.open_run(folder, store.create_run(folder, manifest).run_id)
+    else:
+        stored = previous
+        if not stored.unfinished_seeds():
+            out.status(f"run {stored.run_id}: every seed has finished already; scoring it")
     out.status(
-        f"run {stored.run_id}: {spec.name}, profile {chosen.name}, {len(seed_list)} seeds, runner {backend.name}"
+        f"run {stored.run_id}: {spec.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
+        f" runner {backend.name}"
     )
-    progress = {s: SeedProgress(seed=s) for s in seed_list}
+    progress = {s: SeedProgress(seed=s) for s in plan.seeds}
     for s, state in stored.states.items():
         if state.get("state") == store.SEED_FINISHED and s in progress:
             progress[s].state, progress[s].status = "finished", state.get("status", "")
-    title = f"{spec.name} · {chosen.name} · {stored.run_id}"
+    title = f"{spec.name} · {plan.profile.name} · {stored.run_id}"
     try:
         if out.err.is_terminal:
             with Live(progress_table(title, progress), console=out.err, auto_refresh=False) as live:
@@ -111,10 +94,38 @@ def run(
         raise typer.Exit(EXIT_INVALID_RESULT)
 
 
-
 def _announce_finished(out: Output, progress: dict[int, SeedProgress]) -> None:
     """Without a terminal there is no live table: one status line per finished seed."""
     for seed, p in progress.items():
         if p.state == "finished" and not p.announced:
             p.announced = True
             out.status(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")
+
+
+def _plan(
+    spec: Workload, folder: Path, *, seeds: str | None, profile: str | None, data: Path | None, label: str | None,
+    previous: store.StoredRun | None,
+) -> benchmark.BenchmarkPlan:
+    """Decide everything before anything runs or is written; a resumed run keeps what it had."""
+    if previous is None:
+        chosen = load_profiles(seeds_file()).get(spec.name, profile)
+        parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
+        return benchmark.BenchmarkPlan(
+            workload=spec, profile=chosen, seeds=tuple(parsed), seeds_random=random,
+            data_dir=datasets.resolve_data_dir(spec, chosen, data), results_dir=folder, label=label,
+        )
+    m = previous.manifest
+    if m["workload"] != spec.name:
+        raise UsageError(f"run {previous.run_id} is a {m['workload']} run, not {spec.name}")
+    if seeds is not None or profile:
+        raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
+    chosen = load_profiles(seeds_file()).get(spec.name, m["profile"])
+    recorded = Path(m["data_dir"])
+    if data is None and chosen.dataset.source == "synthetic":
+        data_dir = recorded  # made again there if it was removed meanwhile
+    else:
+        data_dir = datasets.resolve_data_dir(spec, chosen, data or recorded)
+    return benchmark.BenchmarkPlan(
+        workload=spec, profile=chosen, seeds=tuple(m["seeds"]), seeds_random=bool(m.get("seeds_random")),
+        data_dir=data_dir, results_dir=folder, label=label or m.get("label"),
+    )
