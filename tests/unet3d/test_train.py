@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from workloads.unet3d import train
 from workloads.unet3d.augment import BalancedCrop, augment, flip, largest_component_boxes
@@ -254,3 +255,20 @@ def test_torchrun_two_processes_on_gloo(tiny_data, tmp_path):
     assert values["global_batch_size"] == 2 and values["samples_per_epoch"] == 6
     assert log[-1]["key"] == "run_stop" and log[-1]["metadata"]["status"] == "success"
     assert done.stdout.count('"key": "run_stop"') == 1
+
+
+@pytest.mark.slow
+def test_smoke_profile_of_seeds_yaml_converges(tmp_path):
+    """The smoke profile as the orchestrator runs it: its synthetic data, its env, one seed, to its target."""
+    smoke = yaml.safe_load((PROJECT / "seeds.yaml").read_text())["workloads"]["unet3d"]["smoke"]
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, "-m", "workloads.unet3d.dataset", "synthesize", str(data),
+                    *smoke["dataset"]["args"]], cwd=PROJECT, check=True, capture_output=True)
+    env = dict(os.environ, DATADIR=str(data), RESULTS_DIR=str(tmp_path / "r"), MLTRAIN_PROFILE="smoke",
+               QUALITY_THRESHOLD=str(smoke["target"]), PYTHON=sys.executable, **smoke["env"])
+    done = subprocess.run(["bash", str(PROJECT / "workloads" / "unet3d" / "run_and_time.sh"), "4"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60 * smoke["timeout_minutes"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = read_log(tmp_path / "r" / "unet3d.log")
+    assert log[-1]["metadata"]["status"] == "success"
+    assert max(e["value"] for e in log if e["key"] == "eval_accuracy") >= smoke["target"]

@@ -27,7 +27,6 @@ def importance_map(window: tuple[int, int, int]) -> np.ndarray:
     g = [gaussian(n, GAUSSIAN_SIGMA_SCALE * n) for n in window]
     weights = np.cbrt(np.einsum("i,j,k->ijk", g[0], g[1], g[2]))
     weights /= weights.max()
-    weights.setflags(write=False)
     return weights.astype(np.float32)
 
 
@@ -75,7 +74,7 @@ def sliding_window_logits(
                 box = (slice(i, i + window[0]), slice(j, j + window[1]), slice(k, k + window[2]))
                 logits = model(padded[(..., *box)]).float()  # (1, n_classes, *window)
                 if result is None:
-                    result = torch.zeros((1, logits.shape[1], *padded_shape), dtype=torch.float32)
+                    result = torch.zeros((1, logits.shape[1], *padded_shape), dtype=torch.float32, device=image.device)
                 result[(..., *box)] += logits * weights
                 norm[box] += weights
     assert result is not None  # at least one window: the padding guarantees it
