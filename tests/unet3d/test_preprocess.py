@@ -195,3 +195,14 @@ def test_resampling_bytes_do_not_depend_on_input_memory_layout(mode: str) -> Non
     as_given = interpolate(torch.from_numpy(volume), size=size, mode=mode, **extra).numpy()
     contiguous = interpolate(torch.from_numpy(np.ascontiguousarray(volume)), size=size, mode=mode, **extra).numpy()
     assert as_given.tobytes() == contiguous.tobytes()
+
+
+def test_c_order_copies_values_exactly() -> None:
+    from workloads.unet3d.preprocess import c_order
+
+    volume = np.asfortranarray(np.random.default_rng(1).normal(size=(1, 7, 130, 70)).astype(np.float32))
+    copied = c_order(volume, tile=64)
+    assert copied.flags.c_contiguous
+    np.testing.assert_array_equal(copied, volume)
+    already = np.zeros((1, 2, 3, 4), np.uint8)
+    assert c_order(already) is already

