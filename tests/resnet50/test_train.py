@@ -114,7 +114,7 @@ def test_run_and_time_rejects_a_bad_seed():
     assert result.returncode == 2 and result.stderr.splitlines() == [usage]
 
 
-@pytest.mark.slow  # two processes that each import torch: 61 s measured on the shared 2-core machine
+@pytest.mark.slow  # two processes that each import torch: 28-61 s on the shared 2-core machine
 def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path: Path):
     settings = [s for s in TINY_SETTINGS if not s.startswith("batch_size")] + ["batch_size=8", "max_epochs=2"]
     result = run_and_time("3", {
