@@ -12,6 +12,7 @@ import os
 import sys
 
 import typer
+from typer.exceptions import TyperException
 
 from orchestrator.errors import MltrainError
 from orchestrator.output import Output
@@ -55,18 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         Output().error("interrupted")
         return 130
-    except Exception as exc:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return 2
-        if isinstance(exc, click.exceptions.Abort):
-            Output().error("aborted")
-            return 130
+    except TyperException as exc:  # usage errors: unknown option, missing argument, bad value
+        Output().error(" ".join(exc.format_message().split()))
+        return 2
+    except Exception as exc:  # anything unexpected: one line, a traceback only when asked for
         if os.environ.get("MLTRAIN_DEBUG"):
             raise
         Output().error(f"internal error: {type(exc).__name__}: {exc} (set MLTRAIN_DEBUG=1 for a traceback)")

@@ -144,3 +144,17 @@ def test_manifest_records_profile_seeds_runner_and_versions(cli, tmp_path: Path)
     assert m["profile"] == "qualify" and m["seeds_random"] and len(m["seeds"]) == 3 and m["runner"] == "local"
     assert m["versions"]["mlperf-logging"] and m["ended_at"] and m["state"] == "finished"
     assert m["env"]["QUALITY_THRESHOLD"] == "0.908" and m["env"]["MLTRAIN_PROFILE"] == "qualify"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run"], "Missing argument 'workload'"),
+        (["run", "fakebench", "--seeds"], "Option '--seeds' requires an argument"),
+        (["run", "fakebench", "--colour", "red"], "No such option: --colour"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+    ],
+)
+def test_command_line_mistakes_are_one_line_usage_errors(cli, args, message):
+    r = cli(*args)
+    assert r.code == 2 and message in r.err and r.err.count("\n") == 1 and "internal error" not in r.err
