@@ -92,10 +92,11 @@ def cmd_how_to_get(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_raw(args: argparse.Namespace) -> int:
-    from workloads.unet3d.raw_check import verify_raw
+    from workloads.unet3d.raw_check import list_raw_cases, verify_raw
 
     started = time.perf_counter()
-    cases = verify_raw(args.raw, workers=args.workers, read_data=not args.headers_only)
+    with _progress("verify-raw", len(list_raw_cases(args.raw))) as advance:
+        cases = verify_raw(args.raw, args.workers, not args.headers_only, lambda case: advance())
     what = "headers" if args.headers_only else "headers and data"
     _say(f"{args.raw}: {len(cases)} cases OK ({what}) in {time.perf_counter() - started:.1f} s")
     return 0
@@ -113,7 +114,7 @@ def cmd_preprocess(args: argparse.Namespace) -> int:
     _say(
         f"{args.out}: {len(summary.results)} cases ({summary.processed} preprocessed, "
         f"{len(summary.results) - summary.processed} unchanged), shapes {_shape(smallest)} .. {_shape(largest)}, "
-        f"{summary.seconds:.1f} s with {config.workers} workers"
+        f"{summary.seconds:.1f} s with {config.workers} worker{'s' if config.workers != 1 else ''}"
     )
     return 0
 

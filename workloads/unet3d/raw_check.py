@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import nibabel
@@ -93,18 +94,24 @@ def _check_job(case_dir: Path, read_data: bool) -> tuple[str, str | None]:
     return case_dir.name, check_raw_case(case_dir, read_data)
 
 
-def verify_raw(raw_dir: Path, workers: int = 1, read_data: bool = True) -> list[str]:
-    """Check the whole layout; return the case ids, or raise DataError naming the first problem."""
+def verify_raw(
+    raw_dir: Path, workers: int = 1, read_data: bool = True, on_case: Callable[[str], None] | None = None
+) -> list[str]:
+    """Check the whole layout; return the case ids, or raise DataError naming the first problem.
+
+    ``on_case(case)`` is called as each case folder has been checked (for a progress bar).
+    """
     present = list_raw_cases(raw_dir)
     wanted, source = expected_cases(raw_dir, present)
     problems = [f"{case}: missing case folder ({source})" for case in sorted(set(wanted) - set(present))]
     jobs = [(raw_dir / case, read_data) for case in present]
-    found = sorted(
-        (case, problem)
-        for case, problem in map_unordered(_check_job, jobs, workers)
-        if problem is not None
-    )
-    problems.extend(problem for _, problem in found)
+    found = []
+    for case, problem in map_unordered(_check_job, jobs, workers):
+        if problem is not None:
+            found.append((case, problem))
+        if on_case:
+            on_case(case)
+    problems.extend(problem for _, problem in sorted(found))
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise DataError(f"{raw_dir}: {problems[0]}{more}")
