@@ -142,3 +142,26 @@ def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     trace = json.loads(path.read_text())
     assert len(trace["samples"]) == 3 and trace["gpus"]["count"] == 2
     assert TraceGpuSource(trace).sample()[1].power_w == 62
+
+
+def test_real_runs_carry_system_and_telemetry_into_compare_and_report(hw_cli, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through `mltrain run` itself: the manifest holds the system capture, each seed a telemetry series."""
+    results = tmp_path / "results"
+    for label, epoch_ms in (("a", "1000"), ("b", "500")):
+        monkeypatch.setenv("FAKE_EPOCH_MS", epoch_ms)
+        monkeypatch.setenv("FAKE_SLEEP_S", "0.02")
+        r = hw_cli("run", "fakebench", "--seeds", "1-4", "--label", label, "--results", str(results))
+        assert r.code == 0, r.err
+    runs = store.list_runs(results)
+    run = store.open_run(results, runs[0]["run_id"])
+    assert run.manifest["system"]["host"]["threads"] >= 1
+    assert all(run.paths.seed(s).telemetry.is_file() for s in run.manifest["seeds"])
+    r = hw_cli("compare", "--label", "a", "--label", "b", "--results", str(results), "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["rows"]
+    assert rows[0]["hardware"] != "unknown"
+    assert rows[1]["seconds_per_epoch"]["ratio"]["value"] == pytest.approx(2.0)
+    out = tmp_path / "report.html"
+    assert hw_cli("report", "--label", "a", "--label", "b", "--results", str(results), "--out", str(out)).code == 0
+    assert "host:" in out.read_text() and "data:image/png;base64," in out.read_text()
