@@ -9,12 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator import mllog
+from orchestrator import mllog, resource_errors
 from orchestrator.paths import SeedPaths
 from orchestrator.records import RunRecord, RunStatus
 from orchestrator.runners.base import Exit, Runner, SeedJob
-
-_OOM_MARKERS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "oom-kill", "memoryerror")
 
 
 @dataclass
@@ -118,12 +116,14 @@ def run_seed(
 
 
 def _with_oom_hint(exit: Exit, paths: SeedPaths) -> Exit:
-    """A failed run whose last output speaks of memory was out of memory, whatever killed it."""
+    """A failed run says what failed: a resource error found in its output (out of memory, NCCL,
+    disk full ...) rather than a bare exit status."""
     if exit.code in (0, None) or exit.oom_killed:
         return exit
-    tail = _tail(paths, 8192).lower()
-    if any(marker in tail for marker in _OOM_MARKERS):
-        return Exit(code=exit.code, oom_killed=True, detail="out of memory: " + _last_line_with(tail, _OOM_MARKERS))
+    errors = resource_errors.classify(_tail(paths, 65536))
+    if errors:
+        detail = "; ".join(f"{e.summary}: {e.line[:160]}" for e in errors[:2])
+        return Exit(code=exit.code, oom_killed=resource_errors.is_out_of_memory(errors), detail=detail)
     last = _tail(paths, 2048).strip().splitlines()
     detail = f"exited with status {exit.code}" + (f": {last[-1][:200]}" if last else "")
     return Exit(code=exit.code, oom_killed=False, detail=exit.detail or detail)
@@ -137,10 +137,3 @@ def _tail(paths: SeedPaths, size: int) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
-
-
-def _last_line_with(text: str, markers: tuple[str, ...]) -> str:
-    for line in reversed(text.splitlines()):
-        if any(m in line for m in markers):
-            return line.strip()[:200]
-    return ""
