@@ -80,16 +80,3 @@ def test_record_round_trips_through_json():
     r = record(run_log(evals=[(5000, 20, 0.5), (9000, 40, 0.91)]))
     assert RunRecord.from_json(r.to_json()) == r
 
-
-def test_atomic_files_get_ordinary_permissions(tmp_path):
-    import os
-
-    from orchestrator import atomic
-
-    old = os.umask(0o022)
-    try:
-        atomic.write_json(tmp_path / "x.json", {"a": 1})
-    finally:
-        os.umask(old)
-    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
-    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
