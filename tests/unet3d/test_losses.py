@@ -73,7 +73,7 @@ def test_loss_decreases_towards_the_right_answer_and_has_gradients():
     loss.backward()
     assert logits.grad is not None and float(logits.grad.abs().sum()) > 0
     better = DiceCELoss()(_logits_for(label, 2.0), label)
-    assert float(better) < float(loss)
+    assert better.item() < loss.item()
 
 
 def test_dice_per_class_drops_background():
