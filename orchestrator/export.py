@@ -23,9 +23,7 @@ from orchestrator.setups import RunView
 
 MLLOG_PREFIX = ":::MLLOG"
 USAGE = "training"
-# MLPerf scoring constants of the benchmarks mltrain runs (mlperf_logging's result_summarizer).
-MLPERF_DROP_PER_END = {"unet3d": 4, "resnet": 1}
-LAST_RULESET = {"unet3d": "4.0.0", "resnet": "4.0.0"}  # both retired after round 4.0
+DEFAULT_RULESET = "4.0.0"  # the last training round that had unet3d and resnet (both retired after it)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,8 +56,10 @@ class Export:
     """The score mlperf_logging's result summarizer computes for the exported folder."""
 
 
-def default_ruleset(benchmark: str) -> str:
-    return LAST_RULESET.get(benchmark, "4.0.0")
+def summarizer_drop_per_end(benchmark: str) -> int:
+    """What mlperf_logging's result summarizer drops at each end: it hard-codes 4 for unet3d and 1
+    for every other benchmark, whatever the workload declares."""
+    return 4 if benchmark == "unet3d" else 1
 
 
 def mllog_lines(text: str) -> list[str]:
@@ -87,7 +87,7 @@ def export_run(
     benchmark = str(manifest.get("benchmark") or "")
     if not benchmark:
         raise UsageError(f"run {view.run_id} names no MLPerf benchmark in its manifest")
-    ruleset = ruleset or default_ruleset(benchmark)
+    ruleset = ruleset or DEFAULT_RULESET
     system = system or manifest.get("system") or {}
     name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)
     benchmark_dir = root / "results" / name / benchmark
@@ -134,8 +134,8 @@ def export_run(
 
 def _rule_warnings(manifest: dict, benchmark: str) -> Iterator[str]:
     drop = (manifest.get("rule") or {}).get("drop_per_end")
-    official = MLPERF_DROP_PER_END.get(benchmark)
-    if official is not None and drop is not None and drop != official:
+    official = summarizer_drop_per_end(benchmark)
+    if drop is not None and drop != official:
         yield (f"this run is scored dropping {drop} per end ({manifest.get('profile')} profile); the MLPerf"
                f" summarizer drops {official} for {benchmark}, so its score differs")
 
