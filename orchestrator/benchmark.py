@@ -107,6 +107,13 @@ def score_stored(run: store.StoredRun) -> Score:
     return score_runs(finished, rule_of(run.manifest), unfinished=run.unfinished_seeds())
 
 
+def rescore(run: store.StoredRun) -> tuple[dict[str, Any], Score]:
+    """Score a stored run again; what the stored summary holds beyond the score (the MLCommons
+    export's verdict) is kept."""
+    score = score_stored(run)
+    return {**(run.summary or {}), **summary_of(run, score)}, score
+
+
 def summary_of(run: store.StoredRun, score: Score) -> dict[str, Any]:
     m = run.manifest
     return {

@@ -53,8 +53,7 @@ def show(
     out = Output()
     folder = results_dir(results)
     run = store.open_run(folder, run_id)
-    score = benchmark.score_stored(run)
-    summary = {**(run.summary or {}), **benchmark.summary_of(run, score)}
+    summary, score = benchmark.rescore(run)
     if as_json:
         out.json({"manifest": run.manifest, "summary": summary,
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}})

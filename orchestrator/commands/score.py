@@ -26,8 +26,7 @@ def score(
     out = Output()
     folder = results_dir(results)
     run = store.open_run(folder, run_id)
-    result = benchmark.score_stored(run)
-    summary = {**(run.summary or {}), **benchmark.summary_of(run, result)}
+    summary, result = benchmark.rescore(run)
     store.write_summary(run.paths, summary)
     store.sync_run(folder, run_id)
     show_score(out, summary, result, as_json=as_json)
