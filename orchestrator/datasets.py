@@ -70,4 +70,7 @@ def _call(workload: Workload, argv: list[str], timeout_s: float, *, capture: boo
 
 def _last_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = [line.strip() for line in (result.stderr or "").splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {result.returncode}"
+    if not lines:
+        return f"exit status {result.returncode}"
+    last = lines[-1]
+    return last[len("error:"):].strip() if last.lower().startswith("error:") else last
