@@ -102,3 +102,25 @@ def test_presets() -> None:
     assert parse_size("small").preprocessed_shape == (64, 64, 64)
     assert parse_size("real").preprocessed_shape is None
     assert parse_size("32,40,48").preprocessed_shape == (32, 40, 48)
+
+
+def test_tumour_contrast_darkens_only_the_tumour_and_default_is_unchanged() -> None:
+    default, explicit = generate_case(2, 5, SMALL), generate_case(2, 5, SMALL, tumour_contrast=1.0)
+    np.testing.assert_array_equal(default.image, explicit.image)
+    easier = generate_case(2, 5, SMALL, tumour_contrast=2.0)
+    np.testing.assert_array_equal(easier.label, default.label)
+    tumour = default.label == 2
+    assert np.median(easier.image[tumour]) < np.median(default.image[tumour]) - 50
+    far = ndimage.binary_dilation(tumour, iterations=6)  # blur reaches only a few voxels
+    np.testing.assert_array_equal(easier.image[~far], default.image[~far])
+
+
+def test_tumour_contrast_is_recorded_only_when_not_default(tmp_path: Path) -> None:
+    from workloads.unet3d.synthesize import SynthesizeConfig
+
+    assert "tumour_contrast" not in SynthesizeConfig(cases=4, workers=1).record()
+    assert SynthesizeConfig(cases=4, workers=1, tumour_contrast=2.0).record()["tumour_contrast"] == 2.0
+    with pytest.raises(DataError):
+        SynthesizeConfig(cases=4, workers=1, tumour_contrast=0.0)
+    entries = generate_raw(tmp_path / "raw", 2, 1, parse_size("16,16,16"), tumour_contrast=1.5)
+    assert all(entry["tumour_contrast"] == 1.5 for entry in entries)

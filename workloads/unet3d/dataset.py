@@ -142,7 +142,9 @@ def cmd_generate_raw(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     started = time.perf_counter()
     with _progress("generate", args.cases) as advance:
-        generate_raw(args.raw, args.cases, args.seed, size, args.workers, lambda entry: advance())
+        generate_raw(
+            args.raw, args.cases, args.seed, size, args.workers, lambda entry: advance(), args.tumour_contrast
+        )
     _say(f"{args.raw}: {args.cases} synthetic cases (seed {args.seed}) in {time.perf_counter() - started:.1f} s")
     return 0
 
@@ -156,6 +158,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         size=args.size,
         min_shape=args.min_shape,
         eval_cases=args.eval_cases,
+        tumour_contrast=args.tumour_contrast,
         workers=args.workers,
     )
     if ready_record(args.out) == config.record():
@@ -245,6 +248,12 @@ def _add_generator_args(parser: argparse.ArgumentParser) -> None:
         "--size",
         default="small",
         help="tiny, small, real (512x512xN) or D,H,W: approximate shape after preprocessing (default small)",
+    )
+    parser.add_argument(
+        "--tumour-contrast",
+        type=float,
+        default=1.0,
+        help="scale tumours' HU distance below the medulla (default 1.0; > 1 makes tumours easier to segment)",
     )
     parser.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
 

@@ -22,7 +22,7 @@ from workloads.unet3d import atomic
 from workloads.unet3d.data_errors import DataError
 from workloads.unet3d.preprocess import CaseResult, PreprocessConfig, preprocess_dataset
 from workloads.unet3d.split import case_name, choose_eval_cases, write_split
-from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_size
+from workloads.unet3d.synthetic import check_case_count, check_tumour_contrast, generate_raw, parse_size
 
 READY_MARKER = ".mltrain-ready"
 SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
@@ -43,11 +43,14 @@ class SynthesizeConfig:
     """Pad every axis up to this size (128 = closed division)."""
     eval_cases: int | None = None
     """Evaluation cases; default the reference share 42/210 (the real split for 210 cases)."""
+    tumour_contrast: float = 1.0
+    """Scales how much darker than the medulla tumours are (1.0: the default look; > 1: easier)."""
     workers: int = field(default_factory=lambda: os.cpu_count() or 1, compare=False)
     """Processes for generation and preprocessing (does not change the result)."""
 
     def __post_init__(self) -> None:
         check_case_count(self.cases)
+        check_tumour_contrast(self.tumour_contrast)
         parse_size(self.size)
         if self.min_shape < 1:
             raise DataError(f"--min-shape {self.min_shape}: must be at least 1")
@@ -59,6 +62,8 @@ class SynthesizeConfig:
         """What the ready marker stores: everything that decides the dataset's content."""
         values = asdict(self)
         values.pop("workers")
+        if values["tumour_contrast"] == 1.0:  # the default: markers stay as they were before the knob
+            values.pop("tumour_contrast")
         return {"format": FORMAT, **values}
 
 
@@ -94,7 +99,9 @@ def synthesize(
     workers = _useful_workers(config)
     try:
         raw, data = build / "raw", build / "data"
-        generate_raw(raw, config.cases, config.seed, parse_size(config.size), workers, on_raw_case)
+        generate_raw(
+            raw, config.cases, config.seed, parse_size(config.size), workers, on_raw_case, config.tumour_contrast
+        )
         preprocess_dataset(
             PreprocessConfig(raw_dir=raw, out_dir=data, min_shape=config.min_shape, workers=workers),
             on_case,

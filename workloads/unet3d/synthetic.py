@@ -200,8 +200,18 @@ def _raw_shape(rng: np.random.Generator, size: SizeSpec, spacing: tuple[float, f
     )
 
 
-def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
-    """Case ``index`` of the synthetic set of ``seed``; the same arguments give the same arrays."""
+def tumour_hu(contrast: float) -> float:
+    """Base HU of tumour tissue: ``contrast`` scales its distance below the medulla (1.0: the default)."""
+    if contrast == 1.0:
+        return HU_TUMOUR
+    return HU_MEDULLA - contrast * (HU_MEDULLA - HU_TUMOUR)
+
+
+def generate_case(index: int, seed: int, size: SizeSpec, tumour_contrast: float = 1.0) -> SyntheticCase:
+    """Case ``index`` of the synthetic set of ``seed``; the same arguments give the same arrays.
+
+    ``tumour_contrast`` > 1 makes tumours darker (easier to tell from kidney); 1.0 is the default look."""
+    tumour_base = tumour_hu(tumour_contrast)
     rng = np.random.default_rng([seed, index])
     spacing = _draw_spacing(rng)
     shape = _raw_shape(rng, size, spacing)
@@ -235,7 +245,7 @@ def generate_case(index: int, seed: int, size: SizeSpec) -> SyntheticCase:
                 grid,
                 lobe,
                 hu,
-                lambda rho, box: HU_TUMOUR + 12 * coarse[box] + 8 * texture[box] - 10 * (1 - rho),
+                lambda rho, box: tumour_base + 12 * coarse[box] + 8 * texture[box] - 10 * (1 - rho),
                 label,
                 2,
             )
@@ -365,14 +375,24 @@ def write_case(raw_dir: Path, case: SyntheticCase) -> dict[str, object]:
     }
 
 
-def make_case(raw_dir: Path, index: int, seed: int, size: SizeSpec) -> dict[str, object]:
+def make_case(
+    raw_dir: Path, index: int, seed: int, size: SizeSpec, tumour_contrast: float = 1.0
+) -> dict[str, object]:
     """Generate and write one case (the unit of parallel work)."""
-    return write_case(raw_dir, generate_case(index, seed, size))
+    entry = write_case(raw_dir, generate_case(index, seed, size, tumour_contrast))
+    if tumour_contrast != 1.0:
+        entry["tumour_contrast"] = tumour_contrast
+    return entry
 
 
 def check_case_count(cases: int) -> None:
     if not 1 <= cases <= MAX_CASE_ID:
         raise DataError(f"--cases {cases}: must be between 1 and {MAX_CASE_ID} (KiTS19 ids 0..209)")
+
+
+def check_tumour_contrast(contrast: float) -> None:
+    if not 0.0 < contrast <= 3.0:
+        raise DataError(f"--tumour-contrast {contrast}: must be in (0, 3]")
 
 
 def write_kits_json(raw_dir: Path, entries: list[dict[str, object]], seed: int) -> None:
@@ -389,12 +409,14 @@ def generate_raw(
     size: SizeSpec,
     workers: int = 1,
     on_case: Callable[[dict[str, object]], None] | None = None,
+    tumour_contrast: float = 1.0,
 ) -> list[dict[str, object]]:
     """Write cases 0..cases-1 of ``seed`` and ``kits.json`` into ``raw_dir``; return the entries."""
     check_case_count(cases)
+    check_tumour_contrast(tumour_contrast)
     raw_dir.mkdir(parents=True, exist_ok=True)
     entries = []
-    jobs = [(raw_dir, index, seed, size) for index in range(cases)]
+    jobs = [(raw_dir, index, seed, size, tumour_contrast) for index in range(cases)]
     for entry in map_unordered(make_case, jobs, workers):
         entries.append(entry)
         if on_case:
