@@ -487,6 +487,20 @@ def _interval_text(interval: Interval) -> str:
     return f" [95% CI {low}-{high}]"
 
 
+def number_text(value: float | None, suffix: str = "") -> str:
+    """A value as tables show it (4 significant digits), '-' when there is none."""
+    return "-" if value is None else f"{value:.4g}{suffix}"
+
+
+def seeds_needed_text(test: Test | None) -> str:
+    """Seeds per setup needed to resolve a difference; the search's ceiling shows as '>=N'."""
+    if test is None or test.seeds_needed is None:
+        return "-"
+    if test.seeds_needed >= MAX_SEEDS_NEEDED:
+        return f">={MAX_SEEDS_NEEDED:,}"
+    return f"{test.seeds_needed:,}"
+
+
 def _test_text(test: Test) -> str:
     if test.p_value is None:
         return "not testable"

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from orchestrator import compare as comparing
 from orchestrator import sysinfo
+from orchestrator.compare import number_text, seeds_needed_text
 from orchestrator.resource_errors import classify
 from orchestrator.setups import RunView, SeedView, to_setups
 
@@ -90,10 +91,10 @@ def comparison_table(result: comparing.Comparison) -> str:
         rows.append([
             esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
             _seconds(row.olympic_ms.value), _range(row.olympic_ms, _seconds),
-            "baseline" if speedup is None else _num(speedup.value, "x"),
-            "" if speedup is None else _range(speedup, _num),
-            _p(row.ttt_test), _needed(row.ttt_test),
-            _num(row.epochs_to_target.mean.value), _num(row.seconds_per_epoch.mean.value),
+            "baseline" if speedup is None else number_text(speedup.value, "x"),
+            "" if speedup is None else _range(speedup, number_text),
+            _p(row.ttt_test), seeds_needed_text(row.ttt_test),
+            number_text(row.epochs_to_target.mean.value), number_text(row.seconds_per_epoch.mean.value),
             "-" if row.energy_j is None else f"{row.energy_j / 1000:.4g} kJ",
         ])
     return _table(head, rows)
@@ -110,7 +111,7 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     record, telemetry = seed.record, seed.telemetry
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
     cells = [esc(view.setup_name), esc(view.run_id), str(seed.seed), esc(record.status.value),
-             _seconds(record.time_to_train_ms), _num(record.epochs_to_target)]
+             _seconds(record.time_to_train_ms), number_text(record.epochs_to_target)]
     if telemetry is None:
         cells += ["-"] * 5
     else:
@@ -119,7 +120,7 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
         cells += [
             "-" if energy.joules is None else f"{energy.joules / 1000:.4g} kJ",
             "-" if energy.mean_power_w is None else f"{energy.mean_power_w:.4g} W",
-            _num(telemetry.gpu_util_mean_pct, "%"),
+            number_text(telemetry.gpu_util_mean_pct, "%"),
             esc(throttling),
             esc(telemetry.bottleneck),
         ]
@@ -151,10 +152,6 @@ def _seconds(ms: float | None) -> str:
     return "-" if ms is None else f"{ms / 1000:.4g} s"
 
 
-def _num(value: float | None, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.4g}{suffix}"
-
-
 def _range(interval: comparing.Interval, fmt: Callable[[float | None], str]) -> str:
     if interval.low is None and interval.high is None:
         return "-"
@@ -167,10 +164,6 @@ def _p(test: comparing.Test | None) -> str:
     if test is None:
         return "-"
     return "n/a" if test.p_value is None else f"{test.p_value:.2g}" + (" (real)" if test.significant else "")
-
-
-def _needed(test: comparing.Test | None) -> str:
-    return "-" if test is None or test.seeds_needed is None else f"{test.seeds_needed:,}"
 
 
 # ---------------------------------------------------------------- plots

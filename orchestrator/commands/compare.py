@@ -13,6 +13,7 @@ from rich.table import Table
 
 from orchestrator import compare as comparing
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.compare import number_text, seeds_needed_text
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
 from orchestrator.setups import load_runs, to_setups
@@ -101,12 +102,13 @@ def main_table(result: comparing.Comparison, with_cost: bool) -> Table:
         cells = [
             row.name, f"{row.converged}/{row.n}",
             duration(row.olympic_ms.value) + bracket(row.olympic_ms, duration),
-            ("baseline" if row.speedup is None else number(row.speedup.value, "x") + bracket(row.speedup, number)),
-            p_text(row.ttt_test), needed_text(row.ttt_test),
-            number(row.epochs_to_target.mean.value), energy_text(row.energy_j),
+            "baseline" if row.speedup is None
+            else number_text(row.speedup.value, "x") + bracket(row.speedup, number_text),
+            p_text(row.ttt_test), seeds_needed_text(row.ttt_test),
+            number_text(row.epochs_to_target.mean.value), energy_text(row.energy_j),
         ]
         if with_cost:
-            cells.append(number(row.cost))
+            cells.append(number_text(row.cost))
         table.add_row(*cells)
     return table
 
@@ -123,10 +125,10 @@ def split_table(result: comparing.Comparison) -> Table:
                                ("samples per s", row.samples_per_second)):
             ratio = "-"
             if quantity.ratio is not None:
-                ratio = number(quantity.ratio.value, "x") + bracket(quantity.ratio, number)
+                ratio = number_text(quantity.ratio.value, "x") + bracket(quantity.ratio, number_text)
             table.add_row(
-                row.name, name, number(quantity.mean.value) + bracket(quantity.mean, number),
-                percent(quantity.cv), ratio, p_text(quantity.test), needed_text(quantity.test),
+                row.name, name, number_text(quantity.mean.value) + bracket(quantity.mean, number_text),
+                percent(quantity.cv), ratio, p_text(quantity.test), seeds_needed_text(quantity.test),
             )
     return table
 
@@ -136,10 +138,6 @@ def duration(ms: float | None) -> str:
         return "-"
     seconds = ms / 1000
     return f"{seconds:.3g} s" if seconds < 120 else f"{seconds / 60:.4g} min"
-
-
-def number(value: float | None, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.4g}{suffix}"
 
 
 def percent(value: float | None) -> str:
@@ -160,14 +158,6 @@ def p_text(test: comparing.Test | None) -> str:
     if test.p_value is None:
         return "n/a"
     return f"{test.p_value:.2g}" + (" *" if test.significant else "")
-
-
-def needed_text(test: comparing.Test | None) -> str:
-    if test is None or test.seeds_needed is None:
-        return "-"
-    if test.seeds_needed >= comparing.MAX_SEEDS_NEEDED:
-        return f">={comparing.MAX_SEEDS_NEEDED:,}"
-    return f"{test.seeds_needed:,}"
 
 
 def energy_text(joules: float | None) -> str:

@@ -188,3 +188,14 @@ def test_published_systems_compared() -> None:
     assert not row.ttt_test.significant and 300 < row.ttt_test.seeds_needed < 500
     assert row.speedup.low < 1 < row.speedup.high
     assert math.isclose(row.seconds_per_epoch.ratio.value, 1.0, abs_tol=0.02)
+
+
+def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
+    from orchestrator.compare import Test, number_text, seeds_needed_text
+
+    assert seeds_needed_text(None) == "-"
+    assert seeds_needed_text(Test(p_value=0.3, significant=False, seeds_needed=None)) == "-"
+    assert seeds_needed_text(Test(p_value=0.3, significant=False, seeds_needed=1234)) == "1,234"
+    capped = Test(p_value=0.9, significant=False, seeds_needed=MAX_SEEDS_NEEDED)
+    assert seeds_needed_text(capped) == f">={MAX_SEEDS_NEEDED:,}"
+    assert number_text(None) == "-" and number_text(1.23456, "x") == "1.235x"
