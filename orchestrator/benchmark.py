@@ -16,7 +16,8 @@ from typing import Any
 from orchestrator import __version__, export, setups, store, sysinfo
 from orchestrator.config import Profile
 from orchestrator.execute import SeedProgress, run_seed
-from orchestrator.records import RunRecord, RunStatus
+from orchestrator.paths import SeedPaths
+from orchestrator.records import RunStatus
 from orchestrator.runners.base import Runner, SeedJob
 from orchestrator.scoring import Score, ScoringRule, minutes, score_runs
 from orchestrator.telemetry import TelemetrySampler
@@ -128,7 +129,7 @@ def summary_of(run: store.StoredRun, score: Score) -> dict[str, Any]:
     }
 
 
-def archive_attempt(seed: Any) -> None:
+def archive_attempt(seed: SeedPaths) -> None:
     """Move what an unfinished attempt of a seed left into ``attempt-N/``, so that nothing is
     lost and the rerun starts clean."""
     leftovers = [p for p in (seed.output, seed.results, seed.record, seed.telemetry) if p.exists()]
@@ -170,7 +171,10 @@ def run_seeds(
         started_at = store.now_iso()
         try:
             with TelemetrySampler(paths.telemetry, plan.data_dir):
-                record = _run_one(runner, job, paths, plan, progress[seed], on_update)
+                record = run_seed(
+                    runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
+                    metric=plan.workload.quality.metric, progress=progress[seed], on_update=on_update,
+                )
         except KeyboardInterrupt:
             store.write_seed_state(
                 paths, {"seed": seed, "state": store.SEED_INTERRUPTED, "started_at": started_at,
@@ -187,14 +191,6 @@ def run_seeds(
              "ended_at": store.now_iso()},
         )
         store.sync_run(results_dir, run.run_id)
-
-
-def _run_one(runner: Runner, job: SeedJob, paths: Any, plan: BenchmarkPlan, progress: SeedProgress,
-             on_update: Callable[[], None]) -> RunRecord:
-    return run_seed(
-        runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
-        metric=plan.workload.quality.metric, progress=progress, on_update=on_update,
-    )
 
 
 def finish(results_dir: Path, run_id: str) -> tuple[store.StoredRun, Score]:

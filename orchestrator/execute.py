@@ -26,7 +26,6 @@ class SeedProgress:
     epoch: float | None = None
     accuracy: float | None = None
     status: str = ""
-    lines: int = field(default=0, repr=False)
     announced: bool = field(default=False, repr=False)
     """Its end was reported (where no live table shows it)."""
 
@@ -36,7 +35,6 @@ class SeedProgress:
         return (self.ended or time.monotonic()) - self.started
 
     def observe(self, line: str) -> None:
-        self.lines += 1
         at = line.find(":::MLLOG ")
         if at < 0:
             return

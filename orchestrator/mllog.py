@@ -8,6 +8,7 @@ both become epochs here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,6 @@ class ParsedLog:
 
 
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
-    import json
-
     events: list[Event] = []
     errors: list[str] = []
     for line in strip_and_dedup(lines):
