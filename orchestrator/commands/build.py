@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 
 from orchestrator.commands.common import registry
-from orchestrator.images import build_spec, ensure_image
+from orchestrator.config.locations import project_root
 from orchestrator.output import Output
-from orchestrator.paths import project_root
-from orchestrator.runners.docker import connect, default_base_image
+from orchestrator.runners.docker.images import build_spec, ensure_image
+from orchestrator.runners.docker.runner import connect, default_base_image
 
 
 def register(app: typer.Typer) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.paths import default_results_dir, default_seeds_file, workloads_dir
-from orchestrator.store import check_results_dir
-from orchestrator.workloads import Registry
+from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
+from orchestrator.config.workloads import Registry
+from orchestrator.results.store import check_results_dir
 
 RESULTS_OPTION = typer.Option(None, "--results", help="Results folder (default: results/ of the project).")
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")

@@ -11,12 +11,12 @@ import typer
 from rich import box
 from rich.table import Table
 
-from orchestrator import compare as comparing
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
-from orchestrator.compare import number_text, seeds_needed_text
 from orchestrator.errors import UsageError
+from orchestrator.insight import compare as comparing
+from orchestrator.insight.compare import number_text, seeds_needed_text
+from orchestrator.insight.runs import load_runs, to_setups
 from orchestrator.output import Output
-from orchestrator.setups import load_runs, to_setups
 
 
 def register(app: typer.Typer) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator import proc
 from orchestrator.commands.common import registry
+from orchestrator.config.locations import project_root
 from orchestrator.output import Output
-from orchestrator.paths import project_root
+from orchestrator.runners import proc
 
 
 def register(app: typer.Typer) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import export as exporting
-from orchestrator import sysinfo
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.insight import sysinfo
+from orchestrator.insight.runs import load_run
+from orchestrator.mlperf import export as exporting
 from orchestrator.output import Output
-from orchestrator.setups import load_run
 
 
 def register(app: typer.Typer) -> None:

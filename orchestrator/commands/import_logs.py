@@ -9,11 +9,13 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import benchmark, mllog, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, registry, results_dir
 from orchestrator.errors import UsageError
+from orchestrator.mlperf import mllog
 from orchestrator.output import Output
-from orchestrator.views import show_score
+from orchestrator.render.tables import show_score
+from orchestrator.results import store
+from orchestrator.session import loop as benchmark
 
 _RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator import benchmark, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
 from orchestrator.output import Output
-from orchestrator.views import seconds, show_score
+from orchestrator.render.tables import seconds, show_score
+from orchestrator.results import store
+from orchestrator.session import loop as benchmark
 
 
 def register(app: typer.Typer) -> None:

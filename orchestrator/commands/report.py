@@ -6,11 +6,12 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import atomic, report
 from orchestrator.commands.common import RESULTS_OPTION, results_dir
 from orchestrator.errors import UsageError
+from orchestrator.insight.runs import load_runs
 from orchestrator.output import Output
-from orchestrator.setups import load_runs
+from orchestrator.render import report
+from orchestrator.results import atomic
 
 
 def register(app: typer.Typer) -> None:

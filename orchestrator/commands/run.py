@@ -7,17 +7,19 @@ from pathlib import Path
 import typer
 from rich.live import Live
 
-from orchestrator import benchmark, datasets, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, registry, results_dir, seeds_file
-from orchestrator.config import load_profiles
+from orchestrator.config.locations import project_root
+from orchestrator.config.profiles import load_profiles
+from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.workloads import Workload
 from orchestrator.errors import EXIT_INVALID_RESULT, Interrupted, UsageError
-from orchestrator.execute import SeedProgress
 from orchestrator.output import Output
-from orchestrator.paths import project_root
+from orchestrator.render.tables import progress_table, show_score
+from orchestrator.results import store
 from orchestrator.runners.select import RunnerOptions, make_runner
-from orchestrator.seedspec import parse_seeds
-from orchestrator.views import progress_table, show_score
-from orchestrator.workloads import Workload
+from orchestrator.session import datasets
+from orchestrator.session import loop as benchmark
+from orchestrator.session.seed import SeedProgress
 
 
 def register(app: typer.Typer) -> None:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import benchmark, store
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
 from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.output import Output
-from orchestrator.views import show_score
+from orchestrator.render.tables import show_score
+from orchestrator.results import store
+from orchestrator.session import loop as benchmark
 
 
 def register(app: typer.Typer) -> None:

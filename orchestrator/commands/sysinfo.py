@@ -10,10 +10,12 @@ from pathlib import Path
 
 import typer
 
-from orchestrator import atomic, sysinfo, system_desc, telemetry
 from orchestrator.commands.common import JSON_OPTION
 from orchestrator.errors import UsageError
+from orchestrator.insight import sysinfo, telemetry
+from orchestrator.mlperf import system_desc
 from orchestrator.output import Output
+from orchestrator.results import atomic
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.workloads import Workload
+from orchestrator.config.workloads import Workload
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator import proc
+from orchestrator.config.workloads import Workload
+from orchestrator.runners import proc
 from orchestrator.runners.base import Exit, Job, Runner, SeedJob
-from orchestrator.workloads import Workload
 
 _CHUNK = 65536
 

@@ -39,7 +39,7 @@ class RunnerOptions:
 def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[[str], None]) -> Runner:
     name = options.name
     if name == "auto":
-        from orchestrator.runners.docker import engine_status
+        from orchestrator.runners.docker.runner import engine_status
 
         up, why = engine_status()
         name = "docker" if up else "local"
@@ -52,7 +52,7 @@ def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[
         return SlurmRunner(project_root, SlurmOptions(
             partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
         ))
-    from orchestrator.runners.docker import DockerRunner
+    from orchestrator.runners.docker.runner import DockerRunner
 
     return DockerRunner(
         project_root, gpus=options.gpus, shm_size=options.shm_size, rebuild=options.rebuild,

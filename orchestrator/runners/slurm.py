@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import proc
+from orchestrator.config.workloads import Workload
 from orchestrator.errors import RunnerError, UsageError
+from orchestrator.runners import proc
 from orchestrator.runners.base import Exit, Job, Runner, SeedJob
-from orchestrator.workloads import Workload
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 60.0

@@ -1,6 +1,6 @@
 import os
 
-from orchestrator import atomic
+from orchestrator.results import atomic
 
 
 def test_atomic_files_get_ordinary_permissions(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store import open_run
+from orchestrator.results.store import open_run
 
 # fakebench: seed s needs 20 + (7 s) % 11 epochs of 1000 logged ms each.
 EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load_profiles
+from orchestrator.config.locations import default_seeds_file
+from orchestrator.config.profiles import load_profiles
 from orchestrator.errors import ConfigError
-from orchestrator.paths import default_seeds_file
 
 GOOD = """
 default_profile: qualify

@@ -1,8 +1,8 @@
 import pytest
 
 from orchestrator.errors import LogError
-from orchestrator.mllog import build_record, parse_lines, require_scorable
-from orchestrator.records import RunRecord, RunStatus
+from orchestrator.mlperf.mllog import build_record, parse_lines, require_scorable
+from orchestrator.results.records import RunRecord, RunStatus
 from orchestrator.runners.base import Exit
 
 from .mllog_lines import line, run_log

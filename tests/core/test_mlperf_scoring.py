@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from mlperf_logging.result_summarizer.result_summarizer import _compute_strong_score_standalone
 
-from orchestrator.store import open_run
+from orchestrator.results.store import open_run
 
 
 def summarizer_minutes(folder: Path, benchmark: str = "unet3d") -> tuple[float | None, int]:

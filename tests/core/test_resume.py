@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from orchestrator.store import open_run
+from orchestrator.results.store import open_run
 
 
 def wait_for(predicate, timeout_s: float = 60.0) -> None:

@@ -3,8 +3,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
 
-from orchestrator.records import RunRecord, RunStatus
-from orchestrator.scoring import ScoringRule, olympic_mean, score_runs, spread
+from orchestrator.mlperf.scoring import ScoringRule, olympic_mean, score_runs, spread
+from orchestrator.results.records import RunRecord, RunStatus
 
 
 def converged(ms: int) -> RunRecord:

@@ -1,7 +1,7 @@
 import pytest
 
+from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import UsageError
-from orchestrator.seedspec import parse_seeds
 
 
 @pytest.mark.parametrize(

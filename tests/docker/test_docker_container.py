@@ -11,8 +11,9 @@ from pathlib import Path
 import docker
 import pytest
 
+from orchestrator.config.workloads import Registry, Workload
 from orchestrator.runners.base import SeedJob
-from orchestrator.runners.docker import (
+from orchestrator.runners.docker.runner import (
     LABEL_RUN_ID,
     LABEL_SEED,
     LABEL_WORKLOAD,
@@ -20,7 +21,6 @@ from orchestrator.runners.docker import (
     DockerJob,
     DockerRunner,
 )
-from orchestrator.workloads import Registry, Workload
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine", "no_leftover_containers")]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import RunnerError, UsageError
-from orchestrator.runners.docker import DockerRunner, check_gpu_support, engine_status, parse_gpus
+from orchestrator.runners.docker.runner import DockerRunner, check_gpu_support, engine_status, parse_gpus
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config.workloads import Registry
 from orchestrator.errors import ConfigError, RunnerError
-from orchestrator.images import build_spec, content_hash, context_tar, follow_build, image_tag
-from orchestrator.runners.docker import container_argv
-from orchestrator.workloads import Registry
+from orchestrator.runners.docker.images import build_spec, content_hash, context_tar, follow_build, image_tag
+from orchestrator.runners.docker.runner import container_argv
 
 DOCKERFILE = "ARG BASE_IMAGE=example/base:1\nFROM ${BASE_IMAGE}\nCOPY workloads/ /workspace/workloads/\n"
 

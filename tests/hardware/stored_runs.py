@@ -23,7 +23,9 @@ from unittest import mock
 
 import numpy as np
 
-from orchestrator import benchmark, mllog, store
+from orchestrator.mlperf import mllog
+from orchestrator.results import store
+from orchestrator.session import loop as benchmark
 
 FAKE_TRAIN = Path(__file__).resolve().parents[1] / "workloads" / "fakebench" / "fake_train.py"
 TARGET = 0.908

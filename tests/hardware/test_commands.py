@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import store
+from orchestrator.results import store
 from tests.hardware.stored_runs import make_run
 
 
@@ -126,8 +126,8 @@ def test_sysinfo_through_the_cli(hw_cli) -> None:
 
 
 def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator import sysinfo, telemetry
-    from orchestrator.telemetry import NvmlGpuSource, TraceGpuSource
+    from orchestrator.insight import sysinfo, telemetry
+    from orchestrator.insight.telemetry import NvmlGpuSource, TraceGpuSource
     from tests.hardware.fake_nvml import FakeNvml
 
     missing = hw_cli("sysinfo", "--record-gpu-trace", str(tmp_path / "t.json"))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from orchestrator.compare import (
+from orchestrator.insight.compare import (
     MAX_SEEDS_NEEDED,
     SeedResult,
     Setup,
@@ -27,7 +27,7 @@ from orchestrator.compare import (
     verdict,
     welch,
 )
-from orchestrator.scoring import olympic_mean
+from orchestrator.mlperf.scoring import olympic_mean
 
 PUBLISHED = Path("/work/shared/data/mlperf_published/mlperf_runs.csv")
 
@@ -113,7 +113,7 @@ def test_energy_follows_the_olympic_selection_and_cost() -> None:
 
 
 def test_flat_row_has_every_csv_column() -> None:
-    from orchestrator.compare import CSV_COLUMNS
+    from orchestrator.insight.compare import CSV_COLUMNS
 
     a = make_setup("a", [10, 12, 11, 13], [1.0, 1.1, 1.0, 1.05])
     b = make_setup("b", [10, 11, 12, 13], [0.5, 0.52, 0.51, 0.5])
@@ -191,7 +191,7 @@ def test_published_systems_compared() -> None:
 
 
 def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
-    from orchestrator.compare import Test, number_text, seeds_needed_text
+    from orchestrator.insight.compare import Test, number_text, seeds_needed_text
 
     assert seeds_needed_text(None) == "-"
     assert seeds_needed_text(Test(p_value=0.3, significant=False, seeds_needed=None)) == "-"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from orchestrator import sysinfo
+from orchestrator.insight import sysinfo
 from tests.hardware.fake_nvml import FakeNvml
 from tests.hardware.stored_runs import make_run
 
@@ -115,7 +115,7 @@ def test_report_renders_in_headless_chromium(hw_cli, report_html, tmp_path: Path
 def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
     import json
 
-    from orchestrator import store
+    from orchestrator.results import store
 
     results = tmp_path / "results"
     make_run(results, label="cpu", seeds=[1, 2, 3], run_id="run-cpu", power_w=100)

@@ -10,9 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator import sysinfo, system_desc
 from orchestrator.commands import sysinfo as sysinfo_command
 from orchestrator.errors import UsageError
+from orchestrator.insight import sysinfo
+from orchestrator.mlperf import system_desc
 from tests.hardware.fake_nvml import FakeNvml
 
 CPUINFO = """processor\t: 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.telemetry import (
+from orchestrator.insight.telemetry import (
     GPU_FIELDS,
     HostProbe,
     NoGpuSource,
@@ -20,7 +20,7 @@ from orchestrator.telemetry import (
     record_gpu_trace,
     throttle_reasons,
 )
-from orchestrator.telemetry_summary import energy_to_train, summarize
+from orchestrator.insight.telemetry_summary import energy_to_train, summarize
 from tests.hardware.fake_nvml import TRACE, FakeNvml
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config.workloads import load_workload
 from orchestrator.errors import UsageError
 from orchestrator.runners.base import SeedJob
 from orchestrator.runners.slurm import SlurmOptions, batch_script
-from orchestrator.workloads import load_workload
 
 TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "batch_script.sh"

@@ -14,7 +14,7 @@ from typing import Any
 
 from scipy import stats
 
-from orchestrator.records import RunRecord
+from orchestrator.results.records import RunRecord
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_dedup
 
 from orchestrator.errors import LogError
-from orchestrator.records import EvalPoint, RunRecord, RunStatus
+from orchestrator.results.records import EvalPoint, RunRecord, RunStatus
 from orchestrator.runners.base import Exit
 
 EpochUnit = Literal["auto", "epochs", "samples"]

@@ -13,15 +13,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from orchestrator import __version__, export, setups, store, sysinfo
-from orchestrator.config import Profile
-from orchestrator.execute import SeedProgress, run_seed
-from orchestrator.paths import SeedPaths
-from orchestrator.records import RunStatus
+from orchestrator import __version__
+from orchestrator.config.profiles import Profile
+from orchestrator.config.workloads import Workload
+from orchestrator.insight import runs as setups
+from orchestrator.insight import sysinfo
+from orchestrator.insight.telemetry import TelemetrySampler
+from orchestrator.mlperf import export
+from orchestrator.mlperf.scoring import Score, ScoringRule, minutes, score_runs
+from orchestrator.results import store
+from orchestrator.results.paths import SeedPaths
+from orchestrator.results.records import RunStatus
 from orchestrator.runners.base import Runner, SeedJob
-from orchestrator.scoring import Score, ScoringRule, minutes, score_runs
-from orchestrator.telemetry import TelemetrySampler
-from orchestrator.workloads import Workload
+from orchestrator.session.seed import SeedProgress, run_seed
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,11 +6,11 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from orchestrator import proc
-from orchestrator.config import Profile
+from orchestrator.config.locations import data_cache_dir, project_root
+from orchestrator.config.profiles import Profile
+from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError
-from orchestrator.paths import data_cache_dir, project_root
-from orchestrator.workloads import Workload
+from orchestrator.runners import proc
 
 READY_MARKER = ".mltrain-ready"
 CHECK_TIMEOUT_S = 600

@@ -23,8 +23,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from orchestrator.config.workloads import DECLARATION, Workload
 from orchestrator.errors import ConfigError, RunnerError
-from orchestrator.workloads import DECLARATION, Workload
 
 IMAGE_REPOSITORY = "mltrain"
 """Images are tagged ``mltrain/<workload>:<hash>``."""

@@ -12,34 +12,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 INDEX_NAME = "index.db"
-
-
-def project_root() -> Path:
-    """The repository folder holding seeds.yaml, workloads/ and docker/."""
-    return Path(__file__).resolve().parent.parent
-
-
-def default_results_dir() -> Path:
-    return project_root() / "results"
-
-
-def default_seeds_file() -> Path:
-    return project_root() / "seeds.yaml"
-
-
-def workloads_dir() -> Path:
-    return project_root() / "workloads"
-
-
-def data_cache_dir() -> Path:
-    """Where synthetic datasets are made on first use."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mltrain" / "data"
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError, RunnerError, UsageError
-from orchestrator.images import BuiltImage, build_spec, ensure_image
 from orchestrator.runners.base import Exit, Job, Runner, SeedJob
-from orchestrator.workloads import Workload
+from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image
 
 LABEL_RUN_ID = "mltrain.run_id"
 LABEL_SEED = "mltrain.seed"

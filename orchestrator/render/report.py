@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 import numpy as np
 from matplotlib.figure import Figure
 
-from orchestrator import compare as comparing
-from orchestrator import sysinfo
-from orchestrator.compare import number_text, seeds_needed_text
-from orchestrator.resource_errors import classify
-from orchestrator.setups import RunView, SeedView, to_setups
+from orchestrator.insight import compare as comparing
+from orchestrator.insight import sysinfo
+from orchestrator.insight.compare import number_text, seeds_needed_text
+from orchestrator.insight.resource_errors import classify
+from orchestrator.insight.runs import RunView, SeedView, to_setups
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STYLE = """

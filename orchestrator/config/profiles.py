@@ -8,8 +8,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
-from orchestrator.seedspec import parse_seeds
 
 PROFILE_NAMES = ("qualify", "mlperf", "smoke")
 

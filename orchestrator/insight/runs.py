@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import store
-from orchestrator.compare import SeedResult, Setup
 from orchestrator.errors import UsageError
-from orchestrator.records import RunRecord
-from orchestrator.sysinfo import is_unavailable
-from orchestrator.telemetry import load_series
-from orchestrator.telemetry_summary import SeedTelemetry, summarize
+from orchestrator.insight.compare import SeedResult, Setup
+from orchestrator.insight.sysinfo import is_unavailable
+from orchestrator.insight.telemetry import load_series
+from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
+from orchestrator.results import store
+from orchestrator.results.records import RunRecord
 
 
 @dataclass(frozen=True)

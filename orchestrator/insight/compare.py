@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from orchestrator.scoring import olympic_mean
+from orchestrator.mlperf.scoring import olympic_mean
 
 ALPHA = 0.05
 POWER = 0.8

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from orchestrator import atomic
 from orchestrator.errors import UsageError
-from orchestrator.sysinfo import is_unavailable
+from orchestrator.insight.sysinfo import is_unavailable
+from orchestrator.results import atomic
 
 RULESET = "4.0.0"  # the last training round that had unet3d and resnet
 STATUSES = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import atomic, system_desc
 from orchestrator.errors import UsageError
-from orchestrator.setups import RunView
+from orchestrator.insight.runs import RunView
+from orchestrator.mlperf import system_desc
+from orchestrator.results import atomic
 
 MLLOG_PREFIX = ":::MLLOG"
 USAGE = "training"

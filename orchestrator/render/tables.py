@@ -6,9 +6,9 @@ from typing import Any
 
 from rich.table import Table
 
-from orchestrator.execute import SeedProgress
+from orchestrator.mlperf.scoring import Score
 from orchestrator.output import Output
-from orchestrator.scoring import Score
+from orchestrator.session.seed import SeedProgress
 
 PROFILE_CAVEAT = {
     "mlperf": "MLPerf rules, unofficial until submitted and reviewed",

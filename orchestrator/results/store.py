@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator import atomic
 from orchestrator.errors import StoreError, UsageError
-from orchestrator.paths import INDEX_NAME, RunPaths, SeedPaths
-from orchestrator.records import RunRecord
+from orchestrator.results import atomic
+from orchestrator.results.paths import INDEX_NAME, RunPaths, SeedPaths
+from orchestrator.results.records import RunRecord
 
 SEED_PENDING = "pending"
 SEED_RUNNING = "running"

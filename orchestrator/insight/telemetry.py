@@ -24,7 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from orchestrator import atomic, sysinfo
+from orchestrator.insight import sysinfo
+from orchestrator.results import atomic
 
 SERIES_VERSION = 1
 SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size

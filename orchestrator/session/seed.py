@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator import mllog, resource_errors
-from orchestrator.paths import SeedPaths
-from orchestrator.records import RunRecord, RunStatus
+from orchestrator.insight import resource_errors
+from orchestrator.mlperf import mllog
+from orchestrator.results.paths import SeedPaths
+from orchestrator.results.records import RunRecord, RunStatus
 from orchestrator.runners.base import Exit, Runner, SeedJob
 
 
