@@ -47,6 +47,11 @@ class StoreError(MltrainError):
     exit_code = EXIT_USAGE
 
 
+class RecordError(StoreError):
+    """A stored file (manifest, summary, seed state, run record) that is damaged or foreign; the
+    message names the file and the field."""
+
+
 class Interrupted(MltrainError):
     """The user stopped a run (Ctrl-C); what finished is kept and can be resumed."""
 

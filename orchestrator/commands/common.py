@@ -9,7 +9,7 @@ import typer
 
 from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
 from orchestrator.config.workloads import Registry
-from orchestrator.results.store import check_results_dir
+from orchestrator.results.store import Store, check_results_dir
 
 RESULTS_OPTION = typer.Option(None, "--results", help="Results folder (default: results/ of the project).")
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -21,6 +21,11 @@ def results_dir(given: Path | None) -> Path:
     folder = (given or default_results_dir()).expanduser()
     check_results_dir(folder)
     return folder
+
+
+def open_store(given: Path | None) -> Store:
+    """The results folder a command works on (``--results``, else the default)."""
+    return Store(results_dir(given))
 
 
 def seeds_file() -> Path:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, registry
 from orchestrator.insight import sysinfo
-from orchestrator.insight.runs import load_run
 from orchestrator.mlperf import export as exporting
 from orchestrator.output import Output
 
@@ -29,15 +28,17 @@ def export_run(
 ) -> None:
     """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours."""
     out = Output()
-    view = load_run(results_dir(results), run)
-    system = view.manifest.get("system")
-    if not system and view.manifest.get("host") == socket.gethostname():
-        system = sysinfo.capture(Path(view.manifest["data_dir"]) if view.manifest.get("data_dir") else None)
+    stored = open_store(results).open(run)
+    manifest = stored.manifest
+    system = manifest.system
+    if not system and manifest.host == socket.gethostname():
+        system = sysinfo.capture(Path(manifest.data_dir) if manifest.data_dir else None)
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
-    written = exporting.export_run(view, mlcommons, system_name=system_name, submitter=submitter, ruleset=ruleset,
-                                   system=system)
-    theirs = exporting.summarizer_score(written)
-    ours_ms = (view.run.summary or {}).get("score_ms")
+    official = registry().get(manifest.workload).olympic.drop_per_end
+    written = exporting.export_run(stored, mlcommons, official_drop_per_end=official, system_name=system_name,
+                                   submitter=submitter, ruleset=ruleset, system=system)
+    theirs = written.summarizer_minutes
+    ours_ms = stored.summary.score_ms if stored.summary else None
     ours = ours_ms / 60000 if ours_ms is not None else None
     same = theirs is not None and ours is not None and abs(theirs - ours) < 1e-6
     if as_json:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
+from orchestrator.errors import EXIT_USAGE
 from orchestrator.output import Output
-from orchestrator.render.tables import seconds, show_score
-from orchestrator.results import store
-from orchestrator.session import loop as benchmark
+from orchestrator.render.tables import runs_table, show_score
+from orchestrator.session.loop import rescore
 
 
 def register(app: typer.Typer) -> None:
@@ -25,24 +24,17 @@ def list_runs(
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """List benchmark runs, newest first."""
+    """List benchmark runs, newest first (damaged run folders are named, and the exit code is 2)."""
     out = Output()
-    rows = store.list_runs(results_dir(results), label=label, workload=workload)
+    listing = open_store(results).list(label=label, workload=workload)
     if as_json:
-        out.json(rows)
-        return
-    table = Table(title=f"{len(rows)} runs", title_justify="left")
-    table.add_column("run id", no_wrap=True, overflow="fold")
-    for column in ("workload", "profile", "label", "runner", "seeds", "converged", "score s", "valid", "state"):
-        table.add_column(column)
-    for r in rows:
-        valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
-        table.add_row(
-            r["run_id"], r["workload"] or "", r["profile"] or "", r["label"] or "", r["runner"] or "",
-            str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]), seconds(r["score_ms"]), valid,
-            r["state"] or "",
-        )
-    out.table(table)
+        out.json(listing.rows)
+    else:
+        out.table(runs_table(listing.rows))
+    for broken in listing.broken:
+        out.error(f"run {broken.run_id} cannot be read: {broken.problem}")
+    if listing.broken:
+        raise typer.Exit(EXIT_USAGE)
 
 
 def show(
@@ -52,15 +44,13 @@ def show(
 ) -> None:
     """Show one run: manifest, per-seed results and score."""
     out = Output()
-    folder = results_dir(results)
-    run = store.open_run(folder, run_id)
-    summary, score = benchmark.rescore(run)
+    run = open_store(results).open(run_id)
+    summary, score = rescore(run)
     if as_json:
-        out.json({"manifest": run.manifest, "summary": summary,
+        out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}})
         return
     m = run.manifest
-    out.data(f"run {run.run_id}: {m['workload']} profile {m['profile']} runner {m.get('runner')}"
-             f" host {m.get('host')} state {m.get('state')}")
-    out.data(f"started {m.get('started_at')} ended {m.get('ended_at')} folder {run.paths.root}")
+    out.data(f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}")
+    out.data(f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}")
     show_score(out, summary, score, as_json=False)

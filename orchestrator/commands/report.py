@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import RESULTS_OPTION, results_dir
+from orchestrator.commands.common import RESULTS_OPTION, open_store
 from orchestrator.errors import UsageError
 from orchestrator.insight.runs import load_runs
 from orchestrator.output import Output
@@ -30,7 +30,7 @@ def write_report(
     out = Output()
     if out_file.exists() and out_file.is_dir():
         raise UsageError(f"--out {out_file} is a folder: name the HTML file to write")
-    views = load_runs(results_dir(results), runs or [], label or [])
+    views = load_runs(open_store(results), runs or [], label or [])
     try:
         text = report.render(views, baseline=baseline, title=title)
     except ValueError as exc:

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, results_dir
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
 from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.output import Output
 from orchestrator.render.tables import show_score
-from orchestrator.results import store
-from orchestrator.session import loop as benchmark
+from orchestrator.session.loop import rescore
 
 
 def register(app: typer.Typer) -> None:
@@ -25,11 +24,9 @@ def score(
 ) -> None:
     """Score RUN_ID with its profile's rules and store the summary."""
     out = Output()
-    folder = results_dir(results)
-    run = store.open_run(folder, run_id)
-    summary, result = benchmark.rescore(run)
-    store.write_summary(run.paths, summary)
-    store.sync_run(folder, run_id)
+    run = open_store(results).open(run_id)
+    summary, result = rescore(run)
+    run.save_summary(summary)
     show_score(out, summary, result, as_json=as_json)
     if not result.valid:
         raise typer.Exit(EXIT_INVALID_RESULT)

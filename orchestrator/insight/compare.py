@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from orchestrator.mlperf.scoring import olympic_mean
+from orchestrator.mlperf.scoring import olympic_kept, olympic_mean, olympic_mean_along, t_interval
 
 ALPHA = 0.05
 POWER = 0.8
@@ -240,7 +240,7 @@ def olympic_interval(setup: Setup) -> Interval:
     if value is None or len(converged) - 2 * setup.drop_per_end + failures < 2:
         return Interval(value=value, low=None, high=None)
     result = stats.bootstrap(
-        (converged,), lambda x, axis: _olympic(x, failures, setup.drop_per_end, axis), vectorized=True,
+        (converged,), lambda x, axis: olympic_mean_along(x, failures, setup.drop_per_end, axis), vectorized=True,
         method="percentile", n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED),
     )
     return Interval(value=value, low=_finite(result.confidence_interval.low),
@@ -260,7 +260,8 @@ def speedup_interval(base: Setup, setup: Setup) -> Interval:
     base_failures, failures = len(base.seeds) - len(base_times), len(setup.seeds) - len(times)
 
     def ratio(b: np.ndarray, s: np.ndarray, axis: int) -> np.ndarray:
-        return _olympic(b, base_failures, base.drop_per_end, axis) / _olympic(s, failures, setup.drop_per_end, axis)
+        return (olympic_mean_along(b, base_failures, base.drop_per_end, axis)
+                / olympic_mean_along(s, failures, setup.drop_per_end, axis))
 
     result = stats.bootstrap(
         (base_times, times), ratio, vectorized=True, paired=False, method="percentile",
@@ -268,17 +269,6 @@ def speedup_interval(base: Setup, setup: Setup) -> Interval:
     )
     return Interval(value=value, low=_finite(result.confidence_interval.low),
                     high=_finite(result.confidence_interval.high))
-
-
-def _olympic(times_ms: np.ndarray, failures: int, drop_per_end: int, axis: int = -1) -> np.ndarray:
-    """`scoring.olympic_mean` along ``axis`` (for vectorised resampling): sort the converged times,
-    drop ``drop_per_end`` fastest and ``drop_per_end - failures`` slowest, mean of the rest."""
-    ordered = np.sort(np.moveaxis(times_ms, axis, -1), axis=-1)
-    slow = drop_per_end - failures
-    kept = ordered[..., drop_per_end: ordered.shape[-1] - slow]
-    if slow < 0 or kept.shape[-1] == 0:
-        return np.full(ordered.shape[:-1], np.nan)
-    return kept.mean(axis=-1)
 
 
 def _converged_times(setup: Setup) -> np.ndarray:
@@ -318,14 +308,12 @@ def _values(setup: Setup | None, name: str) -> list[float]:
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """Mean with a Student-t 95% interval."""
+    """Mean with a Student-t 95% interval (`scoring.t_interval`)."""
     if not values:
         return Interval(value=None, low=None, high=None)
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return Interval(value=mean, low=None, high=None)
-    half = float(stats.t.ppf(1 - ALPHA / 2, len(values) - 1)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-    return Interval(value=mean, low=mean - half, high=mean + half)
+    interval = t_interval(values, 1 - ALPHA)
+    return Interval(value=float(np.mean(values)), low=interval[0] if interval else None,
+                    high=interval[1] if interval else None)
 
 
 def cv(values: Sequence[float]) -> float | None:
@@ -408,106 +396,13 @@ def seeds_needed(difference: float, sd_a: float, sd_b: float, alpha: float = ALP
 def olympic_energy(setup: Setup) -> float | None:
     """Mean energy of the seeds the olympic score keeps (MLPerf's power summarizer indexes energy
     by the time ranking); None unless every kept seed has a measurement."""
-    ordered = sorted(setup.seeds, key=lambda s: s.time_to_train_ms if s.converged else math.inf)
-    kept = ordered[setup.drop_per_end: len(ordered) - setup.drop_per_end]
-    if not kept or any(not s.converged or s.energy_j is None for s in kept):
+    converged = sorted(setup.converged(), key=lambda s: s.time_to_train_ms or 0.0)
+    kept = olympic_kept(len(converged), len(setup.seeds) - len(converged), setup.drop_per_end)
+    if kept is None or any(s.energy_j is None for s in converged[kept]):
         return None
-    return float(np.mean([s.energy_j for s in kept]))
+    return float(np.mean([s.energy_j for s in converged[kept]]))
 
 
 def _finite(value: float) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-# ---------------------------------------------------------------- flat views (CSV, text)
-
-CSV_COLUMNS = (
-    "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",
-    "olympic_ttt_ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "ttt_welch_p", "ttt_seeds_needed",
-    "epochs_to_target_mean", "epochs_to_target_cv", "epochs_ratio", "epochs_welch_p", "epochs_seeds_needed",
-    "seconds_per_epoch_mean", "seconds_per_epoch_cv", "seconds_per_epoch_ratio", "seconds_per_epoch_welch_p",
-    "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
-    "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train",
-)
-
-
-def flat_row(row: SetupRow) -> dict[str, Any]:
-    """One CSV line per setup (columns CSV_COLUMNS)."""
-    def test(t: Test | None, key: str) -> Any:
-        return getattr(t, key) if t is not None else None
-
-    def ratio(q: Quantity) -> float | None:
-        return q.ratio.value if q.ratio is not None else None
-
-    return {
-        "setup": row.name, "hardware": row.hardware, "runs": " ".join(row.run_ids), "n": row.n,
-        "converged": row.converged, "valid": row.valid,
-        "olympic_ttt_ms": row.olympic_ms.value, "olympic_ttt_ci_low_ms": row.olympic_ms.low,
-        "olympic_ttt_ci_high_ms": row.olympic_ms.high,
-        "speedup": row.speedup.value if row.speedup else None,
-        "speedup_ci_low": row.speedup.low if row.speedup else None,
-        "speedup_ci_high": row.speedup.high if row.speedup else None,
-        "ttt_welch_p": test(row.ttt_test, "p_value"), "ttt_seeds_needed": test(row.ttt_test, "seeds_needed"),
-        "epochs_to_target_mean": row.epochs_to_target.mean.value, "epochs_to_target_cv": row.epochs_to_target.cv,
-        "epochs_ratio": ratio(row.epochs_to_target), "epochs_welch_p": test(row.epochs_to_target.test, "p_value"),
-        "epochs_seeds_needed": test(row.epochs_to_target.test, "seeds_needed"),
-        "seconds_per_epoch_mean": row.seconds_per_epoch.mean.value, "seconds_per_epoch_cv": row.seconds_per_epoch.cv,
-        "seconds_per_epoch_ratio": ratio(row.seconds_per_epoch),
-        "seconds_per_epoch_welch_p": test(row.seconds_per_epoch.test, "p_value"),
-        "seconds_per_epoch_seeds_needed": test(row.seconds_per_epoch.test, "seeds_needed"),
-        "samples_per_second_mean": row.samples_per_second.mean.value,
-        "samples_per_second_ratio": ratio(row.samples_per_second),
-        "samples_per_second_welch_p": test(row.samples_per_second.test, "p_value"),
-        "energy_to_train_j": row.energy_j, "cost_to_train": row.cost,
-    }
-
-
-def verdict(row: SetupRow, baseline: str) -> str:
-    """One sentence per setup: faster or not, and whether hardware or convergence explains it."""
-    if row.speedup is None:
-        return f"{row.name}: baseline"
-    if row.speedup.value is None:
-        return f"{row.name}: no olympic score to compare with {baseline}"
-    parts = [f"{row.name} vs {baseline}: {row.speedup.value:.3g}x{_interval_text(row.speedup)}"]
-    if row.ttt_test is not None and row.ttt_test.p_value is not None:
-        parts.append(f"time-to-train {_test_text(row.ttt_test)}")
-    for label, quantity_ in (("per-epoch speed (hardware)", row.seconds_per_epoch),
-                             ("epochs-to-target (convergence)", row.epochs_to_target)):
-        if quantity_.ratio is not None and quantity_.ratio.value is not None and quantity_.test is not None:
-            parts.append(f"{label} {quantity_.ratio.value:.3g}x, {_test_text(quantity_.test)}")
-    return "; ".join(parts)
-
-
-def _interval_text(interval: Interval) -> str:
-    if interval.low is None and interval.high is None:
-        return ""
-    low = f"{interval.low:.3g}" if interval.low is not None else "?"
-    high = f"{interval.high:.3g}" if interval.high is not None else "?"
-    return f" [95% CI {low}-{high}]"
-
-
-def number_text(value: float | None, suffix: str = "") -> str:
-    """A value as tables show it (4 significant digits), '-' when there is none."""
-    return "-" if value is None else f"{value:.4g}{suffix}"
-
-
-def seeds_needed_text(test: Test | None) -> str:
-    """Seeds per setup needed to resolve a difference; the search's ceiling shows as '>=N'."""
-    if test is None or test.seeds_needed is None:
-        return "-"
-    if test.seeds_needed >= MAX_SEEDS_NEEDED:
-        return f">={MAX_SEEDS_NEEDED:,}"
-    return f"{test.seeds_needed:,}"
-
-
-def _test_text(test: Test) -> str:
-    if test.p_value is None:
-        return "not testable"
-    if test.significant:
-        return f"p={test.p_value:.2g}, a real difference"
-    needed = test.seeds_needed
-    if needed is None:
-        return f"p={test.p_value:.2g}, no difference seen"
-    more = f">= {MAX_SEEDS_NEEDED:,}" if needed >= MAX_SEEDS_NEEDED else f"~{needed:,}"
-    return f"p={test.p_value:.2g}, not resolved ({more} seeds per setup would be needed)"

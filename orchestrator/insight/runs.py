@@ -17,8 +17,8 @@ from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.sysinfo import is_unavailable
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
-from orchestrator.results import store
-from orchestrator.results.records import RunRecord
+from orchestrator.results.records import Manifest, RunRecord
+from orchestrator.results.store import Store, StoredRun
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class SeedView:
 class RunView:
     """A stored run as the hardware views need it."""
 
-    run: store.StoredRun
+    run: StoredRun
     seeds: tuple[SeedView, ...]
 
     @property
@@ -44,34 +44,32 @@ class RunView:
         return self.run.run_id
 
     @property
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
         return self.run.manifest
 
     @property
     def setup_name(self) -> str:
-        return str(self.run.manifest.get("label") or self.run.run_id)
+        return self.run.manifest.setup_name
 
 
-def load_runs(results_dir: Path, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:
+def load_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:
     """The named runs plus every run carrying one of ``labels``, oldest first, without repeats."""
     chosen = list(dict.fromkeys(run_ids))
     for label in labels:
-        found = [row["run_id"] for row in store.list_runs(results_dir, label=label)]
+        found = [row["run_id"] for row in store.list(label=label).rows]
         if not found:
-            raise UsageError(f"no run in {results_dir} carries the label {label!r}")
+            raise UsageError(f"no run in {store.root} carries the label {label!r}")
         chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
     if not chosen:
         raise UsageError("name at least one run (RUN...) or --label")
-    return [load_run(results_dir, run_id) for run_id in chosen]
+    return [view_of(store.open(run_id)) for run_id in chosen]
 
 
-def load_run(results_dir: Path, run_id: str) -> RunView:
-    """A stored run's finished seeds with their telemetry summarised between run_start and run_stop."""
-    run = store.open_run(results_dir, run_id)
+def view_of(run: StoredRun) -> RunView:
+    """A stored run's finished seeds with their telemetry summarised between run_start and run_stop
+    (scored like `mltrain score`: only seeds that finished)."""
     seeds = []
-    for seed, record in sorted(run.records.items()):
-        if run.states.get(seed, {}).get("state") != store.SEED_FINISHED:
-            continue  # scored like `mltrain score`: only seeds that finished
+    for seed, record in run.finished_records().items():
         paths = run.paths.seed(seed)
         series = _read_series(paths.telemetry)
         telemetry = None
@@ -107,16 +105,15 @@ def to_setups(runs: Sequence[RunView]) -> list[Setup]:
             seeds=tuple(_seed_result(s) for view in members for s in view.seeds),
             drop_per_end=drop,
             max_non_converged=max_failures,
-            hardware=hardware_summary(members[0].manifest.get("system") or {}),
+            hardware=hardware_summary(members[0].manifest.system),
             run_ids=tuple(view.run_id for view in members),
         ))
     return setups
 
 
 def _rule(view: RunView) -> tuple[int, int]:
-    rule = view.manifest.get("rule") or (view.run.summary or {}).get("rule") or {}
-    drop = int(rule.get("drop_per_end", 1))
-    return drop, int(rule.get("max_non_converged", drop))
+    rule = view.manifest.rule
+    return rule.drop_per_end, rule.max_non_converged
 
 
 def _seed_result(view: SeedView) -> SeedResult:

@@ -386,13 +386,32 @@ def engine_info(client_factory: Callable[[], Any] | None = None) -> dict[str, An
 # ---------------------------------------------------------------- whole system
 
 
+def package_version(name: str) -> str | None:
+    """The installed version of a distribution, None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def software_versions() -> dict[str, Any]:
+    """The ML stack the system capture describes (missing packages say so)."""
     versions: dict[str, Any] = {}
     for package in ("torch", "mlperf-logging", "numpy", "nvidia-ml-py", "docker"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = unavailable("not installed")
+        version = package_version(package)
+        versions[package] = version if version is not None else unavailable("not installed")
+    return versions
+
+
+def orchestrator_versions() -> dict[str, str]:
+    """What the orchestrator ran with, for a run's manifest (installed packages only)."""
+    from orchestrator import __version__
+
+    versions = {"mltrain": __version__, "python": platform.python_version()}
+    for package in ("mlperf-logging", "torch", "docker", "numpy"):
+        version = package_version(package)
+        if version is not None:
+            versions[package] = version
     return versions
 
 

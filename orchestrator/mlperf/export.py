@@ -3,7 +3,7 @@
     <DIR>/systems/<system>.json                       system description (system_desc_checker passes)
     <DIR>/results/<system>/<benchmark>/result_<n>.txt one per finished seed: its :::MLLOG lines
 
-The folder is scored with the summarizer itself (`summarizer_score`), to compare with ours. The
+The folder is scored with the summarizer itself (`Export.summarizer_minutes`), to compare with ours. The
 summarizer runs the ruleset's compliance checker on each file first and counts a file that fails
 as a non-converged run; for those files the checker is run again to say why.
 """
@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import UsageError
-from orchestrator.insight.runs import RunView
 from orchestrator.mlperf import system_desc
+from orchestrator.mlperf.mllog import mllog_lines
 from orchestrator.results import atomic
+from orchestrator.results.records import Manifest
+from orchestrator.results.store import StoredRun
 
-MLLOG_PREFIX = ":::MLLOG"
 USAGE = "training"
 DEFAULT_RULESET = "4.0.0"  # the last training round that had unet3d and resnet (both retired after it)
 
@@ -57,46 +58,32 @@ class Export:
     """The score mlperf_logging's result summarizer computes for the exported folder."""
 
 
-def summarizer_drop_per_end(benchmark: str) -> int:
-    """What mlperf_logging's result summarizer drops at each end: it hard-codes 4 for unet3d and 1
-    for every other benchmark, whatever the workload declares."""
-    return 4 if benchmark == "unet3d" else 1
-
-
-def mllog_lines(text: str) -> list[str]:
-    """The ``:::MLLOG`` lines of a run's output, from the prefix on (rank or time prefixes dropped)."""
-    lines = []
-    for line in text.splitlines():
-        at = line.find(MLLOG_PREFIX)
-        if at >= 0:
-            lines.append(line[at:].rstrip())
-    return lines
-
-
 def export_run(
-    view: RunView,
+    run: StoredRun,
     root: Path,
     *,
+    official_drop_per_end: int,
     system_name: str | None = None,
     submitter: str = "mltrain",
     ruleset: str | None = None,
     system: dict | None = None,
 ) -> Export:
     """Write the run's finished seeds and its system description under ``root`` (``system``: the
-    capture to describe, default the one in the run's manifest)."""
-    manifest = view.manifest
-    benchmark = str(manifest.get("benchmark") or "")
+    capture to describe, default the one in the run's manifest; ``official_drop_per_end``: what
+    the benchmark's MLPerf rules drop at each end, from its workload.yaml)."""
+    manifest = run.manifest
+    benchmark = manifest.benchmark or ""
     if not benchmark:
-        raise UsageError(f"run {view.run_id} names no MLPerf benchmark in its manifest")
+        raise UsageError(f"run {run.run_id} names no MLPerf benchmark in its manifest")
     ruleset = ruleset or DEFAULT_RULESET
-    system = system or manifest.get("system") or {}
+    system = system or manifest.system
     name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)
     benchmark_dir = root / "results" / name / benchmark
     existing = sorted(benchmark_dir.glob("result_*.txt")) if benchmark_dir.is_dir() else []
     if existing:
         raise UsageError(f"{benchmark_dir} already holds {len(existing)} result files: export into an empty folder")
-    warnings = list(_rule_warnings(manifest, benchmark))
-    division = "closed" if manifest.get("profile") == "mlperf" else "open"
+    warnings = list(_rule_warnings(manifest, official_drop_per_end))
+    division = "closed" if manifest.profile == "mlperf" else "open"
     description = system_desc.system_description(system, submitter=submitter, system_name=name, division=division)
     system_file = root / "systems" / f"{name}.json"
     system_desc.write_system_description(system_file, description)
@@ -106,16 +93,17 @@ def export_run(
     if not system:
         warnings.append("the run's manifest holds no system capture: the description says 'unknown'")
     files: list[tuple[int, Path]] = []
-    for index, seed in enumerate(s for s in view.seeds if s.output_path.is_file()):
-        lines = mllog_lines(seed.output_path.read_text(errors="replace"))
+    outputs = [(seed, run.paths.seed(seed).output) for seed in run.finished_records()]
+    for index, (seed, output) in enumerate((s, o) for s, o in outputs if o.is_file()):
+        lines = mllog_lines(output.read_text(errors="replace"))
         if not lines:
-            warnings.append(f"seed {seed.seed}: no MLLOG lines in {seed.output_path}; not exported")
+            warnings.append(f"seed {seed}: no MLLOG lines in {output}; not exported")
             continue
         path = benchmark_dir / f"result_{index}.txt"
         atomic.write_text(path, "\n".join(lines) + "\n")
-        files.append((seed.seed, path))
+        files.append((seed, path))
     if not files:
-        raise UsageError(f"run {view.run_id} has no finished seed with MLLOG output to export")
+        raise UsageError(f"run {run.run_id} has no finished seed with MLLOG output to export")
     accepted, score = _summarize(benchmark_dir, name, benchmark, ruleset)
     written = []
     for seed_number, path in files:
@@ -133,12 +121,11 @@ def export_run(
                   results=tuple(written), warnings=tuple(warnings), summarizer_minutes=score)
 
 
-def _rule_warnings(manifest: dict, benchmark: str) -> Iterator[str]:
-    drop = (manifest.get("rule") or {}).get("drop_per_end")
-    official = summarizer_drop_per_end(benchmark)
-    if drop is not None and drop != official:
-        yield (f"this run is scored dropping {drop} per end ({manifest.get('profile')} profile); the MLPerf"
-               f" summarizer drops {official} for {benchmark}, so its score differs")
+def _rule_warnings(manifest: Manifest, official_drop_per_end: int) -> Iterator[str]:
+    drop = manifest.rule.drop_per_end
+    if drop != official_drop_per_end:
+        yield (f"this run is scored dropping {drop} per end ({manifest.profile} profile); the MLPerf"
+               f" summarizer drops {official_drop_per_end} for {manifest.benchmark}, so its score differs")
 
 
 def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
@@ -150,11 +137,6 @@ def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
         valid, _, _, _ = mlp_compliance.main(str(path), f"{USAGE}_{ruleset}/common.yaml", checker)
     messages = [*checker.overwritable.values(), *checker.not_overwritable]
     return bool(valid), tuple(" ".join(str(m).split())[:300] for m in messages[:5])
-
-
-def summarizer_score(export: Export) -> float | None:
-    """The strong-scaling score (minutes) `mlperf_logging.result_summarizer` computed for the folder."""
-    return export.summarizer_minutes
 
 
 def _summarize(folder: Path, system: str, benchmark: str, ruleset: str) -> tuple[set[str], float | None]:

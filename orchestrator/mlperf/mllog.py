@@ -1,9 +1,11 @@
 """Read ``:::MLLOG`` lines into a `RunRecord`.
 
-Lines are split out with `mlperf_logging`'s own parser (it strips prefixes such as ``0: `` and
-skips non-MLLOG output); a line that does not parse (a truncated last line, say) is collected
-as an error, not fatal. Epoch numbers may be logged as epochs or as samples (NVIDIA's logs):
-both become epochs here.
+The one module that reads ``:::MLLOG`` text: whole logs (`parse_lines`, `parse_file`), single
+lines as they stream in (`parse_line`), and the bare MLLOG lines of an output for MLCommons'
+tools (`mllog_lines`). Whole logs are split out with `mlperf_logging`'s own parser (it strips
+prefixes such as ``0: `` and skips non-MLLOG output); a line that does not parse (a truncated last
+line, say) is collected as an error, not fatal. Keys are `mlperf_logging.mllog.constants`.
+Epoch numbers may be logged as epochs or as samples (NVIDIA's logs): both become epochs here.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_dedup
+from mlperf_logging.mllog import constants as C
 
 from orchestrator.errors import LogError
-from orchestrator.results.records import EvalPoint, RunRecord, RunStatus
-from orchestrator.runners.base import Exit
+from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
 
+MLLOG_PREFIX = ":::MLLOG"
+SAMPLES_PER_EPOCH = "samples_per_epoch"
+"""Not an mllog constant: some implementations log it when an epoch differs from train_samples."""
 EpochUnit = Literal["auto", "epochs", "samples"]
 DIVERGENCE_ACCURACY = 1e-6
 _METADATA_KEYS = ("submission_", "opt_", "lars_", "sgd_", "model_", "oversampling", "training_input_shape",
                   "validation_input_shape", "validation_overlap", "gradient_accumulation_steps",
-                  "train_samples", "eval_samples", "number_of_nodes", "accelerators_per_node")
+                  C.TRAIN_SAMPLES, C.EVAL_SAMPLES, "number_of_nodes", "accelerators_per_node")
 
 
 @dataclass(frozen=True)
@@ -48,22 +53,43 @@ class ParsedLog:
         return [e for e in self.events if e.key == key]
 
 
+def parse_line(line: str) -> Event:
+    """One ``:::MLLOG {json}`` line (anything before the prefix is ignored) as an event; ValueError,
+    KeyError or TypeError when it is not one."""
+    at = line.find(MLLOG_PREFIX)
+    if at < 0:
+        raise ValueError("not an MLLOG line")
+    raw = json.loads(line[at + len(MLLOG_PREFIX):])
+    return Event(key=str(raw["key"]), value=raw.get("value"), metadata=dict(raw.get("metadata") or {}),
+                 time_ms=float(raw["time_ms"]))
+
+
+def try_parse_line(line: str) -> Event | None:
+    """`parse_line`, or None for anything that is not a whole MLLOG event (progress display)."""
+    try:
+        return parse_line(line)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def mllog_lines(text: str) -> list[str]:
+    """The ``:::MLLOG`` lines of a run's output, from the prefix on (rank or time prefixes dropped)."""
+    lines = []
+    for line in text.splitlines():
+        at = line.find(MLLOG_PREFIX)
+        if at >= 0:
+            lines.append(line[at:].rstrip())
+    return lines
+
+
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
     events: list[Event] = []
     errors: list[str] = []
     for line in strip_and_dedup(lines):
         text = line.strip()
         try:
-            raw = json.loads(text[len(":::MLLOG ") :])
-            events.append(
-                Event(
-                    key=str(raw["key"]),
-                    value=raw.get("value"),
-                    metadata=dict(raw.get("metadata") or {}),
-                    time_ms=float(raw["time_ms"]),
-                )
-            )
-        except (ValueError, KeyError, TypeError) as exc:
+            events.append(parse_line(text))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             errors.append(f"{text[:80]!r}: {type(exc).__name__}")
     return ParsedLog(tuple(events), tuple(errors))
 
@@ -77,7 +103,7 @@ def parse_file(path: Path) -> ParsedLog:
 
 
 def _samples_per_epoch(log: ParsedLog) -> int | None:
-    for key in ("samples_per_epoch", "train_samples"):
+    for key in (SAMPLES_PER_EPOCH, C.TRAIN_SAMPLES):
         event = log.first(key)
         if event is not None and isinstance(event.value, int | float) and event.value > 0:
             return int(event.value)
@@ -92,10 +118,10 @@ def _epochs_are_samples(log: ParsedLog, samples_per_epoch: int | None) -> bool:
     block_samples: float | None = None
     verdict = False
     for event in log.events:
-        if event.key == "block_start" and "samples_count" in event.metadata and "epoch_count" not in event.metadata:
-            block_samples = float(event.metadata["samples_count"])
-        elif event.key == "eval_accuracy" and "epoch_num" in event.metadata and block_samples is not None:
-            epoch_num = float(event.metadata["epoch_num"])
+        if event.key == C.BLOCK_START and C.SAMPLES_COUNT in event.metadata and C.EPOCH_COUNT not in event.metadata:
+            block_samples = float(event.metadata[C.SAMPLES_COUNT])
+        elif event.key == C.EVAL_ACCURACY and C.EPOCH_NUM in event.metadata and block_samples is not None:
+            epoch_num = float(event.metadata[C.EPOCH_NUM])
             if block_samples >= samples_per_epoch:
                 verdict = epoch_num >= block_samples
             elif block_samples == 0:
@@ -105,11 +131,11 @@ def _epochs_are_samples(log: ParsedLog, samples_per_epoch: int | None) -> bool:
 
 def _eval_epoch(event: Event, samples_per_epoch: int | None, in_samples: bool) -> float | None:
     meta = event.metadata
-    if "epoch_num" in meta:
-        value = float(meta["epoch_num"])
+    if C.EPOCH_NUM in meta:
+        value = float(meta[C.EPOCH_NUM])
         return value / samples_per_epoch if in_samples and samples_per_epoch else value
-    if "samples_count" in meta and samples_per_epoch:
-        return float(meta["samples_count"]) / samples_per_epoch
+    if C.SAMPLES_COUNT in meta and samples_per_epoch:
+        return float(meta[C.SAMPLES_COUNT]) / samples_per_epoch
     return None
 
 
@@ -117,15 +143,15 @@ def build_record(
     log: ParsedLog,
     *,
     target: float,
-    metric: str = "eval_accuracy",
+    metric: str = C.EVAL_ACCURACY,
     exit: Exit | None = None,
     ended: RunStatus | None = None,
     epoch_unit: EpochUnit = "auto",
 ) -> RunRecord:
     """Derive one run's record. ``exit`` is how the process ended when we ran it; ``ended``
     overrides the status when the orchestrator itself stopped the run (timeout, Ctrl-C)."""
-    start = log.first("run_start")
-    stop = log.first("run_stop")
+    start = log.first(C.RUN_START)
+    stop = log.first(C.RUN_STOP)
     spe = _samples_per_epoch(log)
     in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and _epochs_are_samples(log, spe))
     evals: list[EvalPoint] = []
@@ -142,12 +168,12 @@ def build_record(
         evals.append(point)
         if epochs_to_target is None and point.accuracy >= target and (stop is None or event.time_ms <= stop.time_ms):
             epochs_to_target = epoch
-    epochs_seen = [float(e.metadata["epoch_num"]) / (spe if in_samples and spe else 1)
-                   for e in log.events if e.key in ("epoch_stop", "epoch_start") and "epoch_num" in e.metadata]
+    epochs_seen = [float(e.metadata[C.EPOCH_NUM]) / (spe if in_samples and spe else 1)
+                   for e in log.events if e.key in (C.EPOCH_STOP, C.EPOCH_START) and C.EPOCH_NUM in e.metadata]
     epochs_run = max([*epochs_seen, *(p.epoch for p in evals if p.epoch == p.epoch)], default=None)
-    seed_event = log.first("seed")
-    bench = log.first("submission_benchmark")
-    gbs = log.first("global_batch_size")
+    seed_event = log.first(C.SEED)
+    bench = log.first(C.SUBMISSION_BENCHMARK)
+    gbs = log.first(C.GLOBAL_BATCH_SIZE)
     status, reason = _classify(log, start, stop, target, metric, evals, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
@@ -204,10 +230,10 @@ def _classify(
         return RunStatus.CRASHED, "log has no run_stop (the run ended before it finished)"
     if stop.time_ms < start.time_ms:
         return RunStatus.CRASHED, "run_stop is logged before run_start"
-    status = str(stop.metadata.get("status", "")).lower()
-    if status == "success" and epochs_to_target is not None:
+    status = str(stop.metadata.get(C.STATUS, "")).lower()
+    if status == C.SUCCESS and epochs_to_target is not None:
         return RunStatus.CONVERGED, f"{metric} reached {target:g} at epoch {epochs_to_target:g}"
-    if status == "success":
+    if status == C.SUCCESS:
         return RunStatus.NOT_CONVERGED, f"run_stop says success but no {metric} reached {target:g}"
     if evals and evals[-1].accuracy < DIVERGENCE_ACCURACY:
         return RunStatus.DIVERGED, f"{metric} collapsed to {evals[-1].accuracy:g} at epoch {evals[-1].epoch:g}"
@@ -218,8 +244,8 @@ def _classify(
 
 def require_scorable(log: ParsedLog, source: str) -> None:
     """Fail with one line when a log cannot be scored at all (for logs made elsewhere)."""
-    start = log.first("run_start")
-    stop = log.first("run_stop")
+    start = log.first(C.RUN_START)
+    stop = log.first(C.RUN_STOP)
     if not log.events:
         raise LogError(f"{source}: no :::MLLOG lines")
     if start is None:

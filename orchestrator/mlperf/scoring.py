@@ -1,7 +1,9 @@
 """Scoring a set of runs, as ``../shared/spec/scoring.md`` states the rules.
 
 Pure functions: records in, numbers out. Milliseconds internally; the MLPerf summarizer reports
-minutes, which `minutes` converts to at the edge.
+minutes, which `minutes` converts to at the edge. The olympic rule is written once
+(`olympic_kept`) and used for the score, for which seeds count, and (vectorised) for bootstrap
+resamples in `orchestrator.insight.compare`.
 """
 
 from __future__ import annotations
@@ -9,84 +11,50 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
+import numpy as np
 from scipy import stats
 
-from orchestrator.results.records import RunRecord
+from orchestrator.results.records import RunRecord, Score, ScoringRule, SeedScore, Spread
 
 
-@dataclass(frozen=True, kw_only=True)
-class ScoringRule:
-    """How a set of runs becomes one number."""
-
-    drop_per_end: int
-    """Olympic scoring: runs dropped at the fast end; at the slow end, this less the non-converged."""
-    max_non_converged: int
-    """More non-converged runs than this make the result invalid."""
-    runs_required: int | None = None
-    """A valid result needs exactly this many runs; None: any number."""
-
-    def __post_init__(self) -> None:
-        if self.drop_per_end < 0 or self.max_non_converged < 0:
-            raise ValueError("drop_per_end and max_non_converged must be >= 0")
-        if self.max_non_converged > self.drop_per_end:
-            raise ValueError("max_non_converged cannot exceed drop_per_end")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Spread:
-    """Descriptive statistics of one quantity over runs."""
-
-    n: int
-    mean: float | None
-    std: float | None
-    cv: float | None
-    minimum: float | None
-    maximum: float | None
-    ci95_low: float | None
-    ci95_high: float | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Score:
-    valid: bool
-    reason: str
-    """Why the result is invalid ('' when valid)."""
-    score_ms: float | None
-    """Olympic mean of time-to-train."""
-    runs: int
-    converged: int
-    non_converged: int
-    unfinished: int
-    counted_seeds: tuple[int, ...]
-    dropped_fast_seeds: tuple[int, ...]
-    dropped_slow_seeds: tuple[int, ...]
-    time_to_train_ms: Spread
-    """Over every converged run."""
-    epochs_to_target: Spread
-    ms_per_epoch: Spread
-    rule: ScoringRule
-    per_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+def olympic_kept(converged: int, non_converged: int, drop_per_end: int) -> slice | None:
+    """MLPerf's olympic rule (`result_summarizer._compute_olympic_average`): of the converged
+    runs sorted fastest first, drop ``drop_per_end`` fastest and ``drop_per_end - non_converged``
+    slowest (a non-converged run counts as a dropped slow one). The slice of the sorted runs that
+    is averaged; None when too many runs did not converge or nothing is left."""
+    if non_converged > drop_per_end:
+        return None
+    kept = slice(drop_per_end, converged - (drop_per_end - non_converged))
+    return kept if kept.stop > kept.start else None
 
 
 def olympic_mean(converged_ms: Sequence[float], non_converged: int, drop_per_end: int) -> float | None:
-    """MLPerf's olympic average: drop ``drop_per_end`` fastest and ``drop_per_end - non_converged``
-    slowest converged runs (a non-converged run counts as a dropped slow one), mean of the rest.
-    None when too many runs did not converge or nothing is left."""
-    kept = olympic_kept(sorted(converged_ms), non_converged, drop_per_end)
-    return sum(kept) / len(kept) if kept else None
+    """The olympic average of the converged runs' times; None where `olympic_kept` keeps nothing."""
+    kept = olympic_kept(len(converged_ms), non_converged, drop_per_end)
+    if kept is None:
+        return None
+    counted = sorted(converged_ms)[kept]
+    return sum(counted) / len(counted)
 
 
-def olympic_kept(sorted_ms: Sequence[float], non_converged: int, drop_per_end: int) -> list[float]:
-    if non_converged > drop_per_end:
-        return []
-    slow_drop = drop_per_end - non_converged
-    return list(sorted_ms[drop_per_end : len(sorted_ms) - slow_drop])
+def olympic_mean_along(times_ms: np.ndarray, non_converged: int, drop_per_end: int, axis: int = -1) -> np.ndarray:
+    """`olympic_mean` along ``axis`` of an array of resamples (NaN where it is undefined)."""
+    ordered = np.sort(np.moveaxis(times_ms, axis, -1), axis=-1)
+    kept = olympic_kept(ordered.shape[-1], non_converged, drop_per_end)
+    if kept is None:
+        return np.full(ordered.shape[:-1], np.nan)
+    return ordered[..., kept].mean(axis=-1)
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean; None for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = statistics.fmean(values)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    return mean - half, mean + half
 
 
 def spread(values: Sequence[float]) -> Spread:
@@ -97,11 +65,7 @@ def spread(values: Sequence[float]) -> Spread:
         return Spread(n=0, mean=None, std=None, cv=None, minimum=None, maximum=None, ci95_low=None, ci95_high=None)
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else None
-    if std is not None and n > 1:
-        half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
-        low, high = mean - half, mean + half
-    else:
-        low = high = None
+    interval = t_interval(values)
     return Spread(
         n=n,
         mean=mean,
@@ -109,8 +73,8 @@ def spread(values: Sequence[float]) -> Spread:
         cv=(std / mean) if std is not None and mean else None,
         minimum=min(values),
         maximum=max(values),
-        ci95_low=low,
-        ci95_high=high,
+        ci95_low=interval[0] if interval else None,
+        ci95_high=interval[1] if interval else None,
     )
 
 
@@ -119,13 +83,14 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
     converged = {seed: r for seed, r in records.items() if r.converged and r.time_to_train_ms is not None}
     non_converged = len(records) - len(converged)
     ordered = sorted(converged, key=lambda s: (converged[s].time_to_train_ms, s))
+    ttt = [float(converged[s].time_to_train_ms or 0) for s in ordered]
+    kept = olympic_kept(len(ordered), non_converged, rule.drop_per_end)
+    counted = ordered[kept] if kept is not None else []
     slow_drop = max(rule.drop_per_end - non_converged, 0)
     fast = ordered[: rule.drop_per_end]
-    slow = ordered[len(ordered) - slow_drop :] if slow_drop else []
-    counted = [s for s in ordered if s not in fast and s not in slow]
-    total_runs = len(records) + len(unfinished)
-    ttt = [float(converged[s].time_to_train_ms or 0) for s in ordered]
+    slow = ordered[len(ordered) - slow_drop:] if slow_drop else []
     score = olympic_mean(ttt, non_converged, rule.drop_per_end)
+    total_runs = len(records) + len(unfinished)
 
     problems: list[str] = []
     if unfinished:
@@ -139,12 +104,7 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
         problems.append(f"the rules need {rule.runs_required} runs, this set has {total_runs}")
     if score is None and not problems:
         problems.append(f"no run is left after dropping {rule.drop_per_end} at each end")
-    epochs = [converged[s].epochs_to_target for s in ordered if converged[s].epochs_to_target]
-    per_epoch = [
-        float(converged[s].time_to_train_ms or 0) / float(converged[s].epochs_to_target or 1)
-        for s in ordered
-        if converged[s].epochs_to_target
-    ]
+    with_epochs = [s for s in ordered if converged[s].epochs_to_target]
     return Score(
         valid=not problems,
         reason="; ".join(problems),
@@ -157,17 +117,17 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
         dropped_fast_seeds=tuple(fast),
         dropped_slow_seeds=tuple(slow),
         time_to_train_ms=spread(ttt),
-        epochs_to_target=spread([float(e) for e in epochs if e is not None]),
-        ms_per_epoch=spread(per_epoch),
+        epochs_to_target=spread([float(converged[s].epochs_to_target or 0) for s in with_epochs]),
+        ms_per_epoch=spread([
+            float(converged[s].time_to_train_ms or 0) / float(converged[s].epochs_to_target or 1)
+            for s in with_epochs
+        ]),
         rule=rule,
         per_seed={
-            seed: {
-                "status": r.status.value,
-                "reason": r.reason,
-                "time_to_train_ms": r.time_to_train_ms,
-                "epochs_to_target": r.epochs_to_target,
-                "counted": seed in counted,
-            }
+            seed: SeedScore(
+                status=r.status, reason=r.reason, time_to_train_ms=r.time_to_train_ms,
+                epochs_to_target=r.epochs_to_target, counted=seed in counted,
+            )
             for seed, r in sorted(records.items())
         },
     )

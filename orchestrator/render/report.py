@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -19,9 +19,10 @@ from matplotlib.figure import Figure
 
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
-from orchestrator.insight.compare import number_text, seeds_needed_text
 from orchestrator.insight.resource_errors import classify
 from orchestrator.insight.runs import RunView, SeedView, to_setups
+from orchestrator.render import text
+from orchestrator.render.comparison import verdict
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STYLE = """
@@ -62,7 +63,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         f" baseline: {esc(result.baseline)}</p>",
         "<h2>Comparison</h2>",
         comparison_table(result),
-        "<ul>" + "".join(f"<li>{esc(comparing.verdict(r, result.baseline))}</li>" for r in result.rows
+        "<ul>" + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
                          if r.name != result.baseline) + "</ul>",
         "<h2>Plots</h2>",
         *(plot_html(plot) for plot in plots),
@@ -90,12 +91,12 @@ def comparison_table(result: comparing.Comparison) -> str:
         speedup = row.speedup
         rows.append([
             esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
-            _seconds(row.olympic_ms.value), _range(row.olympic_ms, _seconds),
-            "baseline" if speedup is None else number_text(speedup.value, "x"),
-            "" if speedup is None else _range(speedup, number_text),
-            _p(row.ttt_test), seeds_needed_text(row.ttt_test),
-            number_text(row.epochs_to_target.mean.value), number_text(row.seconds_per_epoch.mean.value),
-            "-" if row.energy_j is None else f"{row.energy_j / 1000:.4g} kJ",
+            text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration),
+            "baseline" if speedup is None else text.number(speedup.value, "x"),
+            "" if speedup is None else _range(speedup, text.number),
+            text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
+            text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
+            text.energy(row.energy_j),
         ])
     return _table(head, rows)
 
@@ -111,16 +112,16 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     record, telemetry = seed.record, seed.telemetry
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
     cells = [esc(view.setup_name), esc(view.run_id), str(seed.seed), esc(record.status.value),
-             _seconds(record.time_to_train_ms), number_text(record.epochs_to_target)]
+             text.duration(record.time_to_train_ms), text.number(record.epochs_to_target)]
     if telemetry is None:
         cells += ["-"] * 5
     else:
         energy = telemetry.energy
         throttling = ", ".join(f"{k} {v:.0%}" for k, v in telemetry.throttling.items()) or "none"
         cells += [
-            "-" if energy.joules is None else f"{energy.joules / 1000:.4g} kJ",
+            text.energy(energy.joules),
             "-" if energy.mean_power_w is None else f"{energy.mean_power_w:.4g} W",
-            number_text(telemetry.gpu_util_mean_pct, "%"),
+            text.number(telemetry.gpu_util_mean_pct, "%"),
             esc(throttling),
             esc(telemetry.bottleneck),
         ]
@@ -132,11 +133,11 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
 def system_html(view: RunView) -> str:
     manifest = view.manifest
     heading = f"<h3>{esc(view.setup_name)} ({esc(view.run_id)})</h3>"
-    runner = f"runner: {manifest.get('runner', 'unknown')}"
-    provenance = manifest.get("runner_provenance")
+    runner = f"runner: {manifest.runner}"
+    provenance = manifest.runner_provenance
     if provenance:
         runner += "\n" + "\n".join(f"  {key}: {value}" for key, value in sorted(provenance.items()))
-    system = manifest.get("system")
+    system = manifest.system
     if not system:
         return heading + f"<pre>{esc(runner)}</pre>" + '<p class="note">this run holds no system capture</p>'
     return heading + "<pre>" + esc("\n".join([*sysinfo.describe_lines(system), runner])) + "</pre>"
@@ -148,22 +149,8 @@ def _table(head: Sequence[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _seconds(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.4g} s"
-
-
-def _range(interval: comparing.Interval, fmt: Callable[[float | None], str]) -> str:
-    if interval.low is None and interval.high is None:
-        return "-"
-    low = fmt(interval.low) if interval.low is not None else "?"
-    high = fmt(interval.high) if interval.high is not None else "?"
-    return f"{low} - {high}"
-
-
-def _p(test: comparing.Test | None) -> str:
-    if test is None:
-        return "-"
-    return "n/a" if test.p_value is None else f"{test.p_value:.2g}" + (" (real)" if test.significant else "")
+def _range(interval: comparing.Interval, fmt: text.Format) -> str:
+    return text.interval(interval, fmt).strip(" []") or "-"
 
 
 # ---------------------------------------------------------------- plots

@@ -1,4 +1,5 @@
-"""Tables and lines that show runs and scores to a person (rich renderables, no I/O)."""
+"""Tables and lines that show runs and scores to a person (rich renderables; `show_score` is the
+one function here that writes, through the `Output` it is given)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
-from orchestrator.mlperf.scoring import Score
 from orchestrator.output import Output
+from orchestrator.render.text import seconds
+from orchestrator.results.records import RunStatus, Score, Summary
 from orchestrator.session.seed import SeedProgress
 
 PROFILE_CAVEAT = {
@@ -15,10 +17,6 @@ PROFILE_CAVEAT = {
     "qualify": "qualify profile: not an MLPerf result",
     "smoke": "smoke profile: synthetic data and a scaled-down model, comparable with nothing",
 }
-
-
-def seconds(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.1f}"
 
 
 def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
@@ -35,37 +33,54 @@ def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
     return table
 
 
+def runs_table(rows: list[dict[str, Any]]) -> Table:
+    """`mltrain list`: one line per run from the index."""
+    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    table.add_column("run id", no_wrap=True, overflow="fold")
+    for column in ("workload", "profile", "label", "runner", "seeds", "converged", "score s", "valid", "state"):
+        table.add_column(column)
+    for r in rows:
+        valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
+        table.add_row(
+            r["run_id"], r["workload"] or "", r["profile"] or "", r["label"] or "", r["runner"] or "",
+            str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]), seconds(r["score_ms"]), valid,
+            r["state"] or "",
+        )
+    return table
+
+
 def seeds_table(score: Score) -> Table:
     table = Table(title="Runs", title_justify="left")
     for column in ("seed", "status", "time-to-train s", "epochs", "counted", "why not"):
         table.add_column(column, justify="right" if column in ("seed", "time-to-train s", "epochs") else "left")
     for seed, row in score.per_seed.items():
-        counted = "yes" if row["counted"] else ("dropped" if row["status"] == "converged" else "no")
-        epochs = row["epochs_to_target"]
+        converged = row.status is RunStatus.CONVERGED
+        counted = "yes" if row.counted else ("dropped" if converged else "no")
+        epochs = row.epochs_to_target
         table.add_row(
-            str(seed), row["status"], seconds(row["time_to_train_ms"]), "-" if epochs is None else f"{epochs:g}",
-            counted, "" if row["status"] == "converged" else row["reason"],
+            str(seed), row.status.value, seconds(row.time_to_train_ms), "-" if epochs is None else f"{epochs:g}",
+            counted, "" if converged else row.reason,
         )
     return table
 
 
-def show_score(out: Output, summary: dict[str, Any], score: Score, *, as_json: bool) -> None:
+def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool) -> None:
     """A scored run as commands print it: the summary as JSON, or the per-seed table and score lines."""
     if as_json:
-        out.json(summary)
+        out.json(summary.to_json() if summary else score.to_json())
         return
     out.table(seeds_table(score))
     out.lines(score_lines(summary, score))
 
 
-def score_lines(summary: dict[str, Any], score: Score) -> list[str]:
-    profile = summary["profile"]
+def score_lines(summary: Summary | None, score: Score) -> list[str]:
     ttt = score.time_to_train_ms
-    lines = [
-        f"{summary['workload']} ({PROFILE_CAVEAT.get(profile, profile)}), run {summary['run_id']}",
-        f"runs {score.runs}, converged {score.converged}, non-converged {score.non_converged}"
-        + (f", unfinished {score.unfinished}" if score.unfinished else ""),
-    ]
+    lines = []
+    if summary is not None:
+        caveat = PROFILE_CAVEAT.get(summary.profile, summary.profile)
+        lines.append(f"{summary.workload} ({caveat}), run {summary.run_id}")
+    lines.append(f"runs {score.runs}, converged {score.converged}, non-converged {score.non_converged}"
+                 + (f", unfinished {score.unfinished}" if score.unfinished else ""))
     if score.score_ms is not None:
         kept = len(score.counted_seeds)
         lines.append(
@@ -78,11 +93,11 @@ def score_lines(summary: dict[str, Any], score: Score) -> list[str]:
             f"converged runs: mean {seconds(ttt.mean)} s, std {seconds(ttt.std)} s, {cv}, {ci},"
             f" min {seconds(ttt.minimum)} s, max {seconds(ttt.maximum)} s"
         )
-    mlcommons = summary.get("mlcommons")
-    if mlcommons:
-        theirs = mlcommons.get("summarizer_score_min")
-        verdict = "agrees" if mlcommons.get("agrees") else "DISAGREES"
+    mlcommons = summary.mlcommons if summary is not None else None
+    if mlcommons is not None:
+        theirs = mlcommons.summarizer_score_min
+        verdict = "agrees" if mlcommons.agrees else "DISAGREES"
         shown = "no score" if theirs is None else f"{theirs:.4f} min"
-        lines.append(f"mlperf_logging result_summarizer on {mlcommons['folder']}: {shown} ({verdict})")
+        lines.append(f"mlperf_logging result_summarizer on {mlcommons.folder}: {shown} ({verdict})")
     lines.append("result: VALID" if score.valid else f"result: INVALID: {score.reason}")
     return lines

@@ -1,10 +1,32 @@
-"""What one run is, once its MLLOG lines have been read: the record every other part uses."""
+"""The typed records mltrain keeps: what one run of a seed was (`RunRecord`), how a set of runs
+scored (`Score`), and the three files of a run folder (`Manifest`, `Summary`, `SeedState`).
+
+Every stored file is validated when it is read (`orchestrator.results.store`), so a damaged or
+foreign file is one error naming the file and the field, never a `KeyError` deep inside.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Record(BaseModel):
+    """Frozen, strict about unknown fields, and JSON in and out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Any) -> Any:
+        return cls.model_validate(data)
+
+
+# ---- one run of a seed ---------------------------------------------------------------------
 
 
 class RunStatus(str, Enum):
@@ -25,8 +47,21 @@ class RunStatus(str, Enum):
         return self is RunStatus.CONVERGED
 
 
-@dataclass(frozen=True)
-class EvalPoint:
+INFRASTRUCTURE_FAULTS = frozenset({RunStatus.CRASHED, RunStatus.KILLED, RunStatus.OOM, RunStatus.TIMED_OUT})
+"""Runs that failed for the machine's sake rather than the model's."""
+
+
+class Exit(Record):
+    """How a seed's process ended, as its runner saw it."""
+
+    code: int | None
+    """Exit status; negative for a signal (local), None when unknown."""
+    oom_killed: bool = False
+    """The kernel or the engine killed it for memory."""
+    detail: str = ""
+
+
+class EvalPoint(Record):
     epoch: float
     """Epoch number as the log states it (samples-based logs are converted to epochs)."""
     accuracy: float
@@ -34,8 +69,7 @@ class EvalPoint:
     """Milliseconds since run_start."""
 
 
-@dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Record):
     """One run, derived from its MLLOG lines (and the process exit, when we ran it)."""
 
     status: RunStatus
@@ -56,21 +90,172 @@ class RunRecord:
     target: float | None = None
     best_accuracy: float | None = None
     evals: tuple[EvalPoint, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
     """submission_* and hyperparameter keys as logged."""
 
     @property
     def converged(self) -> bool:
         return self.status.converged
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        return data
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        values = dict(data)
-        values["status"] = RunStatus(values["status"])
-        values["evals"] = tuple(EvalPoint(**e) for e in values.get("evals", ()))
-        return cls(**values)
+# ---- scoring -------------------------------------------------------------------------------
+
+
+class ScoringRule(Record):
+    """How a set of runs becomes one number."""
+
+    drop_per_end: int = Field(ge=0)
+    """Olympic scoring: runs dropped at the fast end; at the slow end, this less the non-converged."""
+    max_non_converged: int = Field(ge=0)
+    """More non-converged runs than this make the result invalid."""
+    runs_required: int | None = Field(default=None, ge=1)
+    """A valid result needs exactly this many runs; None: any number."""
+
+    @model_validator(mode="after")
+    def _non_converged_fits_drops(self) -> ScoringRule:
+        if self.max_non_converged > self.drop_per_end:
+            raise ValueError("max_non_converged cannot exceed drop_per_end")
+        return self
+
+
+class Spread(Record):
+    """Descriptive statistics of one quantity over runs."""
+
+    n: int = Field(ge=0)
+    mean: float | None
+    std: float | None
+    cv: float | None
+    minimum: float | None
+    maximum: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+
+
+class SeedScore(Record):
+    """One seed's line in a score."""
+
+    status: RunStatus
+    reason: str
+    time_to_train_ms: int | None
+    epochs_to_target: float | None
+    counted: bool
+
+
+class Score(Record):
+    valid: bool
+    reason: str
+    """Why the result is invalid ('' when valid)."""
+    score_ms: float | None
+    """Olympic mean of time-to-train."""
+    runs: int = Field(ge=0)
+    converged: int = Field(ge=0)
+    non_converged: int = Field(ge=0)
+    unfinished: int = Field(ge=0)
+    counted_seeds: tuple[int, ...]
+    dropped_fast_seeds: tuple[int, ...]
+    dropped_slow_seeds: tuple[int, ...]
+    time_to_train_ms: Spread
+    """Over every converged run."""
+    epochs_to_target: Spread
+    ms_per_epoch: Spread
+    rule: ScoringRule
+    per_seed: dict[int, SeedScore] = Field(default_factory=dict)
+
+
+# ---- the files of a run folder -------------------------------------------------------------
+
+ProfileName = Literal["qualify", "mlperf", "smoke"]
+RunState = Literal["running", "finished", "incomplete", "interrupted"]
+
+
+class SeedStateName(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+
+
+class SeedState(Record):
+    """``seeds/<seed>/state.json``: where one seed is in its life."""
+
+    seed: int = Field(ge=0)
+    state: SeedStateName
+    status: RunStatus | None = None
+    """How the run ended (finished seeds)."""
+    started_at: str | None = None
+    ended_at: str | None = None
+    source: str | None = None
+    """The file an imported seed came from."""
+
+    @property
+    def finished(self) -> bool:
+        return self.state is SeedStateName.FINISHED
+
+
+class Manifest(Record):
+    """``manifest.json``: what was run, where, how, and with what (fixed before the first seed)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")  # later versions may add fields
+
+    run_id: str = Field(min_length=1)
+    workload: str = Field(min_length=1)
+    benchmark: str | None = None
+    """The MLPerf benchmark name (mlperf_logging's), when the workload implements one."""
+    profile: ProfileName
+    mlperf_result: bool = False
+    label: str | None = None
+    seeds: tuple[int, ...] = Field(min_length=1)
+    seeds_random: bool = False
+    runner: str
+    metric: str = "eval_accuracy"
+    target: float
+    rule: ScoringRule
+    timeout_minutes: float | None = Field(default=None, gt=0)
+    data_dir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = ""
+    command: tuple[str, ...] = ()
+    started_at: str
+    ended_at: str | None = None
+    state: RunState
+    versions: dict[str, str] = Field(default_factory=dict)
+    system: dict[str, Any] = Field(default_factory=dict)
+    """The host, GPUs, storage and engine as `orchestrator.insight.sysinfo.capture` saw them."""
+    runner_provenance: dict[str, Any] = Field(default_factory=dict)
+    imported_from: str | None = None
+
+    @model_validator(mode="after")
+    def _seeds_distinct(self) -> Manifest:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds repeat")
+        if any(s < 0 for s in self.seeds):
+            raise ValueError("seeds must be >= 0")
+        return self
+
+    @property
+    def setup_name(self) -> str:
+        """How comparisons name this run: its label, else its id."""
+        return self.label or self.run_id
+
+
+class MlcommonsCheck(Record):
+    """What MLCommons' own result summarizer said of the run's export."""
+
+    folder: str
+    ruleset: str
+    summarizer_score_min: float | None
+    agrees: bool
+    warnings: tuple[str, ...] = ()
+
+
+class Summary(Score):
+    """``summary.json``: the score, with what identifies the run."""
+
+    run_id: str
+    workload: str
+    benchmark: str | None = None
+    profile: ProfileName
+    mlperf_result: bool = False
+    label: str | None = None
+    target: float | None = None
+    mlcommons: MlcommonsCheck | None = None

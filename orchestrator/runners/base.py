@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
+from orchestrator.results.records import Exit
 
 
 @dataclass(frozen=True)
@@ -33,17 +34,6 @@ class SeedJob:
     DATADIR and RESULTS_DIR as the run will see them."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Identify the job on shared infrastructure (container labels, Slurm comment)."""
-
-
-@dataclass(frozen=True)
-class Exit:
-    """How a job's process ended, as the backend saw it."""
-
-    code: int | None
-    """Exit status; negative for a signal (local), None when unknown."""
-    oom_killed: bool = False
-    """The kernel or the engine killed it for memory."""
-    detail: str = ""
 
 
 class Job(ABC):

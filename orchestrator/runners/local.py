@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
+from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import Exit, Job, Runner, SeedJob
+from orchestrator.runners.base import Job, Runner, SeedJob
 
 _CHUNK = 65536
 

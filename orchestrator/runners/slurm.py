@@ -18,8 +18,9 @@ from typing import Any
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import RunnerError, UsageError
+from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import Exit, Job, Runner, SeedJob
+from orchestrator.runners.base import Job, Runner, SeedJob
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 60.0

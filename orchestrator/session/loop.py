@@ -1,136 +1,136 @@
-"""A benchmark run: a workload, a profile and a set of seeds, run one after another on a runner,
-kept in its results folder, and scored. Resumable: finished seeds are never run again."""
+"""A benchmark run from start to end, in the order it happens:
+
+    plan -> data -> runner -> manifest -> seeds -> score -> export
+
+`run_benchmark` is that sequence, top to bottom; each step is one function below it. The plan
+(`orchestrator.session.plan`) is decided before anything runs; one seed's life on a runner is
+`orchestrator.session.seed.run_seed`. Resumable: a resumed plan reopens its stored run, and
+finished seeds never run again.
+"""
 
 from __future__ import annotations
 
-import platform
 import shutil
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import metadata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator import __version__
-from orchestrator.config.profiles import Profile
-from orchestrator.config.workloads import Workload
-from orchestrator.insight import runs as setups
+from orchestrator.errors import Interrupted
 from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import export
-from orchestrator.mlperf.scoring import Score, ScoringRule, minutes, score_runs
-from orchestrator.results import store
+from orchestrator.mlperf.scoring import minutes, score_runs
 from orchestrator.results.paths import SeedPaths
-from orchestrator.results.records import RunStatus
+from orchestrator.results.records import (
+    INFRASTRUCTURE_FAULTS,
+    Manifest,
+    MlcommonsCheck,
+    Score,
+    SeedState,
+    SeedStateName,
+    Summary,
+)
+from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
 from orchestrator.runners.base import Runner, SeedJob
+from orchestrator.session import datasets
+from orchestrator.session.plan import BenchmarkPlan
 from orchestrator.session.seed import SeedProgress, run_seed
 
 
-@dataclass(frozen=True, kw_only=True)
-class BenchmarkPlan:
-    """Everything decided before the first seed runs."""
+@dataclass
+class Watch:
+    """How the caller follows a run: per-seed progress, a callback when it changes, status lines."""
 
-    workload: Workload
-    profile: Profile
-    seeds: tuple[int, ...]
-    seeds_random: bool
-    """Seeds were drawn from the OS (recorded in the manifest)."""
-    data_dir: Path
-    results_dir: Path
-    label: str | None = None
-    """Names the setup for comparisons (`mltrain compare --label`)."""
-
-    @property
-    def target(self) -> float:
-        return self.profile.target if self.profile.target is not None else self.workload.quality.target
-
-    @property
-    def rule(self) -> ScoringRule:
-        return ScoringRule(
-            drop_per_end=self.profile.drop_per_end,
-            max_non_converged=self.profile.max_non_converged,
-            runs_required=self.profile.runs,
-        )
-
-    def seed_env(self) -> dict[str, str]:
-        return {
-            **self.profile.env,
-            "MLTRAIN_PROFILE": self.profile.name,
-            self.workload.quality.env: repr(self.target),
-        }
+    status: Callable[[str], None] = lambda _: None
+    update: Callable[[], None] = lambda: None
+    seeds: dict[int, SeedProgress] = field(default_factory=dict)
 
 
-def software_versions() -> dict[str, str]:
-    versions = {"mltrain": __version__, "python": platform.python_version()}
-    for package in ("mlperf-logging", "torch", "docker", "numpy"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watch) -> tuple[StoredRun, Score]:
+    """Run every unfinished seed of the plan on ``runner`` and score the set."""
+    prepare_data(plan, watch.status)
+    provenance = runner.prepare(plan.workload)
+    run = plan.resumes or store.create(new_manifest(plan, runner.name, provenance))
+    if plan.resumes is not None and not run.unfinished_seeds():
+        watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
+    watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
+                 f" runner {runner.name}")
+    for seed in plan.seeds:
+        progress = watch.seeds.setdefault(seed, SeedProgress(seed=seed))
+        state = run.states.get(seed)
+        if state is not None and state.finished:
+            progress.state, progress.status = "finished", state.status.value if state.status else ""
+    for seed in run.unfinished_seeds():
+        run_one_seed(run, seed, plan, runner, watch)
+    return finish(run, plan.workload.olympic.drop_per_end)
 
 
-def new_manifest(plan: BenchmarkPlan, runner: Runner) -> dict[str, Any]:
-    return {
-        "run_id": store.new_run_id(plan.workload.name, plan.profile.name),
-        "workload": plan.workload.name,
-        "benchmark": plan.workload.mlperf_benchmark,
-        "profile": plan.profile.name,
-        "mlperf_result": plan.profile.is_mlperf,
-        "label": plan.label,
-        "seeds": list(plan.seeds),
-        "seeds_random": plan.seeds_random,
-        "runner": runner.name,
-        "metric": plan.workload.quality.metric,
-        "target": plan.target,
-        "rule": {
-            "drop_per_end": plan.rule.drop_per_end,
-            "max_non_converged": plan.rule.max_non_converged,
-            "runs_required": plan.rule.runs_required,
-        },
-        "timeout_minutes": plan.profile.timeout_minutes,
-        "data_dir": str(plan.data_dir),
-        "env": plan.seed_env(),
-        "host": socket.gethostname(),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
-        "started_at": store.now_iso(),
-        "ended_at": None,
-        "state": "running",
-        "versions": software_versions(),
-        "system": sysinfo.capture(plan.data_dir),
-    }
+def prepare_data(plan: BenchmarkPlan, status: Callable[[str], None]) -> None:
+    """Make the profile's synthetic data when it is missing; then ask the workload whether the
+    data is training-ready."""
+    if plan.makes_synthetic_data and datasets.ensure_synthetic(plan.workload, plan.profile, plan.data_dir,
+                                                               quiet=False):
+        status(f"synthetic {plan.workload.name} data made in {plan.data_dir}")
+    datasets.check_data(plan.workload, plan.data_dir)
 
 
-def rule_of(manifest: dict[str, Any]) -> ScoringRule:
-    return ScoringRule(**manifest["rule"])
+def new_manifest(plan: BenchmarkPlan, runner: str, provenance: dict[str, Any]) -> Manifest:
+    return Manifest(
+        run_id=new_run_id(plan.workload.name, plan.profile.name),
+        workload=plan.workload.name,
+        benchmark=plan.workload.mlperf_benchmark,
+        profile=plan.profile.name,  # type: ignore[arg-type]  # validated by the profile file
+        mlperf_result=plan.profile.is_mlperf,
+        label=plan.label,
+        seeds=plan.seeds,
+        seeds_random=plan.seeds_random,
+        runner=runner,
+        metric=plan.workload.quality.metric,
+        target=plan.target,
+        rule=plan.rule,
+        timeout_minutes=plan.profile.timeout_minutes,
+        data_dir=str(plan.data_dir),
+        env=plan.seed_env(),
+        host=socket.gethostname(),
+        command=(Path(sys.argv[0]).name, *sys.argv[1:]),
+        started_at=now_iso(),
+        state="running",
+        versions=sysinfo.orchestrator_versions(),
+        system=sysinfo.capture(plan.data_dir),
+        runner_provenance=provenance,
+    )
 
 
-def score_stored(run: store.StoredRun) -> Score:
-    finished = {s: r for s, r in run.records.items() if run.states.get(s, {}).get("state") == store.SEED_FINISHED}
-    return score_runs(finished, rule_of(run.manifest), unfinished=run.unfinished_seeds())
-
-
-def rescore(run: store.StoredRun) -> tuple[dict[str, Any], Score]:
-    """Score a stored run again; what the stored summary holds beyond the score (the MLCommons
-    export's verdict) is kept."""
-    score = score_stored(run)
-    return {**(run.summary or {}), **summary_of(run, score)}, score
-
-
-def summary_of(run: store.StoredRun, score: Score) -> dict[str, Any]:
-    m = run.manifest
-    return {
-        "run_id": run.run_id,
-        "workload": m["workload"],
-        "benchmark": m.get("benchmark"),
-        "profile": m["profile"],
-        "mlperf_result": bool(m.get("mlperf_result")),
-        "label": m.get("label"),
-        "target": m.get("target"),
-        **score.to_json(),
-    }
+def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner, watch: Watch) -> None:
+    """Run one seed to its end and record it; on Ctrl-C record it interrupted and stop the run."""
+    paths = run.paths.seed(seed)
+    archive_attempt(paths)
+    started_at = now_iso()
+    run.save_seed(SeedState(seed=seed, state=SeedStateName.RUNNING, started_at=started_at))
+    job = SeedJob(
+        run_id=run.run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir, results_dir=paths.results,
+        env=plan.seed_env(),
+        labels={"mltrain.run_id": run.run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
+    )
+    try:
+        with TelemetrySampler(paths.telemetry, plan.data_dir):
+            record = run_seed(
+                runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
+                metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
+            )
+    except KeyboardInterrupt:
+        run.save_seed(SeedState(seed=seed, state=SeedStateName.INTERRUPTED, started_at=started_at,
+                                ended_at=now_iso()))
+        run.save_manifest(run.manifest.model_copy(update={"state": "interrupted", "ended_at": now_iso()}))
+        raise Interrupted(
+            f"interrupted: finished seeds are kept; complete the set with"
+            f" `mltrain run {plan.workload.name} --resume {run.run_id}`"
+        ) from None
+    run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
+                            ended_at=now_iso()), record)
 
 
 def archive_attempt(seed: SeedPaths) -> None:
@@ -148,88 +148,55 @@ def archive_attempt(seed: SeedPaths) -> None:
         shutil.move(str(path), target / path.name)
 
 
-def run_seeds(
-    run: store.StoredRun,
-    plan: BenchmarkPlan,
-    runner: Runner,
-    progress: dict[int, SeedProgress],
-    on_update: Callable[[], None],
-) -> None:
-    """Run every unfinished seed of ``run`` in order; the index follows each seed."""
-    results_dir = plan.results_dir
-    manifest = run.manifest
-    for seed in run.unfinished_seeds():
-        paths = run.paths.seed(seed)
-        archive_attempt(paths)
-        store.write_seed_state(paths, {"seed": seed, "state": store.SEED_RUNNING, "started_at": store.now_iso()})
-        store.sync_run(results_dir, run.run_id)
-        job = SeedJob(
-            run_id=run.run_id,
-            seed=seed,
-            workload=plan.workload,
-            data_dir=plan.data_dir,
-            results_dir=paths.results,
-            env=plan.seed_env(),
-            labels={"mltrain.run_id": run.run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
-        )
-        started_at = store.now_iso()
-        try:
-            with TelemetrySampler(paths.telemetry, plan.data_dir):
-                record = run_seed(
-                    runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
-                    metric=plan.workload.quality.metric, progress=progress[seed], on_update=on_update,
-                )
-        except KeyboardInterrupt:
-            store.write_seed_state(
-                paths, {"seed": seed, "state": store.SEED_INTERRUPTED, "started_at": started_at,
-                        "ended_at": store.now_iso()}
-            )
-            manifest.update(state="interrupted", ended_at=store.now_iso())
-            store.write_manifest(run.paths, manifest)
-            store.sync_run(results_dir, run.run_id)
-            raise
-        store.write_record(paths, record)
-        store.write_seed_state(
-            paths,
-            {"seed": seed, "state": store.SEED_FINISHED, "status": record.status.value, "started_at": started_at,
-             "ended_at": store.now_iso()},
-        )
-        store.sync_run(results_dir, run.run_id)
+def score_run(run: StoredRun) -> Score:
+    """Score the seeds that finished by the run's own rule."""
+    return score_runs(run.finished_records(), run.manifest.rule, unfinished=run.unfinished_seeds())
 
 
-def finish(results_dir: Path, run_id: str) -> tuple[store.StoredRun, Score]:
+def summary_of(run: StoredRun, score: Score, mlcommons: MlcommonsCheck | None = None) -> Summary:
+    m = run.manifest
+    return Summary(
+        **score.model_dump(), run_id=run.run_id, workload=m.workload, benchmark=m.benchmark, profile=m.profile,
+        mlperf_result=m.mlperf_result, label=m.label, target=m.target, mlcommons=mlcommons,
+    )
+
+
+def rescore(run: StoredRun) -> tuple[Summary, Score]:
+    """Score a stored run again; the MLCommons verdict the stored summary holds is kept."""
+    score = score_run(run)
+    return summary_of(run, score, run.summary.mlcommons if run.summary else None), score
+
+
+def finish(run: StoredRun, official_drop_per_end: int) -> tuple[StoredRun, Score]:
     """Score the run, write its summary, close its manifest. An mlperf-profile run is also laid
     out for MLCommons' tools in ``<run>/mlcommons/``, and their own score is kept beside ours."""
-    run = store.open_run(results_dir, run_id)
-    score = score_stored(run)
-    summary = summary_of(run, score)
-    if run.manifest.get("profile") == "mlperf" and not score.unfinished:
-        summary["mlcommons"] = _export_for_mlcommons(results_dir, run, score)
-    store.write_summary(run.paths, summary)
-    manifest = dict(run.manifest, ended_at=store.now_iso(), state="finished" if not score.unfinished else "incomplete")
-    store.write_manifest(run.paths, manifest)
-    store.sync_run(results_dir, run_id)
-    return store.open_run(results_dir, run_id), score
+    score = score_run(run)
+    mlcommons = None
+    if run.manifest.profile == "mlperf" and not score.unfinished:
+        mlcommons = check_with_mlcommons(run, score, official_drop_per_end)
+    run.save_summary(summary_of(run, score, mlcommons))
+    state = "finished" if not score.unfinished else "incomplete"
+    run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": state}))
+    return run, score
 
 
-def _export_for_mlcommons(results_dir: Path, run: store.StoredRun, score: Score) -> dict[str, Any]:
+def check_with_mlcommons(run: StoredRun, score: Score, official_drop_per_end: int) -> MlcommonsCheck:
     folder = run.paths.root / "mlcommons"
     if folder.exists():
         shutil.rmtree(folder)
-    exported = export.export_run(setups.load_run(results_dir, run.run_id), folder)
-    theirs = export.summarizer_score(exported)
+    exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end)
+    theirs = exported.summarizer_minutes
     ours = minutes(score.score_ms)
-    return {
-        "folder": str(folder),
-        "ruleset": exported.ruleset,
-        "summarizer_score_min": theirs,
-        "agrees": (theirs is None and ours is None)
+    return MlcommonsCheck(
+        folder=str(folder),
+        ruleset=exported.ruleset,
+        summarizer_score_min=theirs,
+        agrees=(theirs is None and ours is None)
         or (theirs is not None and ours is not None and abs(theirs - ours) <= 1e-9 * max(1.0, ours)),
-        "warnings": list(exported.warnings),
-    }
+        warnings=exported.warnings,
+    )
 
 
-def failed_runs(run: store.StoredRun) -> list[int]:
+def failed_runs(run: StoredRun) -> list[int]:
     """Seeds whose run was an infrastructure failure rather than a slow or unlucky run."""
-    faults = {RunStatus.CRASHED, RunStatus.KILLED, RunStatus.OOM, RunStatus.TIMED_OUT}
-    return [s for s, r in sorted(run.records.items()) if r.status in faults]
+    return [s for s, r in sorted(run.records.items()) if r.status in INFRASTRUCTURE_FAULTS]

@@ -1,19 +1,23 @@
 """Run one seed on any backend: stream its output to the log file as it arrives, enforce the
-wall-clock limit, stop it on Ctrl-C, and turn what it logged into a `RunRecord`."""
+wall-clock limit, stop it on Ctrl-C, and turn what it logged into a `RunRecord`.
+
+This is the only code that touches a running seed; `orchestrator.session.loop` decides which
+seeds run and records what they became."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlperf_logging.mllog import constants as C
+
 from orchestrator.insight import resource_errors
 from orchestrator.mlperf import mllog
 from orchestrator.results.paths import SeedPaths
-from orchestrator.results.records import RunRecord, RunStatus
-from orchestrator.runners.base import Exit, Runner, SeedJob
+from orchestrator.results.records import Exit, RunRecord, RunStatus
+from orchestrator.runners.base import Runner, SeedJob
 
 
 @dataclass
@@ -36,20 +40,16 @@ class SeedProgress:
         return (self.ended or time.monotonic()) - self.started
 
     def observe(self, line: str) -> None:
-        at = line.find(":::MLLOG ")
-        if at < 0:
+        event = mllog.try_parse_line(line)
+        if event is None:
             return
-        try:
-            event = json.loads(line[at + 9 :])
-            key, meta = event["key"], event.get("metadata") or {}
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return
-        if key in ("epoch_start", "epoch_stop") and "epoch_num" in meta:
-            self.epoch = meta["epoch_num"]
-        elif key == "block_start" and "first_epoch_num" in meta:
-            self.epoch = meta["first_epoch_num"]
-        elif key == "eval_accuracy" and isinstance(event.get("value"), int | float):
-            self.accuracy = float(event["value"])
+        meta = event.metadata
+        if event.key in (C.EPOCH_START, C.EPOCH_STOP) and C.EPOCH_NUM in meta:
+            self.epoch = meta[C.EPOCH_NUM]
+        elif event.key == C.BLOCK_START and C.FIRST_EPOCH_NUM in meta:
+            self.epoch = meta[C.FIRST_EPOCH_NUM]
+        elif event.key == C.EVAL_ACCURACY and isinstance(event.value, int | float):
+            self.accuracy = float(event.value)
 
 
 def run_seed(

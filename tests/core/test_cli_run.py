@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.results.store import open_run
+from orchestrator.results.store import Store
 
 # fakebench: seed s needs 20 + (7 s) % 11 epochs of 1000 logged ms each.
 EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
@@ -140,7 +140,7 @@ def test_manifest_records_profile_seeds_runner_and_versions(cli, tmp_path: Path)
     r = cli("run", "fakebench", "--seeds", "random:3", "--results", str(results))
     assert r.code == 0, r.err
     run_id = next(p.name for p in results.iterdir() if p.is_dir())
-    m = open_run(results, run_id).manifest
+    m = Store(results).open(run_id).manifest.to_json()
     assert m["profile"] == "qualify" and m["seeds_random"] and len(m["seeds"]) == 3 and m["runner"] == "local"
     assert m["versions"]["mlperf-logging"] and m["ended_at"] and m["state"] == "finished"
     assert m["env"]["QUALITY_THRESHOLD"] == "0.908" and m["env"]["MLTRAIN_PROFILE"] == "qualify"

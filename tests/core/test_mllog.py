@@ -2,8 +2,7 @@ import pytest
 
 from orchestrator.errors import LogError
 from orchestrator.mlperf.mllog import build_record, parse_lines, require_scorable
-from orchestrator.results.records import RunRecord, RunStatus
-from orchestrator.runners.base import Exit
+from orchestrator.results.records import Exit, RunRecord, RunStatus
 
 from .mllog_lines import line, run_log
 

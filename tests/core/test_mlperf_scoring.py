@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from mlperf_logging.result_summarizer.result_summarizer import _compute_strong_score_standalone
 
-from orchestrator.results.store import open_run
+from orchestrator.results.store import Store
 
 
 def summarizer_minutes(folder: Path, benchmark: str = "unet3d") -> tuple[float | None, int]:
@@ -63,8 +63,8 @@ def test_import_of_published_format_logs_matches_the_summarizer(cli, tmp_path: P
     ours = json.loads(r.out)
     assert ours["score_ms"] / 60000 == pytest.approx(theirs, rel=1e-12)
     assert ours["non_converged"] == 1 and ours["valid"]
-    run = open_run(results, ours["run_id"])
-    assert run.manifest["runner"] == "imported" and run.manifest["profile"] == "mlperf"
+    run = Store(results).open(ours["run_id"])
+    assert run.manifest.runner == "imported" and run.manifest.profile == "mlperf"
     # samples-based epoch_num read as epochs: seed s needs 20 + (7 s) % 11 epochs
     by_logged_seed = {r.seed: r for r in run.records.values()}
     assert by_logged_seed[12].epochs_to_target == 20 + (7 * 12) % 11

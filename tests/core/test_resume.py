@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from orchestrator.results.store import open_run
+from orchestrator.results.store import Store
 
 
 def wait_for(predicate, timeout_s: float = 60.0) -> None:
@@ -47,8 +47,8 @@ def test_sigkill_then_resume_runs_only_unfinished_seeds(cli, cli_process, tmp_pa
     r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
     assert r.code == 0, r.err
     assert f"run {run_id}" in r.err and json.loads(r.out)["converged"] == 6
-    run = open_run(results, run_id)
-    assert run.unfinished_seeds() == [] and run.manifest["state"] == "finished"
+    run = Store(results).open(run_id)
+    assert run.unfinished_seeds() == [] and run.manifest.state == "finished"
     for seed, log in logs_before.items():  # finished seeds were not run again
         assert (run.paths.seed(seed).output).read_bytes() == log
         assert not (run.paths.seed(seed).root / "attempt-1").exists()
@@ -72,8 +72,8 @@ def test_ctrl_c_stops_the_run_marks_the_seed_and_resume_finishes(cli, cli_proces
     _, err = child.communicate(timeout=60)
     assert child.returncode == 130 and "interrupted" in err
     run_id = next(p.name for p in results.iterdir() if p.is_dir())
-    run = open_run(results, run_id)
-    assert run.states[2]["state"] == "interrupted" and run.manifest["state"] == "interrupted"
+    run = Store(results).open(run_id)
+    assert run.states[2].state == "interrupted" and run.manifest.state == "interrupted"
     assert run.unfinished_seeds() == [2, 3]
     r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
     assert r.code == 0, r.err

@@ -1,9 +1,9 @@
 """Stored benchmark runs for the hardware tests, made in-process and fast.
 
 Each seed's log comes from the fakebench test workload's own `fake_train.main` (its real MLLOG
-output, virtual time), is read by `orchestrator.mllog` and scored by `orchestrator.benchmark`,
-exactly as `mltrain run` stores it; only the process start (and the MLCommons export that
-`benchmark.finish` adds to mlperf runs, tested on its own) is skipped. Telemetry, when asked
+output, virtual time), is read by `orchestrator.mlperf.mllog` and scored by
+`orchestrator.session.loop`, exactly as `mltrain run` stores it; only the process start (and the
+MLCommons export that `loop.finish` adds to mlperf runs, tested on its own) is skipped. Telemetry, when asked
 for, is a synthetic 1 Hz series (constant power plus seeded noise) covering the run.
 """
 
@@ -24,8 +24,9 @@ from unittest import mock
 import numpy as np
 
 from orchestrator.mlperf import mllog
-from orchestrator.results import store
-from orchestrator.session import loop as benchmark
+from orchestrator.results.records import Manifest, SeedState, SeedStateName
+from orchestrator.results.store import Store, new_run_id, now_iso
+from orchestrator.session import loop
 
 FAKE_TRAIN = Path(__file__).resolve().parents[1] / "workloads" / "fakebench" / "fake_train.py"
 TARGET = 0.908
@@ -83,28 +84,27 @@ def make_run(
     run_id: str | None = None,
 ) -> str:
     """Store a finished fakebench run; return its id."""
-    run_id = run_id or store.new_run_id("fakebench", profile)
-    manifest = {
+    run_id = run_id or new_run_id("fakebench", profile)
+    manifest = Manifest.model_validate({
         "run_id": run_id, "workload": "fakebench", "benchmark": "unet3d", "profile": profile,
         "mlperf_result": profile == "mlperf", "label": label, "seeds": list(seeds), "seeds_random": False,
         "runner": "local", "metric": "eval_accuracy", "target": TARGET,
         "rule": {"drop_per_end": drop, "max_non_converged": drop, "runs_required": None},
-        "host": socket.gethostname(), "started_at": store.now_iso(), "ended_at": None, "state": "running",
-        "data_dir": str(results), "system": system,
-    }
-    paths = store.create_run(results, manifest)
+        "host": socket.gethostname(), "started_at": now_iso(), "ended_at": None, "state": "running",
+        "data_dir": str(results), "system": system or {},
+    })
+    run = Store(results).create(manifest)
+    paths = run.paths
     for seed in seeds:
         text = fake_log(seed, env or {}) + extra_output
         seed_paths = paths.seed(seed)
         seed_paths.output.write_text(text)
         record = mllog.build_record(mllog.parse_lines(text.splitlines()), target=TARGET)
-        store.write_record(seed_paths, record)
-        store.write_seed_state(seed_paths, {"seed": seed, "state": store.SEED_FINISHED})
+        run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
         if power_w is not None and record.run_start_ms is not None and record.run_stop_ms is not None:
             series = power_series(record.run_start_ms, record.run_stop_ms, power_w, seed)
             seed_paths.telemetry.write_text(json.dumps(series))
-    run = store.open_run(results, run_id)  # scored as benchmark.finish does, without its MLCommons export
-    store.write_summary(run.paths, benchmark.summary_of(run, benchmark.score_stored(run)))
-    store.write_manifest(run.paths, dict(run.manifest, ended_at=store.now_iso(), state="finished"))
-    store.sync_run(results, run_id)
+    # scored as loop.finish does, without its MLCommons export
+    run.save_summary(loop.summary_of(run, loop.score_run(run)))
+    run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": "finished"}))
     return run_id

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.results import store
+from orchestrator.results.store import Store
 from tests.hardware.stored_runs import make_run
 
 
@@ -80,15 +80,15 @@ def test_export_goes_through_the_result_summarizer_with_the_same_score(hw_cli, t
     results = tmp_path / "results"
     run_id = make_run(results, label="mlperf", seeds=list(range(1, 41)), profile="mlperf", drop=4,
                       env={"FAKE_MODE": "no_converge", "FAKE_MODE_SEEDS": "7,19"})
-    ours = store.open_run(results, run_id).summary
-    assert ours["valid"] and ours["non_converged"] == 2
+    ours = Store(results).open(run_id).summary
+    assert ours.valid and ours.non_converged == 2
     out_dir = tmp_path / "mlcommons"
     r = hw_cli("export", run_id, "--results", str(results), "--mlcommons", str(out_dir), "--system-name", "box",
                "--json")
     assert r.code == 0, r.err
     report = json.loads(r.out)
     assert report["same_score"] is True
-    assert report["summarizer_minutes"] == pytest.approx(ours["score_ms"] / 60000, abs=1e-9)
+    assert report["summarizer_minutes"] == pytest.approx(ours.score_ms / 60000, abs=1e-9)
     assert len(report["results"]) == 40
     failing = sorted(x["seed"] for x in report["results"] if not x["compliant"])
     assert failing == [7, 19]  # never reached 0.908: the checker rejects them, as it should
@@ -104,7 +104,7 @@ def test_export_goes_through_the_result_summarizer_with_the_same_score(hw_cli, t
     assert done.returncode == 0, done.stderr[-2000:]
     row = next(csv.DictReader(summary_csv.open()))
     assert row["system"] == "box"
-    assert float(row["unet3d"]) == pytest.approx(ours["score_ms"] / 60000, abs=1e-9)
+    assert float(row["unet3d"]) == pytest.approx(ours.score_ms / 60000, abs=1e-9)
 
 
 def test_export_of_a_qualify_run_warns_that_the_rule_differs(hw_cli, tmp_path: Path) -> None:
@@ -153,10 +153,10 @@ def test_real_runs_carry_system_and_telemetry_into_compare_and_report(hw_cli, tm
         monkeypatch.setenv("FAKE_SLEEP_S", "0.02")
         r = hw_cli("run", "fakebench", "--seeds", "1-4", "--label", label, "--results", str(results))
         assert r.code == 0, r.err
-    runs = store.list_runs(results)
-    run = store.open_run(results, runs[0]["run_id"])
-    assert run.manifest["system"]["host"]["threads"] >= 1
-    assert all(run.paths.seed(s).telemetry.is_file() for s in run.manifest["seeds"])
+    runs = Store(results).list().rows
+    run = Store(results).open(runs[0]["run_id"])
+    assert run.manifest.system["host"]["threads"] >= 1
+    assert all(run.paths.seed(s).telemetry.is_file() for s in run.manifest.seeds)
     r = hw_cli("compare", "--label", "a", "--label", "b", "--results", str(results), "--json")
     assert r.code == 0, r.err
     rows = json.loads(r.out)["rows"]

@@ -17,17 +17,16 @@ from orchestrator.insight.compare import (
     Setup,
     compare,
     cv,
-    flat_row,
     mean_interval,
     olympic_energy,
     olympic_interval,
     quantity,
     ratio_interval,
     seeds_needed,
-    verdict,
     welch,
 )
 from orchestrator.mlperf.scoring import olympic_mean
+from orchestrator.render.comparison import flat_row, verdict
 
 PUBLISHED = Path("/work/shared/data/mlperf_published/mlperf_runs.csv")
 
@@ -113,7 +112,7 @@ def test_energy_follows_the_olympic_selection_and_cost() -> None:
 
 
 def test_flat_row_has_every_csv_column() -> None:
-    from orchestrator.insight.compare import CSV_COLUMNS
+    from orchestrator.render.comparison import CSV_COLUMNS
 
     a = make_setup("a", [10, 12, 11, 13], [1.0, 1.1, 1.0, 1.05])
     b = make_setup("b", [10, 11, 12, 13], [0.5, 0.52, 0.51, 0.5])
@@ -191,7 +190,9 @@ def test_published_systems_compared() -> None:
 
 
 def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
-    from orchestrator.insight.compare import Test, number_text, seeds_needed_text
+    from orchestrator.insight.compare import Test
+    from orchestrator.render.text import number as number_text
+    from orchestrator.render.text import seeds_needed as seeds_needed_text
 
     assert seeds_needed_text(None) == "-"
     assert seeds_needed_text(Test(p_value=0.3, significant=False, seeds_needed=None)) == "-"

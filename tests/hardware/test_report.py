@@ -115,11 +115,11 @@ def test_report_renders_in_headless_chromium(hw_cli, report_html, tmp_path: Path
 def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
     import json
 
-    from orchestrator.results import store
+    from orchestrator.results.store import Store
 
     results = tmp_path / "results"
     make_run(results, label="cpu", seeds=[1, 2, 3], run_id="run-cpu", power_w=100)
-    run = store.open_run(results, "run-cpu")
+    run = Store(results).open("run-cpu")
     for seed in run.paths.seed_dirs():  # what the sampler writes on a host without a driver
         series = json.loads(seed.telemetry.read_text())
         series["gpus"] = []

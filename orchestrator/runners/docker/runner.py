@@ -28,7 +28,8 @@ from docker.types import DeviceRequest, Mount, Ulimit
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError, RunnerError, UsageError
-from orchestrator.runners.base import Exit, Job, Runner, SeedJob
+from orchestrator.results.records import Exit
+from orchestrator.runners.base import Job, Runner, SeedJob
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image
 
 LABEL_RUN_ID = "mltrain.run_id"

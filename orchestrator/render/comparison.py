@@ -1,0 +1,132 @@
+"""A comparison as people and other tools read it: the terminal tables, CSV lines and one
+verdict sentence per setup (the HTML report draws its table from the same cells)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from orchestrator.insight.compare import Comparison, Quantity, SetupRow, Test
+from orchestrator.render import text
+
+CSV_COLUMNS = (
+    "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",
+    "olympic_ttt_ci_high_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "ttt_welch_p", "ttt_seeds_needed",
+    "epochs_to_target_mean", "epochs_to_target_cv", "epochs_ratio", "epochs_welch_p", "epochs_seeds_needed",
+    "seconds_per_epoch_mean", "seconds_per_epoch_cv", "seconds_per_epoch_ratio", "seconds_per_epoch_welch_p",
+    "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
+    "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train",
+)
+
+
+def flat_row(row: SetupRow) -> dict[str, Any]:
+    """One CSV line per setup (columns CSV_COLUMNS)."""
+    def test(t: Test | None, key: str) -> Any:
+        return getattr(t, key) if t is not None else None
+
+    def ratio(q: Quantity) -> float | None:
+        return q.ratio.value if q.ratio is not None else None
+
+    return {
+        "setup": row.name, "hardware": row.hardware, "runs": " ".join(row.run_ids), "n": row.n,
+        "converged": row.converged, "valid": row.valid,
+        "olympic_ttt_ms": row.olympic_ms.value, "olympic_ttt_ci_low_ms": row.olympic_ms.low,
+        "olympic_ttt_ci_high_ms": row.olympic_ms.high,
+        "speedup": row.speedup.value if row.speedup else None,
+        "speedup_ci_low": row.speedup.low if row.speedup else None,
+        "speedup_ci_high": row.speedup.high if row.speedup else None,
+        "ttt_welch_p": test(row.ttt_test, "p_value"), "ttt_seeds_needed": test(row.ttt_test, "seeds_needed"),
+        "epochs_to_target_mean": row.epochs_to_target.mean.value, "epochs_to_target_cv": row.epochs_to_target.cv,
+        "epochs_ratio": ratio(row.epochs_to_target), "epochs_welch_p": test(row.epochs_to_target.test, "p_value"),
+        "epochs_seeds_needed": test(row.epochs_to_target.test, "seeds_needed"),
+        "seconds_per_epoch_mean": row.seconds_per_epoch.mean.value, "seconds_per_epoch_cv": row.seconds_per_epoch.cv,
+        "seconds_per_epoch_ratio": ratio(row.seconds_per_epoch),
+        "seconds_per_epoch_welch_p": test(row.seconds_per_epoch.test, "p_value"),
+        "seconds_per_epoch_seeds_needed": test(row.seconds_per_epoch.test, "seeds_needed"),
+        "samples_per_second_mean": row.samples_per_second.mean.value,
+        "samples_per_second_ratio": ratio(row.samples_per_second),
+        "samples_per_second_welch_p": test(row.samples_per_second.test, "p_value"),
+        "energy_to_train_j": row.energy_j, "cost_to_train": row.cost,
+    }
+
+
+def verdict(row: SetupRow, baseline: str) -> str:
+    """One sentence per setup: faster or not, and whether hardware or convergence explains it."""
+    if row.speedup is None:
+        return f"{row.name}: baseline"
+    if row.speedup.value is None:
+        return f"{row.name}: no olympic score to compare with {baseline}"
+    ci = text.interval(row.speedup, _three, label="95% CI ")
+    parts = [f"{row.name} vs {baseline}: {row.speedup.value:.3g}x{ci}"]
+    if row.ttt_test is not None and row.ttt_test.p_value is not None:
+        parts.append(f"time-to-train {text.test_sentence(row.ttt_test)}")
+    for label, quantity_ in (("per-epoch speed (hardware)", row.seconds_per_epoch),
+                             ("epochs-to-target (convergence)", row.epochs_to_target)):
+        if quantity_.ratio is not None and quantity_.ratio.value is not None and quantity_.test is not None:
+            parts.append(f"{label} {quantity_.ratio.value:.3g}x, {text.test_sentence(quantity_.test)}")
+    return "; ".join(parts)
+
+
+
+def _three(value: float | None) -> str:
+    return "?" if value is None else f"{value:.3g}"
+
+
+def csv_text(result: Comparison) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in result.rows:
+        writer.writerow({k: "" if v is None else v for k, v in flat_row(row).items()})
+    return buffer.getvalue()
+
+
+def main_cells(row: SetupRow, *, with_cost: bool) -> list[str]:
+    """The time-to-train line of one setup."""
+    cells = [
+        row.name, f"{row.converged}/{row.n}",
+        text.with_interval(row.olympic_ms, text.duration),
+        "baseline" if row.speedup is None else text.with_interval(row.speedup, lambda v: text.number(v, "x")),
+        text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
+        text.number(row.epochs_to_target.mean.value), text.energy(row.energy_j),
+    ]
+    if with_cost:
+        cells.append(text.number(row.cost))
+    return cells
+
+
+MAIN_COLUMNS = ("setup", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "Welch p", "seeds needed", "epochs",
+                "energy")
+
+
+def main_table(result: Comparison, with_cost: bool) -> Table:
+    table = Table(title=f"time-to-train (baseline: {result.baseline})", box=box.SIMPLE_HEAD)
+    for column in (*MAIN_COLUMNS, *(("cost",) if with_cost else ())):
+        table.add_column(column)
+    for row in result.rows:
+        table.add_row(*main_cells(row, with_cost=with_cost))
+    return table
+
+
+SPLIT_QUANTITIES = (("time-to-train s", "time_to_train_s"), ("epochs-to-target", "epochs_to_target"),
+                    ("s per epoch", "seconds_per_epoch"), ("samples per s", "samples_per_second"))
+
+
+def split_table(result: Comparison) -> Table:
+    table = Table(title="time-to-train = epochs-to-target (convergence luck) x seconds per epoch (hardware)",
+                  box=box.SIMPLE_HEAD)
+    for column in ("setup", "quantity", "mean [95% CI]", "CV", "vs baseline [95% CI]", "Welch p", "seeds needed"):
+        table.add_column(column)
+    for row in result.rows:
+        for name, attribute in SPLIT_QUANTITIES:
+            quantity: Quantity = getattr(row, attribute)
+            ratio = "-" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
+            table.add_row(
+                row.name, name, text.with_interval(quantity.mean), text.percent(quantity.cv), ratio,
+                text.p_value(quantity.test), text.seeds_needed(quantity.test),
+            )
+    return table

@@ -1,0 +1,83 @@
+"""The one set of text formatters: every number, interval and test result a person reads (terminal
+tables, the HTML report, verdict sentences) is written by these functions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orchestrator.insight.compare import MAX_SEEDS_NEEDED, Interval, Test
+
+Format = Callable[[float | None], str]
+
+
+def seconds(ms: float | None) -> str:
+    """Milliseconds as seconds with one decimal ('12.3'), '-' when there is none."""
+    return "-" if ms is None else f"{ms / 1000:.1f}"
+
+
+def duration(ms: float | None) -> str:
+    """'12.3 s' below two minutes, '4.56 min' above, '-' when there is none."""
+    if ms is None:
+        return "-"
+    value = ms / 1000
+    return f"{value:.3g} s" if value < 120 else f"{value / 60:.4g} min"
+
+
+def number(value: float | None, suffix: str = "") -> str:
+    """A value as tables show it (4 significant digits), '-' when there is none."""
+    return "-" if value is None else f"{value:.4g}{suffix}"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def energy(joules: float | None) -> str:
+    if joules is None:
+        return "-"
+    return f"{joules / 3.6e6:.3g} kWh" if joules >= 3.6e5 else f"{joules / 1000:.3g} kJ"
+
+
+def interval(value: Interval, fmt: Format = number, *, label: str = "") -> str:
+    """' [low, high]' after a value (' [95% CI low, high]' with a label), '' when unknown."""
+    if value.low is None and value.high is None:
+        return ""
+    low = fmt(value.low) if value.low is not None else "?"
+    high = fmt(value.high) if value.high is not None else "?"
+    return f" [{label}{low}, {high}]"
+
+
+def with_interval(value: Interval, fmt: Format = number) -> str:
+    """'1.25x [1.1, 1.4]'-style: the value and its interval."""
+    return fmt(value.value) + interval(value, fmt)
+
+
+def p_value(test: Test | None) -> str:
+    """'0.012 *' (significant), '0.3', 'n/a' (not testable), '-' (no test)."""
+    if test is None:
+        return "-"
+    if test.p_value is None:
+        return "n/a"
+    return f"{test.p_value:.2g}" + (" *" if test.significant else "")
+
+
+def seeds_needed(test: Test | None) -> str:
+    """Seeds per setup needed to resolve a difference; the search's ceiling shows as '>=N'."""
+    if test is None or test.seeds_needed is None:
+        return "-"
+    if test.seeds_needed >= MAX_SEEDS_NEEDED:
+        return f">={MAX_SEEDS_NEEDED:,}"
+    return f"{test.seeds_needed:,}"
+
+
+def test_sentence(test: Test) -> str:
+    """What a Welch test says, in words."""
+    if test.p_value is None:
+        return "not testable"
+    if test.significant:
+        return f"p={test.p_value:.2g}, a real difference"
+    if test.seeds_needed is None:
+        return f"p={test.p_value:.2g}, no difference seen"
+    needed = seeds_needed(test)
+    needed = needed if needed.startswith(">=") else f"~{needed}"
+    return f"p={test.p_value:.2g}, not resolved ({needed} seeds per setup would be needed)"

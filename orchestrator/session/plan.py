@@ -1,0 +1,91 @@
+"""What a benchmark run will do, decided before anything runs or is written: the workload, the
+profile, the seeds, the data, and for a resumed run the rules that keep it what it was."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.config.profiles import Profile, Profiles
+from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.workloads import Workload
+from orchestrator.errors import UsageError
+from orchestrator.results.records import ScoringRule
+from orchestrator.results.store import StoredRun
+from orchestrator.session import datasets
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkPlan:
+    """Everything decided before the first seed runs."""
+
+    workload: Workload
+    profile: Profile
+    seeds: tuple[int, ...]
+    seeds_random: bool
+    """Seeds were drawn from the OS (recorded in the manifest)."""
+    data_dir: Path
+    makes_synthetic_data: bool = False
+    """data_dir is the profile's synthetic set, made there when it is missing."""
+    label: str | None = None
+    """Names the setup for comparisons (`mltrain compare --label`)."""
+    resumes: StoredRun | None = None
+    """The stored run this plan completes, if it is a resume."""
+
+    @property
+    def target(self) -> float:
+        return self.profile.target if self.profile.target is not None else self.workload.quality.target
+
+    @property
+    def rule(self) -> ScoringRule:
+        return ScoringRule(
+            drop_per_end=self.profile.drop_per_end,
+            max_non_converged=self.profile.max_non_converged,
+            runs_required=self.profile.runs,
+        )
+
+    def seed_env(self) -> dict[str, str]:
+        """What every seed's run_and_time.sh is told besides DATADIR and RESULTS_DIR."""
+        return {
+            **self.profile.env,
+            "MLTRAIN_PROFILE": self.profile.name,
+            self.workload.quality.env: repr(self.target),
+        }
+
+
+def plan_new(
+    workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
+    label: str | None,
+) -> BenchmarkPlan:
+    """A fresh run: the profile's defaults, overridden by what the user gave."""
+    chosen = profiles.get(workload.name, profile)
+    parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
+    return BenchmarkPlan(
+        workload=workload, profile=chosen, seeds=tuple(parsed), seeds_random=random,
+        data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,
+        makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
+    )
+
+
+def plan_resume(
+    workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: str | None, profile: str | None,
+    data: Path | None, label: str | None,
+) -> BenchmarkPlan:
+    """Complete a stored run: its seeds, profile and data stay what they were; only a moved
+    dataset (--data) and the label may be given again."""
+    m = previous.manifest
+    if m.workload != workload.name:
+        raise UsageError(f"run {previous.run_id} is a {m.workload} run, not {workload.name}")
+    if seeds is not None or profile:
+        raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
+    chosen = profiles.get(workload.name, m.profile)
+    recorded = Path(m.data_dir) if m.data_dir else None
+    if data is None and chosen.dataset.source == "synthetic" and recorded is not None:
+        data_dir = recorded  # made again there if it was removed meanwhile
+    else:
+        data_dir = datasets.resolve_data_dir(workload, chosen, data or recorded)
+    return BenchmarkPlan(
+        workload=workload, profile=chosen, seeds=m.seeds, seeds_random=m.seeds_random,
+        data_dir=data_dir, label=label or m.label, resumes=previous,
+        makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
+    )
