@@ -7,8 +7,9 @@ import typer
 from orchestrator.commands.common import registry
 from orchestrator.config.locations import project_root
 from orchestrator.output import Output
+from orchestrator.runners.docker.engine import connect
 from orchestrator.runners.docker.images import build_spec, ensure_image
-from orchestrator.runners.docker.runner import connect, default_base_image
+from orchestrator.runners.docker.runner import default_base_image
 
 
 def register(app: typer.Typer) -> None:

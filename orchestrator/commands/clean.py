@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from orchestrator.output import Output
-from orchestrator.runners.docker.runner import connect, remove_leftovers
+from orchestrator.runners.docker.engine import connect, remove_leftovers
 
 
 def register(app: typer.Typer) -> None:

@@ -39,7 +39,7 @@ class RunnerOptions:
 def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[[str], None]) -> Runner:
     name = options.name
     if name == "auto":
-        from orchestrator.runners.docker.runner import engine_status
+        from orchestrator.runners.docker.engine import engine_status
 
         up, why = engine_status()
         name = "docker" if up else "local"

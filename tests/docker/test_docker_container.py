@@ -13,14 +13,9 @@ import pytest
 
 from orchestrator.config.workloads import Registry, Workload
 from orchestrator.runners.base import SeedJob
-from orchestrator.runners.docker.runner import (
-    LABEL_RUN_ID,
-    LABEL_SEED,
-    LABEL_WORKLOAD,
-    STACK_LIMIT,
-    DockerJob,
-    DockerRunner,
-)
+from orchestrator.runners.docker.engine import LABEL_RUN_ID, LABEL_SEED, LABEL_WORKLOAD
+from orchestrator.runners.docker.probes import STACK_LIMIT
+from orchestrator.runners.docker.runner import DockerJob, DockerRunner
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine", "no_leftover_containers")]
 

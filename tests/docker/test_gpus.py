@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import RunnerError, UsageError
-from orchestrator.runners.docker.runner import DockerRunner, check_gpu_support, engine_status, parse_gpus
+from orchestrator.runners.docker.engine import engine_status
+from orchestrator.runners.docker.gpus import check_gpu_support, parse_gpus
+from orchestrator.runners.docker.runner import DockerRunner
 
 
 @pytest.mark.parametrize(
