@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def import_logs(
     folder: Path = typer.Argument(..., help="Folder holding result_*.txt MLLOG files, one per run."),
-    mlperf_benchmark: str = typer.Option(..., "--benchmark", help="MLPerf benchmark name: unet3d, resnet, ..."),
+    mlperf_benchmark: str = typer.Option(..., "--benchmark", help="MLPerf benchmark, as mlperf_logging names it."),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
     epochs_in: str = typer.Option("auto", "--epochs-in", help="How epoch_num is logged: auto, epochs or samples."),
     results: Path = RESULTS_OPTION,

@@ -12,7 +12,7 @@ import typer
 
 from orchestrator.commands.common import JSON_OPTION
 from orchestrator.errors import UsageError
-from orchestrator.insight import sysinfo, telemetry
+from orchestrator.insight import gpus, sysinfo, telemetry
 from orchestrator.mlperf import system_desc
 from orchestrator.output import Output
 from orchestrator.results import atomic
@@ -92,6 +92,6 @@ def record_trace(path: Path, samples: int, interval_s: float, out: Output) -> No
         trace = telemetry.record_gpu_trace(source, samples, interval_s)
     finally:
         source.close()
-    trace["gpus"] = sysinfo.gpu_info()
+    trace["gpus"] = gpus.gpu_info()
     atomic.write_json(path, trace)
     out.data(str(path))

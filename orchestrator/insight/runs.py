@@ -14,9 +14,9 @@ from typing import Any
 
 from orchestrator.errors import UsageError
 from orchestrator.insight.compare import SeedResult, Setup
-from orchestrator.insight.sysinfo import is_unavailable
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
+from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.results.records import Manifest, RunRecord
 from orchestrator.results.store import Store, StoredRun
 

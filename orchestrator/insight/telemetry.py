@@ -24,7 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from orchestrator.insight import sysinfo
+from orchestrator.insight import gpus, sysinfo
+from orchestrator.insight.unavailable import unavailable
 from orchestrator.results import atomic
 
 SERIES_VERSION = 1
@@ -104,7 +105,7 @@ class NoGpuSource(GpuSource):
         self.reason = reason
 
     def describe(self) -> dict[str, Any]:
-        return sysinfo.unavailable(self.reason)
+        return unavailable(self.reason)
 
     def sample(self) -> list[GpuSample]:
         return []
@@ -178,13 +179,13 @@ class TraceGpuSource(GpuSource):
 def open_gpu_source(nvml: ModuleType | None = None) -> GpuSource:
     """NVML when it answers, otherwise a source that says why there are no GPUs."""
     try:
-        nvml = nvml or sysinfo.load_nvml()
+        nvml = nvml or gpus.load_nvml()
     except ImportError:
         return NoGpuSource("nvidia-ml-py (pynvml) is not installed")
     try:
         return NvmlGpuSource(nvml)
     except nvml.NVMLError as exc:
-        return NoGpuSource(sysinfo.nvml_failure(exc))
+        return NoGpuSource(gpus.nvml_failure(exc))
 
 
 def record_gpu_trace(source: GpuSource, samples: int, interval_s: float) -> dict[str, Any]:
@@ -351,7 +352,7 @@ class TelemetrySampler:
             "version": SERIES_VERSION,
             "interval_s": self.interval_s,
             "gpu_source": self._gpu_source.describe(),
-            "dataset_device": self._host_probe.disk or sysinfo.unavailable(self._disk_note),
+            "dataset_device": self._host_probe.disk or unavailable(self._disk_note),
             "host": columns,
             "gpus": gpus,
             "sampling_errors": self._errors[:20],

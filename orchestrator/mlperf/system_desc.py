@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.insight.sysinfo import is_unavailable
+from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.results import atomic
 
 RULESET = "4.0.0"  # the last training round that had unet3d and resnet

@@ -216,6 +216,6 @@ class StoredRun:
 
 def _run_mtime(paths: RunPaths) -> float:
     stamps = [p.stat().st_mtime for p in (paths.manifest, paths.summary) if p.exists()]
-    stamps += [s.state.stat().st_mtime for s in paths.seed_dirs() if s.state.exists()]
+    stamps += [f.stat().st_mtime for s in paths.seed_dirs() for f in (s.state, s.record) if f.exists()]
     return max(stamps, default=0.0)
 

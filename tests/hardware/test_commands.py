@@ -126,7 +126,7 @@ def test_sysinfo_through_the_cli(hw_cli) -> None:
 
 
 def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.insight import sysinfo, telemetry
+    from orchestrator.insight import gpus, telemetry
     from orchestrator.insight.telemetry import NvmlGpuSource, TraceGpuSource
     from tests.hardware.fake_nvml import FakeNvml
 
@@ -135,7 +135,7 @@ def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert missing.code == 2 and "cannot record a GPU trace" in missing.err
     nvml = FakeNvml()
     monkeypatch.setattr(telemetry, "open_gpu_source", lambda: NvmlGpuSource(nvml))
-    monkeypatch.setattr(sysinfo, "gpu_info", lambda: {"available": True, "count": 2})
+    monkeypatch.setattr(gpus, "gpu_info", lambda: {"available": True, "count": 2})
     path = tmp_path / "trace.json"
     r = hw_cli("sysinfo", "--record-gpu-trace", str(path), "--samples", "3", "--interval", "0.05")
     assert r.code == 0, r.err

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from orchestrator.commands import sysinfo as sysinfo_command
 from orchestrator.errors import UsageError
 from orchestrator.insight import sysinfo
+from orchestrator.insight.gpus import gpu_info
+from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.mlperf import system_desc
 from tests.hardware.fake_nvml import FakeNvml
 
@@ -70,7 +72,7 @@ def test_unreadable_host_facts_say_so(tmp_path: Path) -> None:
     roots = sysinfo.HostRoots(proc=tmp_path / "none", sys=tmp_path / "none", etc=tmp_path / "none")
     host = sysinfo.host_info(roots)
     for key in ("cpu_model", "sockets", "cores", "memory_bytes", "os", "caches", "cpu_max_mhz"):
-        assert sysinfo.is_unavailable(host[key]), key
+        assert is_unavailable(host[key]), key
 
 
 def test_this_host_is_described() -> None:
@@ -81,7 +83,7 @@ def test_this_host_is_described() -> None:
 
 def test_gpus_through_nvml_from_a_recorded_trace() -> None:
     nvml = FakeNvml()
-    gpus = sysinfo.gpu_info(nvml)
+    gpus = gpu_info(nvml)
     assert gpus["available"] is True and gpus["count"] == 2
     assert gpus["driver_version"] == "535.104.05" and gpus["cuda_driver_version"] == "12.2"
     first = gpus["devices"][0]
@@ -98,12 +100,12 @@ def test_gpus_through_nvml_from_a_recorded_trace() -> None:
 
 
 def test_gpu_section_without_driver_says_so_and_has_no_zeros() -> None:
-    gpus = sysinfo.gpu_info(FakeNvml(missing_library=True))
+    gpus = gpu_info(FakeNvml(missing_library=True))
     assert gpus == {"available": False, "reason": "NVIDIA driver not loaded (libnvidia-ml.so not found)"}
 
 
 def test_gpu_section_on_this_machine() -> None:
-    gpus = sysinfo.gpu_info()
+    gpus = gpu_info()
     if gpus.get("available"):
         pytest.skip("this machine has an NVIDIA driver")
     assert "driver" in gpus["reason"] or "not installed" in gpus["reason"]
@@ -149,13 +151,13 @@ def test_storage_kind(tmp_path: Path, fstype: str, source: str, device: str | No
     if device:
         assert info["device"] == device
     else:
-        assert sysinfo.is_unavailable(info["device"])
+        assert is_unavailable(info["device"])
 
 
 def test_storage_whose_device_is_hidden_says_so(tmp_path: Path) -> None:
     data, roots = storage_tree(tmp_path, "overlay", "overlay", "0:52", None)
     info = sysinfo.storage_info(data, roots)
-    assert sysinfo.is_unavailable(info["kind"]) and "not visible" in info["kind"]["reason"]
+    assert is_unavailable(info["kind"]) and "not visible" in info["kind"]["reason"]
 
 
 def test_storage_of_a_missing_folder(tmp_path: Path) -> None:
@@ -241,5 +243,5 @@ def test_sysinfo_command_text_mentions_missing_gpu() -> None:
     result = CliRunner().invoke(app, ["sysinfo"])
     assert result.exit_code == 0
     assert "host:" in result.stdout and "cpu_model:" in result.stdout
-    if not sysinfo.gpu_info().get("available"):
+    if not gpu_info().get("available"):
         assert "gpus:\n  unavailable: " in result.stdout
