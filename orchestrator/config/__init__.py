@@ -1,0 +1,1 @@
+"""Configuration: run profiles (seeds.yaml), the workload registry, seed specs, install locations."""

@@ -1,0 +1,1 @@
+"""What the numbers mean: the system a run saw, telemetry, stored runs as setups, their statistics."""

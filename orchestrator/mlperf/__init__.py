@@ -1,0 +1,1 @@
+"""What MLPerf defines: reading MLLOG, the scoring rules, the MLCommons export, system descriptions."""

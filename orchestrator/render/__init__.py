@@ -1,0 +1,1 @@
+"""What people read: text formatters, terminal tables, comparison tables and the HTML report."""
