@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid or a run failed
 EXIT_USAGE = 2  # bad usage or bad input: nothing was run, nothing was written
+EXIT_INTERRUPTED = 130  # stopped by the user (SIGINT); resumable
 
 
 class MltrainError(Exception):
@@ -55,7 +56,7 @@ class RecordError(StoreError):
 class Interrupted(MltrainError):
     """The user stopped a run (Ctrl-C); what finished is kept and can be resumed."""
 
-    exit_code = 130
+    exit_code = EXIT_INTERRUPTED
 
 
 class RunnerError(MltrainError):

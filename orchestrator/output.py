@@ -1,4 +1,8 @@
-"""The one output object of the CLI: data to stdout, status and errors to stderr."""
+"""The one output object of the CLI: data to stdout, status and errors to stderr.
+
+``-q`` keeps status lines off stderr (data, warnings and errors still show); ``-v`` adds detail
+lines (`Output.detail`) and a traceback for internal errors.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ from rich.table import Table
 class Output:
     """Commands write through this, never with ``print``."""
 
-    def __init__(self, *, quiet: bool = False) -> None:
+    def __init__(self, *, quiet: bool = False, verbose: bool = False) -> None:
         self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
         self.err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
         self.quiet = quiet
+        self.verbose = verbose
 
     def data(self, text: str) -> None:
         """Plain data to stdout (no markup interpretation)."""
@@ -25,6 +30,10 @@ class Output:
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
         sys.stdout.flush()
+
+    def prose(self, text: str) -> None:
+        """A sentence to stdout, wrapped at the terminal's width."""
+        self.out.print(text, markup=False, soft_wrap=False)
 
     def table(self, table: Table) -> None:
         self.out.print(table)
@@ -36,6 +45,11 @@ class Output:
     def status(self, text: str) -> None:
         if not self.quiet:
             self.err.print(text, markup=False)
+
+    def detail(self, text: str) -> None:
+        """Only with -v: what a person debugging a run wants to see."""
+        if self.verbose:
+            self.err.print(text, markup=False, style="dim")
 
     def warning(self, text: str) -> None:
         self.err.print(f"warning: {text}", markup=False, style="yellow")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.output import Output
-from orchestrator.runners.docker.engine import connect, remove_leftovers
+from orchestrator.commands.common import JSON_OPTION, output
 
 
 def register(app: typer.Typer) -> None:
@@ -13,11 +12,18 @@ def register(app: typer.Typer) -> None:
 
 
 def clean(
+    ctx: typer.Context,
     run: str = typer.Option(None, "--run", help="Only the containers of this run id."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Stop and remove every mltrain container (of one run with --run). Runs in progress lose theirs."""
-    out = Output()
+    from orchestrator.runners.docker.engine import connect, remove_leftovers
+
+    out = output(ctx)
     removed = remove_leftovers(connect(), run)
+    if as_json:
+        out.json({"removed": removed})
+        return
     for name in removed:
         out.data(f"removed {name}")
     out.status(f"{len(removed)} container(s) removed")

@@ -1,23 +1,65 @@
-"""Options and look-ups shared by the commands."""
+"""Options, choices and look-ups shared by the commands.
+
+Command modules import only this, typer and the standard library at the top: the domain modules
+they call (scipy, matplotlib, docker, mlperf_logging behind them) are imported inside the command,
+so that `mltrain --help` and shell completion stay fast.
+"""
 
 from __future__ import annotations
 
 import os
+from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
-from orchestrator.config.workloads import Registry
-from orchestrator.results.store import Store, check_results_dir
+from orchestrator.output import Output
+
+if TYPE_CHECKING:
+    from orchestrator.config.workloads import Registry
+    from orchestrator.results.store import Store
 
 RESULTS_OPTION = typer.Option(None, "--results", help="Results folder (default: results/ of the project).")
-JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output: stdout holds only JSON.")
 WORKLOADS_ENV = "MLTRAIN_WORKLOADS"
 """Extra folders of workloads (os.pathsep-separated), searched before the project's own."""
 
 
+class RunnerName(str, Enum):
+    local = "local"
+    docker = "docker"
+    slurm = "slurm"
+    auto = "auto"
+
+
+class ProfileName(str, Enum):
+    qualify = "qualify"
+    mlperf = "mlperf"
+    smoke = "smoke"
+
+
+class IpcMode(str, Enum):
+    host = "host"
+    private = "private"
+
+
+class EpochUnit(str, Enum):
+    auto = "auto"
+    epochs = "epochs"
+    samples = "samples"
+
+
+def output(ctx: typer.Context) -> Output:
+    """The output object the app's callback made for this invocation (-q, -v)."""
+    root = ctx.find_root()
+    return root.obj if isinstance(root.obj, Output) else Output()
+
+
 def results_dir(given: Path | None) -> Path:
+    from orchestrator.results.store import check_results_dir
+
     folder = (given or default_results_dir()).expanduser()
     check_results_dir(folder)
     return folder
@@ -25,6 +67,8 @@ def results_dir(given: Path | None) -> Path:
 
 def open_store(given: Path | None) -> Store:
     """The results folder a command works on (``--results``, else the default)."""
+    from orchestrator.results.store import Store
+
     return Store(results_dir(given))
 
 
@@ -33,5 +77,7 @@ def seeds_file() -> Path:
 
 
 def registry() -> Registry:
+    from orchestrator.config.workloads import Registry
+
     extra = [Path(p) for p in os.environ.get(WORKLOADS_ENV, "").split(os.pathsep) if p]
     return Registry([*extra, workloads_dir()])

@@ -6,12 +6,8 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 from orchestrator.errors import UsageError
-from orchestrator.insight import compare as comparing
-from orchestrator.insight.runs import load_runs, to_setups
-from orchestrator.output import Output
-from orchestrator.render.comparison import csv_text, main_table, split_table, verdict
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_runs(
+    ctx: typer.Context,
     runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
     label: list[str] = typer.Option(None, "--label", help="Add every run carrying this label (repeatable)."),
     baseline: str = typer.Option(None, "--baseline", help="Setup to compare against (default: the first)."),
@@ -30,7 +27,11 @@ def compare_runs(
     as_csv: bool = typer.Option(False, "--csv", help="One CSV line per setup on stdout."),
 ) -> None:
     """Compare setups: olympic time-to-train with intervals, speedup, Welch tests, energy, cost."""
-    out = Output()
+    from orchestrator.insight import compare as comparing
+    from orchestrator.insight.runs import load_runs, to_setups
+    from orchestrator.render.comparison import comparison_tables, csv_text, verdict
+
+    out = output(ctx)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
     views = load_runs(open_store(results), runs or [], label or [])
@@ -46,13 +47,13 @@ def compare_runs(
     if as_csv:
         out.data(csv_text(result).rstrip("\n"))
         return
-    out.table(main_table(result, bool(prices)))
-    out.table(split_table(result))
+    for table in comparison_tables(result, with_cost=bool(prices), width=out.out.width):
+        out.table(table)
     for row in result.rows:
-        out.data(f"{row.name}: {row.hardware}; runs {', '.join(row.run_ids)}")
+        out.prose(f"{row.name}: {row.hardware}; runs {', '.join(row.run_ids)}")
     for row in result.rows:
         if row.name != result.baseline:
-            out.data(verdict(row, result.baseline))
+            out.prose(verdict(row, result.baseline))
     for row in result.rows:
         for note in row.notes:
             out.warning(f"{row.name}: {note}")

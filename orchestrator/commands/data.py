@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.commands.common import registry
-from orchestrator.config.locations import project_root
-from orchestrator.output import Output
-from orchestrator.runners import proc
+from orchestrator.commands.common import output, registry
 
 
 def register(app: typer.Typer) -> None:
@@ -21,11 +18,15 @@ def data(
     ctx: typer.Context,
     workload: str = typer.Argument(..., help="Workload name."),
 ) -> None:
-    """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check."""
+    """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check.
+    Everything after WORKLOAD goes to the workload's dataset command line as it is."""
+    from orchestrator.config.locations import project_root
+    from orchestrator.runners import proc
+
     spec = registry().get(workload)
     args = list(ctx.args)
     if not args:
-        Output().data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
+        output(ctx).data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
         args = ["--help"]
     env = proc.child_env({}, pythonpath=project_root())
     result = proc.run([*spec.data.cli, *args], cwd=spec.folder, env=env, timeout_s=7 * 24 * 3600, capture=False)

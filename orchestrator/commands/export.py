@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, registry
-from orchestrator.insight import sysinfo
-from orchestrator.mlperf import export as exporting
-from orchestrator.output import Output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output, registry
 
 
 def register(app: typer.Typer) -> None:
@@ -18,6 +14,7 @@ def register(app: typer.Typer) -> None:
 
 
 def export_run(
+    ctx: typer.Context,
     run: str = typer.Argument(..., help="Run id."),
     mlcommons: Path = typer.Option(..., "--mlcommons", help="Folder to write results/ and systems/ into."),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
@@ -27,7 +24,12 @@ def export_run(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours."""
-    out = Output()
+    import socket
+
+    from orchestrator.insight import sysinfo
+    from orchestrator.mlperf import export as exporting
+
+    out = output(ctx)
     stored = open_store(results).open(run)
     manifest = stored.manifest
     system = manifest.system

@@ -1,4 +1,4 @@
-"""``mltrain list`` and ``mltrain show``: what the store holds, from its index."""
+"""``mltrain list`` and ``mltrain show``: what the store holds."""
 
 from __future__ import annotations
 
@@ -6,11 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
-from orchestrator.errors import EXIT_USAGE
-from orchestrator.output import Output
-from orchestrator.render.tables import runs_table, show_score
-from orchestrator.session.loop import rescore
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -19,13 +15,17 @@ def register(app: typer.Typer) -> None:
 
 
 def list_runs(
+    ctx: typer.Context,
     results: Path = RESULTS_OPTION,
     workload: str = typer.Option(None, "--workload", help="Only runs of this workload."),
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List benchmark runs, newest first (damaged run folders are named, and the exit code is 2)."""
-    out = Output()
+    from orchestrator.errors import EXIT_USAGE
+    from orchestrator.render.tables import runs_table
+
+    out = output(ctx)
     listing = open_store(results).list(label=label, workload=workload)
     if as_json:
         out.json(listing.rows)
@@ -38,19 +38,21 @@ def list_runs(
 
 
 def show(
+    ctx: typer.Context,
     run_id: str = typer.Argument(..., help="Run id (see `mltrain list`)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show one run: manifest, per-seed results and score."""
-    out = Output()
+    from orchestrator.render.tables import run_lines, show_score
+    from orchestrator.session.loop import rescore
+
+    out = output(ctx)
     run = open_store(results).open(run_id)
     summary, score = rescore(run)
     if as_json:
         out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}})
         return
-    m = run.manifest
-    out.data(f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}")
-    out.data(f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}")
+    out.lines(run_lines(run))
     show_score(out, summary, score, as_json=False)

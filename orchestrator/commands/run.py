@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.live import Live
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, registry, seeds_file
-from orchestrator.config.locations import project_root
-from orchestrator.config.profiles import load_profiles
-from orchestrator.errors import EXIT_INVALID_RESULT
+from orchestrator.commands.common import (
+    JSON_OPTION,
+    RESULTS_OPTION,
+    IpcMode,
+    ProfileName,
+    RunnerName,
+    open_store,
+    output,
+    registry,
+    seeds_file,
+)
 from orchestrator.output import Output
-from orchestrator.render.tables import progress_table, show_score
-from orchestrator.runners.select import RunnerOptions, make_runner
-from orchestrator.session.loop import Watch, failed_runs, run_benchmark
-from orchestrator.session.plan import plan_new, plan_resume
-from orchestrator.session.seed import SeedProgress
+
+if TYPE_CHECKING:
+    from orchestrator.session.loop import Watch
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +29,11 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
+    ctx: typer.Context,
     workload: str = typer.Argument(..., help="Workload name (a folder of workloads/)."),
     seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
-    profile: str = typer.Option(None, "--profile", help="qualify (default), mlperf or smoke."),
-    runner: str = typer.Option("local", "--runner", help="local, docker, slurm or auto."),
+    profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where seeds run."),
     data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
     results: Path = RESULTS_OPTION,
     resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
@@ -35,43 +41,55 @@ def run(
     gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
     shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size (with --ipc private)."),
-    ipc: str = typer.Option("host", "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
+    ipc: IpcMode = typer.Option(IpcMode.host, "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
     drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run WORKLOAD once per seed until its quality target, then score the set."""
-    out = Output()
+    from rich.live import Live
+
+    from orchestrator.config.locations import project_root
+    from orchestrator.config.profiles import load_profiles
+    from orchestrator.errors import EXIT_INVALID_RESULT
+    from orchestrator.render.tables import progress_table, show_score
+    from orchestrator.runners.select import RunnerOptions, make_runner
+    from orchestrator.session.loop import Watch, failed_runs, run_benchmark
+    from orchestrator.session.plan import plan_new, plan_resume
+
+    out = output(ctx)
     store = open_store(results)
     spec = registry().get(workload)
     profiles = load_profiles(seeds_file())
+    chosen = profile.value if profile else None
     if resume:
-        plan = plan_resume(spec, profiles, store.open(resume), seeds=seeds, profile=profile, data=data, label=label)
+        plan = plan_resume(spec, profiles, store.open(resume), seeds=seeds, profile=chosen, data=data, label=label)
     else:
-        plan = plan_new(spec, profiles, seeds=seeds, profile=profile, data=data, label=label)
+        plan = plan_new(spec, profiles, seeds=seeds, profile=chosen, data=data, label=label)
     options = RunnerOptions(
-        name=runner, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches, partition=partition,
-        base_image=base_image, ipc=ipc, time_limit_minutes=plan.profile.timeout_minutes + 5,
+        name=runner.value, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
+        partition=partition, base_image=base_image, ipc=ipc.value,
+        time_limit_minutes=plan.profile.timeout_minutes + 5,
     )
     backend = make_runner(options, project_root(), out.status)
     watch = Watch(status=out.status)
-    if out.err.is_terminal:
+    if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"
         with Live(progress_table(title, watch.seeds), console=out.err, auto_refresh=False) as live:
             watch.update = lambda: live.update(progress_table(title, watch.seeds), refresh=True)
             stored, score = run_benchmark(plan, backend, store, watch)
     else:
-        watch.update = lambda: _announce_finished(out, watch.seeds)
+        watch.update = lambda: _announce_finished(out, watch)
         stored, score = run_benchmark(plan, backend, store, watch)
     show_score(out, stored.summary, score, as_json=as_json)
     if not score.valid or failed_runs(stored):
         raise typer.Exit(EXIT_INVALID_RESULT)
 
 
-def _announce_finished(out: Output, progress: dict[int, SeedProgress]) -> None:
-    """Without a terminal there is no live table: one status line per finished seed."""
-    for seed, p in progress.items():
+def _announce_finished(out: Output, watch: Watch) -> None:
+    """Without a live table: one status line per finished seed."""
+    for seed, p in watch.seeds.items():
         if p.state == "finished" and not p.announced:
             p.announced = True
             out.status(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")

@@ -6,11 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
-from orchestrator.errors import EXIT_INVALID_RESULT
-from orchestrator.output import Output
-from orchestrator.render.tables import show_score
-from orchestrator.session.loop import rescore
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -18,12 +14,17 @@ def register(app: typer.Typer) -> None:
 
 
 def score(
+    ctx: typer.Context,
     run_id: str = typer.Argument(..., help="Run id (see `mltrain list`)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Score RUN_ID with its profile's rules and store the summary."""
-    out = Output()
+    from orchestrator.errors import EXIT_INVALID_RESULT
+    from orchestrator.render.tables import show_score
+    from orchestrator.session.loop import rescore
+
+    out = output(ctx)
     run = open_store(results).open(run_id)
     summary, result = rescore(run)
     run.save_summary(summary)

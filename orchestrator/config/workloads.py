@@ -105,3 +105,12 @@ class Registry:
                     return load_workload(root / name)
         known = ", ".join(self.names()) or "none"
         raise UsageError(f"unknown workload {name!r}: known workloads are {known}")
+
+    def for_benchmark(self, mlperf_benchmark: str) -> Workload:
+        """The workload implementing an MLPerf benchmark (the project's own first, then others)."""
+        found = [self.get(n) for n in self.names()]
+        matches = [w for w in found if w.mlperf_benchmark == mlperf_benchmark]
+        if not matches:
+            known = ", ".join(sorted({w.mlperf_benchmark for w in found})) or "none"
+            raise UsageError(f"no workload implements benchmark {mlperf_benchmark!r} (known: {known})")
+        return sorted(matches, key=lambda w: w.folder.parent != self.roots[-1])[0]

@@ -19,11 +19,13 @@ import json
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from orchestrator.errors import UsageError
 from orchestrator.insight import gpus, sysinfo
 from orchestrator.insight.unavailable import unavailable
 from orchestrator.results import atomic
@@ -410,3 +412,19 @@ def load_series(path: Path) -> dict[str, Any]:
     if series.get("version") != SERIES_VERSION:
         raise ValueError(f"{path}: telemetry version {series.get('version')!r}, expected {SERIES_VERSION}")
     return series
+
+
+def record_trace_file(path: Path, samples: int, interval_s: float, status: Callable[[str], None]) -> None:
+    """Record what the live sampler reads into ``path``, in the format `TraceGpuSource` replays
+    (for tests on machines without GPUs). UsageError when there is no GPU to read."""
+    source = open_gpu_source()
+    description = source.describe()
+    if not description.get("available"):
+        raise UsageError(f"cannot record a GPU trace: {description.get('reason')}")
+    status(f"recording {samples} readings of {len(description['devices'])} GPU(s) every {interval_s:g} s")
+    try:
+        trace = record_gpu_trace(source, samples, interval_s)
+    finally:
+        source.close()
+    trace["gpus"] = gpus.gpu_info()
+    atomic.write_json(path, trace)

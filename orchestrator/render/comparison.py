@@ -130,3 +130,37 @@ def split_table(result: Comparison) -> Table:
                 text.p_value(quantity.test), text.seeds_needed(quantity.test),
             )
     return table
+
+
+WIDE_COLUMNS = 110
+"""Below this terminal width each setup is shown as its own two-column table."""
+
+
+def comparison_tables(result: Comparison, *, with_cost: bool, width: int) -> list[Table]:
+    """The comparison for a terminal ``width`` columns wide: two wide tables, or one narrow table
+    per setup (quantity, value) that stays readable at 80 columns."""
+    if width >= WIDE_COLUMNS:
+        return [main_table(result, with_cost), split_table(result)]
+    return [setup_table(result, row, with_cost=with_cost) for row in result.rows]
+
+
+def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool) -> Table:
+    """One setup, stacked: a line per quantity, its value and how it compares with the baseline."""
+    table = Table(title=f"{row.name} ({'baseline' if row.name == result.baseline else 'vs ' + result.baseline})",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value [95% CI]")
+    table.add_column("vs baseline")
+    table.add_column("Welch p")
+    cells = main_cells(row, with_cost=with_cost)
+    speedup = cells[3]
+    table.add_row("converged/finished", cells[1], "", "")
+    table.add_row("olympic time-to-train", cells[2], speedup, text.p_value(row.ttt_test))
+    for name, attribute in SPLIT_QUANTITIES:
+        quantity: Quantity = getattr(row, attribute)
+        ratio = "" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
+        table.add_row(name, text.with_interval(quantity.mean), ratio, text.p_value(quantity.test))
+    table.add_row("energy-to-train", text.energy(row.energy_j), "", "")
+    if with_cost:
+        table.add_row("cost-to-train", text.number(row.cost), "", "")
+    return table

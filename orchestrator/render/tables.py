@@ -10,6 +10,7 @@ from rich.table import Table
 from orchestrator.output import Output
 from orchestrator.render.text import seconds
 from orchestrator.results.records import RunStatus, Score, Summary
+from orchestrator.results.store import StoredRun
 from orchestrator.session.seed import SeedProgress
 
 PROFILE_CAVEAT = {
@@ -47,6 +48,15 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             r["state"] or "",
         )
     return table
+
+
+def run_lines(run: StoredRun) -> list[str]:
+    """`mltrain show`: what the run was, before its score."""
+    m = run.manifest
+    return [
+        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}",
+        f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
+    ]
 
 
 def seeds_table(score: Score) -> Table:

@@ -39,11 +39,15 @@ def run(
     env: Mapping[str, str],
     timeout_s: float,
     capture: bool = True,
+    stdout_to_stderr: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run to completion in its own process group; the group is killed on timeout or Ctrl-C."""
+    """Run to completion in its own process group; the group is killed on timeout or Ctrl-C.
+    ``capture``: keep stdout and stderr; else they are the terminal's, and with
+    ``stdout_to_stderr`` the child's stdout goes to our stderr (so ours can hold only data)."""
     stream = subprocess.PIPE if capture else None
+    stdout = stream if capture or not stdout_to_stderr else _stderr_fd()
     with subprocess.Popen(
-        resolve_argv(argv), cwd=cwd, env=dict(env), stdout=stream, stderr=stream, text=True,
+        resolve_argv(argv), cwd=cwd, env=dict(env), stdout=stdout, stderr=stream, text=True,
         start_new_session=True,
     ) as proc:
         try:
@@ -78,3 +82,11 @@ def stop_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _stderr_fd() -> int:
+    """Our stderr's file descriptor (2 where sys.stderr is not a file, as under a test's capture)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2

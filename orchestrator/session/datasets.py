@@ -44,7 +44,7 @@ def ensure_synthetic(workload: Workload, profile: Profile, folder: Path, *, quie
         return False
     folder.parent.mkdir(parents=True, exist_ok=True)
     argv = [*workload.data.cli, "synthesize", str(folder), *profile.dataset.args]
-    result = _call(workload, argv, SYNTHESIZE_TIMEOUT_S, capture=quiet)
+    result = _call(workload, argv, SYNTHESIZE_TIMEOUT_S, capture=quiet, stdout_to_stderr=True)
     if result.returncode != 0:
         raise DataError(f"making synthetic {workload.name} data failed: {_last_line(result)}")
     return True
@@ -57,10 +57,13 @@ def check_data(workload: Workload, folder: Path) -> None:
         raise DataError(f"{workload.name} data in {folder}: {_last_line(result)}")
 
 
-def _call(workload: Workload, argv: list[str], timeout_s: float, *, capture: bool) -> subprocess.CompletedProcess[str]:
+def _call(
+    workload: Workload, argv: list[str], timeout_s: float, *, capture: bool, stdout_to_stderr: bool = False,
+) -> subprocess.CompletedProcess[str]:
     env = proc.child_env({}, pythonpath=project_root())
     try:
-        return proc.run(argv, cwd=workload.folder, env=env, timeout_s=timeout_s, capture=capture)
+        return proc.run(argv, cwd=workload.folder, env=env, timeout_s=timeout_s, capture=capture,
+                        stdout_to_stderr=stdout_to_stderr)
     except subprocess.TimeoutExpired:
         action = argv[len(workload.data.cli)]
         raise DataError(f"{workload.name} dataset command {action} took over {timeout_s:.0f}s") from None

@@ -91,8 +91,8 @@ def _nothing_written(folder: Path) -> bool:
         (["run", "fakebench", "--seeds", ""], "empty seed spec"),
         (["run", "fakebench", "--seeds", "1,1"], "given twice"),
         (["run", "fakebench", "--data", "/nonexistent/kits19"], "data folder /nonexistent/kits19 does not exist"),
-        (["run", "fakebench", "--profile", "fast"], "unknown profile 'fast'"),
-        (["run", "fakebench", "--runner", "cloud"], "unknown runner 'cloud'"),
+        (["run", "fakebench", "--profile", "fast"], "'fast' is not one of 'qualify', 'mlperf', 'smoke'"),
+        (["run", "fakebench", "--runner", "cloud"], "'cloud' is not one of 'local', 'docker', 'slurm', 'auto'"),
         (["show", "no-such-run"], "no run 'no-such-run'"),
     ],
 )

@@ -17,6 +17,7 @@ def synthesize(out: Path) -> int:
     (tmp / "cases.json").write_text(json.dumps({"train": 168, "eval": 42}))
     (tmp / MARKER).write_text("fakebench\n")
     os.replace(tmp, out)
+    sys.stdout.write(f"wrote {out}: a fakebench dataset\n")  # as real dataset tools report
     return 0
 
 
