@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from workloads.resnet50.data import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
+from workloads.resnet50.data_loader import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
 from workloads.resnet50.synthetic import jpeg_bytes, render
 
 

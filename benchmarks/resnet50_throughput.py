@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from workloads.resnet50.data import normalize
+from workloads.resnet50.data_loader import normalize
 from workloads.resnet50.engine import Precision
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import build_optimizer

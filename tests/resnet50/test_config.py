@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from workloads.resnet50.config import closed, smoke, with_overrides
-from workloads.resnet50.mllogging import optimizer_keys
+from workloads.resnet50.mlperf_log import optimizer_keys
 from workloads.resnet50.train import block_length, schedule_for
 
 RULES = Path(mlperf_logging.__file__).parent / "compliance_checker"

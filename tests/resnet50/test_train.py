@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from workloads.resnet50 import distributed
-from workloads.resnet50.mllogging import LOG_FILE
+from workloads.resnet50.mlperf_log import LOG_FILE
 from workloads.resnet50.train import main, train
 
 from .conftest import TINY_SETTINGS, tiny_config
@@ -119,7 +119,7 @@ def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path
     settings = [s for s in TINY_SETTINGS if not s.startswith("batch_size")] + ["batch_size=8", "max_epochs=2"]
     result = run_and_time("3", {
         "DATADIR": str(tiny_dataset), "RESULTS_DIR": str(tmp_path), "MLTRAIN_PROFILE": "smoke",
-        "QUALITY_THRESHOLD": "0.99", "RESNET50_NPROC": "2", "RESNET50_SET": " ".join(settings),
+        "QUALITY_THRESHOLD": "0.99", "NPROC": "2", "RESNET50_SET": " ".join(settings),
         "OMP_NUM_THREADS": "1",
     })
     assert result.returncode == 0, result.stderr[-2000:]

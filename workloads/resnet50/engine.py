@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from workloads.resnet50 import distributed
-from workloads.resnet50.data import Batch, normalize
+from workloads.resnet50.data_loader import Batch, normalize
 from workloads.resnet50.optim import Schedule, set_lr
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -93,13 +93,14 @@ def evaluate(model: nn.Module, loader: DataLoader, precision: Precision,
             logits = model(images)
         correct += int((logits.argmax(dim=1).cpu() == batch.labels).sum())
         total += batch.labels.numel()
-    correct_all, total_all, skipped_all = distributed.sum_all([correct, total, skipped], context)
+    counts = torch.tensor([correct, total, skipped], dtype=torch.float64, device=context.device)
+    correct_all, total_all, skipped_all = distributed.all_reduce_sum(counts, context).tolist()
     return correct_all / max(total_all, 1.0), int(skipped_all)
 
 
 def sync_buffers(model: nn.Module, context: distributed.Context) -> None:
     """Give every rank rank 0's BatchNorm statistics, so that all evaluate the same model."""
-    if not context.distributed:
+    if not context.is_distributed:
         return
     for buffer in model.buffers():
         torch.distributed.broadcast(buffer, src=0)

@@ -4,7 +4,8 @@
 # Environment: DATADIR (ImageNet layout), RESULTS_DIR (writable), MLTRAIN_PROFILE, QUALITY_THRESHOLD,
 #   RESNET50_PRESET   closed | smoke (default: smoke when MLTRAIN_PROFILE=smoke, else closed)
 #   RESNET50_SET      space-separated NAME=VALUE overrides of TrainConfig fields (e.g. "amp=bf16 workers=4")
-#   RESNET50_NPROC    processes per node through torchrun (default 1)
+#   NPROC             processes per node through torchrun: auto (default: the visible CUDA devices,
+#                     CUDA_VISIBLE_DEVICES respected, 1 without a GPU) or N; RESNET50_NPROC is an alias
 #   RESNET50_PLATFORM submission_platform for the log (default: the host name)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,13 @@ seed=$1
 default_preset=closed
 if [[ ${MLTRAIN_PROFILE:-} == smoke ]]; then default_preset=smoke; fi
 preset=${RESNET50_PRESET:-$default_preset}
-nproc=${RESNET50_NPROC:-1}
+nproc=${NPROC:-${RESNET50_NPROC:-auto}}
+if [[ $nproc == auto ]]; then
+    nproc=$("${PYTHON:-python}" -m workloads.resnet50.nproc) || exit 2
+elif [[ ! $nproc =~ ^[1-9][0-9]*$ ]]; then
+    echo "NPROC must be auto or a positive integer, got '$nproc'" >&2
+    exit 2
+fi
 read -r -a overrides <<< "${RESNET50_SET:-}"
 if [[ -n ${RESNET50_PLATFORM:-} ]]; then overrides+=("submission_platform=${RESNET50_PLATFORM}"); fi
 

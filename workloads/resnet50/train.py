@@ -34,10 +34,11 @@ from torch import nn
 
 from workloads.resnet50 import distributed
 from workloads.resnet50.config import PRESETS, TrainConfig, with_overrides
-from workloads.resnet50.data import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
+from workloads.resnet50.data_loader import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
 from workloads.resnet50.engine import Precision, evaluate, sync_buffers, train_epoch
-from workloads.resnet50.layout import LayoutError, list_dataset
-from workloads.resnet50.mllogging import RunLog, optimizer_keys
+from workloads.resnet50.errors import LayoutError
+from workloads.resnet50.layout import list_dataset
+from workloads.resnet50.mlperf_log import MlperfLog, optimizer_keys
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import Schedule, build_optimizer
 
@@ -84,14 +85,14 @@ def block_length(config: TrainConfig, first_epoch: int) -> int:
 def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed: int,
           context: distributed.Context) -> str:
     """Run to the target or the epoch cap; returns the run_stop status."""
-    log = RunLog(enabled=context.is_main, results_dir=results_dir)
+    log = MlperfLog(enabled=context.is_main, results_dir=results_dir)
     try:
         return _train(config, data_dir, seed, context, log)
     finally:
         log.close()
 
 
-def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: RunLog) -> str:
+def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: MlperfLog) -> str:
     log.event(c.CACHE_CLEAR, True)
     log.start(c.INIT_START)
     for key, value in {
@@ -102,11 +103,11 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         c.SUBMISSION_STATUS: config.submission_status,
     }.items():
         log.event(key, value)
-    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // context.world))
+    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // context.world_size))
     torch.manual_seed(seed)
 
     train_split, val_split = list_dataset(data_dir)
-    global_batch = config.batch_size * context.world
+    global_batch = config.batch_size * context.world_size
     schedule = schedule_for(config, len(train_split.samples), global_batch)
     log.event(c.SEED, seed)
     log.event(c.GLOBAL_BATCH_SIZE, global_batch)
@@ -134,9 +135,9 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     scaler = torch.amp.GradScaler(context.device.type, enabled=config.amp == "fp16")
     precision = Precision(amp=config.amp, channels_last=config.channels_last)
 
-    train_sampler = ShardSampler(len(train_split.samples), rank=context.rank, world=context.world, shuffle=True,
+    train_sampler = ShardSampler(len(train_split.samples), rank=context.rank, world=context.world_size, shuffle=True,
                                  seed=seed, batch_size=config.batch_size, drop_last=True)
-    val_sampler = ShardSampler(len(val_split.samples), rank=context.rank, world=context.world, shuffle=False,
+    val_sampler = ShardSampler(len(val_split.samples), rank=context.rank, world=context.world_size, shuffle=False,
                                seed=seed, batch_size=config.eval_batch_size, drop_last=False)
     worker_seed = seed * 7919 + context.rank
     train_loader = make_loader(ImageFolder(train_split.samples, TrainTransform(crop=config.crop)), train_sampler,
@@ -162,7 +163,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         skipped += stats.skipped
         log.end(c.EPOCH_STOP, metadata={c.EPOCH_NUM: epoch})
         seconds = time.perf_counter() - started
-        rate = stats.images * context.world / seconds
+        rate = stats.images * context.world_size / seconds
         note(context, f"epoch {epoch}: loss {stats.mean_loss:.4f}, {rate:.1f} images/s")
         if stats.diverged:
             note(context, f"epoch {epoch}: loss is not finite, stopping (diverged)")
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
         return EXIT_BAD_INPUT
-    context = distributed.init()
+    context = distributed.init("cuda" if torch.cuda.is_available() else "cpu")
     try:
         train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context)
     except LayoutError as exc:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from workloads.resnet50.data import (
+from workloads.resnet50.data_loader import (
     EvalTransform,
     ImageFolder,
     ShardSampler,
