@@ -44,20 +44,15 @@ from torch import nn
 from workloads.resnet50 import distributed
 from workloads.resnet50.config import PRESETS, TrainConfig, build
 from workloads.resnet50.division import decide
-from workloads.resnet50.engine import Precision, evaluate, sync_buffers, train_epoch
+from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch
 from workloads.resnet50.errors import SettingsError, WorkloadError
 from workloads.resnet50.layout import list_dataset
 from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, MlperfLog, optimizer_keys
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import Schedule, build_optimizer
-from workloads.resnet50.pipeline import (
-    DecodeChoice,
-    build_pipelines,
-    choose_decoder,
-    dali_installed,
-    torchvision_importable,
-)
-from workloads.resnet50.precision import available_cpus, device_facts, pick_device, resolve
+from workloads.resnet50.pipeline import build_pipelines
+from workloads.resnet50.precision import pick_device
+from workloads.resnet50.runtime import resolve_setup
 
 RANDOM_SEED = -1
 """--seed value that makes the workload draw the seed itself."""
@@ -116,36 +111,6 @@ def block_length(config: TrainConfig, first_epoch: int) -> int:
     while epoch < config.max_epochs and not config.is_eval_epoch(epoch):
         epoch += 1
     return epoch - first_epoch + 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class Setup:
-    """What the run resolved on its device, logged as ``resolved_settings``."""
-
-    precision: Precision
-    settings: dict
-    decode: DecodeChoice
-
-
-def resolve_setup(config: TrainConfig, context: distributed.Context) -> Setup:
-    """Precision, threads and decoding for this device; sets torch's threads and cudnn's autotuner."""
-    facts = device_facts(context.device)
-    resolved = resolve(config.precision, facts.kind, facts.capability, facts.cpu_bf16_native, available_cpus(),
-                       context.world_size, threads=config.threads)
-    torch.set_num_threads(resolved.threads)
-    if facts.kind == "cuda":
-        torch.backends.cudnn.benchmark = True
-    choice = choose_decoder(config.decode, facts.kind, torchvision_ok=torchvision_importable(),
-                            dali_ok=dali_installed())
-    settings = {
-        "precision": resolved.precision, "requested_precision": config.precision, "threads": resolved.threads,
-        "nproc": context.world_size, "device": facts.kind, "device_name": facts.name,
-        "capability": None if facts.capability is None else f"{facts.capability[0]}.{facts.capability[1]}",
-        "channels_last": config.channels_last, "compile": config.compile, "why": resolved.why,
-        "decode": choice.name, "decode_why": choice.why,
-    }
-    return Setup(precision=Precision(dtype=resolved.precision, channels_last=config.channels_last),
-                 settings=settings, decode=choice)
 
 
 def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed: int,
