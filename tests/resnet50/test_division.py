@@ -43,6 +43,7 @@ def test_a_changed_hyperparameter_or_model_is_named():
 def test_smoke_is_open_with_its_reasons_and_the_environment_can_force_open_only():
     division = decide(smoke(), global_batch=64, train_images=640, classes=10, seed_random=True)
     assert division.label == "open"
+    assert "hyperparameters of" not in division.reason  # the smoke preset's own are used
     for fragment in ("no RCP for global batch 64", "width 16 differs from the reference 64", " ...",
                      "dataset is not ImageNet 2012 (640 training images in 10 classes)"):
         assert fragment in division.reason

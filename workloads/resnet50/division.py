@@ -56,11 +56,12 @@ def decide(config: TrainConfig, *, global_batch: int, train_images: int, classes
            force_open: bool = False) -> Division:
     """The division this run may log, from its config, its data and how its seed was chosen."""
     reasons = []
+    found = differences(config, global_batch)
     if rcp.find(global_batch) is None:
         near = rcp.nearest(global_batch).global_batch
+        used = "" if found else f"; hyperparameters of {near} used"
         reasons.append(f"no RCP for global batch {global_batch} in the {rcp.RULESET} tables (they hold "
-                       f"{rcp.batches()}; hyperparameters of {near} used)")
-    found = differences(config, global_batch)
+                       f"{rcp.batches()}{used})")
     if found:
         more = " ..." if len(found) > MAX_LISTED else ""
         reasons.append("; ".join(found[:MAX_LISTED]) + more)
