@@ -103,13 +103,13 @@ def decode_batch(decoder: Decoder, batch: EncodedBatch, device: torch.device) ->
         return [], []
     try:
         return decoder(batch.data, device), list(range(len(batch.data)))
-    except RuntimeError:
+    except (RuntimeError, ValueError):  # what torchvision raises for a file nvJPEG cannot decode
         pass
     images, kept = [], []
     for index, data in enumerate(batch.data):
         try:
             image = decoder([data], device)[0]
-        except RuntimeError:
+        except (RuntimeError, ValueError):
             try:
                 image = pil_decode(data).to(device)
             except DECODE_ERRORS as error:
