@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from workloads.resnet50.data import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
+from workloads.resnet50.data_loader import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
 from workloads.resnet50.synthetic import jpeg_bytes, render
 
 
@@ -68,7 +68,8 @@ def main() -> None:
         print(f"  decode + resize 256 + centre crop {rate(lambda p: evaluation(decode(p)), paths):8.1f} images/s")
         samples = [(path, 0) for path in paths]
         sampler = ShardSampler(len(samples), rank=0, world=1, shuffle=True, seed=0, batch_size=32, drop_last=False)
-        loader = make_loader(ImageFolder(samples, train), sampler, batch_size=32, workers=args.workers, seed=0)
+        loader = make_loader(ImageFolder(samples, train), sampler, batch_size=32, workers=args.workers, seed=0,
+                             pin_memory=False)
         next(iter(loader))  # start the workers
         started = time.perf_counter()
         seen = 0

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from workloads.resnet50.data import normalize
+from workloads.resnet50.data_loader import Normalizer
 from workloads.resnet50.engine import Precision
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import build_optimizer
@@ -40,9 +40,10 @@ def make_step(precision: Precision, *, compile_model: bool, batch: int, size: in
     images = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8)
     labels = torch.randint(0, 1000, (batch,))
     device = torch.device("cpu")
+    normalize = Normalizer(device, channels_last=precision.channels_last)
 
     def step() -> None:
-        inputs = normalize(images, channels_last=precision.channels_last)
+        inputs = normalize(images)
         with precision.autocast(device):
             loss = criterion(network(inputs), labels)
         optimizer.zero_grad(set_to_none=True)
@@ -71,12 +72,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     modes = [
-        ("fp32 eager (NCHW)", Precision(amp="none", channels_last=False), False),
-        ("fp32 eager channels_last", Precision(amp="none", channels_last=True), False),
-        ("bf16 autocast channels_last", Precision(amp="bf16", channels_last=True), False),
+        ("fp32 eager (NCHW)", Precision(dtype="fp32", channels_last=False), False),
+        ("fp32 eager channels_last", Precision(dtype="fp32", channels_last=True), False),
+        ("bf16 autocast channels_last", Precision(dtype="bf16", channels_last=True), False),
     ]
     if args.compile:
-        modes.append(("bf16 autocast channels_last compile", Precision(amp="bf16", channels_last=True), True))
+        modes.append(("bf16 autocast channels_last compile", Precision(dtype="bf16", channels_last=True), True))
     print(f"ResNet-50 v1.5 training step, batch {args.batch}, {args.size}x{args.size}, {args.threads} threads, "
           f"torch {torch.__version__}, {args.rounds} rounds of {args.steps} timed steps after {args.warmup} warmup")
     runners = {}

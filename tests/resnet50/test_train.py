@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from workloads.resnet50 import distributed
-from workloads.resnet50.mllogging import LOG_FILE
-from workloads.resnet50.train import main, train
+from workloads.resnet50.mlperf_log import LOG_FILE
+from workloads.resnet50.train import Environment, main, train
 
 from .conftest import TINY_SETTINGS, tiny_config
 
@@ -40,6 +40,22 @@ def compliance(log: Path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def labelled_closed(log: Path) -> Path:
+    """A copy of ``log`` whose submission_division says closed: the closed rules then check every
+    other line as they would for a closed run (the label alone picks open or closed rules)."""
+    lines = []
+    for line in log.read_text().splitlines():
+        if line.startswith(":::MLLOG ") and '"key": "submission_division"' in line:
+            record = json.loads(line.split(":::MLLOG ", 1)[1])
+            record["value"], record["metadata"] = "closed", {k: v for k, v in record["metadata"].items()
+                                                             if k != "reason"}
+            line = ":::MLLOG " + json.dumps(record)
+        lines.append(line)
+    copy = log.with_name("closed_" + log.name)
+    copy.write_text("\n".join(lines) + "\n")
+    return copy
+
+
 @pytest.mark.parametrize("optimizer", ["lars", "sgd"])
 def test_converged_log_passes_the_closed_resnet_compliance_checker(tiny_dataset: Path, tmp_path: Path, optimizer):
     extra = ["optimizer=sgd", "base_lr=0.4"] if optimizer == "sgd" else []
@@ -57,7 +73,17 @@ def test_converged_log_passes_the_closed_resnet_compliance_checker(tiny_dataset:
     assert log[-1]["metadata"]["status"] == "success"
     file_log = (tmp_path / LOG_FILE).read_text()
     assert [e["key"] for e in events(file_log)] == keys
-    checked = compliance(tmp_path / LOG_FILE)
+    division = next(e for e in log if e["key"] == "submission_division")
+    assert division["value"] == "open" and "seed fixed by the caller" in division["metadata"]["reason"]
+    assert "width 8 differs from the reference 64" in division["metadata"]["reason"]
+    settings = next(e for e in log if e["key"] == "resolved_settings")["value"]
+    assert keys.index("resolved_settings") < keys.index("run_start")
+    assert settings["precision"] in ("fp32", "bf16") and settings["requested_precision"] == "auto"
+    assert (settings["device"], settings["nproc"], settings["decode"], settings["capability"]) == ("cpu", 1, "pil",
+                                                                                                    None)
+    as_open = compliance(tmp_path / LOG_FILE)
+    assert as_open.returncode == 0 and "SUCCESS" in as_open.stdout + as_open.stderr, as_open.stdout + as_open.stderr
+    checked = compliance(labelled_closed(tmp_path / LOG_FILE))
     assert checked.returncode == 0 and "SUCCESS" in checked.stdout + checked.stderr, checked.stdout + checked.stderr
     assert f"closed_resnet_{optimizer}.yaml" in checked.stdout + checked.stderr
 
@@ -89,18 +115,22 @@ def test_unreadable_training_image_is_reported_not_fatal(own_dataset: Path, tmp_
 def test_mixed_precision_trains(tiny_dataset: Path, tmp_path: Path, amp: str):
     # crop 32, not 16: torch 2.13's CPU bf16 convolution backward returns non-finite weight gradients
     # for a 1x1 input with stride 2 (the last stage at crop 16), (found while writing this test)
-    status, log, err = run_tiny(tiny_dataset, tmp_path, f"amp={amp}", "crop=32", "eval_resize=36", "max_epochs=1",
+    status, log, err = run_tiny(tiny_dataset, tmp_path, f"precision={amp}", "crop=32", "eval_resize=36", "max_epochs=1",
                                 "target=0.99")
     assert log[-1]["key"] == "run_stop" and "not finite" not in err
     assert len([e for e in log if e["key"] == "eval_accuracy"]) == 1
+    assert next(e for e in log if e["key"] == "resolved_settings")["value"]["precision"] == amp
 
 
 def test_bad_settings_and_bad_data_exit_2_with_one_line(tiny_dataset: Path, tmp_path: Path, capsys):
-    assert main(["--data", str(tiny_dataset), "--seed", "1", "--set", "amp=fp8"]) == 2
+    assert main(["--data", str(tiny_dataset), "--seed", "1", "--set", "precision=fp8"]) == 2
     assert main(["--data", str(tiny_dataset), "--seed", "1", "--set", "colour=red"]) == 2
     assert main(["--data", str(tmp_path / "missing"), "--seed", "1", "--preset", "smoke"]) == 2
+    assert main(["--data", str(tiny_dataset), "--seed", "-2", "--preset", "smoke"]) == 2
+    assert main(["--data", str(tiny_dataset), "--seed", "1", "--preset", "smoke", "--set", "decode=torchvision"]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and "invalid amp" in lines[0] and "colour=red" in lines[1] and "missing" in lines[2]
+    assert len(lines) == 5 and "invalid precision" in lines[0] and "colour=red" in lines[1] and "missing" in lines[2]
+    assert "-1 (drawn at random)" in lines[3] and "torchvision cannot be imported" in lines[4]
 
 
 def run_and_time(seed: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -110,7 +140,7 @@ def run_and_time(seed: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_run_and_time_rejects_a_bad_seed():
     result = run_and_time("one", {"DATADIR": "/nonexistent"})
-    usage = "usage: run_and_time.sh SEED (a non-negative integer)"
+    usage = "usage: run_and_time.sh SEED (a non-negative integer, or -1 to draw one)"
     assert result.returncode == 2 and result.stderr.splitlines() == [usage]
 
 
@@ -119,7 +149,7 @@ def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path
     settings = [s for s in TINY_SETTINGS if not s.startswith("batch_size")] + ["batch_size=8", "max_epochs=2"]
     result = run_and_time("3", {
         "DATADIR": str(tiny_dataset), "RESULTS_DIR": str(tmp_path), "MLTRAIN_PROFILE": "smoke",
-        "QUALITY_THRESHOLD": "0.99", "RESNET50_NPROC": "2", "RESNET50_SET": " ".join(settings),
+        "QUALITY_THRESHOLD": "0.99", "NPROC": "2", "RESNET50_SET": " ".join(settings),
         "OMP_NUM_THREADS": "1",
     })
     assert result.returncode == 0, result.stderr[-2000:]
@@ -131,3 +161,23 @@ def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path
     assert len(accuracies) == 2 and all(a * 80 == round(a * 80) for a in accuracies)  # exact over all 80
     assert log[-1]["metadata"]["status"] == "aborted"
     assert [e["key"] for e in events((tmp_path / LOG_FILE).read_text())] == [e["key"] for e in log]
+
+
+def test_a_seed_drawn_by_the_workload_or_the_caller_counts_as_random(tiny_dataset: Path, tmp_path: Path):
+    def division_and_seed(seed: int, environment: Environment) -> tuple[str, int]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            train(tiny_config("max_epochs=1", "target=0.99"), data_dir=tiny_dataset, results_dir=None, seed=seed,
+                  context=SINGLE, environment=environment)
+        log = events(out.getvalue())
+        division = next(e for e in log if e["key"] == "submission_division")
+        return division["metadata"]["reason"], next(e["value"] for e in log if e["key"] == "seed")
+
+    drawn_reason, drawn_seed = division_and_seed(-1, Environment())
+    assert drawn_seed >= 0 and "seed fixed" not in drawn_reason
+    said_reason, said_seed = division_and_seed(7, Environment(seeds_random=True))
+    assert said_seed == 7 and "seed fixed" not in said_reason
+    forced_reason, _ = division_and_seed(7, Environment(seeds_random=True, force_open=True))
+    assert forced_reason.endswith("SUBMISSION_DIVISION=open")
+    assert Environment.read({"SUBMISSION_DIVISION": "closed", "MLTRAIN_SEEDS_RANDOM": "1"}) == Environment(
+        seeds_random=True, force_open=False)

@@ -1,19 +1,29 @@
 """Typed configuration of a ResNet-50 training run, and its named presets.
 
-``closed()`` follows the MLPerf reference convergence point for a global batch of 3264 (LARS, base
-rate 10.5, 2 warmup epochs, weight decay 5e-5, label smoothing 0.1; 408 images per process on 8
-devices). ``smoke()`` is the same code path scaled down (narrow network, 32x32 crops of the
-synthetic dataset) so that a 2-core CPU reaches 0.759 top-1 in well under a minute.
+``closed(global_batch)`` takes the hyperparameters of the MLPerf reference convergence point (RCP)
+for the global batch the run actually uses (408 images per process: 3264 on 8 GPUs, 1632 on 4);
+where the table has no point for that batch it takes the nearest point's, and the run is logged
+``open`` (see division.py). ``smoke()`` is the same code path scaled down (narrow network, 32x32
+crops of the synthetic dataset) so that a 2-core CPU reaches 0.759 top-1 in well under a minute.
+``build(preset, processes, assignments)`` is how the command lines get a config.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads.resnet50 import rcp
+from workloads.resnet50.errors import SettingsError
+
 OPTIMIZERS = ("sgd", "lars")
-AMP_MODES = ("none", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "none", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+DECODERS = ("auto", "pil", "torchvision", "dali")
+REFERENCE_BATCH = 3264
+"""The global batch of the closed preset on 8 processes (8 x 408)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +41,10 @@ class TrainConfig:
     eval_resize: int = 256
     """Shorter side before the evaluation centre crop."""
     workers: int = 8
-    """Decoding worker processes per training process (0: decode in the training process)."""
+    """Loader worker processes per training process (0: load in the training process)."""
+    decode: str = "auto"
+    """JPEG decoding: 'pil' (CPU workers), 'torchvision' (nvJPEG on the GPU), 'dali', or 'auto'
+    (torchvision on a GPU when importable, else DALI when installed, else PIL)."""
     batch_size: int = 408
     """Images per optimizer step per process; the global batch is this times the processes."""
     eval_batch_size: int = 256
@@ -69,14 +82,18 @@ class TrainConfig:
     target: float = 0.759
     """Top-1 accuracy at which the run stops with success."""
     # execution
-    amp: str = "none"
-    """Autocast precision: 'none', 'bf16' or 'fp16'."""
+    precision: str = "auto"
+    """'auto' (by device: precision.py), 'fp32' (alias 'none'), 'bf16' or 'fp16' (with a GradScaler)."""
+    device: str = "auto"
+    """'auto' (CUDA when available), 'cpu' or 'cuda'."""
     channels_last: bool = True
     """Channels-last memory format for the model and its inputs."""
     compile: bool = False
-    """torch.compile the model."""
+    """torch.compile the model (opt-in: compilation takes minutes before run_start)."""
     threads: int = 0
-    """torch intra-op threads per process (0: the CPUs divided by the processes)."""
+    """torch intra-op threads per process (0 or 'auto': the CPUs this process may use / processes)."""
+    finite_check_steps: int = 50
+    """Steps between the checks that the loss stayed finite (each check waits for the device once)."""
     # MLPerf submission fields
     submission_org: str = "mltrain"
     """Organization that ran the benchmark."""
@@ -109,22 +126,34 @@ class TrainConfig:
             ("eval_every", self.eval_every >= 1),
             ("eval_offset", 0 <= self.eval_offset < self.eval_every),
             ("target", 0 < self.target <= 1),
-            ("amp", self.amp in AMP_MODES),
+            ("precision", self.precision in PRECISIONS),
+            ("device", self.device in DEVICES),
+            ("decode", self.decode in DECODERS),
             ("threads", self.threads >= 0),
+            ("finite_check_steps", self.finite_check_steps >= 1),
             ("submission_status", self.submission_status in ("cloud", "onprem", "preview", "research")),
         ]
         for name, ok in problems:
             if not ok:
-                raise ValueError(f"invalid {name}: {getattr(self, name)!r}")
+                raise SettingsError(f"invalid {name}: {getattr(self, name)!r}")
 
     def is_eval_epoch(self, epoch: int) -> bool:
         """Whether to evaluate after ``epoch`` (1-based): epochs every-offset, 2*every-offset, ..."""
         return (epoch + self.eval_offset) % self.eval_every == 0
 
 
-def closed() -> TrainConfig:
-    """MLPerf closed division, reference convergence point for a global batch of 3264 (8 x 408)."""
-    return TrainConfig()
+def closed(global_batch: int = REFERENCE_BATCH) -> TrainConfig:
+    """MLPerf closed division with the hyperparameters of the RCP for ``global_batch`` (or of the
+    nearest RCP when there is none for it: such a run is open). 408 images per process."""
+    point = rcp.find(global_batch) or rcp.nearest(global_batch)
+    return TrainConfig(
+        base_lr=point.base_lr,
+        warmup_epochs=point.warmup_epochs,
+        decay_epochs=point.decay_epochs,
+        momentum=point.momentum,
+        weight_decay=point.weight_decay,
+        max_epochs=math.ceil(point.warmup_epochs + point.decay_epochs) + 2,
+    )
 
 
 def smoke() -> TrainConfig:
@@ -157,6 +186,8 @@ PRESETS = {"closed": closed, "smoke": smoke}
 
 
 def _parse(field_name: str, text: str, current: object) -> object:
+    if field_name == "threads" and text == "auto":
+        return 0
     if isinstance(current, bool):
         if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
             raise ValueError(f"{field_name}: expected true or false, got {text!r}")
@@ -169,18 +200,30 @@ def _parse(field_name: str, text: str, current: object) -> object:
 
 
 def with_overrides(config: TrainConfig, assignments: list[str]) -> TrainConfig:
-    """Apply ``name=value`` assignments (values parsed as the field's type); ValueError names the field."""
+    """Apply ``name=value`` assignments (values parsed as the field's type); SettingsError names the field."""
     known = {field.name for field in dataclasses.fields(config)}
     changes: dict[str, object] = {}
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
         if not sep or name not in known:
-            raise ValueError(f"unknown setting {assignment!r} (expected NAME=VALUE, NAME a TrainConfig field)")
+            raise SettingsError(f"unknown setting {assignment!r} (expected NAME=VALUE, NAME a TrainConfig field)")
         try:
             changes[name] = _parse(name, text, getattr(config, name))
         except ValueError as exc:
-            raise ValueError(f"invalid {name}={text!r}: {exc}") from None
+            raise SettingsError(f"invalid {name}={text!r}: {exc}") from None
     return dataclasses.replace(config, **changes)
+
+
+def build(preset: str, processes: int, assignments: list[str]) -> TrainConfig:
+    """The preset's config with ``assignments`` applied; the closed preset takes the RCP
+    hyperparameters of the global batch it will run with (per-process batch x ``processes``),
+    and explicit assignments still win over them."""
+    if preset not in PRESETS:
+        raise SettingsError(f"unknown preset {preset!r} (one of {', '.join(sorted(PRESETS))})")
+    config = with_overrides(PRESETS[preset](), assignments)
+    if preset == "closed":
+        config = with_overrides(closed(config.batch_size * processes), assignments)
+    return config
 
 
 @dataclass(frozen=True, kw_only=True)

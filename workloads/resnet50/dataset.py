@@ -18,10 +18,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from workloads.resnet50.layout import DECODE_ERRORS, LayoutError, Split, expected_counts, list_dataset
+from workloads.resnet50.errors import DatasetError, LayoutError
+from workloads.resnet50.layout import DECODE_ERRORS, Split, expected_counts, list_dataset
 from workloads.resnet50.synthetic import SyntheticSpec, synthesize
 
-EXIT_BAD_INPUT = 2
 CHECK_SAMPLE_CLASSES = 50
 """``check`` decodes the first image of this many classes per split."""
 
@@ -37,10 +37,6 @@ ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar, then lay it out as
 and check it with `python -m workloads.resnet50.dataset verify DIR`
 (or `mltrain data verify resnet50`). Smoke runs need none of this: their data is synthetic.
 """
-
-
-class DatasetError(Exception):
-    """Bad input or data; the message is the one line shown to the user."""
 
 
 def say(message: str) -> None:
@@ -190,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         args.run(args)
     except DatasetError as exc:
         sys.stderr.write(f"{exc}\n")
-        return EXIT_BAD_INPUT
+        return exc.exit_code
     return 0
 
 

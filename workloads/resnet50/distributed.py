@@ -1,83 +1,121 @@
 """Data parallelism through ``torchrun``: one process per device, gradients all-reduced by DDP.
 
 ``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; without them the run is a single process and
-nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs over NCCL.
+nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs over NCCL. Tensors
+handed to a collective live on ``Context.device`` (NCCL has no CPU tensors); host-side facts that
+all ranks must agree on without waiting for the GPU (``any_rank``) travel over a gloo group.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Context:
     """Where this process sits in the job."""
 
     rank: int = 0
     """Global rank; rank 0 logs and writes results."""
-    world: int = 1
+    world_size: int = 1
     """Number of processes."""
     local_rank: int = 0
     """Rank on this node (selects the GPU)."""
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     """Device of this process."""
+    backend: str | None = None
+    """'nccl', 'gloo', or None for a single process."""
+    host_group: object | None = field(default=None, compare=False, repr=False)
+    """A gloo group for host-side agreement when the main group is NCCL (None: use the main group)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.rank < self.world:
-            raise ValueError(f"rank {self.rank} outside world of {self.world}")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} outside world of {self.world_size}")
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     @property
-    def distributed(self) -> bool:
-        return self.world > 1
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
 
 
-def init(environ: dict[str, str] | None = None) -> Context:
-    """Join the process group torchrun describes (if any) and pick this process's device."""
+def init(device_type: str, environ: Mapping[str, str] | None = None) -> Context:
+    """Join the process group torchrun describes (if any) on ``device_type`` ('cpu' or 'cuda').
+
+    On CUDA the process's GPU is selected before the group exists, so that NCCL and every later
+    allocation land on GPU ``LOCAL_RANK`` rather than all on GPU 0.
+    """
     env = os.environ if environ is None else environ
     world = int(env.get("WORLD_SIZE", "1"))
     rank = int(env.get("RANK", "0"))
     local_rank = int(env.get("LOCAL_RANK", "0"))
-    if torch.cuda.is_available():
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
     else:
-        device = torch.device("cpu")
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
-    return Context(rank=rank, world=world, local_rank=local_rank, device=device)
+        device = torch.device(device_type)
+    if world <= 1:
+        return Context(device=device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world)
+    host_group = dist.new_group(backend="gloo") if backend == "nccl" else None
+    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend,
+                   host_group=host_group)
 
 
-def wrap(model: nn.Module, context: Context) -> nn.Module:
+def wrap(model: nn.Module, ctx: Context) -> nn.Module:
     """DistributedDataParallel when there is more than one process, else the model itself."""
-    if not context.distributed:
+    if not ctx.is_distributed:
         return model
-    ids = [context.device.index] if context.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
 
 
-def sum_all(values: list[float], context: Context) -> list[float]:
-    """Element-wise sum of ``values`` over all processes (float64 on the wire)."""
-    if not context.distributed:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=context.device)
-    dist.all_reduce(tensor)
-    return tensor.tolist()
+def all_reduce_sum(tensor: torch.Tensor, ctx: Context) -> torch.Tensor:
+    """Sum of ``tensor`` (on ``ctx.device``) over all processes; the argument is left unchanged."""
+    if not ctx.is_distributed:
+        return tensor
+    total = tensor.clone()
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total
 
 
-def barrier(context: Context) -> None:
-    if context.distributed:
+def broadcast_int(value: int, ctx: Context) -> int:
+    """Rank 0's ``value`` on every rank."""
+    if not ctx.is_distributed:
+        return value
+    holder = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    dist.broadcast(holder, src=0)
+    return int(holder.item())
+
+
+def any_rank(flag: bool, ctx: Context) -> bool:
+    """Whether ``flag`` is true on at least one rank: every rank gets the same answer, so every rank
+    takes the same branch (a step skipped on one rank only would leave DDP's all-reduce waiting).
+
+    A host-side decision: it travels over gloo and never waits for queued GPU work.
+    """
+    if not ctx.is_distributed:
+        return flag
+    holder = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(holder, op=dist.ReduceOp.SUM, group=ctx.host_group)
+    return bool(holder.item())
+
+
+def barrier(ctx: Context) -> None:
+    if ctx.is_distributed:
         dist.barrier()
 
 
-def shutdown(context: Context) -> None:
-    if context.distributed and dist.is_initialized():
+def shutdown(ctx: Context) -> None:
+    if ctx.is_distributed and dist.is_initialized():
         dist.destroy_process_group()

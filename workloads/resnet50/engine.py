@@ -1,17 +1,22 @@
-"""One training epoch and one evaluation pass; what the loop in train.py repeats."""
+"""One training epoch and one evaluation pass; what the loop in train.py repeats.
+
+No step waits for the device: the loss is summed on the device and read once per epoch; whether
+it stayed finite is checked every ``finite_check_steps`` steps (one wait each, the same step on
+every rank); a batch with no readable image is skipped only when every rank agrees to
+(``distributed.any_rank``), so that DDP's gradient all-reduce never waits for a rank that skipped.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from workloads.resnet50 import distributed
-from workloads.resnet50.data import Batch, normalize
+from workloads.resnet50.data_loader import DeviceBatch
 from workloads.resnet50.optim import Schedule, set_lr
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -21,15 +26,19 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 class Precision:
     """How the forward pass runs."""
 
-    amp: str = "none"
-    """'none', 'bf16' or 'fp16' autocast."""
+    dtype: str = "fp32"
+    """'fp32', 'bf16' or 'fp16' autocast (resolved: precision.py)."""
     channels_last: bool = True
     """Inputs in channels-last memory format."""
 
-    def autocast(self, device: torch.device):
-        if self.amp == "none":
+    def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        if self.dtype == "fp32":
             return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[self.amp])
+        return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[self.dtype])
+
+    def scaler(self, device: torch.device) -> torch.amp.GradScaler:
+        """A GradScaler for fp16 (its gradients underflow without one); a disabled one otherwise."""
+        return torch.amp.GradScaler(device.type, enabled=self.dtype == "fp16")
 
 
 @dataclass
@@ -39,67 +48,84 @@ class EpochStats:
     steps: int = 0
     images: int = 0
     skipped: int = 0
-    loss_sum: float = 0.0
     diverged: bool = False
+    loss_sum: torch.Tensor | None = None
+    """Sum of the step losses, on the device (read by ``mean_loss``, once)."""
 
     @property
     def mean_loss(self) -> float:
-        return self.loss_sum / max(self.steps, 1)
+        return float(self.loss_sum) / max(self.steps, 1) if self.loss_sum is not None else float("nan")
 
 
-def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
+def train_step(model: nn.Module, batch: DeviceBatch, optimizer: torch.optim.Optimizer, criterion: nn.Module,
+               lr: float, precision: Precision, scaler: torch.amp.GradScaler) -> torch.Tensor:
+    """Forward, backward and optimizer step; returns the loss (on the device, not read)."""
+    set_lr(optimizer, lr)
+    with precision.autocast(batch.images.device):
+        loss = criterion(model(batch.images), batch.labels)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach()
+
+
+def any_not_finite(flags: torch.Tensor, context: distributed.Context) -> bool:
+    """Whether a loss was not finite on any rank (waits for the device once)."""
+    return bool(distributed.all_reduce_sum(flags, context).item() > 0)
+
+
+def train_epoch(model: nn.Module, batches: Iterable[DeviceBatch], optimizer: torch.optim.Optimizer,
                 criterion: nn.Module, schedule: Schedule, first_step: int, precision: Precision,
-                scaler: torch.amp.GradScaler, context: distributed.Context) -> EpochStats:
-    """Train over ``loader`` once; stops early (``diverged``) on a non-finite loss."""
+                scaler: torch.amp.GradScaler, context: distributed.Context, *,
+                finite_check_steps: int = 50) -> EpochStats:
+    """Train over ``batches`` once; stops early (``diverged``) once a loss was not finite on any rank."""
     model.train()
-    stats = EpochStats()
-    for batch in loader:
-        batch: Batch
+    loss_sum = torch.zeros((), dtype=torch.float32, device=context.device)
+    stats = EpochStats(loss_sum=loss_sum)
+    not_finite = torch.zeros((), dtype=torch.int32, device=context.device)
+    for batch in batches:
         stats.skipped += batch.skipped
-        if batch.labels.numel() == 0:
+        if distributed.any_rank(batch.count == 0, context):
             continue
-        images = normalize(batch.images.to(context.device, non_blocking=True), channels_last=precision.channels_last)
-        labels = batch.labels.to(context.device, non_blocking=True)
-        set_lr(optimizer, schedule.lr(first_step + stats.steps))
-        with precision.autocast(context.device):
-            loss = criterion(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        value = float(loss.detach())
+        loss = train_step(model, batch, optimizer, criterion, schedule.lr(first_step + stats.steps), precision,
+                          scaler)
+        loss_sum += loss.float()
+        not_finite |= ~torch.isfinite(loss)
         stats.steps += 1
-        stats.images += labels.numel()
-        stats.loss_sum += value
-        if not math.isfinite(value):
+        stats.images += batch.count
+        if stats.steps % finite_check_steps == 0 and any_not_finite(not_finite, context):
             stats.diverged = True
             break
+    if not stats.diverged:
+        stats.diverged = any_not_finite(not_finite, context)
     return stats
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: DataLoader, precision: Precision,
+def evaluate(model: nn.Module, batches: Iterable[DeviceBatch], precision: Precision,
              context: distributed.Context) -> tuple[float, int]:
     """(top-1 accuracy over every rank's shard, unreadable images skipped)."""
     model.eval()
-    correct = total = skipped = 0
-    for batch in loader:
-        batch: Batch
+    correct = torch.zeros((), dtype=torch.int64, device=context.device)
+    total = skipped = 0
+    for batch in batches:
         skipped += batch.skipped
-        if batch.labels.numel() == 0:
+        if batch.count == 0:
             continue
-        images = normalize(batch.images.to(context.device), channels_last=precision.channels_last)
         with precision.autocast(context.device):
-            logits = model(images)
-        correct += int((logits.argmax(dim=1).cpu() == batch.labels).sum())
-        total += batch.labels.numel()
-    correct_all, total_all, skipped_all = distributed.sum_all([correct, total, skipped], context)
+            logits = model(batch.images)
+        correct += (logits.argmax(dim=1) == batch.labels).sum()
+        total += batch.count
+    counts = torch.stack([correct.double(), torch.tensor(float(total), dtype=torch.float64, device=context.device),
+                          torch.tensor(float(skipped), dtype=torch.float64, device=context.device)])
+    correct_all, total_all, skipped_all = distributed.all_reduce_sum(counts, context).tolist()
     return correct_all / max(total_all, 1.0), int(skipped_all)
 
 
 def sync_buffers(model: nn.Module, context: distributed.Context) -> None:
     """Give every rank rank 0's BatchNorm statistics, so that all evaluate the same model."""
-    if not context.distributed:
+    if not context.is_distributed:
         return
     for buffer in model.buffers():
         torch.distributed.broadcast(buffer, src=0)

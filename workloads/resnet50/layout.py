@@ -13,6 +13,8 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from workloads.resnet50.errors import LayoutError
+
 SPLITS = ("train", "val")
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 READY_MARKER = ".mltrain-ready"
@@ -24,10 +26,6 @@ DECODE_ERRORS = (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image
 IMAGENET_CLASSES = 1000
 IMAGENET_COUNTS = {"train": 1_281_167, "val": 50_000}
 """ImageNet 2012 (ILSVRC2012) images per split."""
-
-
-class LayoutError(Exception):
-    """A dataset folder that is not in the ImageNet layout; the message is one actionable line."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,10 +10,16 @@ Run it (from the project root):
     python -m workloads.resnet50.train --data /tmp/r50-data --results /tmp/r50 --seed 1 --preset smoke
 
     # any TrainConfig field can be overridden
-    python -m workloads.resnet50.train --data D --seed 1 --preset closed --set amp=bf16 batch_size=256
+    python -m workloads.resnet50.train --data D --seed 1 --preset closed --set precision=fp16 batch_size=256
+
+    # a seed drawn by the workload itself (what the closed division asks for)
+    python -m workloads.resnet50.train --data D --seed -1 --preset closed
 
     # data parallel, 2 processes on the CPU (gloo) or one per GPU (NCCL)
     torchrun --standalone --nproc_per_node 2 -m workloads.resnet50.train --data D --seed 1 --preset smoke
+
+Environment: SUBMISSION_DIVISION=open forces the open division; MLTRAIN_SEEDS_RANDOM=1 says the
+caller drew the seed at random (the closed division needs that, or --seed -1).
 
 Exit codes: 0 the run ended (converged or not: see run_stop's status), 2 bad arguments or data,
 1 a crash.
@@ -24,8 +30,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import secrets
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -33,15 +42,37 @@ from mlperf_logging.mllog import constants as c
 from torch import nn
 
 from workloads.resnet50 import distributed
-from workloads.resnet50.config import PRESETS, TrainConfig, with_overrides
-from workloads.resnet50.data import EvalTransform, ImageFolder, ShardSampler, TrainTransform, make_loader
-from workloads.resnet50.engine import Precision, evaluate, sync_buffers, train_epoch
-from workloads.resnet50.layout import LayoutError, list_dataset
-from workloads.resnet50.mllogging import RunLog, optimizer_keys
+from workloads.resnet50.config import PRESETS, TrainConfig, build
+from workloads.resnet50.division import decide
+from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch
+from workloads.resnet50.errors import SettingsError, WorkloadError
+from workloads.resnet50.layout import list_dataset
+from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, MlperfLog, optimizer_keys
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import Schedule, build_optimizer
+from workloads.resnet50.pipeline import build_pipelines
+from workloads.resnet50.precision import pick_device
+from workloads.resnet50.runtime import resolve_setup
 
-EXIT_BAD_INPUT = 2
+RANDOM_SEED = -1
+"""--seed value that makes the workload draw the seed itself."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """What the caller says through the environment."""
+
+    seeds_random: bool = False
+    """MLTRAIN_SEEDS_RANDOM=1: the caller drew the seed at random."""
+    force_open: bool = False
+    """SUBMISSION_DIVISION=open."""
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> Environment:
+        division = env.get("SUBMISSION_DIVISION", "")
+        if division not in ("", "open", "closed"):
+            raise SettingsError(f"SUBMISSION_DIVISION must be open or closed, got {division!r}")
+        return cls(seeds_random=env.get("MLTRAIN_SEEDS_RANDOM", "") == "1", force_open=division == "open")
 
 
 def note(context: distributed.Context, message: str) -> None:
@@ -55,7 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="dataset in the ImageNet folder layout")
     parser.add_argument("--results", type=Path, default=None, help="folder for the MLLOG file")
-    parser.add_argument("--seed", type=int, required=True, help="seed of initialization, shuffling and augmentation")
+    parser.add_argument("--seed", type=int, required=True,
+                        help="seed of initialization, shuffling and augmentation (-1: drawn at random)")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
     parser.add_argument("--target", type=float, default=None, help="top-1 target (default: the preset's 0.759)")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
@@ -82,31 +114,40 @@ def block_length(config: TrainConfig, first_epoch: int) -> int:
 
 
 def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed: int,
-          context: distributed.Context) -> str:
+          context: distributed.Context, environment: Environment | None = None) -> str:
     """Run to the target or the epoch cap; returns the run_stop status."""
-    log = RunLog(enabled=context.is_main, results_dir=results_dir)
+    log = MlperfLog(enabled=context.is_main, results_dir=results_dir)
     try:
-        return _train(config, data_dir, seed, context, log)
+        return _train(config, data_dir, seed, context, log, environment or Environment())
     finally:
         log.close()
 
 
-def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: RunLog) -> str:
+def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: MlperfLog,
+           environment: Environment) -> str:
     log.event(c.CACHE_CLEAR, True)
     log.start(c.INIT_START)
     for key, value in {
         c.SUBMISSION_BENCHMARK: c.RESNET,
-        c.SUBMISSION_DIVISION: c.CLOSED,
         c.SUBMISSION_ORG: config.submission_org,
         c.SUBMISSION_PLATFORM: config.submission_platform,
         c.SUBMISSION_STATUS: config.submission_status,
     }.items():
         log.event(key, value)
-    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // context.world))
+    setup = resolve_setup(config, context)
+    log.event(RESOLVED_SETTINGS, setup.settings)
+    seed_random = environment.seeds_random
+    if seed == RANDOM_SEED:
+        seed, seed_random = distributed.broadcast_int(secrets.randbelow(2**31), context), True
     torch.manual_seed(seed)
 
-    train_split, val_split = list_dataset(data_dir)
-    global_batch = config.batch_size * context.world
+    train_split, val_split = list_dataset(data_dir)  # file names only: no image is opened before run_start
+    global_batch = config.batch_size * context.world_size
+    division = decide(config, global_batch=global_batch, train_images=len(train_split.samples),
+                      classes=len(train_split.classes), seed_random=seed_random, force_open=environment.force_open)
+    log.event(c.SUBMISSION_DIVISION, division.label, metadata={"reason": division.reason} if division.reason else None)
+    if division.reason:
+        note(context, f"division open: {division.reason}")
     schedule = schedule_for(config, len(train_split.samples), global_batch)
     log.event(c.SEED, seed)
     log.event(c.GLOBAL_BATCH_SIZE, global_batch)
@@ -129,21 +170,11 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
                                 lars_epsilon=config.lars_epsilon)
     network = distributed.wrap(model, context)
     if config.compile:
-        network = torch.compile(network)
+        network = torch.compile(network)  # the DDP-wrapped model, so that DDP's hooks stay outside the graph
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
-    scaler = torch.amp.GradScaler(context.device.type, enabled=config.amp == "fp16")
-    precision = Precision(amp=config.amp, channels_last=config.channels_last)
-
-    train_sampler = ShardSampler(len(train_split.samples), rank=context.rank, world=context.world, shuffle=True,
-                                 seed=seed, batch_size=config.batch_size, drop_last=True)
-    val_sampler = ShardSampler(len(val_split.samples), rank=context.rank, world=context.world, shuffle=False,
-                               seed=seed, batch_size=config.eval_batch_size, drop_last=False)
-    worker_seed = seed * 7919 + context.rank
-    train_loader = make_loader(ImageFolder(train_split.samples, TrainTransform(crop=config.crop)), train_sampler,
-                               batch_size=config.batch_size, workers=config.workers, seed=worker_seed)
-    val_loader = make_loader(ImageFolder(val_split.samples, EvalTransform(resize=config.eval_resize, crop=config.crop)),
-                             val_sampler, batch_size=config.eval_batch_size, workers=config.workers,
-                             seed=worker_seed)
+    precision = setup.precision
+    scaler = precision.scaler(context.device)
+    train_batches, val_batches = build_pipelines(config, setup.decode, train_split, val_split, context, seed)
     log.end(c.INIT_STOP)
     distributed.barrier(context)
 
@@ -155,14 +186,15 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         if epoch == block_first:
             log.start(c.BLOCK_START, metadata={c.FIRST_EPOCH_NUM: epoch, c.EPOCH_COUNT: block_length(config, epoch)})
         log.start(c.EPOCH_START, metadata={c.EPOCH_NUM: epoch})
-        train_sampler.set_epoch(epoch)
+        train_batches.set_epoch(epoch)
         started = time.perf_counter()
-        stats = train_epoch(network, train_loader, optimizer, criterion, schedule, step, precision, scaler, context)
+        stats = train_epoch(network, train_batches, optimizer, criterion, schedule, step, precision, scaler, context,
+                            finite_check_steps=config.finite_check_steps)
         step += stats.steps
         skipped += stats.skipped
         log.end(c.EPOCH_STOP, metadata={c.EPOCH_NUM: epoch})
         seconds = time.perf_counter() - started
-        rate = stats.images * context.world / seconds
+        rate = stats.images * context.world_size / seconds
         note(context, f"epoch {epoch}: loss {stats.mean_loss:.4f}, {rate:.1f} images/s")
         if stats.diverged:
             note(context, f"epoch {epoch}: loss is not finite, stopping (diverged)")
@@ -177,7 +209,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
             break
         log.start(c.EVAL_START, metadata={c.EPOCH_NUM: epoch})
         sync_buffers(model, context)
-        accuracy, eval_skipped = evaluate(model, val_loader, precision, context)
+        accuracy, eval_skipped = evaluate(model, val_batches, precision, context)
         skipped += eval_skipped
         log.event(c.EVAL_ACCURACY, accuracy, metadata={c.EPOCH_NUM: epoch})
         log.end(c.EVAL_STOP, metadata={c.EPOCH_NUM: epoch})
@@ -191,23 +223,34 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     return status
 
 
+def config_from_args(args: argparse.Namespace, processes: int) -> TrainConfig:
+    assignments = list(args.set)
+    if args.target is not None:
+        assignments.append(f"target={args.target}")
+    config = build(args.preset, processes, assignments)
+    if config.submission_platform == "unknown":
+        config = build(args.preset, processes, [*assignments, f"submission_platform={platform.node() or 'unknown'}"])
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        config = with_overrides(PRESETS[args.preset](), args.set)
-        if args.target is not None:
-            config = with_overrides(config, [f"target={args.target}"])
-        if config.submission_platform == "unknown":
-            config = with_overrides(config, [f"submission_platform={platform.node() or 'unknown'}"])
-    except ValueError as exc:
+        if args.seed < RANDOM_SEED:
+            raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
+        environment = Environment.read(os.environ)
+        config = config_from_args(args, int(os.environ.get("WORLD_SIZE", "1")))
+        device_type = pick_device(config.device)
+    except WorkloadError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
-        return EXIT_BAD_INPUT
-    context = distributed.init()
+        return exc.exit_code
+    context = distributed.init(device_type)
     try:
-        train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context)
-    except LayoutError as exc:
-        sys.stderr.write(f"resnet50: bad dataset: {exc}\n")
-        return EXIT_BAD_INPUT
+        train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
+              environment=environment)
+    except WorkloadError as exc:
+        sys.stderr.write(f"resnet50: {exc}\n")
+        return exc.exit_code
     finally:
         distributed.shutdown(context)
     return 0

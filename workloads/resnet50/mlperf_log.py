@@ -1,12 +1,12 @@
 """MLPerf logging for one run: ``:::MLLOG`` lines from rank 0 only, to stdout and to a file.
 
 Each run gets its own ``mllog.MLLogger`` over its own ``logging.Logger`` (so two runs in one
-process, as in tests, never share handlers); every key is an ``mllog.constants`` name.
+process, as in tests, never share handlers). Every key is an ``mllog.constants`` name or one of the
+named constants below (keys the rules or mltrain use that mlperf_logging has no constant for).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import sys
 from pathlib import Path
@@ -15,15 +15,19 @@ from mlperf_logging import mllog
 from mlperf_logging.mllog.mllog import MLLogger
 
 LOG_FILE = "mllog.txt"
-_serial = itertools.count()
+
+RESOLVED_SETTINGS = "resolved_settings"
+"""mltrain's key: what precision, threads and device the run resolved (``auto``), once before run_start."""
+THROUGHPUT = "throughput"
+"""mltrain's key: the samples/s of the throughput mode (its last line)."""
 
 
-class RunLog:
+class MlperfLog:
     """start/end/event of mllog, or nothing at all on ranks other than 0."""
 
     def __init__(self, *, enabled: bool, results_dir: Path | None) -> None:
         self.enabled = enabled
-        self._logger = logging.getLogger(f"workloads.resnet50.mllog.{next(_serial)}")
+        self._logger = logging.getLogger(f"workloads.resnet50.mlperf_log.{id(self)}")
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
         self._handlers: list[logging.Handler] = []

@@ -1,0 +1,54 @@
+"""One rank of the two-process gloo test in test_engine.py (run as a script, not collected).
+
+Rank 1 gets a batch with no readable image at step 1 and, if asked, a non-finite input at step 3;
+rank 0's batches are all fine. Each rank writes what its epoch did to OUT/rank<R>.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from workloads.resnet50 import distributed
+from workloads.resnet50.data_loader import DeviceBatch
+from workloads.resnet50.engine import Precision, train_epoch
+from workloads.resnet50.optim import Schedule, build_optimizer
+
+
+def batches(rank: int, poison: bool) -> list[DeviceBatch]:
+    generator = torch.Generator().manual_seed(rank)
+    out = []
+    for step in range(6):
+        if rank == 1 and step == 1:
+            out.append(DeviceBatch(torch.empty(0, 3, 0, 0), torch.empty(0, dtype=torch.int64), 0, 4))
+            continue
+        images = torch.randn(4, 3, 8, 8, generator=generator)
+        if poison and rank == 1 and step == 3:
+            images[0, 0, 0, 0] = float("nan")
+        out.append(DeviceBatch(images, torch.randint(0, 3, (4,), generator=generator), 4, 0))
+    return out
+
+
+def main(out: Path, poison: bool) -> None:
+    ctx = distributed.init("cpu")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    optimizer = build_optimizer("lars", model, lr=0.1, momentum=0.9, weight_decay=5e-5, lars_eta=0.001,
+                                lars_epsilon=0.0)
+    network = distributed.wrap(model, ctx)
+    precision = Precision(dtype="fp32", channels_last=False)
+    stats = train_epoch(network, batches(ctx.rank, poison), optimizer, nn.CrossEntropyLoss(),
+                        Schedule(base_lr=0.1, end_lr=0.0001, warmup_steps=0, decay_steps=10), 0, precision,
+                        precision.scaler(ctx.device), ctx, finite_check_steps=1)
+    (out / f"rank{ctx.rank}.json").write_text(json.dumps({"steps": stats.steps, "skipped": stats.skipped,
+                                                          "diverged": stats.diverged}))
+    distributed.barrier(ctx)
+    distributed.shutdown(ctx)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2] == "poison")
