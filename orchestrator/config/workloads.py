@@ -55,6 +55,9 @@ class Workload(_Frozen):
     description: str = ""
     run: tuple[str, ...]
     """argv of run_and_time.sh relative to the workload folder; the seed is appended."""
+    throughput: tuple[str, ...] | None = None
+    """argv of the throughput mode (timed training steps, no convergence), relative to the
+    workload folder; None when the workload has none."""
     quality: Quality
     olympic: Olympic
     data: DataDecl
