@@ -17,6 +17,7 @@ from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
+from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord
 from orchestrator.results.store import Store, StoredRun
 
@@ -99,16 +100,30 @@ def to_setups(runs: Sequence[RunView]) -> list[Setup]:
         rules = {_rule(view) for view in members}
         if len(rules) > 1:
             raise UsageError(f"setup {name!r} pools runs scored by different rules {sorted(rules)}: label them apart")
+        factors = {_scaling_factor(view) for view in members}
+        if len(factors) > 1:
+            raise UsageError(f"setup {name!r} pools runs with different RCP scaling factors {sorted(factors)}:"
+                             " label them apart")
         drop, max_failures = rules.pop()
+        accelerator, count = accelerators_of(members[0].manifest)
         setups.append(Setup(
             name=name,
             seeds=tuple(_seed_result(s) for view in members for s in view.seeds),
             drop_per_end=drop,
             max_non_converged=max_failures,
-            hardware=hardware_summary(members[0].manifest.system),
+            hardware=hardware_of(members[0].manifest),
             run_ids=tuple(view.run_id for view in members),
+            scaling_factor=factors.pop(),
+            benchmark=members[0].manifest.benchmark,
+            accelerator=accelerator,
+            accelerators=count,
         ))
     return setups
+
+
+def _scaling_factor(view: RunView) -> float:
+    summary = view.run.summary
+    return summary.mlcommons.scaling_factor if summary is not None and summary.mlcommons is not None else 1.0
 
 
 def _rule(view: RunView) -> tuple[int, int]:
@@ -130,6 +145,26 @@ def _seed_result(view: SeedView) -> SeedResult:
     )
 
 
+def accelerators_of(manifest: Manifest) -> tuple[str | None, int | None]:
+    """The accelerator model and count of a run: an import's system description, else the GPUs the
+    run's system capture saw (None on a CPU)."""
+    imported = manifest.imported
+    if imported is not None and imported.system_description:
+        return described_accelerators(imported.system_description)
+    gpus = manifest.system.get("gpus") or {}
+    devices = gpus.get("devices", []) if gpus.get("available") else []
+    names = [d.get("name") for d in devices if isinstance(d.get("name"), str)]
+    return (sorted(set(names))[0], len(names)) if names else (None, None)
+
+
+def hardware_of(manifest: Manifest) -> str:
+    """`hardware_summary` of a run; an import's system description where it has one."""
+    accelerator, count = accelerators_of(manifest)
+    if manifest.imported is not None and accelerator:
+        return f"{count}x {accelerator}" if count else accelerator
+    return hardware_summary(manifest.system)
+
+
 def hardware_summary(system: dict[str, Any]) -> str:
     """'2x NVIDIA A100-SXM4-80GB' or 'CPU: <model> (<n> usable CPUs)'."""
     gpus = system.get("gpus") or {}
@@ -143,3 +178,4 @@ def hardware_summary(system: dict[str, Any]) -> str:
     if not model or is_unavailable(model):
         return "unknown"
     return f"CPU: {model} ({host.get('usable_cpus', '?')} usable CPUs)"
+

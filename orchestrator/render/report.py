@@ -22,7 +22,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.insight.resource_errors import classify
 from orchestrator.insight.runs import RunView, SeedView, to_setups
 from orchestrator.render import text
-from orchestrator.render.comparison import verdict
+from orchestrator.render.comparison import mlperf_score, verdict
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STYLE = """
@@ -84,14 +84,14 @@ def esc(value: object) -> str:
 
 
 def comparison_table(result: comparing.Comparison) -> str:
-    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "speedup", "95% CI", "Welch p",
-            "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup", "95% CI",
+            "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
     rows = []
     for row in result.rows:
         speedup = row.speedup
         rows.append([
             esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
-            text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration),
+            text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
             text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
