@@ -2,7 +2,9 @@
 log, the result summarizer on one benchmark folder, the RCP checker, the package checker, and the
 rulesets they know. Nothing here re-implements a rule; everything MLCommons decides is decided by
 the package. Its tools report through the root logger and print: both are kept off the terminal
-and collected where a verdict needs the words.
+and collected where a verdict needs the words. Where a tool itself raises on a log it was given
+(the checkers evaluate rule strings against whatever the log holds), that becomes its verdict
+("the compliance checker failed on this log: TypeError ..."), never a lost run.
 
 Pinned to mlperf-logging 4.1.68. Private functions used (no public API does the same):
 `result_summarizer._compute_strong_score_standalone` (its ``compute_score`` command line crashes in
@@ -123,12 +125,21 @@ def compliance(path: Path, ruleset: str) -> CheckerReport:
     from mlperf_logging.compliance_checker import mlp_compliance
 
     checker = mlp_compliance.make_checker(usage=USAGE, ruleset=ruleset, quiet=False, werror=False)
-    with quiet_tools():
-        valid, _, _, _ = mlp_compliance.main(str(path), f"{USAGE}_{ruleset}/common.yaml", checker)
+    try:
+        with quiet_tools():
+            valid, _, _, _ = mlp_compliance.main(str(path), f"{USAGE}_{ruleset}/common.yaml", checker)
+    except Exception as exc:  # noqa: BLE001  (the checker's crash on this log is its verdict)
+        mlp_compliance.enqueued_configs.clear()  # module state the crash left behind
+        return CheckerReport(valid=False, errors=(f"the compliance checker failed on this log: {_failure(exc)}",),
+                             errors_by_key={}, warnings_by_key={})
     keyed = {key: _message(text) for key, text in checker.overwritable.items()}
     errors = (*keyed.values(), *(_message(text) for text in checker.not_overwritable))
     return CheckerReport(valid=bool(valid), errors=tuple(errors), errors_by_key=keyed,
                          warnings_by_key={key: _message(text) for key, text in checker.warnings.items()})
+
+
+def _failure(exc: BaseException) -> str:
+    return one_line(f"{type(exc).__name__}: {exc}", 160)
 
 
 def _message(text: str) -> str:
@@ -143,16 +154,25 @@ def _message(text: str) -> str:
 # ---------------------------------------------------------------- the result summarizer
 
 
+class ToolFailed(Exception):
+    """An mlperf_logging tool raised on the files it was given; the message says which and why."""
+
+
 def summarizer_score(folder: Path, benchmark: str, ruleset: str) -> tuple[float | None, dict[str, float], float]:
     """The result summarizer on one benchmark folder (``result_*.txt`` and maybe ``scaling.json``):
     its score in minutes (scaling factor applied), the minutes of each file it accepted, and the
-    scaling factor it read."""
+    scaling factor it read. `ToolFailed` when the summarizer itself raises."""
+    from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.result_summarizer import result_summarizer
 
-    with quiet_tools():
-        accepted, _, score, _, factor = result_summarizer._compute_strong_score_standalone(
-            benchmark, folder.parent.name, False, str(folder), USAGE, ruleset, return_full_scores=True,
-        )
+    try:
+        with quiet_tools():
+            accepted, _, score, _, factor = result_summarizer._compute_strong_score_standalone(
+                benchmark, folder.parent.name, False, str(folder), USAGE, ruleset, return_full_scores=True,
+            )
+    except Exception as exc:  # noqa: BLE001  (reported as the summarizer's failure, not ours)
+        mlp_compliance.enqueued_configs.clear()
+        raise ToolFailed(f"the result summarizer failed on {folder}: {_failure(exc)}") from None
     return score, dict(accepted), float(factor)
 
 
@@ -213,11 +233,15 @@ def rcp_check(folder: Path, benchmark: str, ruleset: str) -> RcpOutcome:
     from mlperf_logging.rcp_checker import rcp_checker
 
     sizes, samples = rcp_table(benchmark, ruleset)
-    with quiet_tools():
-        passed, message, factor = rcp_checker.check_directory(
-            str(folder), USAGE, ruleset, False, False, rcp_file=None, rcp_pass="pruned_rcps", rcp_bypass=False,
-            set_scaling=True,
-        )
+    try:
+        with quiet_tools():
+            passed, message, _ = rcp_checker.check_directory(
+                str(folder), USAGE, ruleset, False, False, rcp_file=None, rcp_pass="pruned_rcps", rcp_bypass=False,
+                set_scaling=True,
+            )
+    except Exception as exc:  # noqa: BLE001  (its crash on these logs is its verdict)
+        (folder / "scaling.json").unlink(missing_ok=True)
+        passed, message = False, f"the RCP checker failed on these logs: {_failure(exc)}"
     written = scaling_factor(folder)
     return RcpOutcome(passed=bool(passed), message=one_line(message), factor=written or 1.0,
                       table_batch_sizes=sizes, counts_samples=samples)
@@ -229,13 +253,18 @@ def rcp_check(folder: Path, benchmark: str, ruleset: str) -> RcpOutcome:
 def package_check(root: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
     """mlperf_logging's package checker on a submission-layout folder (system descriptions, result
     files, seeds, RCP): its verdict and the errors it logged."""
+    from mlperf_logging.compliance_checker import mlp_compliance
     from mlperf_logging.package_checker import package_checker
 
-    with quiet_tools() as collected:
-        systems = package_checker.check_systems(str(root), USAGE, ruleset)
-        results = package_checker.check_training_result_files(
-            str(root), USAGE, ruleset, quiet=True, werror=False, rcp_bypass=False, rcp_bert_train_samples=False,
-            seed_checker_bypass=False,
-        )
+    try:
+        with quiet_tools() as collected:
+            systems = package_checker.check_systems(str(root), USAGE, ruleset)
+            results = package_checker.check_training_result_files(
+                str(root), USAGE, ruleset, quiet=True, werror=False, rcp_bypass=False, rcp_bert_train_samples=False,
+                seed_checker_bypass=False,
+            )
+    except Exception as exc:  # noqa: BLE001  (its crash on this export is its verdict)
+        mlp_compliance.enqueued_configs.clear()
+        return False, (f"the package checker failed on {root}: {_failure(exc)}",)
     errors = tuple(collected.messages(logging.ERROR))[:5]
     return bool(systems and results), errors

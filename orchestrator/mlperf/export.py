@@ -143,7 +143,11 @@ def export_run(
             benchmark_dir.rmdir()  # an empty leftover (no result files, checked above)
         os.replace(staged_dir, benchmark_dir)
         os.replace(stage / "systems" / f"{name}.json", system_file)
-    accepted, score = _summarize(benchmark_dir, benchmark, ruleset)
+    try:
+        accepted, score = _summarize(benchmark_dir, benchmark, ruleset)
+    except checkers.ToolFailed as exc:
+        accepted, score = set(), None
+        warnings.append(str(exc))
     written = []
     for seed_number, path in files:
         # The summarizer scores only files that pass the compliance checker; ask the checker why

@@ -6,8 +6,9 @@ tools (`mllog_lines`). Lines are split out as `mlperf_logging`'s own parser does
 prefixes such as ``0: `` and skips non-MLLOG output); a line that does not parse (a truncated last
 line, say) is collected as an error with its line number, not fatal. Numbers the score rests on
 are checked as they are read: a ``time_ms`` that is not a finite number of milliseconds, an epoch
-or sample count that is not a number, a seed that is not an integer make that line a *bad value*,
-which `require_scorable` turns into one line naming the file, the line and the field.
+or sample count that is not a number, a seed that is not an integer, an eval_accuracy that is not
+a number (NaN, which a diverged run may log, is one) make that line a *bad value*, which
+`require_scorable` turns into one line naming the file, the line and the field.
 
 Epoch numbers may be logged as epochs or as samples (NVIDIA's logs count ``epoch_num``,
 ``first_epoch_num`` and ``epoch_count`` in samples and log ``train_samples`` = 168): both become
@@ -118,6 +119,8 @@ def parse_line(line: str, number: int = 0) -> Event:
     value = raw.get("value")
     if key == C.SEED and not (is_number(value) and float(value).is_integer() and abs(value) <= MAX_SEED):
         raise BadValue(f"seed {_show(value)} is not an integer")
+    if key == C.EVAL_ACCURACY and not (is_number(value) or _is_nan(value)):
+        raise BadValue(f"eval_accuracy {_show(value)} is not a number")
     return Event(key=key, value=value, metadata=dict(metadata), time_ms=float(time_ms), line=number)
 
 

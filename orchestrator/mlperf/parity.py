@@ -52,14 +52,15 @@ def _check_import(run: StoredRun) -> MlcommonsCheck:
     records = run.finished_records()
     folder = Path(imported.folder)
     renamed = any(not RESULT_FILE.match(name) for name in imported.files.values())
+    failures: list[str] = []
     with _source_copy(run, records, renamed) as source:
-        theirs, accepted, factor = checkers.summarizer_score(source, benchmark, imported.ruleset)
+        theirs, accepted, factor = _summarizer(source, benchmark, imported.ruleset, failures)
         accepted_names = {Path(p).name for p in accepted}
     what = (f"copies of the original files of {folder} named result_<n>.txt (the summarizer reads only that name)"
             if renamed else f"the original folder {folder}")
     ours = score_runs(records, run.manifest.rule, scaling_factor=factor)
     division, _ = export.logged_division(records)
-    warnings = _file_differences(records, imported.files, accepted_names, renamed)
+    warnings = failures + _file_differences(records, imported.files, accepted_names, renamed)
     return MlcommonsCheck(
         folder=str(folder), ruleset=imported.ruleset, summarizer_score_min=theirs,
         agrees=agrees(theirs, minutes(ours.scaled_score_ms)), warnings=tuple(warnings), source=what,
@@ -87,9 +88,10 @@ def _check_own_run(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck
     ruleset = checkers.check_ruleset(checkers.DEFAULT_RULESET, benchmark)
     records = run.finished_records()
     division, _ = export.logged_division(records)
+    failures: list[str] = []
     with _source_copy(run, records) as source:
         rcp = rcp_verdict(source, records, benchmark, ruleset, division)
-        theirs, _, factor = checkers.summarizer_score(source, benchmark, ruleset)
+        theirs, _, factor = _summarizer(source, benchmark, ruleset, failures)
     ours = score_runs(records, run.manifest.rule, scaling_factor=factor)
     folder = run.paths.root / EXPORT_FOLDER
     if folder.exists():
@@ -97,7 +99,7 @@ def _check_own_run(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck
     exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end, ruleset=ruleset,
                                  scaling_factor=factor)
     passed, errors = checkers.package_check(folder, ruleset)
-    warnings = list(exported.warnings)
+    warnings = failures + list(exported.warnings)
     if not agrees(exported.summarizer_minutes, theirs):
         warnings.append(f"the summarizer scores the export {exported.summarizer_minutes} min and the seeds' own"
                         f" logs {theirs} min")
@@ -108,6 +110,16 @@ def _check_own_run(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck
         scaling_factor=factor, scaling_source="the RCP checker" if factor != 1.0 else "", division=division,
         rcp=rcp, package=PackageCheck(passed=passed, errors=errors),
     )
+
+
+def _summarizer(folder: Path, benchmark: str, ruleset: str, failures: list[str]) -> tuple[float | None, dict, float]:
+    """`checkers.summarizer_score`; where the summarizer itself raises: no score, the scaling.json
+    factor as it reads it, and why in ``failures``."""
+    try:
+        return checkers.summarizer_score(folder, benchmark, ruleset)
+    except checkers.ToolFailed as exc:
+        failures.append(str(exc))
+        return None, {}, checkers.scaling_factor(folder) or 1.0
 
 
 @contextmanager

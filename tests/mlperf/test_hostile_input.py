@@ -67,6 +67,9 @@ IMPORTS: list[tuple[str, Callable[[Path], Path], str]] = [
      "epoch_start: epoch_num \"late\" is not a number; fix or remove the file"),
     ("NaN seed", lambda d: logs(d, **{"result_0.txt": nan_in(GOOD_LOG, "seed", field="value")}),
      "result_0.txt line 8: seed nan is not an integer"),
+    ("eval_accuracy not a number", lambda d: logs(d, **{"result_0.txt": nan_in(GOOD_LOG, "eval_accuracy",
+                                                                                field="value", value='"high"')}),
+     'eval_accuracy "high" is not a number'),
     ("result_N overflows", lambda d: logs(d, **{"result_99999999999999999999.txt": GOOD_LOG}),
      "result_99999999999999999999.txt: run number 99999999999999999999 is too large (at most 999999): rename the file"),
     ("result_1 beside result_01", lambda d: logs(d, **{"result_01.txt": GOOD_LOG}),
@@ -178,3 +181,17 @@ def test_a_good_export_is_whole_and_carries_the_logged_division(store: Path, tmp
     assert written["division"] == "closed" and written["same_score"]
     assert json.loads(Path(written["system_file"]).read_text())["division"] == "closed"
     assert sorted(os.listdir(target)) == ["results", "systems"]  # no staging folder left behind
+
+
+def test_a_checker_that_raises_on_a_log_is_that_logs_verdict(tmp_path: Path):
+    """mlperf_logging evaluates rule strings against whatever a log holds; where one raises (an
+    accuracy compared with a number it is not), that is the verdict, not an internal error."""
+    from orchestrator.mlperf import checkers
+
+    log = tmp_path / "result_0.txt"
+    log.write_text(nan_in(GOOD_LOG, "eval_accuracy", field="value", value='{"a": 1}'))
+    report = checkers.compliance(log, "4.0.0")
+    assert not report.valid and report.errors[0].startswith("the compliance checker failed on this log: TypeError")
+    with pytest.raises(checkers.ToolFailed, match="the result summarizer failed on"):
+        checkers.summarizer_score(tmp_path, "resnet", "4.0.0")
+    assert checkers.compliance(tmp_path / "result_0.txt", "4.0.0").errors == report.errors  # no state left behind
