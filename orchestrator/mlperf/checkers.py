@@ -48,24 +48,25 @@ class Collected:
 
 @contextlib.contextmanager
 def quiet_tools() -> Iterator[Collected]:
-    """Run mlperf_logging with its log records collected and its prints swallowed."""
+    """Run mlperf_logging with its log records collected and its prints swallowed: the root
+    logger's handlers (a stderr handler that `logging.basicConfig` or an earlier `logging.info`
+    installed, say) are set aside for the call and put back after it."""
     collected = Collected()
 
     class _Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             collected.records.append(record)
 
-    handler = _Keep(level=logging.INFO)
     root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
+    saved_handlers, saved_level = root.handlers[:], root.level
+    root.handlers = [_Keep(level=logging.INFO)]
     root.setLevel(logging.INFO)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             yield collected
     finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
+        root.handlers = saved_handlers
+        root.setLevel(saved_level)
 
 
 def one_line(text: str, limit: int = 240) -> str:

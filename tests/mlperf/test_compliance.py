@@ -91,3 +91,22 @@ def test_an_imported_log_with_a_duplicated_run_start_is_not_scored(tmp_path: Pat
     assert not summary["mlcommons"]["agrees"]
     assert summary["mlcommons"]["warnings"][0].startswith(
         "result_0.txt: the summarizer scores it and mltrain does not (non_compliant: not compliant (4.0.0): Required")
+
+
+def test_the_checkers_stay_off_the_terminal_whatever_logging_is_set_up(tmp_path: Path, capsys):
+    """mlperf_logging reports through the root logger (and `logging.info` installs a stderr handler
+    when none is there); nothing of it reaches the user's terminal."""
+    import logging
+    import sys
+
+    log = tmp_path / "result_0.txt"
+    log.write_text(unet3d_log(Run(epochs=1800, epoch_ms=2000, break_rule="eval_samples")))
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    root.addHandler(handler)
+    try:
+        assert not check_log(log).valid
+    finally:
+        root.removeHandler(handler)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
