@@ -155,3 +155,18 @@ def test_a_benchmark_folder_of_several_systems_must_be_named(tmp_path, cli):
         write_benchmark(root, system, "resnet", {}, description=system_description(system))
     r = cli("import", str(root), "--benchmark", "resnet", "--results", str(tmp_path / "r"))
     assert r.code == 2 and "resnet results of 2 systems (a, b)" in r.err and r.err.count("\n") == 1
+
+
+def test_an_imported_run_exports_with_its_scaling_json_and_published_description(imported, tmp_path, cli):
+    run = imported["unet3d"]
+    target = tmp_path / "export"
+    r = cli("export", run.run_id, "--mlcommons", str(target), "--results", str(imported["results"]), "--json")
+    assert r.code == 0, r.err
+    written = json.loads(r.out)
+    assert written["scaling_factor"] == SCALING and written["same_score"] and written["division"] == "closed"
+    folder = target / "results" / "testsys_8xh100" / "unet3d"
+    assert json.loads((folder / "scaling.json").read_text()) == {"scaling_factor": SCALING}
+    description = json.loads((target / "systems" / "testsys_8xh100.json").read_text())
+    assert description["accelerator_model_name"] == "NVIDIA H100-SXM5-80GB" and description["division"] == "closed"
+    theirs, _ = summarizer(folder, "unet3d")
+    assert written["summarizer_minutes"] == pytest.approx(theirs) == pytest.approx(run.summary.scaled_score_ms / 60000)
