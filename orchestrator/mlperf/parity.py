@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.errors import MltrainError
 from orchestrator.mlperf import checkers, export
 from orchestrator.mlperf.layout import RESULT_FILE
 from orchestrator.mlperf.scoring import minutes, score_runs
@@ -42,7 +43,12 @@ def check(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck:
     """MLCommons' verdict on a finished mlperf-profile run or an import (see the module docstring)."""
     if run.manifest.imported is not None:
         return _check_import(run)
-    return _check_own_run(run, official_drop_per_end)
+    try:
+        ruleset = checkers.check_ruleset(checkers.DEFAULT_RULESET, run.manifest.benchmark or "")
+    except MltrainError as exc:
+        return MlcommonsCheck(folder="", ruleset=checkers.DEFAULT_RULESET, summarizer_score_min=None, agrees=False,
+                              warnings=(f"MLCommons' tools were not run: {exc}",))
+    return _check_own_run(run, official_drop_per_end, ruleset)
 
 
 def _check_import(run: StoredRun) -> MlcommonsCheck:
@@ -83,9 +89,8 @@ def _file_differences(records: dict[int, RunRecord], files: dict[int, str], acce
     return notes[:10]
 
 
-def _check_own_run(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck:
+def _check_own_run(run: StoredRun, official_drop_per_end: int, ruleset: str) -> MlcommonsCheck:
     benchmark = run.manifest.benchmark or ""
-    ruleset = checkers.check_ruleset(checkers.DEFAULT_RULESET, benchmark)
     records = run.finished_records()
     division, _ = export.logged_division(records)
     failures: list[str] = []
@@ -96,19 +101,26 @@ def _check_own_run(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck
     folder = run.paths.root / EXPORT_FOLDER
     if folder.exists():
         shutil.rmtree(folder)
-    exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end, ruleset=ruleset,
-                                 scaling_factor=factor)
-    passed, errors = checkers.package_check(folder, ruleset)
-    warnings = failures + list(exported.warnings)
-    if not agrees(exported.summarizer_minutes, theirs):
-        warnings.append(f"the summarizer scores the export {exported.summarizer_minutes} min and the seeds' own"
-                        f" logs {theirs} min")
+    warnings = list(failures)
+    package = None
+    try:
+        exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end, ruleset=ruleset,
+                                     scaling_factor=factor)
+    except MltrainError as exc:  # the run keeps its score; the export and the package check say why not
+        warnings.append(f"not exported: {exc}")
+    else:
+        passed, errors = checkers.package_check(folder, ruleset)
+        package = PackageCheck(passed=passed, errors=errors)
+        warnings += exported.warnings
+        if not agrees(exported.summarizer_minutes, theirs):
+            warnings.append(f"the summarizer scores the export {exported.summarizer_minutes} min and the seeds'"
+                            f" own logs {theirs} min")
     return MlcommonsCheck(
         folder=str(folder), ruleset=ruleset, summarizer_score_min=theirs,
         agrees=agrees(theirs, minutes(ours.scaled_score_ms)),
         warnings=tuple(warnings), source="copies of the seeds' own logs (output.log of each seed)",
         scaling_factor=factor, scaling_source="the RCP checker" if factor != 1.0 else "", division=division,
-        rcp=rcp, package=PackageCheck(passed=passed, errors=errors),
+        rcp=rcp, package=package,
     )
 
 
