@@ -75,6 +75,8 @@ def run_lines(run: StoredRun) -> list[str]:
     records = run.finished_records()
     lines += [f"division: {text}" for text in _distinct(_division(r) for r in records.values())]
     lines += [f"settings: {text}" for text in _distinct(_settings(r.resolved_settings) for r in records.values())]
+    lines += [f"compliance checker: {text}" for text in _distinct(
+        rule for r in records.values() if r.compliance is not None for rule in r.compliance.relaxed)]
     return lines
 
 

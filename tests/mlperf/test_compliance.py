@@ -74,6 +74,8 @@ def test_the_smoke_profile_relaxes_its_target_and_records_it(cli, tmp_path: Path
     assert record.compliance.valid
     assert record.compliance.relaxed == (
         "quality target: the rule `v['value'] >= 0.908` is not applied; the smoke profile's target is 0.5",)
+    shown = cli("show", summary["run_id"], "--results", str(results)).out
+    assert "compliance checker: quality target: the rule `v['value'] >= 0.908` is not applied" in shown
 
 
 def test_an_imported_log_with_a_duplicated_run_start_is_not_scored(tmp_path: Path, cli):

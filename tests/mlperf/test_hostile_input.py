@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,13 +84,27 @@ IMPORTS: list[tuple[str, Callable[[Path], Path], str]] = [
 ]
 
 
-@pytest.fixture
-def store(tmp_path: Path, cli) -> Path:
-    """A results folder holding one good imported run labelled 'good'."""
-    results = tmp_path / "results"
-    r = cli("import", str(logs(tmp_path / "good")), "--benchmark", "resnet", "--label", GOOD, "--results", str(results))
-    assert r.code == 0, r.err
+@pytest.fixture(scope="module")
+def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results folder holding one good imported run labelled 'good' (made once)."""
+    from orchestrator.cli import main
+
+    root = tmp_path_factory.mktemp("good")
+    results = root / "results"
+    os.environ["MLTRAIN_WORKLOADS"] = str(Path(__file__).parents[1] / "workloads")
+    try:
+        code = main(["-q", "import", str(logs(root / "logs")), "--benchmark", "resnet", "--label", GOOD,
+                     "--results", str(results)])
+    finally:
+        os.environ.pop("MLTRAIN_WORKLOADS")
+    assert code == 0
     return results
+
+
+@pytest.fixture
+def store(good_store: Path, tmp_path: Path) -> Path:
+    """A copy of the good results folder for one test to throw things at."""
+    return Path(shutil.copytree(good_store, tmp_path / "results"))
 
 
 def assert_clean_refusal(r, expected: str) -> None:
