@@ -188,9 +188,10 @@ def rcp_verdict(folder: Path, records: dict[int, RunRecord], benchmark: str, rul
         return RcpCheck(state="no_rcp", **common, detail=f"no RCP: {table} is missing or empty")
     if no_point:
         verdict = "passes" if outcome.passed else "fails"
+        scaled = f"; MLCommons scales the score by {outcome.factor:.6g}" if outcome.factor != 1.0 else ""
         return RcpCheck(state="no_rcp", **common, scaling_factor=outcome.factor,
                         detail=f"no RCP for batch size {batch} in {table} ({have}); the checker {verdict}:"
-                               f" {outcome.message}")
+                               f" {outcome.message}{scaled}")
     if outcome.passed:
         scaled = f"; MLCommons scales the score by {outcome.factor:.6g}" if outcome.factor != 1.0 else ""
         return RcpCheck(state="pass", **common, scaling_factor=outcome.factor,

@@ -42,7 +42,11 @@ def test_no_rcp_for_this_batch_size(tmp_path: Path):
     verdict = rcp_verdict(folder, records, "unet3d", "4.0.0", "closed")
     assert verdict.state == "no_rcp" and verdict.batch_size == 2 and verdict.table_batch_sizes == (28, 56, 64, 84)
     assert verdict.detail.startswith("no RCP for batch size 2 in the training 4.0.0 unet3d RCP table"
-                                     " (it has batch sizes 28, 56, 64, 84); the checker ")
+                                     " (it has batch sizes 28, 56, 64, 84); the checker passes: RCP not found but"
+                                     " slower convergence on smaller batch size")
+    # it compared with the smallest batch size's RCP (28: 2054.6 epochs) and scaled, as MLCommons would
+    assert verdict.scaling_factor == pytest.approx(345166.95652173914 / 168 / 2050, rel=1e-9)
+    assert verdict.detail.endswith(f"MLCommons scales the score by {verdict.scaling_factor:.6g}")
 
 
 def test_an_rcp_failure_is_said_plainly(tmp_path: Path):
