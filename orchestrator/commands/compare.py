@@ -22,13 +22,20 @@ def compare_runs(
     cost_per_hour: list[str] = typer.Option(
         None, "--cost-per-hour", help="Price per hour: RATE for every setup, or SETUP=RATE (repeatable)."
     ),
+    published: str = typer.Option(
+        None, "--published", metavar="QUERY",
+        help="Place published MLPerf results beside yours: BENCHMARK[:ACCELERATOR[:COUNT]] (unet3d:H100:8),"
+             " or auto (the same benchmark, accelerator and count as each of your setups)."),
+    per_accelerator: bool = typer.Option(False, "--per-accelerator",
+                                         help="Also show accelerator-minutes and samples/s per accelerator."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
     as_csv: bool = typer.Option(False, "--csv", help="One CSV line per setup on stdout."),
 ) -> None:
-    """Compare setups: olympic time-to-train with intervals, speedup, Welch tests, energy, cost."""
+    """Compare setups: olympic time-to-train with intervals, speedup, Welch tests, energy, cost;
+    beside published MLPerf results with --published."""
     from orchestrator.insight import compare as comparing
-    from orchestrator.insight.runs import load_runs, to_setups
+    from orchestrator.insight.runs import load_runs, published_beside, to_setups
     from orchestrator.render.comparison import comparison_tables, csv_text, verdict
 
     out = output(ctx)
@@ -37,18 +44,28 @@ def compare_runs(
     views = load_runs(open_store(results), runs or [], label or [])
     setups = to_setups(views)
     prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
+    matched: list[str] = []
+    if published:
+        beside, matched = published_beside(setups, published)
+        setups += beside
     try:
         result = comparing.compare(setups, baseline=baseline, cost_per_hour=prices)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        out.json(result.to_json())
+        out.json({**result.to_json(), **({"published": matched} if published else {})})
         return
     if as_csv:
         out.data(csv_text(result).rstrip("\n"))
         return
-    for table in comparison_tables(result, with_cost=bool(prices), width=out.out.width):
+    for table in comparison_tables(result, with_cost=bool(prices), width=out.out.width,
+                                   per_accelerator=per_accelerator):
         out.table(table)
+    for sentence in matched:
+        out.prose(f"published: {sentence}")
+    if any(row.published for row in result.rows):
+        out.prose("published results are MLCommons' (training_results_<round>), recomputed from their per-run"
+                  " times in mltrain's table; they were not run here")
     for row in result.rows:
         out.prose(f"{row.name}: {row.hardware}; runs {', '.join(row.run_ids)}")
     for row in result.rows:
@@ -67,8 +84,8 @@ def parse_prices(values: list[str], setups: list[str]) -> dict[str, float]:
             price = float(rate)
         except ValueError:
             raise UsageError(f"--cost-per-hour {value!r}: give RATE or SETUP=RATE with a number") from None
-        if price < 0:
-            raise UsageError(f"--cost-per-hour {value!r}: the price must not be negative")
+        if not 0 <= price < float("inf"):
+            raise UsageError(f"--cost-per-hour {value!r}: the price must be a finite number, not negative")
         if not sep:
             prices.update({setup: price for setup in setups if setup not in prices})
         elif name not in setups:

@@ -19,7 +19,8 @@ def export_run(
     mlcommons: Path = typer.Option(..., "--mlcommons", help="Folder to write results/ and systems/ into."),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
-    ruleset: str = typer.Option(None, "--ruleset", help="mlperf_logging ruleset (default: the benchmark's last)."),
+    ruleset: str = typer.Option(None, "--ruleset",
+                                help="mlperf_logging ruleset (default: 4.0.0, the benchmark's last)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -28,32 +29,38 @@ def export_run(
 
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
+    from orchestrator.mlperf import parity
 
     out = output(ctx)
     stored = open_store(results).open(run)
     manifest = stored.manifest
     system = manifest.system
-    if not system and manifest.host == socket.gethostname():
+    if not system and manifest.imported is None and manifest.host == socket.gethostname():
         system = sysinfo.capture(Path(manifest.data_dir) if manifest.data_dir else None)
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     official = registry().get(manifest.workload).olympic.drop_per_end
+    verdict = stored.summary.mlcommons if stored.summary else None
     written = exporting.export_run(stored, mlcommons, official_drop_per_end=official, system_name=system_name,
-                                   submitter=submitter, ruleset=ruleset, system=system)
+                                   submitter=submitter, ruleset=ruleset, system=system,
+                                   scaling_factor=verdict.scaling_factor if verdict and not manifest.imported else None)
     theirs = written.summarizer_minutes
-    ours_ms = stored.summary.score_ms if stored.summary else None
+    ours_ms = stored.summary.scaled_score_ms if stored.summary else None
     ours = ours_ms / 60000 if ours_ms is not None else None
-    same = theirs is not None and ours is not None and abs(theirs - ours) < 1e-6
+    same = parity.agrees(theirs, ours)
     if as_json:
         out.json({
             "folder": str(written.root), "system": written.system_name, "benchmark": written.benchmark,
-            "ruleset": written.ruleset, "system_file": str(written.system_file),
+            "ruleset": written.ruleset, "system_file": str(written.system_file), "division": written.division,
+            "scaling_factor": written.scaling_factor,
             "results": [{"seed": r.seed, "file": str(r.path), "compliant": r.compliant, "messages": list(r.messages)}
                         for r in written.results],
             "summarizer_minutes": theirs, "mltrain_minutes": ours, "same_score": same,
             "warnings": list(written.warnings),
         })
         return
-    out.data(f"system description: {written.system_file}")
+    out.data(f"system description: {written.system_file} (division {written.division}, as the logs state)")
+    if written.scaling_factor is not None:
+        out.data(f"scaling.json: {written.scaling_factor:.6g} (the RCP scaling factor)")
     out.data(f"{len(written.results)} result files in {written.results[0].path.parent}")
     for result in written.results:
         if not result.compliant:

@@ -15,14 +15,18 @@ def register(app: typer.Typer) -> None:
 
 def import_logs(
     ctx: typer.Context,
-    folder: Path = typer.Argument(..., help="Folder holding result_*.txt MLLOG files, one per run."),
+    folder: Path = typer.Argument(
+        ..., help="Folder of result_<n>.txt (or NVIDIA <DATESTAMP>_<N>.log) MLLOG files, one per run; or the"
+                  " submission folder holding results/<system>/<benchmark>/ and systems/<system>.json."),
     mlperf_benchmark: str = typer.Option(..., "--benchmark", help="MLPerf benchmark, as mlperf_logging names it."),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
     epochs_in: EpochUnit = typer.Option(EpochUnit.auto, "--epochs-in", help="How epoch_num is logged."),
+    ruleset: str = typer.Option("4.0.0", "--ruleset",
+                                help="mlperf_logging training ruleset to check and score the logs with."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Import and score logs made by another harness (MLCommons published layout)."""
+    """Import and score logs made by another harness, as MLCommons scores them (scaling.json applied)."""
     from orchestrator.render.tables import show_score
     from orchestrator.session.importing import import_folder
 
@@ -30,6 +34,7 @@ def import_logs(
     store = open_store(results)
     workload = registry().for_benchmark(mlperf_benchmark)
     run, score = import_folder(store, folder, workload, benchmark=mlperf_benchmark, label=label,
-                               epoch_unit=epochs_in.value)  # type: ignore[arg-type]  # the same three names
+                               epoch_unit=epochs_in.value,  # type: ignore[arg-type]  # the same three names
+                               ruleset=ruleset)
     out.status(f"imported {len(run.manifest.seeds)} logs from {folder} as run {run.run_id}")
     show_score(out, run.summary, score, as_json=as_json)

@@ -91,12 +91,24 @@ class Setup:
     """Accelerators (e.g. '8x NVIDIA A100-SXM4-80GB') or the CPU."""
     run_ids: tuple[str, ...] = ()
     """The benchmark runs pooled into this setup."""
+    scaling_factor: float = 1.0
+    """The RCP scaling factor MLCommons applies to this setup's olympic score (scaling.json)."""
+    benchmark: str | None = None
+    """The MLPerf benchmark the runs implement."""
+    accelerator: str | None = None
+    """Accelerator model ('NVIDIA H100-SXM5-80GB'); None on a CPU."""
+    accelerators: int | None = None
+    """How many accelerators one run used."""
+    published: bool = False
+    """A result MLCommons published (from the shipped table), not a run of the user's."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a setup needs a name")
         if self.drop_per_end < 0 or self.max_non_converged < 0:
             raise ValueError(f"setup {self.name}: drop_per_end and max_non_converged must be >= 0")
+        if not self.scaling_factor > 0:
+            raise ValueError(f"setup {self.name}: scaling_factor must be positive")
 
     def converged(self) -> list[SeedResult]:
         return [s for s in self.seeds if s.converged]
@@ -141,6 +153,17 @@ class Quantity:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PerAccelerator:
+    """A setup's speed divided by its accelerators, to compare systems of different sizes."""
+
+    accelerators: int
+    accelerator_minutes: float | None
+    """MLPerf score (minutes) x accelerators: the accelerator time one result costs."""
+    samples_per_second: float | None
+    """Mean training samples per second per accelerator."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class SetupRow:
     """One line of the comparison."""
 
@@ -154,6 +177,10 @@ class SetupRow:
     """Olympic score defined: enough runs and at most max_non_converged failures."""
     olympic_ms: Interval
     """Olympic time-to-train with a 95% bootstrap interval."""
+    scaling_factor: float
+    """The RCP scaling factor MLCommons applies (1.0: none)."""
+    mlperf_score_ms: Interval
+    """olympic_ms x scaling_factor: the score as MLCommons' summarizer reports it."""
     speedup: Interval | None
     """Baseline olympic time / this olympic time, with a 95% bootstrap interval."""
     ttt_test: Test | None
@@ -166,6 +193,10 @@ class SetupRow:
     """Mean energy-to-train of the seeds the olympic score keeps; None unless all were measured."""
     cost: float | None = None
     """Price per hour x olympic time, when a price was given."""
+    published: bool = False
+    """A result MLCommons published, recomputed from its per-run times; not run by the user."""
+    per_accelerator: PerAccelerator | None = None
+    """None when the number of accelerators is unknown (a CPU run)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
@@ -207,6 +238,8 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
         notes.append(f"no valid olympic score: {non_converged} non-converged, {len(setup.seeds)} finished")
     energy = olympic_energy(setup)
     cost = price * olympic.value / 3.6e6 if price is not None and olympic.value is not None else None
+    scaled = scaled_interval(olympic, setup.scaling_factor)
+    samples = quantity(setup, base, "samples_per_second", higher_is_better=True)
     return SetupRow(
         name=setup.name,
         hardware=setup.hardware,
@@ -215,15 +248,37 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
         converged=len(setup.converged()),
         valid=valid,
         olympic_ms=olympic,
+        scaling_factor=setup.scaling_factor,
+        mlperf_score_ms=scaled,
         speedup=speedup_interval(base, setup) if base is not None else None,
         ttt_test=welch(_values(base, "time_to_train_s"), _values(setup, "time_to_train_s")) if base else None,
         time_to_train_s=quantity(setup, base, "time_to_train_s", higher_is_better=False),
         epochs_to_target=quantity(setup, base, "epochs_to_target", higher_is_better=False),
         seconds_per_epoch=quantity(setup, base, "seconds_per_epoch", higher_is_better=False),
-        samples_per_second=quantity(setup, base, "samples_per_second", higher_is_better=True),
+        samples_per_second=samples,
         energy_j=energy,
         cost=cost,
+        published=setup.published,
+        per_accelerator=per_accelerator(setup.accelerators, scaled, samples),
         notes=tuple(notes),
+    )
+
+
+def scaled_interval(olympic: Interval, factor: float) -> Interval:
+    """The olympic score and its interval times the RCP scaling factor."""
+    def times(value: float | None) -> float | None:
+        return None if value is None else value * factor
+
+    return Interval(value=times(olympic.value), low=times(olympic.low), high=times(olympic.high))
+
+
+def per_accelerator(count: int | None, score: Interval, samples: Quantity) -> PerAccelerator | None:
+    if not count:
+        return None
+    return PerAccelerator(
+        accelerators=count,
+        accelerator_minutes=score.value / 60000 * count if score.value is not None else None,
+        samples_per_second=samples.mean.value / count if samples.mean.value is not None else None,
     )
 
 

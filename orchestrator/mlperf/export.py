@@ -2,30 +2,37 @@
 
     <DIR>/systems/<system>.json                       system description (system_desc_checker passes)
     <DIR>/results/<system>/<benchmark>/result_<n>.txt one per finished seed: its :::MLLOG lines
+    <DIR>/results/<system>/<benchmark>/scaling.json   the RCP scaling factor, when there is one
 
-The folder is scored with the summarizer itself (`Export.summarizer_minutes`), to compare with ours. The
-summarizer runs the ruleset's compliance checker on each file first and counts a file that fails
-as a non-converged run; for those files the checker is run again to say why.
+Everything is checked before anything is written (the ruleset, the benchmark name the folders are
+made from, that the target stays inside DIR); the files are then made in a staging folder inside
+DIR and moved into place whole. The division in the system description is the one the logs state.
+The folder is scored with the summarizer itself (`Export.summarizer_minutes`); it runs the
+ruleset's compliance checker on each file first and counts a file that fails it as a
+non-converged run; for those files the checker is run again to say why.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import UsageError
-from orchestrator.mlperf import system_desc
+from orchestrator.mlperf import checkers, system_desc
 from orchestrator.mlperf.mllog import mllog_lines
 from orchestrator.results import atomic
-from orchestrator.results.records import Manifest
+from orchestrator.results.records import Manifest, RunRecord
 from orchestrator.results.store import StoredRun
 
-USAGE = "training"
-DEFAULT_RULESET = "4.0.0"  # the last training round that had unet3d and resnet (both retired after it)
+USAGE = checkers.USAGE
+DEFAULT_RULESET = checkers.DEFAULT_RULESET
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,12 +57,29 @@ class Export:
     system_name: str
     benchmark: str
     ruleset: str
+    division: str
+    """What the system description says: the division the logs state."""
     system_file: Path
     results: tuple[ResultFile, ...]
+    scaling_factor: float | None
+    """Written to scaling.json; None: no scaling.json."""
     warnings: tuple[str, ...]
     """Why the summarizer's score may differ from mltrain's."""
     summarizer_minutes: float | None
     """The score mlperf_logging's result summarizer computes for the exported folder."""
+
+
+def logged_division(records: dict[int, RunRecord]) -> tuple[str | None, str]:
+    """The division the runs' logs state, and a note when they disagree or say nothing: ``closed``
+    only when every run logged closed; any ``open`` run makes the set open."""
+    logged = Counter(r.division for r in records.values())
+    if not records or set(logged) == {None}:
+        return None, "no run logged submission_division"
+    if set(logged) == {"closed"}:
+        return "closed", ""
+    reasons = sorted({r.division_reason for r in records.values() if r.division == "open" and r.division_reason})
+    note = "" if set(logged) == {"open"} else f"the logs disagree on the division ({dict(logged)}): open"
+    return "open", "; ".join(x for x in (note, *reasons[:2]) if x)
 
 
 def export_run(
@@ -67,44 +91,63 @@ def export_run(
     submitter: str = "mltrain",
     ruleset: str | None = None,
     system: dict | None = None,
+    scaling_factor: float | None = None,
 ) -> Export:
     """Write the run's finished seeds and its system description under ``root`` (``system``: the
     capture to describe, default the one in the run's manifest; ``official_drop_per_end``: what
-    the benchmark's MLPerf rules drop at each end, from its workload.yaml)."""
+    the benchmark's MLPerf rules drop at each end, from its workload.yaml; ``scaling_factor``: the
+    RCP scaling factor to write into scaling.json, default an imported run's own)."""
     manifest = run.manifest
-    benchmark = manifest.benchmark or ""
-    if not benchmark:
-        raise UsageError(f"run {run.run_id} names no MLPerf benchmark in its manifest")
-    ruleset = ruleset or DEFAULT_RULESET
-    system = system or manifest.system
-    name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)
-    benchmark_dir = root / "results" / name / benchmark
+    benchmark = _benchmark(run)
+    ruleset = checkers.check_ruleset(ruleset or DEFAULT_RULESET, benchmark)
+    imported = manifest.imported
+    given = system_name or (imported.system if imported is not None else None)
+    name = system_desc.safe_name(given) if given else system_desc.default_system_name(system or manifest.system)
+    benchmark_dir = _inside(root, root / "results" / name / benchmark)
+    system_file = _inside(root, root / "systems" / f"{name}.json")
     existing = sorted(benchmark_dir.glob("result_*.txt")) if benchmark_dir.is_dir() else []
     if existing:
         raise UsageError(f"{benchmark_dir} already holds {len(existing)} result files: export into an empty folder")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--mlcommons {root}: not a folder")
+    logs = [(seed, run.paths.seed(seed).output) for seed in run.finished_records()]
+    texts = [(seed, mllog_lines(path.read_text(errors="replace"))) for seed, path in logs if path.is_file()]
     warnings = list(_rule_warnings(manifest, official_drop_per_end))
-    division = "closed" if manifest.profile == "mlperf" else "open"
-    description = system_desc.system_description(system, submitter=submitter, system_name=name, division=division)
-    system_file = root / "systems" / f"{name}.json"
-    system_desc.write_system_description(system_file, description)
-    valid, log = system_desc.check_system_description(system_file)
-    if not valid:
-        raise UsageError(f"{system_file}: rejected by system_desc_checker: {log}")
-    if not system:
-        warnings.append("the run's manifest holds no system capture: the description says 'unknown'")
-    files: list[tuple[int, Path]] = []
-    outputs = [(seed, run.paths.seed(seed).output) for seed in run.finished_records()]
-    for index, (seed, output) in enumerate((s, o) for s, o in outputs if o.is_file()):
-        lines = mllog_lines(output.read_text(errors="replace"))
-        if not lines:
-            warnings.append(f"seed {seed}: no MLLOG lines in {output}; not exported")
-            continue
-        path = benchmark_dir / f"result_{index}.txt"
-        atomic.write_text(path, "\n".join(lines) + "\n")
-        files.append((seed, path))
-    if not files:
+    warnings += [f"seed {seed}: no MLLOG lines in its output; not exported" for seed, lines in texts if not lines]
+    texts = [(seed, lines) for seed, lines in texts if lines]
+    if not texts:
         raise UsageError(f"run {run.run_id} has no finished seed with MLLOG output to export")
-    accepted, score = _summarize(benchmark_dir, name, benchmark, ruleset)
+    division, note = logged_division(run.finished_records())
+    if division is None:
+        division = "closed" if manifest.profile == "mlperf" else "open"
+        warnings.append(f"{note}: the system description says {division} ({manifest.profile} profile)")
+    elif note:
+        warnings.append(f"division {division}: {note}")
+    description = _description(run, system or manifest.system, submitter=submitter, name=name, division=division,
+                               warnings=warnings)
+    factor = scaling_factor if scaling_factor is not None else (imported.scaling_factor if imported else None)
+
+    root.mkdir(parents=True, exist_ok=True)
+    with _staging(root) as stage:
+        staged_dir = stage / "results" / name / benchmark
+        files = []
+        for index, (seed, lines) in enumerate(texts):
+            atomic.write_text(staged_dir / f"result_{index}.txt", "\n".join(lines) + "\n")
+            files.append((seed, benchmark_dir / f"result_{index}.txt"))
+        if factor is not None and factor != 1.0:
+            atomic.write_json(staged_dir / "scaling.json", {"scaling_factor": factor})
+        system_desc.write_system_description(stage / "systems" / f"{name}.json", description)
+        benchmark_dir.parent.mkdir(parents=True, exist_ok=True)
+        system_file.parent.mkdir(parents=True, exist_ok=True)
+        if benchmark_dir.exists():
+            benchmark_dir.rmdir()  # an empty leftover (no result files, checked above)
+        os.replace(staged_dir, benchmark_dir)
+        os.replace(stage / "systems" / f"{name}.json", system_file)
+    try:
+        accepted, score = _summarize(benchmark_dir, benchmark, ruleset)
+    except checkers.ToolFailed as exc:
+        accepted, score = set(), None
+        warnings.append(str(exc))
     written = []
     for seed_number, path in files:
         # The summarizer scores only files that pass the compliance checker; ask the checker why
@@ -117,8 +160,57 @@ def export_run(
             f"{len(failing)} result file(s) fail the {ruleset} compliance checker"
             f" (seeds {', '.join(map(str, failing))}); the summarizer counts them as non-converged runs"
         )
-    return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, system_file=system_file,
-                  results=tuple(written), warnings=tuple(warnings), summarizer_minutes=score)
+    return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, division=division,
+                  system_file=system_file, results=tuple(written), scaling_factor=factor if factor != 1.0 else None,
+                  warnings=tuple(warnings), summarizer_minutes=score)
+
+
+def _benchmark(run: StoredRun) -> str:
+    benchmark = run.manifest.benchmark or ""
+    if not benchmark:
+        raise UsageError(f"run {run.run_id} names no MLPerf benchmark in its manifest")
+    if not checkers.is_benchmark_name(benchmark):
+        raise UsageError(f"{run.paths.manifest}: field benchmark {benchmark[:40]!r} is not an MLPerf training"
+                         " benchmark name; repair the manifest")
+    return benchmark
+
+
+def _inside(root: Path, path: Path) -> Path:
+    """``path``, which must stay inside ``root`` once resolved (links followed)."""
+    base = root.resolve()
+    if not path.resolve().is_relative_to(base):
+        raise UsageError(f"export target {path} leaves {root}; refusing to write outside it")
+    return path
+
+
+def _description(run: StoredRun, system: dict, *, submitter: str, name: str, division: str,
+                 warnings: list[str]) -> dict:
+    """Ours from the system capture, checked by system_desc_checker; an imported run's own as it was
+    published (with the division its logs state)."""
+    imported = run.manifest.imported
+    if imported is not None and imported.system_description:
+        return {**{k: v if isinstance(v, str) else json.dumps(v) for k, v in imported.system_description.items()},
+                "division": division}
+    description = system_desc.system_description(system, submitter=submitter, system_name=name, division=division)
+    with tempfile.TemporaryDirectory(prefix="mltrain-sysdesc-") as tmp:
+        probe = Path(tmp) / f"{name}.json"
+        system_desc.write_system_description(probe, description)
+        valid, log = system_desc.check_system_description(probe)
+    if not valid:
+        raise UsageError(f"system description of {name}: rejected by system_desc_checker: {log}")
+    if not system:
+        warnings.append("the run's manifest holds no system capture: the description says 'unknown'")
+    return description
+
+
+@contextlib.contextmanager
+def _staging(root: Path) -> Iterator[Path]:
+    """A folder inside ``root`` to build the export in; removed whatever happens."""
+    folder = Path(tempfile.mkdtemp(prefix=".mltrain-export-", dir=root))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _rule_warnings(manifest: Manifest, official_drop_per_end: int) -> Iterator[str]:
@@ -129,35 +221,12 @@ def _rule_warnings(manifest: Manifest, official_drop_per_end: int) -> Iterator[s
 
 
 def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:
-    """Run mlperf_logging's compliance checker on one result file, collecting what it logs."""
-    from mlperf_logging.compliance_checker import mlp_compliance
-
-    checker = mlp_compliance.make_checker(usage=USAGE, ruleset=ruleset, quiet=True, werror=False)
-    with _quiet_logging():
-        valid, _, _, _ = mlp_compliance.main(str(path), f"{USAGE}_{ruleset}/common.yaml", checker)
-    messages = [*checker.overwritable.values(), *checker.not_overwritable]
-    return bool(valid), tuple(" ".join(str(m).split())[:300] for m in messages[:5])
+    """mlperf_logging's compliance checker on one result file: its verdict and first messages."""
+    report = checkers.compliance(path, ruleset)
+    return report.valid, report.errors[:5]
 
 
-def _summarize(folder: Path, system: str, benchmark: str, ruleset: str) -> tuple[set[str], float | None]:
-    """Score one benchmark folder with the summarizer itself; return the files it accepted and the score.
-    (Its `compute_score` command line crashes in 4.1.68; this function is what that command wraps.)"""
-    from mlperf_logging.result_summarizer import result_summarizer
-
-    with _quiet_logging(), contextlib.redirect_stdout(io.StringIO()):
-        accepted, _, score, _, _ = result_summarizer._compute_strong_score_standalone(
-            benchmark, system, False, str(folder), USAGE, ruleset, return_full_scores=True,
-        )
+def _summarize(folder: Path, benchmark: str, ruleset: str) -> tuple[set[str], float | None]:
+    """Score one benchmark folder with the summarizer itself; return the files it accepted and the score."""
+    score, accepted, _ = checkers.summarizer_score(folder, benchmark, ruleset)
     return set(accepted), score
-
-
-@contextlib.contextmanager
-def _quiet_logging() -> Iterator[None]:
-    """mlperf_logging reports through the root logger; keep that off the user's terminal."""
-    root = logging.getLogger()
-    handler = logging.NullHandler()
-    root.addHandler(handler)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)

@@ -2,15 +2,23 @@
 
 The one module that reads ``:::MLLOG`` text: whole logs (`parse_lines`, `parse_file`), single
 lines as they stream in (`parse_line`), and the bare MLLOG lines of an output for MLCommons'
-tools (`mllog_lines`). Whole logs are split out with `mlperf_logging`'s own parser (it strips
+tools (`mllog_lines`). Lines are split out as `mlperf_logging`'s own parser does (it strips
 prefixes such as ``0: `` and skips non-MLLOG output); a line that does not parse (a truncated last
-line, say) is collected as an error, not fatal. Keys are `mlperf_logging.mllog.constants`.
-Epoch numbers may be logged as epochs or as samples (NVIDIA's logs): both become epochs here.
+line, say) is collected as an error with its line number, not fatal. Numbers the score rests on
+are checked as they are read: a ``time_ms`` that is not a finite number of milliseconds, an epoch
+or sample count that is not a number, a seed that is not an integer, an eval_accuracy that is not
+a number (NaN, which a diverged run may log, is one) make that line a *bad value*, which
+`require_scorable` turns into one line naming the file, the line and the field.
+
+Epoch numbers may be logged as epochs or as samples (NVIDIA's logs count ``epoch_num``,
+``first_epoch_num`` and ``epoch_count`` in samples and log ``train_samples`` = 168): both become
+epochs here (`epochs_counted_in_samples`). Keys are `mlperf_logging.mllog.constants`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +33,24 @@ from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
 MLLOG_PREFIX = ":::MLLOG"
 SAMPLES_PER_EPOCH = "samples_per_epoch"
 """Not an mllog constant: some implementations log it when an epoch differs from train_samples."""
+RESOLVED_SETTINGS = "resolved_settings"
+"""Not an mllog constant: the workloads' precision/threads/device choice (workload conventions)."""
+REASON = "reason"
+"""Metadata of submission_division: why the workload chose that division."""
 EpochUnit = Literal["auto", "epochs", "samples"]
 DIVERGENCE_ACCURACY = 1e-6
+MAX_TIME_MS = 2.0**53
+"""Larger times are not exact in a double (and are 285,000 years of milliseconds)."""
+MAX_SEED = 2**63 - 1
+EPOCH_FIELDS = (C.EPOCH_NUM, C.FIRST_EPOCH_NUM, C.EPOCH_COUNT, C.SAMPLES_COUNT)
+"""Metadata that count epochs or samples: numbers, or the line is a bad value."""
 _METADATA_KEYS = ("submission_", "opt_", "lars_", "sgd_", "model_", "oversampling", "training_input_shape",
                   "validation_input_shape", "validation_overlap", "gradient_accumulation_steps",
                   C.TRAIN_SAMPLES, C.EVAL_SAMPLES, "number_of_nodes", "accelerators_per_node")
+
+
+class BadValue(ValueError):
+    """A line that parses but carries a value the score cannot rest on (NaN time_ms, ...)."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +59,28 @@ class Event:
     value: Any
     metadata: dict[str, Any]
     time_ms: float
+    line: int = 0
+    """Line number in the file (1-based; 0 when unknown)."""
+
+
+@dataclass(frozen=True)
+class LineError:
+    """A line that looked like MLLOG but was not taken."""
+
+    line: int
+    text: str
+    problem: str
+    bad_value: bool
+    """The line parsed but a value is unusable (see `BadValue`); False for broken syntax."""
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.problem}"
 
 
 @dataclass(frozen=True)
 class ParsedLog:
     events: tuple[Event, ...]
-    errors: tuple[str, ...]
+    errors: tuple[LineError, ...]
     """Lines that looked like MLLOG but did not parse, with the reason."""
 
     def first(self, key: str) -> Event | None:
@@ -52,16 +89,44 @@ class ParsedLog:
     def all(self, key: str) -> list[Event]:
         return [e for e in self.events if e.key == key]
 
+    @property
+    def bad_values(self) -> list[LineError]:
+        return [e for e in self.errors if e.bad_value]
 
-def parse_line(line: str) -> Event:
-    """One ``:::MLLOG {json}`` line (anything before the prefix is ignored) as an event; ValueError,
-    KeyError or TypeError when it is not one."""
+
+def is_number(value: object) -> bool:
+    """A finite JSON number (booleans are not numbers here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_line(line: str, number: int = 0) -> Event:
+    """One ``:::MLLOG {json}`` line (anything before the prefix is ignored) as an event; `BadValue`
+    for a usable line with an unusable value, ValueError, KeyError or TypeError when it is not one."""
     at = line.find(MLLOG_PREFIX)
     if at < 0:
         raise ValueError("not an MLLOG line")
     raw = json.loads(line[at + len(MLLOG_PREFIX):])
-    return Event(key=str(raw["key"]), value=raw.get("value"), metadata=dict(raw.get("metadata") or {}),
-                 time_ms=float(raw["time_ms"]))
+    key = str(raw["key"])
+    time_ms = raw["time_ms"]
+    if not is_number(time_ms) or abs(time_ms) > MAX_TIME_MS:
+        raise BadValue(f"{key}: time_ms {_show(time_ms)} is not a finite number of milliseconds")
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise TypeError("metadata is not an object")
+    for field in EPOCH_FIELDS:
+        if field in metadata and not is_number(metadata[field]):
+            raise BadValue(f"{key}: {field} {_show(metadata[field])} is not a number")
+    value = raw.get("value")
+    if key == C.SEED and not (is_number(value) and float(value).is_integer() and abs(value) <= MAX_SEED):
+        raise BadValue(f"seed {_show(value)} is not an integer")
+    if key == C.EVAL_ACCURACY and not (is_number(value) or _is_nan(value)):
+        raise BadValue(f"eval_accuracy {_show(value)} is not a number")
+    return Event(key=key, value=value, metadata=dict(metadata), time_ms=float(time_ms), line=number)
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def try_parse_line(line: str) -> Event | None:
@@ -84,13 +149,16 @@ def mllog_lines(text: str) -> list[str]:
 
 def parse_lines(lines: Iterable[str]) -> ParsedLog:
     events: list[Event] = []
-    errors: list[str] = []
-    for line in strip_and_dedup(lines):
-        text = line.strip()
-        try:
-            events.append(parse_line(text))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            errors.append(f"{text[:80]!r}: {type(exc).__name__}")
+    errors: list[LineError] = []
+    for number, raw in enumerate(lines, start=1):
+        for stripped in strip_and_dedup([raw]):  # mlperf_logging's own prefix rule, per line
+            text = stripped.strip()
+            try:
+                events.append(parse_line(text, number))
+            except BadValue as exc:
+                errors.append(LineError(number, text[:80], str(exc), bad_value=True))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                errors.append(LineError(number, text[:80], f"not an MLLOG event ({type(exc).__name__})", False))
     return ParsedLog(tuple(events), tuple(errors))
 
 
@@ -102,41 +170,40 @@ def parse_file(path: Path) -> ParsedLog:
         raise LogError(f"{path}: cannot read log: {exc.strerror}") from None
 
 
-def _samples_per_epoch(log: ParsedLog) -> int | None:
-    for key in (SAMPLES_PER_EPOCH, C.TRAIN_SAMPLES):
-        event = log.first(key)
-        if event is not None and isinstance(event.value, int | float) and event.value > 0:
-            return int(event.value)
+# ---------------------------------------------------------------- units
+
+
+def _positive_int(event: Event | None) -> int | None:
+    if event is not None and is_number(event.value) and event.value > 0:
+        return int(event.value)
     return None
 
 
-def _epochs_are_samples(log: ParsedLog, samples_per_epoch: int | None) -> bool:
-    """Decide whether ``epoch_num`` counts samples: blocks counted in samples and an eval epoch
-    number on the samples scale of the block before it."""
-    if samples_per_epoch is None:
+def epochs_counted_in_samples(log: ParsedLog, train_samples: int | None) -> bool:
+    """Whether the log counts epochs in samples: every epoch number it logs (``epoch_num`` of
+    epochs and evals, ``first_epoch_num`` of blocks) is a whole multiple of ``train_samples`` and
+    at least one reaches it. Logs that count epochs log 1, 2, 3 ... or 1000, 1020 ... and fail
+    this at their first epoch; NVIDIA's log 168, 3360, ... and 168000, 171360 ..."""
+    if not train_samples or train_samples == 1:
         return False
-    block_samples: float | None = None
-    verdict = False
-    for event in log.events:
-        if event.key == C.BLOCK_START and C.SAMPLES_COUNT in event.metadata and C.EPOCH_COUNT not in event.metadata:
-            block_samples = float(event.metadata[C.SAMPLES_COUNT])
-        elif event.key == C.EVAL_ACCURACY and C.EPOCH_NUM in event.metadata and block_samples is not None:
-            epoch_num = float(event.metadata[C.EPOCH_NUM])
-            if block_samples >= samples_per_epoch:
-                verdict = epoch_num >= block_samples
-            elif block_samples == 0:
-                verdict = epoch_num >= samples_per_epoch and epoch_num % samples_per_epoch == 0
-    return verdict
+    numbers = [float(e.metadata[field]) for e in log.events for field in (C.EPOCH_NUM, C.FIRST_EPOCH_NUM)
+               if field in e.metadata]
+    if not numbers or max(numbers) < train_samples:
+        return False
+    return all(n % train_samples == 0 for n in numbers)
 
 
-def _eval_epoch(event: Event, samples_per_epoch: int | None, in_samples: bool) -> float | None:
+def _eval_epoch(event: Event, divisor: int | None, in_samples: bool) -> float | None:
     meta = event.metadata
     if C.EPOCH_NUM in meta:
         value = float(meta[C.EPOCH_NUM])
-        return value / samples_per_epoch if in_samples and samples_per_epoch else value
-    if C.SAMPLES_COUNT in meta and samples_per_epoch:
-        return float(meta[C.SAMPLES_COUNT]) / samples_per_epoch
+        return value / divisor if in_samples and divisor else value
+    if C.SAMPLES_COUNT in meta and divisor:
+        return float(meta[C.SAMPLES_COUNT]) / divisor
     return None
+
+
+# ---------------------------------------------------------------- one run
 
 
 def build_record(
@@ -152,14 +219,16 @@ def build_record(
     overrides the status when the orchestrator itself stopped the run (timeout, Ctrl-C)."""
     start = log.first(C.RUN_START)
     stop = log.first(C.RUN_STOP)
-    spe = _samples_per_epoch(log)
-    in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and _epochs_are_samples(log, spe))
+    train_samples = _positive_int(log.first(C.TRAIN_SAMPLES))
+    samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or train_samples
+    divisor = train_samples or samples_per_epoch
+    in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and epochs_counted_in_samples(log, divisor))
     evals: list[EvalPoint] = []
     epochs_to_target: float | None = None
     for event in log.all(metric):
-        if start is None or not isinstance(event.value, int | float):
+        if start is None or not is_number(event.value) and not _is_nan(event.value):
             continue
-        epoch = _eval_epoch(event, spe, in_samples)
+        epoch = _eval_epoch(event, divisor, in_samples)
         point = EvalPoint(
             epoch=round(epoch, 4) if epoch is not None else float("nan"),
             accuracy=float(event.value),
@@ -168,12 +237,14 @@ def build_record(
         evals.append(point)
         if epochs_to_target is None and point.accuracy >= target and (stop is None or event.time_ms <= stop.time_ms):
             epochs_to_target = epoch
-    epochs_seen = [float(e.metadata[C.EPOCH_NUM]) / (spe if in_samples and spe else 1)
+    epochs_seen = [float(e.metadata[C.EPOCH_NUM]) / (divisor if in_samples and divisor else 1)
                    for e in log.events if e.key in (C.EPOCH_STOP, C.EPOCH_START) and C.EPOCH_NUM in e.metadata]
     epochs_run = max([*epochs_seen, *(p.epoch for p in evals if p.epoch == p.epoch)], default=None)
     seed_event = log.first(C.SEED)
     bench = log.first(C.SUBMISSION_BENCHMARK)
-    gbs = log.first(C.GLOBAL_BATCH_SIZE)
+    gbs = _positive_int(log.first(C.GLOBAL_BATCH_SIZE))
+    division = log.first(C.SUBMISSION_DIVISION)
+    settings = log.first(RESOLVED_SETTINGS)
     status, reason = _classify(log, start, stop, target, metric, evals, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
@@ -181,26 +252,43 @@ def build_record(
     return RunRecord(
         status=status,
         reason=reason,
-        seed=int(seed_event.value) if seed_event and isinstance(seed_event.value, int | float) else None,
+        seed=int(seed_event.value) if seed_event is not None else None,
         benchmark=str(bench.value) if bench else None,
-        run_start_ms=int(start.time_ms) if start else None,
-        run_stop_ms=int(stop.time_ms) if stop else None,
+        run_start_ms=_exact(start.time_ms) if start else None,
+        run_stop_ms=_exact(stop.time_ms) if stop else None,
         time_to_train_ms=_time_to_train(start, stop),
         epochs_to_target=round(epochs_to_target, 4) if epochs_to_target is not None else None,
         epochs_run=round(epochs_run, 4) if epochs_run is not None else None,
-        samples_per_epoch=spe,
-        global_batch_size=int(gbs.value) if gbs and isinstance(gbs.value, int | float) else None,
+        samples_per_epoch=samples_per_epoch,
+        train_samples=train_samples,
+        global_batch_size=gbs,
         target=target,
-        best_accuracy=max((p.accuracy for p in evals), default=None),
+        best_accuracy=max((p.accuracy for p in evals if p.accuracy == p.accuracy), default=None),
         evals=tuple(evals),
         metadata=metadata,
+        division=str(division.value) if division is not None and division.value is not None else None,
+        division_reason=_text(division.metadata.get(REASON)) if division is not None else None,
+        resolved_settings=dict(settings.value) if settings is not None and isinstance(settings.value, dict) else None,
     )
 
 
-def _time_to_train(start: Event | None, stop: Event | None) -> int | None:
+def _is_nan(value: object) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _text(value: object) -> str | None:
+    return " ".join(str(value).split()) if value not in (None, "") else None
+
+
+def _exact(ms: float) -> int | float:
+    """Whole milliseconds as an int, fractions kept (the summarizer subtracts the raw floats)."""
+    return int(ms) if float(ms).is_integer() else ms
+
+
+def _time_to_train(start: Event | None, stop: Event | None) -> int | float | None:
     if start is None or stop is None or stop.time_ms < start.time_ms:
         return None
-    return int(stop.time_ms - start.time_ms)
+    return _exact(stop.time_ms - start.time_ms)
 
 
 def _classify(
@@ -235,15 +323,21 @@ def _classify(
         return RunStatus.CONVERGED, f"{metric} reached {target:g} at epoch {epochs_to_target:g}"
     if status == C.SUCCESS:
         return RunStatus.NOT_CONVERGED, f"run_stop says success but no {metric} reached {target:g}"
-    if evals and evals[-1].accuracy < DIVERGENCE_ACCURACY:
+    if evals and not evals[-1].accuracy >= DIVERGENCE_ACCURACY:
         return RunStatus.DIVERGED, f"{metric} collapsed to {evals[-1].accuracy:g} at epoch {evals[-1].epoch:g}"
-    best = max((p.accuracy for p in evals), default=None)
+    best = max((p.accuracy for p in evals if p.accuracy == p.accuracy), default=None)
     best_text = f"best {metric} {best:.4g}" if best is not None else f"no {metric} logged"
     return RunStatus.NOT_CONVERGED, f"run_stop {status or 'without status'}; {best_text} < {target:g}"
 
 
 def require_scorable(log: ParsedLog, source: str) -> None:
-    """Fail with one line when a log cannot be scored at all (for logs made elsewhere)."""
+    """Fail with one line when a log made elsewhere cannot be scored at all, or carries a value the
+    score would rest on that is not usable (NaN or infinite time_ms, an epoch_num that is not a
+    number, a seed that is not an integer)."""
+    bad = log.bad_values
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise LogError(f"{source} line {bad[0].line}: {bad[0].problem}{more}; fix or remove the file")
     start = log.first(C.RUN_START)
     stop = log.first(C.RUN_STOP)
     if not log.events:

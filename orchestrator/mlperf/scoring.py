@@ -78,8 +78,11 @@ def spread(values: Sequence[float]) -> Spread:
     )
 
 
-def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: Sequence[int] = ()) -> Score:
-    """Score the finished runs of a set (seed -> record); ``unfinished`` seeds never ended."""
+def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: Sequence[int] = (),
+               scaling_factor: float = 1.0) -> Score:
+    """Score the finished runs of a set (seed -> record); ``unfinished`` seeds never ended.
+    ``scaling_factor``: the RCP scaling factor MLCommons applies (scaling.json), kept beside the
+    olympic mean with their product, the score as the result summarizer reports it."""
     converged = {seed: r for seed, r in records.items() if r.converged and r.time_to_train_ms is not None}
     non_converged = len(records) - len(converged)
     ordered = sorted(converged, key=lambda s: (converged[s].time_to_train_ms, s))
@@ -109,6 +112,8 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
         valid=not problems,
         reason="; ".join(problems),
         score_ms=score,
+        scaling_factor=scaling_factor,
+        scaled_score_ms=scaled(score, scaling_factor),
         runs=total_runs,
         converged=len(converged),
         non_converged=non_converged,
@@ -131,6 +136,11 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
             for seed, r in sorted(records.items())
         },
     )
+
+
+def scaled(score_ms: float | None, scaling_factor: float) -> float | None:
+    """The olympic mean as MLCommons' summarizer reports it: multiplied by the RCP scaling factor."""
+    return None if score_ms is None else score_ms * scaling_factor
 
 
 def minutes(ms: float | None) -> float | None:

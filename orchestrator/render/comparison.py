@@ -19,7 +19,8 @@ CSV_COLUMNS = (
     "epochs_to_target_mean", "epochs_to_target_cv", "epochs_ratio", "epochs_welch_p", "epochs_seeds_needed",
     "seconds_per_epoch_mean", "seconds_per_epoch_cv", "seconds_per_epoch_ratio", "seconds_per_epoch_welch_p",
     "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
-    "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train",
+    "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train", "scaling_factor", "mlperf_score_ms",
+    "published", "accelerators", "accelerator_minutes", "samples_per_second_per_accelerator",
 )
 
 
@@ -51,6 +52,10 @@ def flat_row(row: SetupRow) -> dict[str, Any]:
         "samples_per_second_ratio": ratio(row.samples_per_second),
         "samples_per_second_welch_p": test(row.samples_per_second.test, "p_value"),
         "energy_to_train_j": row.energy_j, "cost_to_train": row.cost,
+        "scaling_factor": row.scaling_factor, "mlperf_score_ms": row.mlperf_score_ms.value, "published": row.published,
+        "accelerators": row.per_accelerator.accelerators if row.per_accelerator else None,
+        "accelerator_minutes": row.per_accelerator.accelerator_minutes if row.per_accelerator else None,
+        "samples_per_second_per_accelerator": row.per_accelerator.samples_per_second if row.per_accelerator else None,
     }
 
 
@@ -85,11 +90,23 @@ def csv_text(result: Comparison) -> str:
     return buffer.getvalue()
 
 
-def main_cells(row: SetupRow, *, with_cost: bool) -> list[str]:
+def scaled_anywhere(result: Comparison) -> bool:
+    """Some setup's score is scaled by an RCP factor: show the MLPerf score beside the olympic mean."""
+    return any(row.scaling_factor != 1.0 for row in result.rows)
+
+
+def mlperf_score(row: SetupRow) -> str:
+    """'12.1 min (x1.011)' where a scaling factor applies, else the olympic score itself."""
+    shown = text.duration(row.mlperf_score_ms.value)
+    return shown + (f" (x{row.scaling_factor:.4g})" if row.scaling_factor != 1.0 else "")
+
+
+def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> list[str]:
     """The time-to-train line of one setup."""
     cells = [
         row.name, f"{row.converged}/{row.n}",
         text.with_interval(row.olympic_ms, text.duration),
+        *((mlperf_score(row),) if with_mlperf else ()),
         "baseline" if row.speedup is None else text.with_interval(row.speedup, lambda v: text.number(v, "x")),
         text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
         text.number(row.epochs_to_target.mean.value), text.energy(row.energy_j),
@@ -101,14 +118,31 @@ def main_cells(row: SetupRow, *, with_cost: bool) -> list[str]:
 
 MAIN_COLUMNS = ("setup", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "Welch p", "seeds needed", "epochs",
                 "energy")
+MLPERF_COLUMN = "MLPerf score (x RCP)"
 
 
 def main_table(result: Comparison, with_cost: bool) -> Table:
+    with_mlperf = scaled_anywhere(result)
     table = Table(title=f"time-to-train (baseline: {result.baseline})", box=box.SIMPLE_HEAD)
-    for column in (*MAIN_COLUMNS, *(("cost",) if with_cost else ())):
+    columns = (*MAIN_COLUMNS[:3], *((MLPERF_COLUMN,) if with_mlperf else ()), *MAIN_COLUMNS[3:],
+               *(("cost",) if with_cost else ()))
+    for column in columns:
         table.add_column(column)
     for row in result.rows:
-        table.add_row(*main_cells(row, with_cost=with_cost))
+        table.add_row(*main_cells(row, with_cost=with_cost, with_mlperf=with_mlperf))
+    return table
+
+
+def per_accelerator_table(result: Comparison) -> Table:
+    """Each setup's speed per accelerator: accelerator-minutes per result and samples/s per accelerator."""
+    table = Table(title="per accelerator", box=box.SIMPLE_HEAD)
+    for column in ("setup", "hardware", "accelerators", "accelerator-minutes", "samples/s per accelerator"):
+        table.add_column(column)
+    for row in result.rows:
+        per = row.per_accelerator
+        table.add_row(row.name, row.hardware, "-" if per is None else str(per.accelerators),
+                      text.number(per.accelerator_minutes if per else None),
+                      text.number(per.samples_per_second if per else None))
     return table
 
 
@@ -136,17 +170,21 @@ WIDE_COLUMNS = 110
 """Below this terminal width each setup is shown as its own two-column table."""
 
 
-def comparison_tables(result: Comparison, *, with_cost: bool, width: int) -> list[Table]:
+def comparison_tables(result: Comparison, *, with_cost: bool, width: int,
+                      per_accelerator: bool = False) -> list[Table]:
     """The comparison for a terminal ``width`` columns wide: two wide tables, or one narrow table
-    per setup (quantity, value) that stays readable at 80 columns."""
+    per setup (quantity, value) that stays readable at 80 columns; the per-accelerator table when asked."""
+    extra = [per_accelerator_table(result)] if per_accelerator else []
     if width >= WIDE_COLUMNS:
-        return [main_table(result, with_cost), split_table(result)]
-    return [setup_table(result, row, with_cost=with_cost) for row in result.rows]
+        return [main_table(result, with_cost), split_table(result), *extra]
+    return [setup_table(result, row, with_cost=with_cost) for row in result.rows] + extra
 
 
 def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool) -> Table:
     """One setup, stacked: a line per quantity, its value and how it compares with the baseline."""
-    table = Table(title=f"{row.name} ({'baseline' if row.name == result.baseline else 'vs ' + result.baseline})",
+    role = "baseline" if row.name == result.baseline else "vs " + result.baseline
+    role = f"MLCommons published result, {role}" if row.published else role
+    table = Table(title=f"{row.name} ({role})",
                   box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("quantity")
     table.add_column("value [95% CI]")
@@ -156,6 +194,8 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool) -> Table:
     speedup = cells[3]
     table.add_row("converged/finished", cells[1], "", "")
     table.add_row("olympic time-to-train", cells[2], speedup, text.p_value(row.ttt_test))
+    if row.scaling_factor != 1.0:
+        table.add_row("MLPerf score (x RCP)", mlperf_score(row), "", "")
     for name, attribute in SPLIT_QUANTITIES:
         quantity: Quantity = getattr(row, attribute)
         ratio = "" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))

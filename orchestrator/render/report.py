@@ -17,12 +17,13 @@ from datetime import datetime, timezone
 import numpy as np
 from matplotlib.figure import Figure
 
+from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.resource_errors import classify
-from orchestrator.insight.runs import RunView, SeedView, to_setups
+from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
 from orchestrator.render import text
-from orchestrator.render.comparison import verdict
+from orchestrator.render.comparison import mlperf_score, verdict
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STYLE = """
@@ -65,6 +66,8 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         comparison_table(result),
         "<ul>" + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
                          if r.name != result.baseline) + "</ul>",
+        "<h2>Published MLPerf results like yours</h2>",
+        published_section(setups),
         "<h2>Plots</h2>",
         *(plot_html(plot) for plot in plots),
         "<h2>Seeds</h2>",
@@ -84,14 +87,14 @@ def esc(value: object) -> str:
 
 
 def comparison_table(result: comparing.Comparison) -> str:
-    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "speedup", "95% CI", "Welch p",
-            "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup", "95% CI",
+            "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
     rows = []
     for row in result.rows:
         speedup = row.speedup
         rows.append([
             esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
-            text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration),
+            text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
             text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
@@ -151,6 +154,38 @@ def _table(head: Sequence[str], rows: list[list[str]]) -> str:
 
 def _range(interval: comparing.Interval, fmt: text.Format) -> str:
     return text.interval(interval, fmt).strip(" []") or "-"
+
+
+def published_section(setups: Sequence[comparing.Setup]) -> str:
+    """Each setup beside the published MLPerf results of the same benchmark, accelerator family and
+    count (the fastest few), clearly labelled as MLCommons' published results; or why none match."""
+    own = [s for s in setups if not s.published]
+    rows, sentences = [], []
+    for setup in own:
+        try:
+            found, said = published_beside([setup], AUTO)
+        except UsageError as exc:
+            sentences.append(f"{setup.name}: {str(exc).split(': ', 1)[-1]}")
+            continue
+        sentences += [f"{setup.name}: {sentence}" for sentence in said]
+        if not found:
+            continue
+        result = comparing.compare([setup, *found], baseline=setup.name)
+        for row in result.rows:
+            per = row.per_accelerator
+            rows.append([
+                esc(setup.name), "published (MLCommons)" if row.published else "yours", esc(row.name),
+                esc(row.hardware), f"{row.converged}/{row.n}", esc(mlperf_score(row)),
+                "" if row.speedup is None else text.number(row.speedup.value, "x"),
+                text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
+                text.number(per.samples_per_second if per else None),
+            ])
+    head = ("your setup", "source", "result", "hardware", "converged/n", "MLPerf score", "speedup vs yours",
+            "epochs-to-target", "s per epoch", "samples/s per accelerator")
+    notes = "".join(f"<li>{esc(s)}</li>" for s in sentences)
+    caveat = ('<p class="note">Published results are MLCommons\' (training_results_&lt;round&gt; repositories),'
+              " recomputed from their per-run times in mltrain's table; they were not run here.</p>")
+    return (_table(head, rows) if rows else "") + (f"<ul>{notes}</ul>" if notes else "") + caveat
 
 
 # ---------------------------------------------------------------- plots

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from orchestrator.output import Output
 from orchestrator.render.text import seconds
-from orchestrator.results.records import RunStatus, Score, Summary
+from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
 from orchestrator.session.seed import SeedProgress
 
@@ -35,28 +35,81 @@ def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`mltrain list`: one line per run from the index."""
+    """`mltrain list`: one line per run from the index. Where a run's score is scaled by an RCP
+    scaling factor, the MLPerf score (scaled) is shown beside the olympic mean."""
+    scaled = any(_is_scaled(r) for r in rows)
     table = Table(title=f"{len(rows)} runs", title_justify="left")
     table.add_column("run id", no_wrap=True, overflow="fold")
-    for column in ("workload", "profile", "label", "runner", "seeds", "converged", "score s", "valid", "state"):
+    columns = ("workload", "profile", "label", "runner", "seeds", "converged", "score s",
+               *(("MLPerf s",) if scaled else ()), "valid", "state")
+    for column in columns:
         table.add_column(column)
     for r in rows:
         valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
         table.add_row(
             r["run_id"], r["workload"] or "", r["profile"] or "", r["label"] or "", r["runner"] or "",
-            str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]), seconds(r["score_ms"]), valid,
+            str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]), seconds(r["score_ms"]),
+            *((seconds(r.get("scaled_score_ms")) if _is_scaled(r) else "",) if scaled else ()), valid,
             r["state"] or "",
         )
     return table
 
 
+def _is_scaled(row: dict[str, Any]) -> bool:
+    return row.get("scaled_score_ms") is not None and row.get("scaled_score_ms") != row.get("score_ms")
+
+
 def run_lines(run: StoredRun) -> list[str]:
-    """`mltrain show`: what the run was, before its score."""
+    """`mltrain show`: what the run was, before its score: where it came from, the division its
+    logs state (with the workload's reason) and the settings the workload resolved."""
     m = run.manifest
-    return [
+    lines = [
         f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}",
         f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
     ]
+    if m.imported is not None:
+        system = f", system {m.imported.system}" if m.imported.system else ""
+        scaling = (f", scaling.json {m.imported.scaling_factor:.6g}" if m.imported.scaling_factor is not None
+                   else ", no scaling.json")
+        lines.append(f"imported from {m.imported.folder}{system}{scaling}, checked with training {m.imported.ruleset}")
+    records = run.finished_records()
+    lines += [f"division: {text}" for text in _distinct(_division(r) for r in records.values())]
+    lines += [f"settings: {text}" for text in _distinct(_settings(r.resolved_settings) for r in records.values())]
+    lines += [f"compliance checker: {text}" for text in _distinct(
+        rule for r in records.values() if r.compliance is not None for rule in r.compliance.relaxed)]
+    return lines
+
+
+def _distinct(texts: Any) -> list[str]:
+    counted: dict[str, int] = {}
+    for text in texts:
+        if text:
+            counted[text] = counted.get(text, 0) + 1
+    if len(counted) <= 1:
+        return list(counted)
+    return [f"{text} ({n} seeds)" for text, n in counted.items()]
+
+
+def _division(record: RunRecord) -> str:
+    if record.division is None:
+        return "not logged"
+    return record.division + (f" ({record.division_reason})" if record.division_reason else "")
+
+
+def _settings(settings: dict[str, Any] | None) -> str:
+    """The workload's resolved_settings event in a line."""
+    if not settings:
+        return ""
+    device = settings.get("device_name") or settings.get("device") or "?"
+    parts = [str(settings.get("precision", "?"))]
+    if settings.get("requested_precision") not in (None, settings.get("precision")):
+        parts[0] += f" (asked {settings['requested_precision']})"
+    parts.append(f"{settings.get('threads', '?')} threads")
+    parts.append(f"{settings.get('nproc', '?')} processes")
+    parts.append(f"on {device}" + (f" (capability {settings['capability']})" if settings.get("capability") else ""))
+    parts += [name for name in ("channels_last", "compile") if settings.get(name)]
+    why = f": {settings['why']}" if settings.get("why") else ""
+    return ", ".join(parts) + why
 
 
 def seeds_table(score: Score) -> Table:
@@ -91,11 +144,16 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
         lines.append(f"{summary.workload} ({caveat}), run {summary.run_id}")
     lines.append(f"runs {score.runs}, converged {score.converged}, non-converged {score.non_converged}"
                  + (f", unfinished {score.unfinished}" if score.unfinished else ""))
+    mlcommons = summary.mlcommons if summary is not None else None
     if score.score_ms is not None:
         kept = len(score.counted_seeds)
         lines.append(
             f"time-to-train (olympic mean of {kept}): {score.score_ms / 1000:.2f} s = {score.score_ms / 60000:.3f} min"
         )
+        if score.scaled_score_ms is not None and score.scaling_factor != 1.0:
+            source = f" ({mlcommons.scaling_source})" if mlcommons is not None and mlcommons.scaling_source else ""
+            lines.append(f"MLPerf score: olympic mean x RCP scaling factor {score.scaling_factor:.6g}{source}"
+                         f" = {score.scaled_score_ms / 1000:.2f} s = {score.scaled_score_ms / 60000:.3f} min")
     if ttt.n:
         ci = f"95% CI {seconds(ttt.ci95_low)}-{seconds(ttt.ci95_high)} s" if ttt.ci95_low is not None else "CI n/a"
         cv = f"CV {ttt.cv:.1%}" if ttt.cv is not None else "CV n/a"
@@ -103,11 +161,23 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
             f"converged runs: mean {seconds(ttt.mean)} s, std {seconds(ttt.std)} s, {cv}, {ci},"
             f" min {seconds(ttt.minimum)} s, max {seconds(ttt.maximum)} s"
         )
-    mlcommons = summary.mlcommons if summary is not None else None
     if mlcommons is not None:
-        theirs = mlcommons.summarizer_score_min
-        verdict = "agrees" if mlcommons.agrees else "DISAGREES"
-        shown = "no score" if theirs is None else f"{theirs:.4f} min"
-        lines.append(f"mlperf_logging result_summarizer on {mlcommons.folder}: {shown} ({verdict})")
+        lines += mlcommons_lines(mlcommons)
     lines.append("result: VALID" if score.valid else f"result: INVALID: {score.reason}")
+    return lines
+
+
+def mlcommons_lines(check: MlcommonsCheck) -> list[str]:
+    """What MLCommons' own tools said: the summarizer on the run's source, the RCP and package checkers."""
+    theirs = check.summarizer_score_min
+    verdict = "agrees" if check.agrees else "DISAGREES"
+    shown = "no score" if theirs is None else f"{theirs:.4f} min"
+    lines = [f"mlperf_logging result_summarizer ({check.ruleset}) on {check.source or check.folder}: {shown}"
+             f" ({verdict} with mltrain's MLPerf score)"]
+    if check.rcp is not None:
+        lines.append(f"RCP check: {check.rcp.detail}")
+    if check.package is not None:
+        errors = f": {'; '.join(check.package.errors[:2])}" if check.package.errors else ""
+        lines.append(f"package checker on {check.folder}: {'passed' if check.package.passed else 'FAILED'}{errors}")
+    lines += [f"note: {warning}" for warning in check.warnings[:5]]
     return lines

@@ -20,7 +20,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, workload TEXT, benchmark TEXT, profile TEXT, label TEXT, runner TEXT,
     host TEXT, started_at TEXT, ended_at TEXT, state TEXT, seeds INTEGER, converged INTEGER,
-    valid INTEGER, score_ms REAL, reason TEXT, synced_mtime REAL
+    valid INTEGER, score_ms REAL, scaled_score_ms REAL, reason TEXT, synced_mtime REAL
 );
 CREATE TABLE IF NOT EXISTS seeds (
     run_id TEXT, seed INTEGER, state TEXT, status TEXT, time_to_train_ms INTEGER,
@@ -43,6 +43,8 @@ class Index:
             self.results_dir.mkdir(parents=True, exist_ok=True)
             with closing(sqlite3.connect(self.path, timeout=30)) as db:
                 db.executescript(_SCHEMA)
+                if "scaled_score_ms" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+                    db.executescript("DROP TABLE runs; DROP TABLE seeds;" + _SCHEMA)  # older cache: rebuilt
                 db.row_factory = sqlite3.Row
                 with db:  # one transaction
                     yield db
@@ -71,11 +73,12 @@ class Index:
         with self._db() as db:
             db.execute("DELETE FROM seeds WHERE run_id = ?", (m.run_id,))
             db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
                     m.ended_at, m.state, len(m.seeds), s.converged if s else None,
-                    None if s is None else int(s.valid), s.score_ms if s else None, s.reason if s else None, mtime,
+                    None if s is None else int(s.valid), s.score_ms if s else None,
+                    s.scaled_score_ms if s else None, s.reason if s else None, mtime,
                 ),
             )
             for seed in m.seeds:

@@ -41,6 +41,7 @@ class RunStatus(str, Enum):
     INTERRUPTED = "interrupted"  # Ctrl-C / cancel
     KILLED = "killed"  # killed by a signal from outside
     OOM = "out_of_memory"  # host or device out of memory
+    NON_COMPLIANT = "non_compliant"  # the log breaks a rule mlperf_logging's compliance checker applies
 
     @property
     def converged(self) -> bool:
@@ -69,6 +70,20 @@ class EvalPoint(Record):
     """Milliseconds since run_start."""
 
 
+class Compliance(Record):
+    """What mlperf_logging's compliance checker said of one run's log."""
+
+    ruleset: str
+    """The checker's ruleset (training 4.0.0, ...)."""
+    valid: bool
+    """The log passes every rule that was applied."""
+    reason: str = ""
+    """The checker's first complaint, one line ('' when valid)."""
+    relaxed: tuple[str, ...] = ()
+    """Rules the run's profile deliberately changes (the target, the dataset size), not applied, each
+    with why."""
+
+
 class RunRecord(Record):
     """One run, derived from its MLLOG lines (and the process exit, when we ran it)."""
 
@@ -78,20 +93,33 @@ class RunRecord(Record):
     seed: int | None = None
     """The seed the run logged (MLLOG `seed`), which may differ from the one requested."""
     benchmark: str | None = None
-    run_start_ms: int | None = None
-    run_stop_ms: int | None = None
-    time_to_train_ms: int | None = None
-    """run_stop - run_start; set whenever both are present, converged or not."""
+    run_start_ms: int | float | None = None
+    run_stop_ms: int | float | None = None
+    time_to_train_ms: int | float | None = None
+    """run_stop - run_start; set whenever both are present, converged or not (whole milliseconds
+    unless the log's times have fractions, so that scores equal the summarizer's)."""
     epochs_to_target: float | None = None
+    """In epochs, whatever the log counts them in (logs that count samples are converted)."""
     epochs_run: float | None = None
     """Last epoch the run reached."""
     samples_per_epoch: int | None = None
+    """Training samples per epoch (samples_per_epoch, else train_samples): samples/s = this x epochs / s."""
+    train_samples: int | None = None
+    """train_samples as logged: the divisor of logs that count epochs in samples."""
     global_batch_size: int | None = None
     target: float | None = None
     best_accuracy: float | None = None
     evals: tuple[EvalPoint, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     """submission_* and hyperparameter keys as logged."""
+    division: str | None = None
+    """submission_division as the workload logged it (closed or open)."""
+    division_reason: str | None = None
+    """Why the workload logged that division (its ``reason`` metadata), when it said."""
+    resolved_settings: dict[str, Any] | None = None
+    """The ``resolved_settings`` event: precision, threads, device... as the workload chose them."""
+    compliance: Compliance | None = None
+    """mlperf_logging's compliance checker on this run's log; None when it was not run."""
 
     @property
     def converged(self) -> bool:
@@ -136,7 +164,7 @@ class SeedScore(Record):
 
     status: RunStatus
     reason: str
-    time_to_train_ms: int | None
+    time_to_train_ms: int | float | None
     epochs_to_target: float | None
     counted: bool
 
@@ -147,6 +175,10 @@ class Score(Record):
     """Why the result is invalid ('' when valid)."""
     score_ms: float | None
     """Olympic mean of time-to-train."""
+    scaling_factor: float = Field(default=1.0, gt=0)
+    """The RCP scaling factor MLCommons multiplies the olympic mean by (``scaling.json``); 1.0 when none."""
+    scaled_score_ms: float | None = None
+    """score_ms x scaling_factor: the score as mlperf_logging's result summarizer reports it."""
     runs: int = Field(ge=0)
     converged: int = Field(ge=0)
     non_converged: int = Field(ge=0)
@@ -192,6 +224,23 @@ class SeedState(Record):
         return self.state is SeedStateName.FINISHED
 
 
+class ImportedFolder(Record):
+    """Where an imported run's logs came from, and the files MLCommons keeps beside them."""
+
+    folder: str
+    """The benchmark folder that held the result files (absolute)."""
+    system: str | None = None
+    """``<system>`` of ``results/<system>/<benchmark>/``, when the folder is laid out that way."""
+    system_description: dict[str, Any] | None = None
+    """``systems/<system>.json`` as found beside the results."""
+    scaling_factor: float | None = Field(default=None, gt=0)
+    """``scaling.json``'s scaling_factor beside the results; None when there is none."""
+    ruleset: str
+    """The compliance ruleset the logs were checked and scored with."""
+    files: dict[int, str] = Field(default_factory=dict)
+    """Run number -> the file's name in the folder."""
+
+
 class Manifest(Record):
     """``manifest.json``: what was run, where, how, and with what (fixed before the first seed)."""
 
@@ -223,6 +272,8 @@ class Manifest(Record):
     """The host, GPUs, storage and engine as `orchestrator.insight.sysinfo.capture` saw them."""
     runner_provenance: dict[str, Any] = Field(default_factory=dict)
     imported_from: str | None = None
+    imported: ImportedFolder | None = None
+    """What `mltrain import` read besides the logs (system description, scaling.json)."""
 
     @model_validator(mode="after")
     def _seeds_distinct(self) -> Manifest:
@@ -238,14 +289,53 @@ class Manifest(Record):
         return self.label or self.run_id
 
 
+class RcpCheck(Record):
+    """mlperf_logging's RCP checker on a set of runs: is their convergence plausible, and the
+    scaling factor MLCommons derives from it."""
+
+    state: Literal["pass", "fail", "no_rcp", "not_comparable", "not_applied"]
+    """pass; fail; no_rcp: the ruleset's table has no point for this batch size; not_comparable: the
+    log and the table count epochs in different units; not_applied: open division or too few runs."""
+    detail: str
+    """One plain sentence saying what happened."""
+    checker_message: str = ""
+    """The checker's own message ('RCP found', 'Missing RCP, please submit RCP with BS = 2', ...)."""
+    batch_size: int | None = None
+    table_batch_sizes: tuple[int, ...] = ()
+    scaling_factor: float = Field(default=1.0, gt=0)
+    """What the checker wrote into scaling.json (1.0: none)."""
+
+
+class PackageCheck(Record):
+    """mlperf_logging's package checker on the export."""
+
+    passed: bool
+    errors: tuple[str, ...] = ()
+    """The first errors it logged, one line each."""
+
+
 class MlcommonsCheck(Record):
-    """What MLCommons' own result summarizer said of the run's export."""
+    """What MLCommons' own tools said of the run: the result summarizer run on the run's source
+    (the original folder of an import, the workload's own logs of a run), the RCP and package
+    checkers, and the scaling factor."""
 
     folder: str
+    """Where the MLCommons layout of this run is (the export of a run, the original folder of an import)."""
     ruleset: str
     summarizer_score_min: float | None
+    """The result summarizer's score of the source, scaling factor applied, in minutes."""
     agrees: bool
+    """mltrain's scaled score equals the summarizer's to 1e-9 relative."""
     warnings: tuple[str, ...] = ()
+    source: str = ""
+    """What the summarizer read."""
+    scaling_factor: float = Field(default=1.0, gt=0)
+    scaling_source: str = ""
+    """Where the factor came from ('scaling.json in <folder>', 'the RCP checker', '' for none)."""
+    division: str | None = None
+    """The division the logs state (the export's system description says the same)."""
+    rcp: RcpCheck | None = None
+    package: PackageCheck | None = None
 
 
 class Summary(Score):

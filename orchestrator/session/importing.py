@@ -1,59 +1,78 @@
-"""Runs made elsewhere: a folder of MLPerf ``result_<n>.txt`` logs (MLCommons' published layout)
-taken into the store as one run, scored like one of ours."""
+"""Runs made elsewhere: a folder of MLPerf result logs (MLCommons' published layout, or NVIDIA's
+own ``<DATESTAMP>_<N>.log`` names) taken into the store as one run, scored like one of ours and
+as MLCommons scores it (the RCP scaling factor of ``scaling.json`` applied).
+
+Every file is read and checked before anything is written: names and run numbers, each log's
+values (`mllog.require_scorable`), the scaling factor, the system description. The run is then
+built in a staging folder inside the results folder and renamed into place only when whole, so a
+failed import leaves the store as it was.
+"""
 
 from __future__ import annotations
 
-import re
+import os
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import UsageError
+from orchestrator.errors import StoreError
 from orchestrator.insight import sysinfo
-from orchestrator.mlperf import mllog
-from orchestrator.results.records import Manifest, RunRecord, Score, ScoringRule, SeedState, SeedStateName
+from orchestrator.mlperf import checkers, compliance, layout, mllog
+from orchestrator.results.records import (
+    ImportedFolder,
+    Manifest,
+    RunRecord,
+    Score,
+    ScoringRule,
+    SeedState,
+    SeedStateName,
+)
 from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
 from orchestrator.session.loop import finish
 
-RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
+STAGING_PREFIX = ".import-"
 
 
-def result_files(folder: Path) -> list[tuple[int, Path]]:
-    """The folder's result files, by number."""
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: not a folder")
-    files = sorted(
-        (int(m.group(1)), p) for p in folder.iterdir() if (m := RESULT_FILE.match(p.name)) and p.is_file()
-    )
-    if not files:
-        raise UsageError(f"{folder}: no result_<n>.txt files")
-    return files
+def read_records(found: layout.ResultFolder, workload: Workload, *, ruleset: str,
+                 epoch_unit: mllog.EpochUnit) -> dict[int, RunRecord]:
+    """Each log read, checked and judged by the compliance checker, by run number (exit 2 on the
+    first log that cannot be scored)."""
+    records: dict[int, RunRecord] = {}
+    for number, path in found.files.items():
+        parsed = mllog.parse_file(path)
+        mllog.require_scorable(parsed, str(path))
+        record = mllog.build_record(parsed, target=workload.quality.target, metric=workload.quality.metric,
+                                    epoch_unit=epoch_unit)
+        records[number] = compliance.judge(record, compliance.check_log(path, ruleset, metric=workload.quality.metric))
+    return records
 
 
 def import_folder(
     store: Store, folder: Path, workload: Workload, *, benchmark: str, label: str | None,
-    epoch_unit: mllog.EpochUnit,
+    epoch_unit: mllog.EpochUnit, ruleset: str = checkers.DEFAULT_RULESET,
 ) -> tuple[StoredRun, Score]:
-    """Read and score every result file, then store them as one run (profile mlperf, the
-    benchmark's own olympic rule)."""
-    files = result_files(folder)
-    records: dict[int, RunRecord] = {}
-    for number, path in files:
-        parsed = mllog.parse_file(path)
-        mllog.require_scorable(parsed, str(path))
-        records[number] = mllog.build_record(parsed, target=workload.quality.target, metric=workload.quality.metric,
-                                             epoch_unit=epoch_unit)
+    """Read and score every log, then store them as one run (profile mlperf, the benchmark's own
+    olympic rule)."""
+    checkers.check_ruleset(ruleset, benchmark)
+    found = layout.read_folder(folder, benchmark)
+    records = read_records(found, workload, ruleset=ruleset, epoch_unit=epoch_unit)
     manifest = Manifest(
         run_id=new_run_id(workload.name, "imported"),
         workload=workload.name,
         benchmark=benchmark,
         profile="mlperf",
         mlperf_result=True,
-        label=label or folder.name,
-        seeds=tuple(n for n, _ in files),
+        label=label or found.system or found.folder.name,
+        seeds=tuple(found.files),
         runner="imported",
-        imported_from=str(folder.resolve()),
+        imported_from=str(found.folder.resolve()),
+        imported=ImportedFolder(
+            folder=str(found.folder.resolve()), system=found.system, system_description=found.system_description,
+            scaling_factor=found.scaling_factor, ruleset=ruleset,
+            files={number: path.name for number, path in found.files.items()},
+        ),
         metric=workload.quality.metric,
         target=workload.quality.target,
         rule=ScoringRule(drop_per_end=workload.olympic.drop_per_end, max_non_converged=workload.olympic.drop_per_end,
@@ -63,9 +82,22 @@ def import_folder(
         state="running",
         versions=sysinfo.orchestrator_versions(),
     )
-    run = store.create(manifest)
-    for number, path in files:
-        shutil.copyfile(path, run.paths.seed(number).output)
-        run.save_seed(SeedState(seed=number, state=SeedStateName.FINISHED, status=records[number].status,
-                                source=path.name), records[number])
-    return finish(run, workload.olympic.drop_per_end)
+    store.root.mkdir(parents=True, exist_ok=True)
+    stage_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=store.root))
+    try:
+        staged = Store(stage_root).create(manifest)
+        for number, path in found.files.items():
+            shutil.copyfile(path, staged.paths.seed(number).output)
+            staged.save_seed(SeedState(seed=number, state=SeedStateName.FINISHED, status=records[number].status,
+                                       source=path.name), records[number])
+        _, score = finish(staged, workload.olympic.drop_per_end)
+        target = store.paths(manifest.run_id).root
+        try:
+            os.rename(staged.paths.root, target)
+        except OSError as exc:
+            raise StoreError(f"cannot move the imported run into {target}: {exc.strerror}") from None
+    finally:
+        shutil.rmtree(stage_root, ignore_errors=True)
+    run = store.open(manifest.run_id)
+    run.sync()
+    return run, score

@@ -21,8 +21,8 @@ from typing import Any
 from orchestrator.errors import Interrupted
 from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
-from orchestrator.mlperf import export
-from orchestrator.mlperf.scoring import minutes, score_runs
+from orchestrator.mlperf import compliance, parity
+from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import (
     INFRASTRUCTURE_FAULTS,
@@ -129,6 +129,9 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
             f"interrupted: finished seeds are kept; complete the set with"
             f" `mltrain run {plan.workload.name} --resume {run.run_id}`"
         ) from None
+    record = compliance.check_seed(record, paths.output, profile=plan.profile.name, target=plan.target,
+                                   reference_target=plan.workload.quality.target, metric=plan.workload.quality.metric,
+                                   synthetic_data=plan.profile.dataset.source == "synthetic")
     run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
                             ended_at=now_iso()), record)
 
@@ -148,9 +151,12 @@ def archive_attempt(seed: SeedPaths) -> None:
         shutil.move(str(path), target / path.name)
 
 
-def score_run(run: StoredRun) -> Score:
-    """Score the seeds that finished by the run's own rule."""
-    return score_runs(run.finished_records(), run.manifest.rule, unfinished=run.unfinished_seeds())
+def score_run(run: StoredRun, mlcommons: MlcommonsCheck | None = None) -> Score:
+    """Score the seeds that finished by the run's own rule, with the RCP scaling factor MLCommons
+    applies (from ``mlcommons``, else the run's stored verdict)."""
+    verdict = mlcommons or (run.summary.mlcommons if run.summary else None)
+    return score_runs(run.finished_records(), run.manifest.rule, unfinished=run.unfinished_seeds(),
+                      scaling_factor=verdict.scaling_factor if verdict else 1.0)
 
 
 def summary_of(run: StoredRun, score: Score, mlcommons: MlcommonsCheck | None = None) -> Summary:
@@ -168,33 +174,17 @@ def rescore(run: StoredRun) -> tuple[Summary, Score]:
 
 
 def finish(run: StoredRun, official_drop_per_end: int) -> tuple[StoredRun, Score]:
-    """Score the run, write its summary, close its manifest. An mlperf-profile run is also laid
-    out for MLCommons' tools in ``<run>/mlcommons/``, and their own score is kept beside ours."""
-    score = score_run(run)
+    """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import,
+    MLCommons' own tools are run on its source (`orchestrator.mlperf.parity`); their verdict and
+    the RCP scaling factor are kept beside our score."""
     mlcommons = None
-    if run.manifest.profile == "mlperf" and not score.unfinished:
-        mlcommons = check_with_mlcommons(run, score, official_drop_per_end)
+    if run.manifest.profile == "mlperf" and not run.unfinished_seeds():
+        mlcommons = parity.check(run, official_drop_per_end)
+    score = score_run(run, mlcommons)
     run.save_summary(summary_of(run, score, mlcommons))
     state = "finished" if not score.unfinished else "incomplete"
     run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": state}))
     return run, score
-
-
-def check_with_mlcommons(run: StoredRun, score: Score, official_drop_per_end: int) -> MlcommonsCheck:
-    folder = run.paths.root / "mlcommons"
-    if folder.exists():
-        shutil.rmtree(folder)
-    exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end)
-    theirs = exported.summarizer_minutes
-    ours = minutes(score.score_ms)
-    return MlcommonsCheck(
-        folder=str(folder),
-        ruleset=exported.ruleset,
-        summarizer_score_min=theirs,
-        agrees=(theirs is None and ours is None)
-        or (theirs is not None and ours is not None and abs(theirs - ours) <= 1e-9 * max(1.0, ours)),
-        warnings=exported.warnings,
-    )
 
 
 def failed_runs(run: StoredRun) -> list[int]:

@@ -49,6 +49,7 @@ class BenchmarkPlan:
         return {
             **self.profile.env,
             "MLTRAIN_PROFILE": self.profile.name,
+            **({"MLTRAIN_SEEDS_RANDOM": "1"} if self.seeds_random else {}),  # the workloads' division rule
             self.workload.quality.env: repr(self.target),
         }
 

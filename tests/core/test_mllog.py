@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from orchestrator.errors import LogError
@@ -79,3 +81,46 @@ def test_record_round_trips_through_json():
     r = record(run_log(evals=[(5000, 20, 0.5), (9000, 40, 0.91)]))
     assert RunRecord.from_json(r.to_json()) == r
 
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ('{"key": "run_start", "time_ms": NaN, "value": null}', "run_start: time_ms nan is not a finite number"),
+        ('{"key": "run_stop", "time_ms": -Infinity, "value": null}', "run_stop: time_ms -inf is not a finite number"),
+        ('{"key": "run_stop", "time_ms": 1e19, "value": null}', "run_stop: time_ms 1e+19 is not a finite number"),
+        ('{"key": "run_stop", "time_ms": true, "value": null}', "run_stop: time_ms true is not a finite number"),
+        ('{"key": "eval_accuracy", "time_ms": 5, "value": 0.9, "metadata": {"epoch_num": "x"}}',
+         'eval_accuracy: epoch_num "x" is not a number'),
+        ('{"key": "seed", "time_ms": 5, "value": 1.5}', "seed 1.5 is not an integer"),
+        ('{"key": "seed", "time_ms": 5, "value": 1e30}', "seed 1e+30 is not an integer"),
+    ],
+)
+def test_values_a_score_cannot_rest_on_are_bad_values_with_their_line(raw, problem):
+    parsed = parse_lines(["hello", line("run_start", 10), ":::MLLOG " + raw])
+    assert [(e.line, e.bad_value) for e in parsed.errors] == [(3, True)]
+    assert problem in parsed.errors[0].problem
+    with pytest.raises(LogError, match=re.escape(f"x.txt line 3: {problem}")):
+        require_scorable(parsed, "x.txt")
+
+
+def test_a_truncated_line_is_not_a_bad_value():
+    parsed = parse_lines([line("run_start", 10), line("run_stop", 20, status="success")[:30]])
+    assert len(parsed.errors) == 1 and not parsed.errors[0].bad_value and parsed.bad_values == []
+
+
+def test_division_reason_and_resolved_settings_are_recorded():
+    lines = run_log(evals=[(5000, 20, 0.95)])
+    lines.insert(1, line("submission_division", 1, "open", reason="FILTERS 8,16,32 differ from the reference"))
+    lines.insert(1, line("resolved_settings", 1, {"precision": "bf16", "threads": 2, "why": "native bf16"}))
+    r = record(lines)
+    assert r.division == "open" and r.division_reason == "FILTERS 8,16,32 differ from the reference"
+    assert r.resolved_settings == {"precision": "bf16", "threads": 2, "why": "native bf16"}
+
+
+def test_fractional_times_are_kept_so_scores_equal_the_summarizers():
+    r = record([line("run_start", 1000.25), line("eval_accuracy", 2000, 0.95, epoch_num=3),
+                line("run_stop", 2000.75, status="success")])
+    assert r.time_to_train_ms == 1000.5 and r.run_start_ms == 1000.25
+    assert record(run_log(evals=[(5000, 20, 0.95)])).time_to_train_ms == 4001
+    assert isinstance(record(run_log(evals=[(5000, 20, 0.95)])).time_to_train_ms, int)

@@ -11,6 +11,7 @@ Variables (all optional):
   FAKE_SLEEP_S       real seconds slept per epoch (default 0.005)
   FAKE_MAX_EPOCHS    epoch cap; reaching it stops with status aborted (default 100)
   FAKE_MODE          converge | no_converge | diverge | crash | hang | oom | no_run_start | stop_before_start
+                     | duplicate_run_start (a second run_start after the first epoch)
   FAKE_MODE_SEEDS    comma-separated seeds FAKE_MODE applies to (default: all)
   FAKE_SAMPLES       1: log epochs as samples (samples_count, samples-based epoch_num), as NVIDIA logs do
   FAKE_DIVISION      closed (default) or open
@@ -122,6 +123,8 @@ def main() -> int:
         log.advance(epoch_ms)
         log.event("epoch_stop", **epoch_tag(epoch))
         log.event("block_stop", **block)
+        if mode == "duplicate_run_start" and epoch == 1:
+            log.event("run_start")
         if mode == "crash" and epoch == 3:
             sys.stderr.write("Traceback (most recent call last):\nRuntimeError: fakebench crashed\n")
             return 1

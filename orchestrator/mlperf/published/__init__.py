@@ -1,0 +1,216 @@
+"""Published MLPerf Training results of the benchmarks mltrain runs (unet3d and resnet, rounds
+v0.5 to v4.0; both were retired after v4.0), shipped as package data (``systems.csv``, see the
+README beside it): one row per published system and benchmark, with its per-run times, so that
+`mltrain compare --published` and the report can place a user's setups beside them.
+
+Scores are MLCommons' (olympic mean of the converged runs' minutes, times the RCP scaling factor
+where review set one); `PublishedSystem.recomputed_minutes` recomputes one from the per-run
+times with mltrain's own olympic rule.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from orchestrator.errors import UsageError
+
+TABLE = "systems.csv"
+COLUMNS = ("round", "submitter", "system", "benchmark", "division", "accelerator", "accelerator_class",
+           "accelerators", "nodes", "global_batch_size", "runs", "nonconverged", "scaling_factor", "olympic_minutes",
+           "olympic_unscaled", "run_minutes", "run_epochs", "note")
+DROP_PER_END = {"unet3d": 4, "resnet": 1}
+"""What the result summarizer drops at each end (`_compute_strong_score_standalone`: 4 for unet3d, else 1)."""
+TRAIN_SAMPLES = {"unet3d": 168, "resnet": 1_281_167}
+"""Training samples per epoch (KiTS19's 168 cases; ImageNet 2012's 1,281,167 images)."""
+_CLASS = re.compile(r"(?<![A-Za-z0-9])([A-Z]{1,2}\d{1,4}[A-Z]?)(?![A-Za-z0-9])")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedSystem:
+    """One published result: a system's runs of one benchmark in one round."""
+
+    round: str
+    submitter: str
+    system: str
+    benchmark: str
+    division: str
+    accelerator: str
+    """As the system description names it ('NVIDIA H100-SXM5-80GB')."""
+    accelerator_class: str
+    """The model family ('H100', 'A100', 'TPU v4')."""
+    accelerators: int | None
+    nodes: int | None
+    global_batch_size: int | None
+    runs: int
+    nonconverged: int
+    scaling_factor: float
+    olympic_minutes: float | None
+    """The score as published (scaling factor applied), 3 decimals; None where the logs were absent."""
+    olympic_unscaled: float | None
+    run_minutes: tuple[float, ...]
+    """Minutes of each converged run (4 decimals)."""
+    run_epochs: tuple[float | None, ...]
+    """Epochs-to-target of each converged run (logs counting samples divided by 168)."""
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.round} {self.submitter} {self.system}"
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.accelerators}x {self.accelerator}" if self.accelerators else self.accelerator
+
+    @property
+    def drop_per_end(self) -> int:
+        return DROP_PER_END.get(self.benchmark, 1)
+
+    def recomputed_minutes(self, *, scaled: bool = True) -> float | None:
+        """The olympic mean of the per-run minutes (x the scaling factor), by mltrain's olympic rule."""
+        from orchestrator.mlperf.scoring import olympic_mean
+
+        mean = olympic_mean(self.run_minutes, self.nonconverged, self.drop_per_end)
+        return None if mean is None else mean * (self.scaling_factor if scaled else 1.0)
+
+
+def load(path: Path | None = None) -> list[PublishedSystem]:
+    """The shipped table (or the one at ``path``)."""
+    text = path.read_text() if path is not None else resources.files(__package__).joinpath(TABLE).read_text()
+    return [_row(row) for row in csv.DictReader(io.StringIO(text))]
+
+
+def _row(row: dict[str, str]) -> PublishedSystem:
+    return PublishedSystem(
+        round=row["round"], submitter=row["submitter"], system=row["system"], benchmark=row["benchmark"],
+        division=row["division"], accelerator=row["accelerator"], accelerator_class=row["accelerator_class"],
+        accelerators=_int(row["accelerators"]), nodes=_int(row["nodes"]),
+        global_batch_size=_int(row["global_batch_size"]),
+        runs=int(row["runs"]), nonconverged=int(row["nonconverged"]), scaling_factor=float(row["scaling_factor"] or 1),
+        olympic_minutes=_float(row["olympic_minutes"]), olympic_unscaled=_float(row["olympic_unscaled"]),
+        run_minutes=tuple(float(v) for v in row["run_minutes"].split()),
+        run_epochs=tuple(None if v == "-" else float(v) for v in row["run_epochs"].split()),
+        note=row.get("note", ""),
+    )
+
+
+def write(path: Path, systems: Iterable[PublishedSystem]) -> None:
+    """The table as CSV (columns COLUMNS), through an atomic write."""
+    from orchestrator.results import atomic
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for s in systems:
+        writer.writerow({
+            "round": s.round, "submitter": s.submitter, "system": s.system, "benchmark": s.benchmark,
+            "division": s.division, "accelerator": s.accelerator, "accelerator_class": s.accelerator_class,
+            "accelerators": _cell(s.accelerators), "nodes": _cell(s.nodes),
+            "global_batch_size": _cell(s.global_batch_size), "runs": s.runs, "nonconverged": s.nonconverged,
+            "scaling_factor": repr(float(s.scaling_factor)), "olympic_minutes": _cell(s.olympic_minutes),
+            "olympic_unscaled": _cell(s.olympic_unscaled), "run_minutes": " ".join(_num(m) for m in s.run_minutes),
+            "run_epochs": " ".join("-" if e is None else _num(e) for e in s.run_epochs), "note": s.note,
+        })
+    atomic.write_text(path, buffer.getvalue())
+
+
+def _int(text: str) -> int | None:
+    return int(float(text)) if text else None
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else _num(value) if isinstance(value, float) else str(value)
+
+
+def _num(value: float) -> str:
+    """Shortest text that reads back as the same number ('2100', '137.9848')."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
+# ---------------------------------------------------------------- finding systems like yours
+
+
+def accelerator_class(name: str | None) -> str | None:
+    """The model family in an accelerator's name: 'NVIDIA H100 80GB HBM3' -> 'H100', 'Tesla T4' -> 'T4'."""
+    if not name:
+        return None
+    found = _CLASS.search(name)
+    return found.group(1) if found else None
+
+
+def _words(text: str) -> str:
+    """Lower case, punctuation as single spaces: 'NVIDIA A100-SXM4-80GB (400W)' -> 'nvidia a100 sxm4 80gb 400w'."""
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def accelerator_matches(wanted: str, system: PublishedSystem) -> bool:
+    """The wanted words appear whole in the model name ('A10' is not 'A100'), or name its family."""
+    words = _words(wanted)
+    if not words:
+        return True
+    if words == _words(system.accelerator_class):
+        return True
+    return re.search(rf"(?<![a-z0-9]){re.escape(words)}(?![a-z0-9])", _words(system.accelerator)) is not None
+
+
+@dataclass(frozen=True)
+class Query:
+    """Which published systems to show: a benchmark, optionally an accelerator and a count."""
+
+    benchmark: str
+    accelerator: str | None = None
+    """Whole words of the model name, or its family, ignoring case and punctuation ('h100', 'A100-SXM4-80GB')."""
+    count: int | None = None
+
+    def __str__(self) -> str:
+        if self.accelerator:
+            return f"{self.benchmark} on {f'{self.count}x ' if self.count else ''}{self.accelerator}"
+        return f"{self.benchmark} on {self.count} accelerators" if self.count else self.benchmark
+
+
+def parse_query(text: str) -> Query:
+    """``BENCHMARK[:ACCELERATOR[:COUNT]]`` ('unet3d:H100:8', 'resnet:A100', 'unet3d::8')."""
+    parts = [p.strip() for p in text.split(":")]
+    if not parts[0] or len(parts) > 3:
+        raise UsageError(f"--published {text!r}: give BENCHMARK[:ACCELERATOR[:COUNT]], e.g. unet3d:H100:8, or auto")
+    if parts[0] not in DROP_PER_END:
+        raise UsageError(f"--published {text!r}: the table holds {', '.join(sorted(DROP_PER_END))}, not {parts[0]!r}")
+    count = None
+    if len(parts) == 3 and parts[2]:
+        if not parts[2].isdigit() or not 0 < int(parts[2]) < 1_000_000:
+            raise UsageError(f"--published {text!r}: COUNT must be a positive whole number")
+        count = int(parts[2])
+    return Query(parts[0], parts[1] if len(parts) > 1 and parts[1] else None, count)
+
+
+def matching(systems: Sequence[PublishedSystem], query: Query) -> list[PublishedSystem]:
+    """Published systems of the query's benchmark whose accelerator matches (and count, when given),
+    with a score, fastest first."""
+    found = [
+        s for s in systems
+        if s.benchmark == query.benchmark and s.olympic_minutes is not None
+        and accelerator_matches(query.accelerator or "", s)
+        and (query.count is None or s.accelerators == query.count)
+    ]
+    return sorted(found, key=lambda s: (s.olympic_minutes or 0.0, s.round, s.system))
+
+
+def no_match_sentence(systems: Sequence[PublishedSystem], query: Query) -> str:
+    """Why nothing matched: what the table does hold for the benchmark."""
+    same_class = matching(systems, Query(query.benchmark, query.accelerator)) if query.accelerator else []
+    if same_class:
+        counts = sorted({s.accelerators for s in same_class if s.accelerators})
+        return (f"no published result of {query}; {query.benchmark} was published on {query.accelerator} with"
+                f" {', '.join(map(str, counts))} accelerators")
+    classes = sorted({s.accelerator_class for s in systems if s.benchmark == query.benchmark and s.olympic_minutes})
+    return (f"no {query.benchmark} result on {query.accelerator or 'that count'} was ever published"
+            f" (published {query.benchmark} accelerators: {', '.join(classes)})")
