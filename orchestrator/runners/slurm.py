@@ -71,7 +71,7 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
     lines.append("set -euo pipefail")
     lines.append(f'export PATH={q(str(Path(sys.executable).parent))}:"$PATH"')
     lines.extend(f"export {key}={q(value)}" for key, value in sorted(env.items()))
-    argv = proc.resolve_argv([*job.workload.run, str(job.seed)])
+    argv = proc.resolve_argv(job.argv())
     lines.append("exec " + " ".join(q(a) for a in argv))
     return "\n".join(lines) + "\n"
 
