@@ -150,7 +150,8 @@ def _show(out: Output, record: QualificationRecord, folder: Path, as_json: bool)
         return
     out.table(summary_table(record))
     path = QualificationStore(folder).node_dir(record.node) / f"{record.qualification_id}.json"
-    out.lines(verdict_lines(record, str(path)))
+    for line in verdict_lines(record, str(path)):
+        out.prose(line)
 
 
 def history(
