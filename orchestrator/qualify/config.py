@@ -106,10 +106,11 @@ class HistoryPolicy(_Frozen):
     """Fewer than this: no learned reference (the metric is not judged by history)."""
     k_mad: float = Field(default=4.0, gt=0)
     """Bounds: median +- k x MAD (MAD scaled by 1.4826 to a normal's standard deviation)."""
-    floor_pct: float = Field(default=3.0, ge=0)
+    floor_pct: float = Field(default=10.0, ge=0)
     """The bounds are at least this far from the median (a history of identical numbers has MAD 0)."""
     regression_pct: float = Field(default=5.0, ge=0)
-    """WARN when worse than the rolling median by more than this, even inside the bounds."""
+    """WARN when worse than the rolling median by more than this, even inside the bounds (set it below
+    floor_pct, or a regression FAILs before it can WARN)."""
 
     @model_validator(mode="after")
     def _min_fits(self) -> HistoryPolicy:
