@@ -33,18 +33,29 @@ def emit(kind: str, **fields: object) -> None:
     sys.stdout.flush()
 
 
+BATCH_S = 0.002
+"""Calls are timed in batches of at least this long between synchronisations, so that a kernel of
+microseconds on a GPU is not measured as its launch and sync latency."""
+
+
 def timed(run, sync, seconds: float, max_repeats: int, warmup: int = 1) -> list[float]:
-    """Seconds per call of ``run`` (after ``warmup`` calls), repeated until ``seconds`` have passed."""
+    """Seconds per call of ``run`` (after ``warmup`` calls), one entry per batch, batches repeated
+    until ``seconds`` have passed (at least 3)."""
     for _ in range(warmup):
         run()
     sync()
+    t0 = time.perf_counter()
+    run()
+    sync()
+    batch = max(1, min(1000, int(BATCH_S / max(time.perf_counter() - t0, 1e-9)) + 1))
     times: list[float] = []
     started = time.perf_counter()
     while len(times) < max_repeats and (len(times) < 3 or time.perf_counter() - started < seconds):
         t0 = time.perf_counter()
-        run()
+        for _ in range(batch):
+            run()
         sync()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) / batch)
     return times
 
 
