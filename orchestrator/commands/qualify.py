@@ -3,6 +3,7 @@ fleet-wide on Slurm; ``mltrain qualify history``: the stored verdicts and a metr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,8 @@ from orchestrator.errors import UsageError
 from orchestrator.output import Output
 
 if TYPE_CHECKING:
+    from orchestrator.config.workloads import Workload
+    from orchestrator.qualify.config import QualifyConfig
     from orchestrator.results.qualification import QualificationRecord
 
 
@@ -46,15 +49,16 @@ def qualify(
     if ctx.invoked_subcommand is not None:
         return
     from orchestrator.qualify.config import load_config
-    from orchestrator.qualify.references import load_references
 
     out = output(ctx)
+    asked = Asked(suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data,
+                  junit=junit, prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image,
+                  node_name=node_name, record=record, as_json=as_json)
     config = load_config()
-    chosen = config.suite(suite)
+    config.suite(suite)
     if config.workload is None:
         raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
     workload = registry().get(config.workload)
-    operator = load_references(references) if references else None
     if data is not None and not data.is_dir():
         raise UsageError(f"--data {data}: not a folder")
     for given, flag in ((junit, "--junit"), (prometheus, "--prometheus"), (record, "--record")):
@@ -62,60 +66,81 @@ def qualify(
             raise UsageError(f"{flag} {given} is a folder: name the file to write")
     folder = results_dir(results)
     if runner is RunnerName.slurm:
-        _fleet(out, suite, nodes, partition, gpus, references, data, strict, config, workload, folder, junit,
-               prometheus, as_json)
-        return
-    if nodes or partition:
+        _fleet(out, asked, config, workload, folder)
+    elif nodes or partition:
         raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
-    _node(out, suite, chosen, runner, gpus, base_image, node_name, operator, data, strict, config, workload, folder,
-          junit, prometheus, record, as_json)
+    else:
+        _node(out, asked, config, workload, folder)
 
 
-def _node(out: Output, suite_name, suite, runner, gpus, base_image, node_name, operator, data, strict, config,
-          workload, folder, junit, prometheus, record, as_json) -> None:  # noqa: ANN001 - the options above
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """The options of one `mltrain qualify`, as given."""
+
+    suite: str
+    runner: RunnerName
+    nodes: str | None
+    partition: str | None
+    references: Path | None
+    data: Path | None
+    junit: Path | None
+    prometheus: Path | None
+    strict: bool
+    gpus: str
+    base_image: str | None
+    node_name: str | None
+    record: Path | None
+    as_json: bool
+
+
+def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
+    from orchestrator.qualify.references import load_references
+    from orchestrator.results import atomic
     from orchestrator.results.qualify_store import check_node_name
     from orchestrator.runners.select import RunnerOptions, make_runner
 
-    profiles = load_profiles(seeds_file()) if suite.time_to_train is not None else None
-    plan = NodePlan(node=check_node_name(node_name or default_node_name()), suite_name=suite_name, suite=suite,
-                    config=config, workload=workload, data=data.resolve() if data else None, references=operator,
-                    strict=strict, profiles=profiles)
-    backend = make_runner(RunnerOptions(name=runner.value, gpus=gpus, base_image=base_image), project_root(),
-                          out.status)
+    suite = config.suite(asked.suite)
+    plan = NodePlan(
+        node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
+        config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
+        references=load_references(asked.references) if asked.references else None, strict=asked.strict,
+        profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None,
+    )
+    backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, base_image=asked.base_image),
+                          project_root(), out.status)
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
-    _write_outputs(out, [result], junit, prometheus)
-    if record is not None:
-        from orchestrator.results import atomic
-
-        atomic.write_json(record, result.to_json())
-    _show(out, result, folder, as_json)
+    _write_outputs(out, [result], asked.junit, asked.prometheus)
+    if asked.record is not None:
+        atomic.write_json(asked.record, result.to_json())
+    _show(out, result, folder, asked.as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
 
-def _fleet(out: Output, suite_name, nodes, partition, gpus, references, data, strict, config, workload, folder,
-           junit, prometheus, as_json) -> None:  # noqa: ANN001
+def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
     from orchestrator.config.locations import project_root
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
+    from orchestrator.qualify.references import load_references
     from orchestrator.render.qualification import fleet_lines, fleet_table
 
     node_args: list[str] = []
-    if references:
-        node_args += ["--references", str(references.resolve())]
-    if data:
-        node_args += ["--data", str(data.resolve())]
-    if strict:
+    if asked.references:
+        load_references(asked.references)  # bad input stops here, before a job is submitted
+        node_args += ["--references", str(asked.references.resolve())]
+    if asked.data:
+        node_args += ["--data", str(asked.data.resolve())]
+    if asked.strict:
         node_args.append("--strict")
-    plan = FleetPlan(suite_name=suite_name, nodes=nodes or "all", partition=partition, gpus=gpus,
-                     node_args=tuple(node_args), policy=config.fleet, strict=strict,
+    plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
+                     node_args=tuple(node_args), policy=config.fleet, strict=asked.strict,
                      warn_exit_code=config.warn_exit_code)
     fleet, records = qualify_fleet(plan, workload, project_root(), folder.resolve(), out.status)
-    _write_outputs(out, records, junit, prometheus)
-    if as_json:
+    _write_outputs(out, records, asked.junit, asked.prometheus)
+    if asked.as_json:
         out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})
     else:
         out.table(fleet_table(fleet))
