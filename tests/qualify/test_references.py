@@ -17,8 +17,9 @@ from orchestrator.qualify.references import learned_references
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status
 
 POLICY = HistoryPolicy(runs=10, min_runs=3, k_mad=4.0, floor_pct=3.0, regression_pct=2.0)
-HOG = "import os\nos.fork()\nwhile True:\n    pass\n"
-"""Two busy processes: each of the two cores is shared with the probe's GEMM threads."""
+HOG = "import os\nfor _ in range(3):\n    os.fork()\nwhile True:\n    pass\n"
+"""Eight busy processes beside the probe's GEMM threads: a 2-core node (shared with whatever else
+runs on it) gives the GEMM a fraction of what it had while the references were learned."""
 
 
 def qualify(cli, results: Path, suite: str, *extra: str) -> dict:
