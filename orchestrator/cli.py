@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "compare",
     "report",
     "export",
+    "qualify",
 )
 
 

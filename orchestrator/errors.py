@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid or a run failed
 EXIT_USAGE = 2  # bad usage or bad input: nothing was run, nothing was written
+EXIT_COULD_NOT_RUN = 3  # `mltrain qualify`: a check could not run (engine down, image broken): infrastructure
 EXIT_INTERRUPTED = 130  # stopped by the user (SIGINT); resumable
 
 

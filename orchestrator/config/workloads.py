@@ -56,8 +56,9 @@ class Workload(_Frozen):
     run: tuple[str, ...]
     """argv of run_and_time.sh relative to the workload folder; the seed is appended."""
     throughput: tuple[str, ...] | None = None
-    """argv of the throughput mode (timed training steps, no convergence), relative to the
-    workload folder; None when the workload has none."""
+    """argv of the throughput mode (`mltrain qualify`), relative to the workload folder; nothing is
+    appended (STEPS, WARMUP_STEPS, DATADIR and the model knobs come in the environment). None: the
+    workload has none, and its throughput check is not applicable."""
     quality: Quality
     olympic: Olympic
     data: DataDecl
@@ -65,10 +66,10 @@ class Workload(_Frozen):
     folder: Path = Field(default=Path("."), exclude=True)
     """The workload's folder (set on load)."""
 
-    @field_validator("run")
+    @field_validator("run", "throughput")
     @classmethod
-    def _run_not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value:
+    def _run_not_empty(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
             raise ValueError("must name a command")
         return value
 

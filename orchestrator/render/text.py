@@ -4,8 +4,10 @@ tables, the HTML report, verdict sentences) is written by these functions."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from orchestrator.insight.compare import MAX_SEEDS_NEEDED, Interval, Test
+if TYPE_CHECKING:  # insight.compare loads scipy: not needed to format a number (qualification on a bare GPU node)
+    from orchestrator.insight.compare import Interval, Test
 
 Format = Callable[[float | None], str]
 
@@ -63,6 +65,8 @@ def p_value(test: Test | None) -> str:
 
 def seeds_needed(test: Test | None) -> str:
     """Seeds per setup needed to resolve a difference; the search's ceiling shows as '>=N'."""
+    from orchestrator.insight.compare import MAX_SEEDS_NEEDED
+
     if test is None or test.seeds_needed is None:
         return "-"
     if test.seeds_needed >= MAX_SEEDS_NEEDED:

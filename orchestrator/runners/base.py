@@ -20,7 +20,7 @@ from orchestrator.results.records import Exit
 
 @dataclass(frozen=True)
 class SeedJob:
-    """One run of ``run_and_time.sh <seed>``."""
+    """One run of ``run_and_time.sh <seed>`` (or of ``command``, where one is given)."""
 
     run_id: str
     seed: int
@@ -34,6 +34,13 @@ class SeedJob:
     DATADIR and RESULTS_DIR as the run will see them."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Identify the job on shared infrastructure (container labels, Slurm comment)."""
+    command: tuple[str, ...] = ()
+    """Run this argv (relative to the workload folder, like ``run``) instead of the workload's ``run``
+    and the seed: a qualification step (a probe, the workload's ``throughput`` entry)."""
+
+    def argv(self) -> list[str]:
+        """What the job runs: ``command``, else the workload's ``run`` and the seed."""
+        return list(self.command) if self.command else [*self.workload.run, str(self.seed)]
 
 
 class Job(ABC):

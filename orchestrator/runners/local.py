@@ -61,5 +61,4 @@ class LocalRunner(Runner):
             {**job.env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir)},
             pythonpath=self.project_root,
         )
-        argv = [*job.workload.run, str(job.seed)]
-        return LocalJob(proc.spawn(argv, cwd=job.workload.folder, env=env))
+        return LocalJob(proc.spawn(job.argv(), cwd=job.workload.folder, env=env))

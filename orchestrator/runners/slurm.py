@@ -29,6 +29,7 @@ TERMINAL_STATES = {
     "DEADLINE",
 }
 _GPUS = re.compile(r"^(none|[1-9]\d*)$")
+_NODELIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,10 +40,16 @@ class SlurmOptions:
     """GPUs per job: none or a count (requested as --gres=gpu:N)."""
     time_limit_minutes: float = 1440
     """Slurm's own limit; set above the profile's wall-clock limit so that mltrain's fires first."""
+    nodelist: str | None = None
+    """Run on these nodes (Slurm's hostlist syntax, node[01-04]); qualification pins one job per node."""
+    exclusive: bool = False
+    """Nothing else runs on the node meanwhile (a node is qualified alone)."""
 
     def __post_init__(self) -> None:
         if not _GPUS.match(self.gpus):
             raise UsageError(f"--gpus {self.gpus!r}: the slurm runner takes none or a GPU count per job")
+        if self.nodelist is not None and not _NODELIST.match(self.nodelist):
+            raise UsageError(f"node list {self.nodelist!r}: use Slurm host names or ranges such as node[01-04]")
 
 
 def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, output: Path) -> str:
@@ -62,6 +69,10 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
         lines.append(f"#SBATCH --partition={q(options.partition)}")
     if options.gpus != "none":
         lines.append(f"#SBATCH --gres=gpu:{options.gpus}")
+    if options.nodelist:
+        lines.append(f"#SBATCH --nodelist={q(options.nodelist)}")
+    if options.exclusive:
+        lines.append("#SBATCH --exclusive")
     env = {
         **job.env,
         "DATADIR": str(job.data_dir),
@@ -71,7 +82,7 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
     lines.append("set -euo pipefail")
     lines.append(f'export PATH={q(str(Path(sys.executable).parent))}:"$PATH"')
     lines.extend(f"export {key}={q(value)}" for key, value in sorted(env.items()))
-    argv = proc.resolve_argv([*job.workload.run, str(job.seed)])
+    argv = proc.resolve_argv(job.argv())
     lines.append("exec " + " ".join(q(a) for a in argv))
     return "\n".join(lines) + "\n"
 
@@ -88,6 +99,17 @@ def _slurm(args: list[str]) -> subprocess.CompletedProcess[str]:
 def _last_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in (result.stderr or result.stdout or "").splitlines() if line.strip()]
     return lines[-1].strip() if lines else f"exit status {result.returncode}"
+
+
+def node_names(partition: str | None = None, hostlist: str | None = None) -> list[str]:
+    """The cluster's nodes (of one partition), or the names a hostlist (node[01-04]) expands to."""
+    if hostlist is not None:
+        result = _slurm(["scontrol", "show", "hostnames", hostlist])
+    else:
+        result = _slurm(["sinfo", "-N", "-h", "-o", "%N", *(["-p", partition] if partition else [])])
+    if result.returncode != 0:
+        raise RunnerError(f"cannot list Slurm nodes: {_last_line(result)}")
+    return sorted(set(result.stdout.split()))
 
 
 def job_state(job_id: str) -> tuple[str, str] | None:

@@ -4,6 +4,14 @@ It implements the NVML calls `orchestrator.sysinfo` and `orchestrator.telemetry`
 same names, constants and error classes, so that the code paths a real driver takes are the
 ones tested. Each `nvmlDeviceGet*` dynamic call returns the trace's current step; `advance()`
 moves to the next one. Fields listed in a device's ``unsupported`` raise NVMLError_NotSupported.
+
+Health reads (node qualification) answer from optional device fields, NotSupported where a trace
+lacks them: ``ecc_uncorrected_volatile``, ``ecc_corrected_volatile``, ``ecc_uncorrected_aggregate``
+(a number, or a list whose next item each read returns: a count that rises), ``retired_pages``
+({"sbe": n, "dbe": n}), ``retired_pages_pending``, ``remapped_rows`` ([corrected, uncorrected,
+pending, failed]), ``power_default_limit_w``, ``persistence_mode``, ``slowdown_temperature_c``,
+``shutdown_temperature_c`` and ``xids`` (Xid events the event set delivers, once). A sample may carry
+``pcie_current_generation``/``pcie_current_width`` (the link under load) over the static ones.
 """
 
 from __future__ import annotations
@@ -20,6 +28,15 @@ NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 NVML_NVLINK_MAX_LINKS = 18
 NVML_FEATURE_ENABLED = 1
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+nvmlEventTypeXidCriticalError = 0x8  # noqa: N816 - pynvml's name
 
 
 class NVMLError(Exception):
@@ -34,6 +51,10 @@ class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
     pass
 
 
+class NVMLError_Timeout(NVMLError):  # noqa: N801
+    pass
+
+
 class FakeNvml:
     """Module-like object: pass it wherever the code takes ``nvml``."""
 
@@ -43,12 +64,24 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
+    NVMLError_Timeout = NVMLError_Timeout
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = NVML_MEMORY_ERROR_TYPE_CORRECTED
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC = NVML_VOLATILE_ECC
+    NVML_AGGREGATE_ECC = NVML_AGGREGATE_ECC
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = (
+        NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+    nvmlEventTypeXidCriticalError = nvmlEventTypeXidCriticalError  # noqa: N815
 
     def __init__(self, trace: dict[str, Any] | None = None, *, missing_library: bool = False) -> None:
         self.trace = trace if trace is not None else json.loads(TRACE.read_text())
         self.missing_library = missing_library
         self.step = 0
         self.initialised = 0
+        self.reads: dict[tuple[int, str], int] = {}
 
     def advance(self) -> None:
         self.step = min(self.step + 1, len(self.trace["samples"]) - 1)
@@ -73,6 +106,9 @@ class FakeNvml:
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
         return index
+
+    def nvmlDeviceGetIndex(self, handle: int) -> int:  # noqa: N802
+        return handle
 
     # -- static facts
     def _static(self, handle: int, key: str) -> Any:
@@ -107,10 +143,10 @@ class FakeNvml:
         return self._static(h, "pcie_max_width")
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:  # noqa: N802
-        return self._static(h, "pcie_current_generation")
+        return self._sample(h).get("pcie_current_generation", self._static(h, "pcie_current_generation"))
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:  # noqa: N802
-        return self._static(h, "pcie_current_width")
+        return self._sample(h).get("pcie_current_width", self._static(h, "pcie_current_width"))
 
     def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:  # noqa: N802
         links = self._static(h, "nvlink_links")
@@ -151,3 +187,64 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:  # noqa: N802
         return self._dynamic(h, "energy_mj")
+
+    # -- health (node qualification)
+    def _health(self, handle: int, key: str) -> Any:
+        device = self.trace["devices"][handle]
+        if key not in device or key in device.get("unsupported", []):
+            raise NVMLError_NotSupported("Not Supported")
+        value = device[key]
+        if isinstance(value, list) and key.startswith("ecc_"):
+            read = self.reads.get((handle, key), 0)
+            self.reads[handle, key] = read + 1
+            return value[min(read, len(value) - 1)]
+        return value
+
+    def nvmlDeviceGetTotalEccErrors(self, h: int, error_type: int, counter_type: int) -> int:  # noqa: N802
+        kind = "uncorrected" if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "corrected"
+        counter = "aggregate" if counter_type == NVML_AGGREGATE_ECC else "volatile"
+        return self._health(h, f"ecc_{kind}_{counter}")
+
+    def nvmlDeviceGetRetiredPages(self, h: int, cause: int) -> list[int]:  # noqa: N802
+        pages = self._health(h, "retired_pages")
+        count = pages["dbe" if cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR else "sbe"]
+        return [0x1000 * (i + 1) for i in range(count)]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h: int) -> int:  # noqa: N802
+        return int(self._health(h, "retired_pages_pending"))
+
+    def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:  # noqa: N802
+        return tuple(self._health(h, "remapped_rows"))
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h: int) -> int:  # noqa: N802
+        return int(self._health(h, "power_default_limit_w") * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:  # noqa: N802
+        return int(self._static(h, "power_limit_w") * 1000)
+
+    def nvmlDeviceGetPersistenceMode(self, h: int) -> int:  # noqa: N802
+        return int(self._health(h, "persistence_mode"))
+
+    def nvmlDeviceGetTemperatureThreshold(self, h: int, threshold: int) -> int:  # noqa: N802
+        key = "slowdown_temperature_c" if threshold == NVML_TEMPERATURE_THRESHOLD_SLOWDOWN else "shutdown_temperature_c"
+        return self._health(h, key)
+
+    # -- events (Xid)
+    def nvmlEventSetCreate(self) -> str:  # noqa: N802
+        return "event-set"
+
+    def nvmlDeviceRegisterEvents(self, h: int, types: int, event_set: str) -> None:  # noqa: N802
+        if "xids" not in self.trace["devices"][h]:
+            raise NVMLError_NotSupported("Not Supported")
+
+    def nvmlEventSetWait_v2(self, event_set: str, timeout_ms: int) -> SimpleNamespace:  # noqa: N802
+        pending = [
+            (index, xid) for index, device in enumerate(self.trace["devices"]) for xid in device.get("xids", [])]
+        if not pending:
+            raise NVMLError_Timeout("Timeout")
+        index, xid = pending[0]
+        self.trace["devices"][index]["xids"].remove(xid)
+        return SimpleNamespace(device=index, eventType=nvmlEventTypeXidCriticalError, eventData=xid)
+
+    def nvmlEventSetFree(self, event_set: str) -> None:  # noqa: N802
+        pass

@@ -164,8 +164,8 @@ class DockerRunner(Runner):
         name = container_name(job.run_id, job.seed)
         options: dict[str, Any] = {
             "image": self._image.tag,
-            "entrypoint": container_argv(job.workload),
-            "command": [str(job.seed)],
+            "entrypoint": container_argv(job.workload, job.command or job.workload.run),
+            "command": [] if job.command else [str(job.seed)],
             "name": name,
             "labels": labels,
             "environment": environment,
@@ -209,11 +209,11 @@ class DockerRunner(Runner):
         return self.client.containers.create(**options)
 
 
-def container_argv(workload: Workload) -> list[str]:
-    """The workload's ``run`` argv as seen from /workspace: entries naming a file of the workload
-    folder become paths under ``workloads/<name>/``."""
+def container_argv(workload: Workload, command: tuple[str, ...] | None = None) -> list[str]:
+    """The workload's ``run`` argv (or ``command``) as seen from /workspace: entries naming a file of
+    the workload folder become paths under ``workloads/<name>/``."""
     argv: list[str] = []
-    for item in workload.run:
+    for item in workload.run if command is None else command:
         relative = Path(item)
         if not item.startswith("-") and not relative.is_absolute() and (workload.folder / relative).is_file():
             argv.append(f"workloads/{workload.name}/{relative.as_posix()}")

@@ -1,0 +1,215 @@
+"""``mltrain qualify``: one honest verdict per node (health, microbenchmarks, workload throughput),
+fleet-wide on Slurm; ``mltrain qualify history``: the stored verdicts and a metric's trend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, output, registry, results_dir
+from orchestrator.errors import UsageError
+from orchestrator.output import Output
+
+if TYPE_CHECKING:
+    from orchestrator.config.workloads import Workload
+    from orchestrator.qualify.config import QualifyConfig
+    from orchestrator.results.qualification import QualificationRecord
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Qualify this node (or every Slurm node): health, microbenchmarks, throughput.")
+    group.callback(invoke_without_command=True)(qualify)
+    group.command("history")(history)
+    app.add_typer(group, name="qualify")
+
+
+def qualify(
+    ctx: typer.Context,
+    suite: str = typer.Option("quick", "--suite", help="quick (nightly) or full (adds a time-to-train seed)."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the checks run; slurm: per node."),
+    nodes: str = typer.Option(None, "--nodes", help="Slurm: all, or a hostlist such as node[01-04]."),
+    partition: str = typer.Option(None, "--partition", help="Slurm: the partition whose nodes are qualified."),
+    references: Path = typer.Option(None, "--references", help="Operator references (YAML, ReFrame style)."),
+    data: Path = typer.Option(None, "--data", help="Dataset folder: its storage and input pipeline are timed."),
+    junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per check)."),
+    prometheus: Path = typer.Option(None, "--prometheus", help="Write a node_exporter textfile (.prom) here."),
+    strict: bool = typer.Option(False, "--strict", help="WARN exits 1 too."),
+    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: GPUs per node job."),
+    base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
+    node_name: str = typer.Option(None, "--node-name", help="Name this node's records (default: the host name)."),
+    record: Path = typer.Option(None, "--record", hidden=True, help="Also write the record here (fleet jobs)."),
+    results: Path = RESULTS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Qualify this node, or with --runner slurm every node: PASS/WARN exit 0 (WARN 1 with --strict),
+    FAIL 1, bad input 2, could not run 3."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from orchestrator.qualify.config import load_config
+
+    out = output(ctx)
+    asked = Asked(suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data,
+                  junit=junit, prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image,
+                  node_name=node_name, record=record, as_json=as_json)
+    config = load_config()
+    config.suite(suite)
+    if config.workload is None:
+        raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
+    workload = registry().get(config.workload)
+    if data is not None and not data.is_dir():
+        raise UsageError(f"--data {data}: not a folder")
+    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus"), (record, "--record")):
+        if given is not None and given.is_dir():
+            raise UsageError(f"{flag} {given} is a folder: name the file to write")
+    folder = results_dir(results)
+    if runner is RunnerName.slurm:
+        _fleet(out, asked, config, workload, folder)
+    elif nodes or partition:
+        raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
+    else:
+        _node(out, asked, config, workload, folder)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """The options of one `mltrain qualify`, as given."""
+
+    suite: str
+    runner: RunnerName
+    nodes: str | None
+    partition: str | None
+    references: Path | None
+    data: Path | None
+    junit: Path | None
+    prometheus: Path | None
+    strict: bool
+    gpus: str
+    base_image: str | None
+    node_name: str | None
+    record: Path | None
+    as_json: bool
+
+
+def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
+    from orchestrator.commands.common import seeds_file
+    from orchestrator.config.locations import project_root
+    from orchestrator.config.profiles import load_profiles
+    from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
+    from orchestrator.qualify.references import load_references
+    from orchestrator.results import atomic
+    from orchestrator.results.qualify_store import check_node_name
+    from orchestrator.runners.select import RunnerOptions, make_runner
+
+    suite = config.suite(asked.suite)
+    plan = NodePlan(
+        node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
+        config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
+        references=load_references(asked.references) if asked.references else None, strict=asked.strict,
+        profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None,
+    )
+    backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, base_image=asked.base_image),
+                          project_root(), out.status)
+    result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
+    _write_outputs(out, [result], asked.junit, asked.prometheus)
+    if asked.record is not None:
+        atomic.write_json(asked.record, result.to_json())
+    _show(out, result, folder, asked.as_json)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
+    from orchestrator.config.locations import project_root
+    from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
+    from orchestrator.qualify.references import load_references
+    from orchestrator.render.qualification import fleet_lines, fleet_table
+
+    node_args: list[str] = []
+    if asked.references:
+        load_references(asked.references)  # bad input stops here, before a job is submitted
+        node_args += ["--references", str(asked.references.resolve())]
+    if asked.data:
+        node_args += ["--data", str(asked.data.resolve())]
+    if asked.strict:
+        node_args.append("--strict")
+    plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
+                     node_args=tuple(node_args), policy=config.fleet, strict=asked.strict,
+                     warn_exit_code=config.warn_exit_code)
+    fleet, records = qualify_fleet(plan, workload, project_root(), folder.resolve(), out.status)
+    _write_outputs(out, records, asked.junit, asked.prometheus)
+    if asked.as_json:
+        out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})
+    else:
+        out.table(fleet_table(fleet))
+        out.lines(fleet_lines(fleet))
+    if fleet.exit_code:
+        raise typer.Exit(fleet.exit_code)
+
+
+def _write_outputs(
+    out: Output, records: list[QualificationRecord], junit: Path | None, prometheus: Path | None,
+) -> None:
+    from orchestrator.results import atomic
+
+    if junit is not None:
+        from orchestrator.render.junit import junit_xml
+
+        atomic.write_text(junit, junit_xml(records))
+        out.status(f"JUnit XML written to {junit}")
+    if prometheus is not None:
+        from orchestrator.render.prometheus import textfile
+
+        atomic.write_bytes(prometheus, textfile(records))
+        out.status(f"Prometheus textfile written to {prometheus}")
+
+
+def _show(out: Output, record: QualificationRecord, folder: Path, as_json: bool) -> None:
+    from orchestrator.render.qualification import summary_table, verdict_lines
+    from orchestrator.results.qualify_store import QualificationStore
+
+    if as_json:
+        out.json(record.to_json())
+        return
+    out.table(summary_table(record))
+    path = QualificationStore(folder).node_dir(record.node) / f"{record.qualification_id}.json"
+    for line in verdict_lines(record, str(path)):
+        out.prose(line)
+
+
+def history(
+    ctx: typer.Context,
+    node: str = typer.Option(None, "--node", help="Only this node."),
+    metric: str = typer.Option(None, "--metric", help="Show this metric's trend with its bounds."),
+    html: Path = typer.Option(None, "--html", help="Write an HTML report of the history (trend per metric)."),
+    last: int = typer.Option(50, "--last", min=1, help="At most this many, newest last."),
+    results: Path = RESULTS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The stored qualifications (of one node), oldest first."""
+    from orchestrator.render.qualification import history_table
+    from orchestrator.results.qualify_store import QualificationStore, check_node_name
+
+    out = output(ctx)
+    store = QualificationStore(results_dir(results))
+    if node is not None and check_node_name(node) not in store.nodes():
+        known = ", ".join(store.nodes()) or "none"
+        raise UsageError(f"no qualification of node {node!r} (nodes: {known})")
+    found = store.history(node)
+    for problem in found.broken:
+        out.warning(problem)
+    records = found.records[-last:]
+    if html is not None:
+        from orchestrator.render import report
+        from orchestrator.results import atomic
+
+        if html.is_dir():
+            raise UsageError(f"--html {html} is a folder: name the HTML file to write")
+        atomic.write_text(html, report.qualification_page(records))
+        out.status(f"qualification history of {len(records)} run(s) written to {html}")
+    if as_json:
+        out.json([r.to_json() for r in records])
+    else:
+        out.table(history_table(records, metric))

@@ -1,0 +1,18 @@
+"""Node qualification (`mltrain qualify`): health read on the node through NVML and DCGM, the
+microbenchmark probe and the workload's throughput mode run through the runner where the workload
+runs, each check's sanity kept apart from its numbers, the numbers judged against references
+(the operator's file or the node's own history), one verdict per node, and the fleet on Slurm.
+
+    config.py      qualify.yaml: suites per device kind, history and fleet policies
+    probe.py       the standalone probe (stdlib + torch): GEMM, conv, memory, storage, NCCL
+    jobs.py        one step on a runner (output file, time limit)
+    micro.py       the probe through the runner, its lines as checks
+    throughput.py  the workload's throughput mode as a check
+    health.py      NVML health before, under and after the load
+    dcgm.py        `dcgmi diag -r N -j`, where DCGM is installed
+    time_to_train.py  the full suite's one seed, run and scored by session.loop
+    references.py  operator references (ReFrame style) and references learned from history
+    judge.py       measurement, check and node verdicts; exit codes
+    node.py        one node, top to bottom
+    fleet.py       one exclusive Slurm job per node, gathered and compared with the fleet
+"""

@@ -1,0 +1,184 @@
+"""The qualification suites (``qualify.yaml`` beside seeds.yaml): which workload's throughput is
+timed, what each suite measures per device kind, and how history and the fleet are judged.
+
+Typed and validated on load; an error names the file and the field. No reference number lives
+here: performance is judged against the operator's ``--references`` file or the node's history.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.config.locations import default_seeds_file
+from orchestrator.errors import ConfigError, UsageError
+
+QUALIFY_FILE_ENV = "MLTRAIN_QUALIFY_FILE"
+DeviceKind = Literal["cpu", "cuda"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmSpec(_Frozen):
+    dtypes: tuple[Literal["fp32", "tf32", "fp16", "bf16"], ...] = ("fp32",)
+    """Each is timed where the device supports it natively, and reported not applicable elsewhere."""
+    dense: tuple[tuple[int, int, int], ...] = ()
+    """(M, N, K) of the DeepBench training GEMMs."""
+    sparse: tuple[tuple[int, int, int, float], ...] = ()
+    """(M, N, K, sparsity) of DeepBench's sparse GEMMs (fp32, CSR)."""
+
+
+class ConvSpec(_Frozen):
+    dtypes: tuple[Literal["fp32", "tf32", "fp16", "bf16"], ...] = ("fp32",)
+    conv2d: tuple[tuple[int, int, int, int, int, int, int], ...] = ()
+    """(N, C, H=W, K, kernel, stride, padding)."""
+    conv3d: tuple[tuple[int, int, int, int, int, int, int], ...] = ()
+    """(N, C, D=H=W, K, kernel, stride, padding): unet3d's layers."""
+
+
+class MemorySpec(_Frozen):
+    host_mb: int = Field(default=256, ge=1)
+    device_mb: int = Field(default=1024, ge=1)
+    copy_mb: int = Field(default=256, ge=1)
+    """Pinned host<->device copies."""
+
+
+class StorageSpec(_Frozen):
+    max_mb: int = Field(default=512, ge=1)
+    """Read at most this much of the dataset (--data)."""
+
+
+class NcclSpec(_Frozen):
+    mb: int = Field(default=256, ge=1)
+
+
+class ThroughputSpec(_Frozen):
+    steps: int = Field(default=20, ge=1)
+    warmup_steps: int = Field(default=5, ge=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    """The workload's model knobs (INPUT_SHAPE, FILTERS, BATCH_SIZE ...) for this device kind."""
+    timeout_minutes: float = Field(default=10, gt=0)
+
+
+class DeviceSuite(_Frozen):
+    """What a suite measures on one kind of device; a missing part is not run."""
+
+    gemm: GemmSpec | None = None
+    conv: ConvSpec | None = None
+    memory: MemorySpec | None = None
+    storage: StorageSpec | None = None
+    nccl: NcclSpec | None = None
+    throughput: ThroughputSpec | None = None
+
+
+class TimeToTrainSpec(_Frozen):
+    profile: Literal["qualify", "mlperf", "smoke"] = "smoke"
+    """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
+    seed: int = Field(default=1, ge=0)
+
+
+class Suite(_Frozen):
+    probe_seconds_per_case: float = Field(default=0.5, gt=0)
+    """Each microbenchmark case is repeated for about this long (at least 3 calls)."""
+    probe_timeout_minutes: float = Field(default=10, gt=0)
+    dcgm_level: int = Field(default=1, ge=1, le=4)
+    """`dcgmi diag -r N` where DCGM is installed."""
+    cpu: DeviceSuite = DeviceSuite()
+    cuda: DeviceSuite = DeviceSuite()
+    time_to_train: TimeToTrainSpec | None = None
+
+    def device(self, kind: DeviceKind) -> DeviceSuite:
+        return self.cuda if kind == "cuda" else self.cpu
+
+
+class HistoryPolicy(_Frozen):
+    """How references are learned from a node's own passing runs."""
+
+    runs: int = Field(default=10, ge=1)
+    """The last K passing runs on the same hardware and software."""
+    min_runs: int = Field(default=3, ge=1)
+    """Fewer than this: no learned reference (the metric is not judged by history)."""
+    k_mad: float = Field(default=4.0, gt=0)
+    """Bounds: median +- k x MAD (MAD scaled by 1.4826 to a normal's standard deviation)."""
+    floor_pct: float = Field(default=10.0, ge=0)
+    """The bounds are at least this far from the median (a history of identical numbers has MAD 0)."""
+    regression_pct: float = Field(default=5.0, ge=0)
+    """WARN when worse than the rolling median by more than this, even inside the bounds (set it below
+    floor_pct, or a regression FAILs before it can WARN)."""
+
+    @model_validator(mode="after")
+    def _min_fits(self) -> HistoryPolicy:
+        if self.min_runs > self.runs:
+            raise ValueError("min_runs exceeds runs")
+        return self
+
+
+class FleetPolicy(_Frozen):
+    k_mad: float = Field(default=3.0, gt=0)
+    """A node slower than the fleet median of its hardware by more than k MADs is flagged."""
+    floor_pct: float = Field(default=3.0, ge=0)
+    """... and by more than this percentage (peers with identical numbers have MAD 0)."""
+    timeout_minutes: float = Field(default=60, gt=0)
+    """Slurm's limit for one node's qualification job."""
+
+
+class HealthPolicy(_Frozen):
+    temperature_margin_c: float = Field(default=5.0, ge=0)
+    """WARN when a GPU came within this many degrees of its slowdown temperature under load."""
+    sample_interval_s: float = Field(default=0.5, gt=0)
+    """NVML sampling period while the load runs (throttle reasons, clocks, PCIe link, temperature)."""
+
+
+class QualifyConfig(_Frozen):
+    workload: str | None = None
+    """The workload whose throughput mode is timed (and whose image the docker runner uses)."""
+    warn_exit_code: int = Field(default=0, ge=0, le=1)
+    """Exit code of a WARN verdict (--strict makes it 1)."""
+    history: HistoryPolicy = HistoryPolicy()
+    fleet: FleetPolicy = FleetPolicy()
+    health: HealthPolicy = HealthPolicy()
+    suites: dict[str, Suite]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_anchors(cls, data: object) -> object:
+        """Top-level ``x-`` keys hold YAML anchors the suites share (as in compose files)."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not str(k).startswith("x-")}
+        return data
+
+    def suite(self, name: str) -> Suite:
+        if name not in self.suites:
+            raise UsageError(f"unknown suite {name!r}: choose one of {', '.join(sorted(self.suites))}")
+        return self.suites[name]
+
+
+def qualify_file() -> Path:
+    """``$MLTRAIN_QUALIFY_FILE``, else ``qualify.yaml`` beside the profiles file in use."""
+    given = os.environ.get(QUALIFY_FILE_ENV)
+    if given:
+        return Path(given)
+    seeds = os.environ.get("MLTRAIN_SEEDS_FILE")
+    return (Path(seeds) if seeds else default_seeds_file()).with_name("qualify.yaml")
+
+
+def load_config(path: Path | None = None) -> QualifyConfig:
+    path = path or qualify_file()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: qualification suites file not found (set {QUALIFY_FILE_ENV})") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    try:
+        return QualifyConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: invalid field {where}: {' '.join(first['msg'].split())}") from None

@@ -1,0 +1,88 @@
+"""Verdicts: each measurement against its reference, each check from its sanity and its numbers,
+the node from its checks, and the exit code from the node.
+
+A measurement outside its bounds on the bad side FAILs; outside on the good side WARNs (the
+reference or the measurement is wrong); worse than the rolling median of the node's passing runs
+by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric, the
+value, the bound and the reference's source.
+"""
+
+from __future__ import annotations
+
+from orchestrator.errors import EXIT_COULD_NOT_RUN, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.qualify.config import HistoryPolicy
+from orchestrator.render.text import number
+from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status, worst
+
+
+def judge_measurement(
+    m: Measurement, reference: Reference | None, rolling: Reference | None, policy: HistoryPolicy,
+) -> Measurement:
+    median = rolling.value if rolling is not None else None
+    status, reason = Status.PASS, ""
+    if reference is not None and reference.unit != m.unit:
+        status = Status.WARN
+        reason = (f"{m.metric}: reference unit {reference.unit} differs from the measured {m.unit}; not judged"
+                  f" ({reference.kind} reference: {reference.source})")
+    elif reference is not None:
+        status, reason = _against_bounds(m, reference)
+    if status is Status.PASS and median is not None and median != 0:
+        worse = (median - m.value) / abs(median) if m.better == "higher" else (m.value - median) / abs(median)
+        if worse * 100 > policy.regression_pct:
+            status = Status.WARN
+            reason = (f"{m.metric} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
+                      f" {number(median)} (inside the bounds; {rolling.source})")  # type: ignore[union-attr]
+    return m.model_copy(update={"reference": reference, "rolling_median": median, "status": status, "reason": reason})
+
+
+def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
+    value = f"{m.metric} {number(m.value)} {m.unit}"
+    source = f"{ref.kind} reference {number(ref.value)} {ref.unit}: {ref.source}"
+    if ref.lower is not None and m.value < ref.lower:
+        status = Status.FAIL if m.better == "higher" else Status.WARN
+        advice = "" if status is Status.FAIL else "; better than expected: check the reference or the measurement"
+        return status, f"{value} below the lower bound {number(ref.lower)} ({source}){advice}"
+    if ref.upper is not None and m.value > ref.upper:
+        status = Status.FAIL if m.better == "lower" else Status.WARN
+        advice = "" if status is Status.FAIL else "; better than expected: check the reference or the measurement"
+        return status, f"{value} above the upper bound {number(ref.upper)} ({source}){advice}"
+    return Status.PASS, ""
+
+
+def judge_check(
+    check: CheckResult, operator: dict[str, Reference], learned: dict[str, Reference], policy: HistoryPolicy,
+) -> CheckResult:
+    """The check with every measurement judged and its status made of sanity and numbers."""
+    judged = tuple(judge_measurement(m, operator.get(m.metric) or learned.get(m.metric), learned.get(m.metric),
+                                     policy) for m in check.measurements)
+    if check.sanity in (Status.ERROR, Status.NOT_APPLICABLE):
+        return check.model_copy(update={"measurements": judged, "status": check.sanity})
+    statuses = [check.status, *(m.status for m in judged)]
+    reasons = [(check.status, r) for r in check.reasons] + [(m.status, m.reason) for m in judged if m.reason]
+    reasons.sort(key=lambda item: -item[0].rank)
+    return check.model_copy(update={
+        "measurements": judged, "status": worst(statuses), "reasons": tuple(r for _, r in reasons),
+    })
+
+
+def node_verdict(checks: list[CheckResult]) -> tuple[Status, tuple[str, ...]]:
+    """FAIL if a check failed, else ERROR if one could not run, else WARN, else PASS; the reasons of
+    the checks that made it, most severe first, each prefixed with its check."""
+    verdict = worst([c.status for c in checks])
+    if verdict is Status.NOT_APPLICABLE:
+        verdict = Status.PASS
+    reasons = [(c.status, f"{c.name}: {r}") for c in checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)
+               for r in c.reasons]
+    reasons.sort(key=lambda item: -item[0].rank)
+    return verdict, tuple(r for _, r in reasons)
+
+
+def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = EXIT_OK) -> int:
+    """0 PASS (WARN too, unless strict or configured), 1 FAIL, 3 could not run. Never 0 on a failed check."""
+    if verdict is Status.FAIL:
+        return EXIT_INVALID_RESULT
+    if verdict is Status.ERROR:
+        return EXIT_COULD_NOT_RUN
+    if verdict is Status.WARN:
+        return EXIT_INVALID_RESULT if strict else warn_exit_code
+    return EXIT_OK

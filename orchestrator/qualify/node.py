@@ -1,0 +1,247 @@
+"""One node's qualification, top to bottom:
+
+    health reads -> runner -> [probe, workload throughput] under load -> DCGM -> time-to-train (full)
+    -> references (operator file, learned history) -> judged checks -> verdict -> stored record
+
+Health is read here, on the node, through NVML (sampled while the load runs); everything that
+needs torch runs through the runner, where the workload runs. The orchestrator process never
+imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from orchestrator.config.profiles import Profiles
+from orchestrator.config.workloads import Workload
+from orchestrator.errors import MltrainError
+from orchestrator.insight import sysinfo
+from orchestrator.qualify import judge, micro
+from orchestrator.qualify.config import QualifyConfig, Suite
+from orchestrator.qualify.dcgm import dcgm_check
+from orchestrator.qualify.health import HealthMonitor
+from orchestrator.qualify.references import OperatorReferences, comparable_history, learned_references
+from orchestrator.qualify.throughput import throughput_check
+from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
+from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
+from orchestrator.results.store import Store, now_iso
+from orchestrator.runners.base import Runner
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodePlan:
+    """Everything decided before a check runs."""
+
+    node: str
+    suite_name: str
+    suite: Suite
+    config: QualifyConfig
+    workload: Workload
+    data: Path | None = None
+    """The dataset whose storage is timed and whose loader the throughput mode measures."""
+    references: OperatorReferences | None = None
+    strict: bool = False
+    profiles: Profiles | None = None
+    """seeds.yaml, for the full suite's time-to-train seed."""
+
+
+@dataclass
+class Watch:
+    """How the caller follows a qualification: a status line per step, a callback per check."""
+
+    status: Callable[[str], None] = lambda _: None
+    checked: Callable[[CheckResult], None] = lambda _: None
+    detail: Callable[[str], None] = lambda _: None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def default_node_name() -> str:
+    return socket.gethostname().split(".")[0] or "localhost"
+
+
+def qualify_node(
+    plan: NodePlan,
+    runner: Runner,
+    results_dir: Path,
+    watch: Watch,
+    *,
+    nvml: ModuleType | None = None,
+    probe_source: str | None = None,
+    dev: Path = Path("/dev"),
+) -> QualificationRecord:
+    """Run the suite on this node and store its judged record."""
+    started_at, started = now_iso(), time.monotonic()
+    store = QualificationStore(results_dir)
+    qid = new_qualification_id(plan.node, plan.suite_name)
+    folder = store.node_dir(plan.node) / qid
+    scratch = folder / "no-data"
+    scratch.mkdir(parents=True, exist_ok=True)
+    timings = watch.timings
+
+    t = time.monotonic()
+    health = HealthMonitor(plan.config.health, nvml, dev)
+    timings["health_reads"] = time.monotonic() - t
+    watch.status(f"node {plan.node}: suite {plan.suite_name}, runner {runner.name},"
+                 f" {health.gpu_count or 'no'} GPU(s){' (' + health.gpu_model + ')' if health.gpu_model else ''}")
+    checks: list[CheckResult] = []
+    provenance: dict[str, Any] = {}
+    ttt_run: str | None = None
+    try:
+        t = time.monotonic()
+        watch.status(f"preparing the {runner.name} runner for {plan.workload.name}")
+        try:
+            provenance = runner.prepare(plan.workload)
+            prepare_error = ""
+        except MltrainError as exc:
+            prepare_error = f"the {runner.name} runner could not prepare {plan.workload.name}: {exc}"
+        timings["runner_prepare"] = time.monotonic() - t
+        with health.under_load():
+            probe = _probe(plan, runner, qid, folder, scratch, probe_source, prepare_error, watch)
+            for check in micro.probe_checks(probe, plan.suite):
+                checks.append(check)
+            kind = probe.device_kind or ("cuda" if health.gpu_count else "cpu")
+            checks.append(_throughput(plan, runner, qid, folder, scratch, kind, prepare_error, watch))
+        checks.insert(0, _timed("dcgm_diag", timings, lambda: dcgm_check(plan.suite.dcgm_level, health.gpu_count),
+                                watch))
+        if plan.suite.time_to_train is not None:
+            check, ttt_run = _time_to_train(plan, runner, results_dir, prepare_error, watch)
+            checks.append(check)
+        checks.insert(0, health.result())
+    finally:
+        health.close()
+    hardware = _hardware(health, probe)
+    software = _software(plan, runner.name, health, probe, provenance)
+    history = store.history(plan.node).records
+    comparable, why = comparable_history(history, hardware, software, plan.config.history)
+    learned = learned_references(comparable, plan.config.history)
+    operator = plan.references.for_hardware(hardware) if plan.references else {}
+    judged = [judge.judge_check(c, operator, learned, plan.config.history) for c in checks]
+    for check in judged:
+        watch.checked(check)
+    verdict, reasons = judge.node_verdict(judged)
+    code = judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.config.warn_exit_code)
+    record = QualificationRecord(
+        qualification_id=qid, node=plan.node, suite=plan.suite_name, runner=runner.name, started_at=started_at,
+        ended_at=now_iso(), duration_s=time.monotonic() - started, verdict=verdict, exit_code=code, reasons=reasons,
+        strict=plan.strict, hardware=hardware, software=software, checks=tuple(judged),
+        references_file=str(plan.references.path) if plan.references else None, workload=plan.workload.name,
+        time_to_train_run=ttt_run, timings={k: round(v, 3) for k, v in timings.items()},
+        system={"host": sysinfo.host_info(), "gpus": {**health.system, "devices": health.before} if health.session
+                else {"available": False, "reason": health.reason or "no GPU"},
+                "software": sysinfo.software_versions(), "probe": probe.device, "runner": provenance,
+                "history": why or f"references learned from {len(comparable)} passing runs",
+                "data": str(plan.data) if plan.data else None},
+    )
+    store.save(record)
+    return record
+
+
+def _timed(name: str, timings: dict[str, float], run: Callable[[], CheckResult], watch: Watch) -> CheckResult:
+    watch.status(f"{name} ...")
+    t = time.monotonic()
+    check = run()
+    timings[name] = time.monotonic() - t
+    watch.status(f"{name}: {check.status.word}" + (f" ({check.reason})" if check.reason else ""))
+    return check
+
+
+def _probe(
+    plan: NodePlan, runner: Runner, qid: str, folder: Path, scratch: Path, source: str | None, prepare_error: str,
+    watch: Watch,
+) -> micro.ProbeRun:
+    wanted = micro.wanted_checks(plan.suite)
+    if not wanted:
+        return micro.ProbeRun()
+    if prepare_error:
+        return micro.ProbeRun(failure=prepare_error)
+    watch.status(f"microbenchmarks ({', '.join(wanted)}) through the {runner.name} runner ...")
+    t = time.monotonic()
+    done: list[str] = []
+
+    def progress(event: dict[str, Any]) -> None:
+        if event.get("kind") == "device":
+            watch.status(f"  probe on {event.get('device')} ({event.get('device_name')}), torch {event.get('torch')}")
+        elif event.get("kind") == "timing":
+            done.append(str(event.get("check")))
+            watch.status(f"  [{len(done)}/{len(wanted)}] {event.get('check')} done in {event.get('seconds', 0):.1f} s")
+        elif event.get("kind") == "result":
+            watch.detail(f"    {event.get('metric')}: {event.get('value'):.4g} {event.get('unit')}")
+
+    probe = micro.run_probe(runner, suite=plan.suite, workload=plan.workload, run_id=qid,
+                            data_dir=plan.data or scratch, folder=folder / "probe", source=source, on_event=progress)
+    elapsed = time.monotonic() - t
+    watch.timings["probe_total"] = elapsed
+    watch.timings["probe_startup"] = max(elapsed - sum(probe.timings.values()), 0.0)
+    for name, seconds in probe.timings.items():
+        watch.timings[name] = seconds
+    return probe
+
+
+def _throughput(
+    plan: NodePlan, runner: Runner, qid: str, folder: Path, scratch: Path, kind: str, prepare_error: str,
+    watch: Watch,
+) -> CheckResult:
+    if prepare_error:
+        return CheckResult(name="throughput", kind="workload", status=Status.ERROR, sanity=Status.ERROR,
+                           reasons=(prepare_error,), sanity_reasons=(prepare_error,))
+    spec = plan.suite.device(kind).throughput  # type: ignore[arg-type]
+    return _timed("throughput", watch.timings, lambda: throughput_check(
+        runner, workload=plan.workload, spec=spec, run_id=qid, data_dir=plan.data, scratch=scratch,
+        folder=folder / "throughput"), watch)
+
+
+def _time_to_train(
+    plan: NodePlan, runner: Runner, results_dir: Path, prepare_error: str, watch: Watch,
+) -> tuple[CheckResult, str | None]:
+    from orchestrator.qualify.time_to_train import time_to_train_check
+
+    spec = plan.suite.time_to_train
+    assert spec is not None
+    if prepare_error or plan.profiles is None:
+        why = prepare_error or "no profiles (seeds.yaml) to run the time-to-train seed under"
+        return CheckResult(name="time_to_train", kind="time_to_train", status=Status.ERROR, sanity=Status.ERROR,
+                           reasons=(why,), sanity_reasons=(why,)), None
+    watch.status(f"time_to_train: {plan.workload.name} seed {spec.seed}, profile {spec.profile} ...")
+    t = time.monotonic()
+    check, run_id = time_to_train_check(runner, workload=plan.workload, profiles=plan.profiles, spec=spec,
+                                        store=Store(results_dir), data=plan.data, status=watch.detail)
+    watch.timings["time_to_train"] = time.monotonic() - t
+    watch.status(f"time_to_train: {check.status.word}" + (f" ({check.reason})" if check.reason else ""))
+    return check, run_id
+
+
+def _hardware(health: HealthMonitor, probe: micro.ProbeRun) -> Hardware:
+    host = sysinfo.host_info()
+    cpu = host.get("cpu_model")
+    return Hardware(
+        gpu_model=health.gpu_model, gpu_count=health.gpu_count,
+        cpu_model=cpu if isinstance(cpu, str) else str(probe.device.get("device_name") or "unknown CPU"),
+        cpus=len(os.sched_getaffinity(0)),
+    )
+
+
+def _software(
+    plan: NodePlan, runner: str, health: HealthMonitor, probe: micro.ProbeRun, provenance: dict[str, Any],
+) -> dict[str, str]:
+    """What learned references must share: the stack the numbers came from, and the suite itself."""
+    suite = json.dumps(plan.suite.model_dump(mode="json"), sort_keys=True)
+    image = provenance.get("image") if isinstance(provenance.get("image"), dict) else {}
+    found = {
+        "runner": runner,
+        "torch": probe.device.get("torch"),
+        "cuda_runtime": probe.device.get("cuda_runtime"),
+        "driver": health.system.get("driver_version") if health.session else None,
+        "image": image.get("id") if image else None,
+        "workload": plan.workload.name,
+        "suite": hashlib.sha256(suite.encode()).hexdigest()[:12],
+    }
+    return {k: str(v) for k, v in found.items() if v is not None and not isinstance(v, dict)}

@@ -1,0 +1,145 @@
+"""References, ReFrame style: metric -> (value, lower, upper, unit) per GPU model (or CPU model),
+from the operator's YAML file or learned from the node's own history. Every reference says where
+it came from; nothing here invents a number.
+
+The operator's file (``--references FILE``); thresholds are fractions of the value, as in ReFrame
+(-0.1: 10 % below; null: unbounded), and every system names the source of its numbers:
+
+    systems:
+      - model: NVIDIA H100 80GB HBM3          # the GPU's NVML name, or the CPU's /proc/cpuinfo model
+        source: acceptance runs of 2025-03-01 on gpu[01-16], median of 5
+        references:
+          gemm_bf16_5124x9124x2560: [650.0, -0.10, null, TFLOP/s]
+          throughput_samples_per_s: [25.0, -0.05, 0.20, samples/s]
+
+Learned: the median and MAD of the last K passing runs of the same node on the same hardware and
+software (`HistoryPolicy`), bounds median -+ max(k x 1.4826 x MAD, floor % of the median).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import ConfigError
+from orchestrator.qualify.config import HistoryPolicy
+from orchestrator.results.qualification import Hardware, QualificationRecord, Reference, Status
+
+MAD_TO_SIGMA = 1.4826
+"""MAD of a normal distribution times this is its standard deviation."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SystemReferences(_Frozen):
+    model: str = Field(min_length=1)
+    """GPU model as NVML names it, CPU model as /proc/cpuinfo does, or * for any."""
+    source: str = Field(min_length=3)
+    """Where the numbers come from (runs, dates, nodes): a reference without one is refused."""
+    references: dict[str, tuple[float, float | None, float | None, str]]
+
+    @field_validator("references")
+    @classmethod
+    def _thresholds(cls, value: dict[str, tuple[float, float | None, float | None, str]]) -> dict:
+        for metric, (_, lower, upper, _unit) in value.items():
+            if lower is not None and not -1.0 <= lower <= 0.0:
+                raise ValueError(f"{metric}: lower threshold {lower} must be a fraction in [-1, 0] (ReFrame style)")
+            if upper is not None and upper < 0.0:
+                raise ValueError(f"{metric}: upper threshold {upper} must be a fraction >= 0 (ReFrame style)")
+        return value
+
+
+class ReferenceFile(_Frozen):
+    systems: tuple[SystemReferences, ...]
+
+
+class OperatorReferences:
+    """The references of one file, looked up by hardware."""
+
+    def __init__(self, path: Path, parsed: ReferenceFile) -> None:
+        self.path = path
+        self.parsed = parsed
+
+    def for_hardware(self, hardware: Hardware) -> dict[str, Reference]:
+        """The references of this node's model (an exact model beats ``*``)."""
+        found: dict[str, Reference] = {}
+        for wanted in ("*", hardware.model):
+            for system in self.parsed.systems:
+                if system.model != wanted:
+                    continue
+                for metric, (value, lower, upper, unit) in system.references.items():
+                    found[metric] = Reference(
+                        value=value, unit=unit, kind="operator",
+                        lower=None if lower is None else value * (1 + lower),
+                        upper=None if upper is None else value * (1 + upper),
+                        source=f"{self.path.name} ({system.model}): {system.source}",
+                    )
+        return found
+
+
+def load_references(path: Path) -> OperatorReferences:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--references {path}: file not found") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"--references {path}: cannot read: {' '.join(str(exc).split())}") from None
+    try:
+        return OperatorReferences(path, ReferenceFile.model_validate(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"--references {path}: invalid field {where}: {' '.join(first['msg'].split())}") from None
+
+
+# ---------------------------------------------------------------- learned from history
+
+
+def comparable_history(
+    history: list[QualificationRecord], hardware: Hardware, software: dict[str, str], policy: HistoryPolicy,
+) -> tuple[list[QualificationRecord], str]:
+    """The last K passing runs on the same hardware and software, oldest first, and a sentence
+    saying why there are not more."""
+    same_hardware = [r for r in history if r.hardware.key == hardware.key]
+    same = [r for r in same_hardware if r.software == software]
+    passing = [r for r in same if r.verdict in (Status.PASS, Status.WARN)][-policy.runs:]
+    if len(passing) >= policy.min_runs:
+        return passing, ""
+    changed = ""
+    if same_hardware and not same:
+        last = same_hardware[-1].software
+        diffs = [f"{k} {last.get(k)} -> {v}" for k, v in sorted(software.items()) if last.get(k) != v]
+        changed = f"; the software changed since the last run ({', '.join(diffs[:3])})" if diffs else ""
+    why = (f"{len(passing)} of the {policy.min_runs} passing runs on this hardware and software needed to learn"
+           f" references{changed}")
+    return passing, why
+
+
+def learned_references(history: list[QualificationRecord], policy: HistoryPolicy) -> dict[str, Reference]:
+    """Per metric: median and MAD of the passing runs' values (FAILed measurements left out)."""
+    values: dict[str, list[tuple[float, str, str]]] = {}
+    for record in history:
+        for measurement in record.measurements().values():
+            if measurement.status is not Status.FAIL:
+                values.setdefault(measurement.metric, []).append(
+                    (measurement.value, measurement.unit, measurement.better))
+    learned: dict[str, Reference] = {}
+    for metric, points in values.items():
+        if len(points) < policy.min_runs:
+            continue
+        numbers = [v for v, _, _ in points]
+        median = statistics.median(numbers)
+        mad = statistics.median(abs(v - median) for v in numbers) * MAD_TO_SIGMA
+        tolerance = max(policy.k_mad * mad, abs(median) * policy.floor_pct / 100)
+        first, last = history[0].qualification_id, history[-1].qualification_id
+        learned[metric] = Reference(
+            value=median, lower=median - tolerance, upper=median + tolerance, unit=points[-1][1], kind="history",
+            source=f"median and MAD of the last {len(numbers)} passing runs on the same hardware and software"
+                   f" ({first} .. {last}), +-max({policy.k_mad:g} MAD, {policy.floor_pct:g}%)",
+        )
+    return learned

@@ -1,0 +1,63 @@
+"""A qualification as a Prometheus textfile for node_exporter's textfile collector
+(``--collector.textfile.directory``), written with prometheus_client's own exposition code.
+
+    mltrain_qualify_verdict{node,suite,verdict}            1 for the node's verdict, 0 for the others
+    mltrain_qualify_check_status{node,suite,check,status}  1 for each check's status, 0 for the others
+    mltrain_qualify_metric{node,suite,check,metric,unit}   each measured number
+    mltrain_qualify_metric_lower_bound / _upper_bound       its reference's bounds (where it has them)
+    mltrain_qualify_metric_status{...,status}              1 for the measurement's status
+    mltrain_qualify_duration_seconds{node,suite}           wall time of the qualification
+    mltrain_qualify_last_run_timestamp_seconds{node,suite} when it ended (alert on a stale node)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from orchestrator.results.qualification import QualificationRecord, Status
+
+STATUSES = tuple(s.value for s in Status)
+
+
+def textfile(records: Sequence[QualificationRecord]) -> bytes:
+    registry = CollectorRegistry()
+    node_labels = ["node", "suite"]
+    verdict = Gauge("mltrain_qualify_verdict", "Node qualification verdict (1 for the current one)",
+                    [*node_labels, "verdict"], registry=registry)
+    check_status = Gauge("mltrain_qualify_check_status", "Status of each qualification check (1 for the current one)",
+                         [*node_labels, "check", "status"], registry=registry)
+    metric_labels = [*node_labels, "check", "metric", "unit"]
+    value = Gauge("mltrain_qualify_metric", "A number a qualification check measured", metric_labels,
+                  registry=registry)
+    lower = Gauge("mltrain_qualify_metric_lower_bound", "Lower bound of the metric's reference", metric_labels,
+                  registry=registry)
+    upper = Gauge("mltrain_qualify_metric_upper_bound", "Upper bound of the metric's reference", metric_labels,
+                  registry=registry)
+    metric_status = Gauge("mltrain_qualify_metric_status", "Status of each measured number (1 for the current one)",
+                          [*metric_labels, "status"], registry=registry)
+    duration = Gauge("mltrain_qualify_duration_seconds", "Wall time of the qualification", node_labels,
+                     registry=registry)
+    last = Gauge("mltrain_qualify_last_run_timestamp_seconds", "When the qualification ended (Unix time)",
+                 node_labels, registry=registry)
+    for record in records:
+        node = (record.node, record.suite)
+        for status in ("pass", "warn", "fail", "error"):
+            verdict.labels(*node, status).set(1 if record.verdict.value == status else 0)
+        duration.labels(*node).set(record.duration_s)
+        last.labels(*node).set(datetime.fromisoformat(record.ended_at).timestamp())
+        for check in record.checks:
+            for status in STATUSES:
+                check_status.labels(*node, check.name, status).set(1 if check.status.value == status else 0)
+            for m in check.measurements:
+                labels = (*node, check.name, m.metric, m.unit)
+                value.labels(*labels).set(m.value)
+                if m.reference is not None and m.reference.lower is not None:
+                    lower.labels(*labels).set(m.reference.lower)
+                if m.reference is not None and m.reference.upper is not None:
+                    upper.labels(*labels).set(m.reference.upper)
+                for status in ("pass", "warn", "fail"):
+                    metric_status.labels(*labels, status).set(1 if m.status.value == status else 0)
+    return generate_latest(registry)

@@ -1,0 +1,102 @@
+"""Qualification on the terminal: the summary table at the end (readable at 80 columns), the
+verdict lines, the fleet table and the history table. Rich renderables and plain lines; nothing
+here writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from orchestrator.render.text import number
+from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
+
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.ERROR: "magenta",
+         Status.NOT_APPLICABLE: "dim"}
+
+
+def status_text(status: Status) -> str:
+    return f"[{STYLE[status]}]{status.word}[/]"
+
+
+def summary_table(record: QualificationRecord) -> Table:
+    """One row per check: status, seconds, and what matters most (its first reason, else its numbers)."""
+    table = Table(title=f"{record.node} · {record.suite} · {record.hardware.key}", title_justify="left",
+                  expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("s", justify="right", no_wrap=True)
+    table.add_column("result", overflow="fold", max_width=58)
+    for check in record.checks:
+        table.add_row(check.name, status_text(check.status), f"{check.duration_s:.1f}", _result(check))
+    return table
+
+
+def _result(check: CheckResult) -> str:
+    if check.reasons:
+        more = f" (+{len(check.reasons) - 1} more)" if len(check.reasons) > 1 else ""
+        return check.reasons[0] + more
+    if not check.measurements:
+        return "healthy" if check.kind == "health" else ""
+    judged = sum(m.reference is not None for m in check.measurements)
+    first = check.measurements[0]
+    shown = f"{first.metric} {number(first.value)} {first.unit}"
+    others = len(check.measurements) - 1
+    counts = f"; +{others} more" if others else ""
+    refs = f"; {judged}/{len(check.measurements)} judged" if judged else "; no reference yet"
+    na = f"; {len(check.skipped)} n/a" if check.skipped else ""
+    return shown + counts + refs + na
+
+
+def verdict_lines(record: QualificationRecord, record_path: str | None = None) -> list[str]:
+    lines = [f"verdict: {record.verdict.word} (exit {record.exit_code}) in {record.duration_s:.1f} s"]
+    lines += [f"  {reason}" for reason in record.reasons[:12]]
+    if len(record.reasons) > 12:
+        lines.append(f"  ... and {len(record.reasons) - 12} more (see --json)")
+    unjudged = sum(m.reference is None for c in record.checks for m in c.measurements)
+    if unjudged:
+        lines.append(f"{unjudged} numbers without a reference: {record.system.get('history', '')}")
+    if record_path:
+        lines.append(f"record: {record_path}")
+    return lines
+
+
+def fleet_table(fleet: FleetRecord) -> Table:
+    table = Table(title=f"fleet · {fleet.suite} · {len(fleet.rows)} node(s)", title_justify="left")
+    table.add_column("node", no_wrap=True)
+    table.add_column("hardware", overflow="fold", max_width=24)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("worst vs fleet", overflow="fold", max_width=30)
+    for row in fleet.rows:
+        worst = "-" if row.worst_metric is None else f"{row.worst_metric} {row.worst_vs_fleet_pct:+.1f}%"
+        flag = " [bold red]SLOW[/]" if row.flagged else ""
+        table.add_row(row.node, row.hardware, status_text(row.verdict) + flag, worst)
+    return table
+
+
+def fleet_lines(fleet: FleetRecord) -> list[str]:
+    lines = [f"fleet verdict: {fleet.verdict.word} (exit {fleet.exit_code})"]
+    lines += [f"  {row.node}: {row.reason}" for row in fleet.rows if row.reason]
+    return lines
+
+
+def history_table(records: Sequence[QualificationRecord], metric: str | None = None) -> Table:
+    table = Table(title=f"{len(records)} qualification(s)", title_justify="left")
+    for column in ("started", "node", "suite", "verdict"):
+        table.add_column(column, no_wrap=True)
+    if metric:
+        table.add_column(metric, justify="right", no_wrap=True)
+        table.add_column("bounds", no_wrap=True)
+    else:
+        table.add_column("first reason", overflow="fold", max_width=40)
+    for r in records:
+        row = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
+        if metric:
+            m = r.measurements().get(metric)
+            ref = m.reference if m else None
+            row += ["-" if m is None else f"{number(m.value)} {m.unit}",
+                    "-" if ref is None else f"[{number(ref.lower)}, {number(ref.upper)}] {ref.kind}"]
+        else:
+            row.append(r.reasons[0] if r.reasons else "")
+        table.add_row(*row)
+    return table

@@ -1,0 +1,211 @@
+"""The typed records of node qualification (`mltrain qualify`): what each check measured, against
+which reference, and the node's verdict. Validated on load like every stored record.
+
+A check keeps its sanity part (did it run, were its results correct, is the hardware healthy) apart
+from its performance numbers (`Measurement`, each judged against a `Reference` that says where it
+came from), as ReFrame's checks do.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from orchestrator.results.records import Record
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    """The state of a measurement, a check or a node, best first (`rank`)."""
+
+    PASS = "pass"
+    NOT_APPLICABLE = "not_applicable"
+    """The check does not apply here (no GPU, one GPU for all-reduce, no throughput entry): never a pass."""
+    WARN = "warn"
+    ERROR = "error"
+    """The check could not run (engine down, image broken, runner refused): an infrastructure fault."""
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    @property
+    def word(self) -> str:
+        return "N/A" if self is Status.NOT_APPLICABLE else self.value.upper()
+
+
+_RANK = {Status.PASS: 0, Status.NOT_APPLICABLE: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
+
+
+def finite(value: Any) -> float | None:
+    """A finite number as float; None for anything else (bool, NaN, inf, text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
+    """The most severe status (FAIL > ERROR > WARN > PASS); `default` when there are none."""
+    return max(statuses, key=lambda s: s.rank, default=default)
+
+
+ReferenceKind = Literal["operator", "history", "fleet"]
+
+
+class Reference(Record):
+    """ReFrame's (value, lower, upper, unit) for one metric, with where it came from. ``lower`` and
+    ``upper`` are absolute bounds (None: unbounded on that side)."""
+
+    value: float
+    lower: float | None
+    upper: float | None
+    unit: str
+    kind: ReferenceKind
+    source: str
+    """Where the numbers come from: the operator's file and its stated source, or the history runs."""
+
+
+class Measurement(Record):
+    """One performance number of a check, judged."""
+
+    metric: str = Field(min_length=1)
+    value: float
+    unit: str
+    better: Literal["higher", "lower"] = "higher"
+    detail: str = ""
+    reference: Reference | None = None
+    rolling_median: float | None = None
+    """Median of this node's last passing runs on the same hardware and software (None: too few)."""
+    status: Status = Status.PASS
+    reason: str = ""
+    """Why the status: metric, value, bound, and the reference's source."""
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("must be a finite number")
+        return value
+
+
+CheckKind = Literal["health", "microbenchmark", "workload", "time_to_train"]
+
+
+class CheckResult(Record):
+    """One check: its sanity verdict, its measurements, and the status they make together."""
+
+    name: str = Field(min_length=1)
+    kind: CheckKind
+    status: Status
+    reasons: tuple[str, ...] = ()
+    """Why the status, most severe first ('' reasons are never kept)."""
+    sanity: Status
+    """PASS, FAIL (the hardware or a result is wrong), ERROR (could not run) or NOT_APPLICABLE."""
+    sanity_reasons: tuple[str, ...] = ()
+    measurements: tuple[Measurement, ...] = ()
+    skipped: dict[str, str] = Field(default_factory=dict)
+    """Metrics this device cannot measure, and why (tf32 on a CPU ...)."""
+    facts: dict[str, Any] = Field(default_factory=dict)
+    """What the check read on the way (driver version, link widths, the output file ...)."""
+    duration_s: float = Field(default=0.0, ge=0)
+
+    @property
+    def reason(self) -> str:
+        return self.reasons[0] if self.reasons else ""
+
+
+class Hardware(Record):
+    """What makes two nodes comparable: references and history are kept per hardware."""
+
+    gpu_model: str | None = None
+    gpu_count: int = Field(default=0, ge=0)
+    cpu_model: str = "unknown CPU"
+    cpus: int = Field(default=0, ge=0)
+
+    @property
+    def key(self) -> str:
+        if self.gpu_model:
+            return f"{self.gpu_count}x {self.gpu_model}"
+        return f"{self.cpus} CPUs {self.cpu_model}"
+
+    @property
+    def model(self) -> str:
+        """The model references are looked up by: the GPU's, else the CPU's."""
+        return self.gpu_model or self.cpu_model
+
+
+class QualificationRecord(Record):
+    """``<results>/qualify/<node>/<id>.json``: one qualification of one node."""
+
+    schema_version: int = SCHEMA_VERSION
+    qualification_id: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    suite: str
+    runner: str
+    started_at: str
+    ended_at: str
+    duration_s: float = Field(ge=0)
+    verdict: Status
+    exit_code: int
+    reasons: tuple[str, ...] = ()
+    """The reasons of the checks that made the verdict, most severe first."""
+    strict: bool = False
+    """WARN counted as a failure for the exit code."""
+    hardware: Hardware
+    software: dict[str, str] = Field(default_factory=dict)
+    """What a learned reference must share with its history: torch, CUDA, driver, runner, image."""
+    checks: tuple[CheckResult, ...]
+    references_file: str | None = None
+    workload: str | None = None
+    time_to_train_run: str | None = None
+    """The stored run of the full suite's time-to-train seed."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Wall seconds per phase (health reads, probe start-up and each probe check, throughput ...)."""
+    system: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("verdict")
+    @classmethod
+    def _node_verdict(cls, value: Status) -> Status:
+        if value is Status.NOT_APPLICABLE:
+            raise ValueError("a node's verdict is pass, warn, fail or error")
+        return value
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def measurements(self) -> dict[str, Measurement]:
+        return {m.metric: m for c in self.checks for m in c.measurements}
+
+
+class FleetRow(Record):
+    """One node in the fleet table."""
+
+    node: str
+    hardware: str
+    verdict: Status
+    qualification_id: str | None = None
+    worst_metric: str | None = None
+    worst_vs_fleet_pct: float | None = None
+    """How far the node's worst metric is from the fleet median of its hardware, in percent (negative: worse)."""
+    flagged: bool = False
+    """Slower than its peers by more than k MADs (with or without references)."""
+    reason: str = ""
+
+
+class FleetRecord(Record):
+    """``<results>/qualify/fleet/<id>.json``: one fleet-wide qualification."""
+
+    schema_version: int = SCHEMA_VERSION
+    fleet_id: str
+    suite: str
+    started_at: str
+    ended_at: str
+    verdict: Status
+    exit_code: int
+    rows: tuple[FleetRow, ...]
+    jobs: dict[str, str] = Field(default_factory=dict)
+    """node -> Slurm job id."""

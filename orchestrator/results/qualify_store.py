@@ -1,0 +1,96 @@
+"""Qualification history in the results folder: one JSON record per node qualification, written
+atomically, validated when read.
+
+    <results>/qualify/nodes/<node>/<qualification_id>.json    a `QualificationRecord`
+    <results>/qualify/fleet/<fleet_id>.json                    a `FleetRecord`
+
+The files are the truth (there is no index to rebuild); a damaged one is reported by name and
+skipped by the readers that list many (`History.broken`), and is an error where one is asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from orchestrator.errors import RecordError, UsageError
+from orchestrator.results import atomic
+from orchestrator.results.qualification import FleetRecord, QualificationRecord
+from orchestrator.results.store import read_record
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def new_qualification_id(prefix: str, suite: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{suite}-{stamp}-{secrets.token_hex(2)}"
+
+
+def check_node_name(node: str) -> str:
+    if not _NAME.match(node) or len(node) > 200:
+        raise UsageError(f"node name {node!r}: use letters, digits, '.', '_' and '-'")
+    return node
+
+
+@dataclass(frozen=True)
+class History:
+    records: list[QualificationRecord]
+    """Oldest first."""
+    broken: list[str]
+    """One line per file that could not be read."""
+
+
+class QualificationStore:
+    """The qualification part of one results folder."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.root = results_dir / "qualify"
+
+    def node_dir(self, node: str) -> Path:
+        return self.root / "nodes" / check_node_name(node)
+
+    def save(self, record: QualificationRecord) -> Path:
+        path = self.node_dir(record.node) / f"{record.qualification_id}.json"
+        atomic.write_json(path, record.to_json())
+        return path
+
+    def save_fleet(self, record: FleetRecord) -> Path:
+        path = self.root / "fleet" / f"{check_node_name(record.fleet_id)}.json"
+        atomic.write_json(path, record.to_json())
+        return path
+
+    def nodes(self) -> list[str]:
+        folder = self.root / "nodes"
+        return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+    def history(self, node: str | None = None) -> History:
+        """Every record (of one node), oldest first; unreadable files are listed, not raised."""
+        records: list[QualificationRecord] = []
+        broken: list[str] = []
+        for name in [node] if node else self.nodes():
+            folder = self.node_dir(name)
+            for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+                try:
+                    record = read_record(path, QualificationRecord)
+                except RecordError as exc:
+                    broken.append(str(exc))
+                    continue
+                if record is not None:
+                    records.append(record)
+        records.sort(key=lambda r: (r.started_at, r.qualification_id))
+        return History(records, broken)
+
+    def load(self, path: Path) -> QualificationRecord:
+        """One record from a file (a fleet job's output); RecordError when it is damaged or missing."""
+        record = read_record(path, QualificationRecord)
+        if record is None:
+            raise RecordError(f"{path}: no qualification record was written")
+        return record
+
+    def fleets(self) -> list[FleetRecord]:
+        folder = self.root / "fleet"
+        found = [read_record(p, FleetRecord) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+        return [f for f in found if f is not None]

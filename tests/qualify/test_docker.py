@@ -1,0 +1,33 @@
+"""Qualification through the Docker runner: the probe and the throughput mode run in the workload's
+image, so an image without torch is caught (could not run, exit 3) and one with it is measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine", "no_leftover_containers")]
+
+
+def test_an_image_without_torch_cannot_run_the_probe_but_runs_the_throughput_mode(docker_cli, tmp_path: Path):
+    r = docker_cli("qualify", "--runner", "docker", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == 3, r.err
+    record = json.loads(r.out)
+    checks = {c["name"]: c for c in record["checks"]}
+    assert checks["gemm"]["status"] == "error"
+    assert "torch is not installed where the probe runs" in checks["gemm"]["reasons"][0]
+    assert checks["throughput"]["status"] == "pass"  # fakebench's stdlib throughput mode, in its container
+    assert record["software"]["image"].startswith("sha256:") and record["runner"] == "docker"
+
+
+def test_in_a_torch_image_the_probe_measures(docker_cli, torch_base_image: str, tmp_path: Path):
+    r = docker_cli("qualify", "--runner", "docker", "--base-image", torch_base_image, "--results",
+                   str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == 0, r.err
+    record = json.loads(r.out)
+    checks = {c["name"]: c for c in record["checks"]}
+    assert checks["gemm"]["status"] == "pass" and checks["gemm"]["measurements"]
+    assert record["software"]["torch"].startswith("2.13.0")
+    assert record["system"]["probe"]["device"] == "cpu"

@@ -1,0 +1,84 @@
+"""The workload's throughput mode as a check (through fakebench's stdlib throughput mode), and the
+full suite's time-to-train seed scored like `mltrain run`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_WORKLOADS
+
+
+def throughput(cli, tmp_path: Path, *extra: str) -> tuple[int, dict]:
+    r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), "--node-name", "n1",
+            "--json", *extra)
+    record = json.loads(r.out)
+    return r.code, next(c for c in record["checks"] if c["name"] == "throughput")
+
+
+def test_samples_per_second_step_time_and_resolved_settings(cli, tmp_path: Path):
+    code, check = throughput(cli, tmp_path)
+    assert code == 0 and check["status"] == "pass"
+    values = {m["metric"]: (m["value"], m["unit"]) for m in check["measurements"]}
+    assert values == {"throughput_samples_per_s": (100.0, "samples/s"), "step_ms_median": (20.0, "ms")}
+    assert check["facts"]["resolved_settings"]["device"] == "cpu"
+    assert check["facts"]["env"] == {"STEPS": "5", "WARMUP_STEPS": "2"}
+    assert "give --data" in check["facts"]["loader"]
+
+
+def test_an_input_bound_node_warns_naming_both_rates(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "case.bin").write_bytes(b"x" * 1000)
+    monkeypatch.setenv("FAKE_LOADER_RATE", "40")
+    code, check = throughput(cli, tmp_path, "--data", str(data))
+    assert code == 0 and check["status"] == "warn"
+    assert check["reasons"] == ["input-bound: the loader delivers 40 samples/s, the steps consume 100 samples/s"
+                                " (more loader workers or faster storage)"]
+
+
+@pytest.mark.parametrize(("mode", "code", "status", "reason"), [
+    ("oom", 1, "fail", "fakebench throughput: GPU out of memory: lower the per-GPU batch size"),
+    ("crash", 1, "fail", "fakebench throughput exited with status 1: RuntimeError: fakebench throughput crashed"),
+    ("no_result", 1, "fail", "fakebench throughput exited 0 without its final `throughput` MLLOG line"),
+    ("bad_input", 3, "error", "fakebench throughput refused the suite's settings (exit 2): error: STEPS must be"),
+])
+def test_failures_are_classified(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, code, status, reason):
+    monkeypatch.setenv("FAKE_THROUGHPUT_MODE", mode)
+    got, check = throughput(cli, tmp_path)
+    assert got == code and check["status"] == status
+    assert check["reasons"][0].startswith(reason)
+
+
+def test_a_workload_without_a_throughput_mode_is_not_applicable(cli, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench")
+    declaration = workloads / "fakebench" / "workload.yaml"
+    declaration.write_text(declaration.read_text().replace("throughput: [bash, throughput.sh]\n", ""))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(TEST_WORKLOADS / "qualify.yaml"))
+    code, check = throughput(cli, tmp_path)
+    assert code == 0 and check["status"] == "not_applicable"
+    assert check["reasons"] == ["workload fakebench declares no throughput mode (workload.yaml `throughput:`)"]
+
+
+def test_the_full_suite_adds_one_time_to_train_seed_scored_like_run(cli, tmp_path: Path):
+    results = tmp_path / "r"
+    r = cli("qualify", "--suite", "full", "--results", str(results), "--node-name", "n1", "--json")
+    assert r.code == 0, r.err
+    record = json.loads(r.out)
+    ttt = next(c for c in record["checks"] if c["name"] == "time_to_train")
+    assert ttt["status"] == "pass" and ttt["facts"]["profile"] == "smoke"
+    (m,) = ttt["measurements"]
+    run_id = record["time_to_train_run"]
+    assert m["metric"] == "time_to_train_s" and run_id == ttt["facts"]["run_id"]
+    shown = json.loads(cli("show", run_id, "--results", str(results), "--json").out)["summary"]
+    # the same olympic rule as `mltrain run`, over one seed: the score is that seed's time-to-train
+    assert shown["score_ms"] == pytest.approx(m["value"] * 1000) and shown["counted_seeds"] == [1]
+    assert shown["valid"] and shown["profile"] == "smoke"
+    listed = cli("list", "--results", str(results), "--json")
+    assert run_id in listed.out
