@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -67,6 +68,8 @@ def parse_prices(values: list[str], setups: list[str]) -> dict[str, float]:
             price = float(rate)
         except ValueError:
             raise UsageError(f"--cost-per-hour {value!r}: give RATE or SETUP=RATE with a number") from None
+        if not math.isfinite(price):
+            raise UsageError(f"--cost-per-hour {value!r}: give a finite number")
         if price < 0:
             raise UsageError(f"--cost-per-hour {value!r}: the price must not be negative")
         if not sep:
