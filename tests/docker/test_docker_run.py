@@ -119,7 +119,7 @@ def test_container_killed_mid_run_is_crashed_and_the_set_goes_on(
     r = docker_cli("run", "fakebench", "--runner", "docker", "--results", str(tmp_path / "r"), "--json")
     killer.join(timeout=5)
     assert killed, "seed 2's container was never seen running"
-    assert r.code == 1  # a run failed
+    assert r.code == 3  # an infrastructure fault ended a seed
     per_seed = json.loads(r.out)["per_seed"]
     # The core records a run ended by an outside signal as "killed", its kind of crash.
     assert per_seed["2"]["status"] == "killed"
@@ -151,7 +151,7 @@ def test_timeout_stops_and_removes_the_container(docker_cli, containers, tmp_pat
     monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(_profiles(tmp_path, {"FAKE_MODE": "hang"}, timeout_minutes=0.1)))
     r = docker_cli("run", "fakebench", "--runner", "docker", "--seeds", "1", "--results", str(tmp_path / "r"),
                    "--json")
-    assert r.code == 1
+    assert r.code == 3
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "timed_out"
     assert containers() == []
 

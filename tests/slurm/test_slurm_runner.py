@@ -59,7 +59,7 @@ def test_crash_and_wall_clock_limit_on_slurm(cli, slurm_env, tmp_path: Path, mon
     monkeypatch.setenv("FAKE_MODE", "crash")
     monkeypatch.setenv("FAKE_MODE_SEEDS", "1")
     r = cli("run", "fakebench", "--runner", "slurm", "--results", str(tmp_path / "c"), "--json")
-    assert r.code == 1
+    assert r.code == 3
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "crashed"
     monkeypatch.setenv("FAKE_MODE", "hang")
     r = cli("run", "fakebench", "--runner", "slurm", "--results", str(tmp_path / "h"), "--json")
@@ -73,5 +73,5 @@ def test_no_controller_is_a_one_line_error(cli, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("SLURM_CONF", str(conf))
     r = cli("run", "fakebench", "--seeds", "1-3", "--runner", "slurm", "--results", str(tmp_path / "r"))
     errors = [line for line in r.err.splitlines() if line.startswith("error:")]
-    assert r.code == 1 and len(errors) == 1 and "Traceback" not in r.err
+    assert r.code == 3 and len(errors) == 1 and "Traceback" not in r.err
     assert "no Slurm controller answers" in r.err or "sinfo not found" in r.err
