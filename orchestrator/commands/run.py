@@ -60,14 +60,10 @@ def run(
     signal (resume with --resume)."""
     from dataclasses import replace
 
-    from rich.live import Live
-
     from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
     from orchestrator.errors import UsageError
-    from orchestrator.render.tables import progress_table, show_score
     from orchestrator.runners.select import RunnerOptions, make_runner
-    from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
     from orchestrator.session.plan import plan_new, plan_resume
 
     out = output(ctx)
@@ -97,6 +93,11 @@ def run(
         plan = replace(plan, resumes=plan.resumes.locked())
         if plan.resumes.lock is not None and plan.resumes.lock.note:
             out.warning(plan.resumes.lock.note)
+    from rich.live import Live  # the heavy imports wait until a live run's resume has been refused
+
+    from orchestrator.render.tables import progress_table, show_score
+    from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
+
     watch = Watch(status=out.status)
     if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"

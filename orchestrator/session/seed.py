@@ -132,7 +132,7 @@ def run_seed(
                 handle.cancel()
                 stopped_at = time.monotonic()
             elif stopped_at is not None and time.monotonic() - stopped_at > STOP_WAIT_S:
-                lost = f"job {handle.job_id} did not end within {STOP_WAIT_S:.0f} s of being stopped"
+                lost = f"the output of job {handle.job_id} did not end within {STOP_WAIT_S:g} s of stopping it"
                 break
     except KeyboardInterrupt:
         handle.cancel()
