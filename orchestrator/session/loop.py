@@ -36,6 +36,7 @@ from orchestrator.results.records import (
     INFRASTRUCTURE_FAULTS,
     Manifest,
     MlcommonsCheck,
+    RunRecord,
     RunState,
     Score,
     SeedState,
@@ -121,14 +122,20 @@ def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]
 
 
 def adopt_recorded_seeds(run: StoredRun, status: Callable[[str], None]) -> None:
-    """A seed whose attempt was recorded (run.json is written only after the job ended) but whose
-    state still says running was finished when mltrain died: it finished, and keeps its record."""
+    """A seed with a record but no finished state was finished when mltrain stopped between writing
+    the two (a record is written only after its job ended, and an attempt's record is archived
+    before the next attempt begins): it finished, and keeps its record."""
     for seed in run.manifest.seeds:
         state, record = run.states.get(seed), run.records.get(seed)
-        if state is not None and state.state is SeedStateName.RUNNING and record is not None:
-            run.save_seed(state.model_copy(update={"state": SeedStateName.FINISHED, "status": record.status,
-                                                   "ended_at": state.ended_at or now_iso()}))
+        if record is not None and not run.finished(seed):
+            run.save_seed(finished_state(seed, state, record))
             status(f"seed {seed}: its run had ended and was recorded before mltrain stopped; kept")
+
+
+def finished_state(seed: int, state: SeedState | None, record: RunRecord) -> SeedState:
+    started_at = state.started_at if state is not None else None
+    return SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
+                     ended_at=now_iso())
 
 
 def seeds_to_run(run: StoredRun, plan: BenchmarkPlan) -> list[int]:
@@ -212,9 +219,13 @@ def close_unfinished(run: StoredRun, state: RunState) -> list[int]:
     """Mark the seeds still running as interrupted and close the manifest in ``state``; return them."""
     stopped = []
     for seed, seed_state in sorted(run.states.items()):
-        if seed_state.state is SeedStateName.RUNNING:
-            run.save_seed(seed_state.model_copy(update={"state": SeedStateName.INTERRUPTED, "ended_at": now_iso()}))
-            stopped.append(seed)
+        if seed_state.state is not SeedStateName.RUNNING:
+            continue
+        if seed in run.records:  # stopped between writing its record and its state: it had finished
+            run.save_seed(finished_state(seed, seed_state, run.records[seed]))
+            continue
+        run.save_seed(seed_state.model_copy(update={"state": SeedStateName.INTERRUPTED, "ended_at": now_iso()}))
+        stopped.append(seed)
     run.save_manifest(run.manifest.model_copy(update={"state": state, "ended_at": now_iso()}))
     return stopped
 
