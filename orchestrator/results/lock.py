@@ -73,6 +73,21 @@ def _release(fd: int) -> None:
         os.close(fd)  # closing the last descriptor releases the flock
 
 
+def is_held(path: Path) -> bool:
+    """Whether a live process holds the lock at ``path`` (probed without writing anything)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 class RunLock:
     """The held lock of one run; `release` (or the end of the process) gives it up."""
 

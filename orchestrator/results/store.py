@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.index import Index
-from orchestrator.results.lock import RunLock
+from orchestrator.results.lock import RunLock, is_held
 from orchestrator.results.paths import RunPaths, check_run_id, inside
 from orchestrator.results.records import Manifest, Record, RunRecord, SeedState, SeedStateName, Summary
 
@@ -193,7 +193,11 @@ class Store:
             return Listing([], [])
         index = self.index if self.index.exists else Index.in_memory(self.root)
         broken = self.refresh(index)
-        return Listing(index.runs(label=label, workload=workload), broken)
+        rows = index.runs(label=label, workload=workload)
+        for row in rows:  # 'running' on disk, but nobody holds its lock: its process is gone
+            if row["state"] == "running" and not is_held(RunPaths(self.root / row["run_id"]).lock):
+                row["state"] = "stopped"
+        return Listing(rows, broken)
 
 
 @dataclass
