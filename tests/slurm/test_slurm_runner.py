@@ -182,3 +182,24 @@ def test_jobs_a_killed_mltrain_left_are_cancelled_on_resume(cli, cli_process, sl
     assert r.code == 3  # seed 1 hangs again and meets the wall-clock limit
     assert not running_jobs()
     assert (results / run_id / "seeds" / "1" / "attempt-1" / "slurm-job.out").is_file()
+
+
+@pytest.mark.parametrize(
+    ("state", "code", "status", "says"),
+    [
+        ("NODE_FAIL", "0:0", "killed", "the node was lost"),
+        ("PREEMPTED", "0:0", "killed", "preempted"),
+        ("TIMEOUT", "0:15", "killed", "Slurm's own time limit"),
+        ("OUT_OF_MEMORY", "0:125", "out_of_memory", "OUT_OF_MEMORY"),
+        ("FAILED", "1:0", "crashed", "FAILED"),
+    ],
+)
+def test_a_job_ended_from_outside_is_an_infrastructure_fault(monkeypatch, state, code, status, says):
+    """A lost node cannot be staged on a one-node test cluster: the states Slurm reports are fed in."""
+    from orchestrator.mlperf import mllog
+    from orchestrator.runners import slurm
+
+    monkeypatch.setattr(slurm, "job_state", lambda job_id: (state, code))
+    ended = SlurmJob("42", Path(os.devnull)).wait()
+    record = mllog.build_record(mllog.parse_lines([]), target=0.9, exit=ended)
+    assert record.status.value == status and says in record.reason
