@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,8 +38,10 @@ def now_iso() -> str:
 
 
 def new_run_id(workload: str, profile: str) -> str:
+    """``<workload>-<profile>-<UTC stamp>-<4 hex>``, in the characters a run id may hold."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{workload}-{profile}-{stamp}-{secrets.token_hex(2)}"
+    name = re.sub(r"[^A-Za-z0-9._-]|\.\.+", "_", f"{workload}-{profile}-{stamp}-{secrets.token_hex(2)}")
+    return check_run_id(name.lstrip("._-"))
 
 
 def check_results_dir(results_dir: Path) -> None:
