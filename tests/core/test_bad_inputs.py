@@ -358,19 +358,17 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
             for p in root.rglob("*") if not p.is_symlink() or p.exists()}
 
 
-def _params():
-    for name, case in sorted(CASES.items()):
-        marks = [MLPERF_XFAIL] if case.owner == "mlperf" else []
-        yield pytest.param(case, id=name, marks=marks)
+def _params() -> list:
+    return [pytest.param(case, id=name, marks=[MLPERF_XFAIL] if case.owner == "mlperf" else [])
+            for name, case in sorted(CASES.items())]
 
 
 def test_the_table_covers_every_verb_with_at_least_60_cases():
-    from orchestrator.cli import COMMAND_MODULES, build_app
+    from orchestrator.cli import build_app
 
     verbs = {c.name for c in build_app().registered_commands}
     covered = {case.argv[0] for case in CASES.values()}
     assert len(CASES) >= 60 and verbs <= covered, sorted(verbs - covered)
-    assert set(COMMAND_MODULES)
 
 
 @pytest.fixture(scope="module")
