@@ -3,21 +3,28 @@
 Each module in `orchestrator.commands` registers its verbs with `register(app)`; command modules
 import their domain modules inside the command, so `--help` and completion load little.
 `main()` is the one place that catches broadly: known errors become one line and their exit
-code; a traceback is shown only with -v or MLTRAIN_DEBUG=1.
+code; a traceback is shown only with -v or MLTRAIN_DEBUG=1. It also turns SIGTERM and SIGHUP into
+the same orderly stop as Ctrl-C (`orchestrator.signals`), exiting 143, 129 or 130.
+
+Exit codes: 0 a valid result; 1 the benchmark ran, the result is invalid; 2 bad input (nothing run,
+nothing written); 3 an infrastructure fault kept a result from being measured; 130/143/129
+stopped by SIGINT/SIGTERM/SIGHUP (resumable).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 import typer
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
-from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE, MltrainError
+from orchestrator.errors import EXIT_USAGE, MltrainError
 from orchestrator.output import Output
+from orchestrator.signals import signal_of, stop_on_signals
 
 COMMAND_MODULES = (
     "run",
@@ -66,7 +73,11 @@ def build_app() -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = bool(os.environ.get("MLTRAIN_DEBUG")) or any(a in ("-v", "--verbose") for a in args)
-    app = build_app()
+    with stop_on_signals():
+        return _dispatch(build_app(), args, debug)
+
+
+def _dispatch(app: typer.Typer, args: list[str], debug: bool) -> int:
     try:
         code = app(args=args, prog_name="mltrain", standalone_mode=False)
     except MltrainError as exc:
@@ -75,10 +86,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return exc.exit_code
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # typer turns an interrupt into Exit(130)
+            return _interrupted(exc.__cause__)
         return exc.exit_code
-    except (KeyboardInterrupt, typer.Abort):
-        Output().error("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+    except typer.Abort:
+        return _interrupted(KeyboardInterrupt())
     except TyperException as exc:  # usage errors: unknown option, missing argument, bad value
         Output().error(" ".join(exc.format_message().replace("Value error, ", "").split()))
         return EXIT_USAGE
@@ -88,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
         Output().error(f"internal error: {type(exc).__name__}: {exc} (run with -v for a traceback)")
         return 1
     return code if isinstance(code, int) else 0
+
+
+def _interrupted(exc: BaseException) -> int:
+    """A stop outside a run (the run loop says how to resume its own): one line, 128 + the signal."""
+    signum = signal_of(exc)
+    Output().error(f"interrupted by {signal.Signals(signum).name}")
+    return 128 + signum
 
 
 def entry() -> None:

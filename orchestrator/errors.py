@@ -6,11 +6,15 @@ that is a single actionable line.
 
 from __future__ import annotations
 
+import signal
+
 EXIT_OK = 0
-EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid or a run failed
+EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid
 EXIT_USAGE = 2  # bad usage or bad input: nothing was run, nothing was written
-EXIT_COULD_NOT_RUN = 3  # `mltrain qualify`: a check could not run (engine down, image broken): infrastructure
-EXIT_INTERRUPTED = 130  # stopped by the user (SIGINT); resumable
+EXIT_INFRASTRUCTURE = 3  # an infrastructure fault (crash, kill, OOM, engine, disk) kept a result from being measured
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: stopped by Ctrl-C; resumable
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: stopped by SIGTERM (a scheduler, systemd, kill); resumable
+EXIT_HANGUP = 128 + signal.SIGHUP  # 129: the terminal went away; resumable
 
 
 class MltrainError(Exception):
@@ -54,13 +58,28 @@ class RecordError(StoreError):
     message names the file and the field."""
 
 
+class RunBusy(UsageError):
+    """The run is held by another live mltrain process (its lock names the holder)."""
+
+
 class Interrupted(MltrainError):
-    """The user stopped a run (Ctrl-C); what finished is kept and can be resumed."""
+    """A signal (SIGINT, SIGTERM, SIGHUP) stopped a run; what finished is kept and can be resumed."""
 
-    exit_code = EXIT_INTERRUPTED
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
-class RunnerError(MltrainError):
+class InfrastructureError(MltrainError):
+    """The machine, not the input, failed: an engine or controller down, a disk full, a build that broke."""
+
+    exit_code = EXIT_INFRASTRUCTURE
+
+
+class RunnerError(InfrastructureError):
     """A runner could not start or manage a run (engine down, build failed, missing runtime)."""
 
-    exit_code = 1
+
+class StoreWriteError(InfrastructureError):
+    """A file of the results folder could not be written (disk full, quota, read-only file system)."""

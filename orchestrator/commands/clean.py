@@ -17,9 +17,12 @@ def clean(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stop and remove every mltrain container (of one run with --run). Runs in progress lose theirs."""
+    from orchestrator.results.paths import check_run_id
     from orchestrator.runners.docker.engine import connect, remove_leftovers
 
     out = output(ctx)
+    if run is not None:
+        check_run_id(run)
     removed = remove_leftovers(connect(), run)
     if as_json:
         out.json({"removed": removed})

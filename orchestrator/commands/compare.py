@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -84,8 +85,10 @@ def parse_prices(values: list[str], setups: list[str]) -> dict[str, float]:
             price = float(rate)
         except ValueError:
             raise UsageError(f"--cost-per-hour {value!r}: give RATE or SETUP=RATE with a number") from None
-        if not 0 <= price < float("inf"):
-            raise UsageError(f"--cost-per-hour {value!r}: the price must be a finite number, not negative")
+        if not math.isfinite(price):
+            raise UsageError(f"--cost-per-hour {value!r}: give a finite number")
+        if price < 0:
+            raise UsageError(f"--cost-per-hour {value!r}: the price must not be negative")
         if not sep:
             prices.update({setup: price for setup in setups if setup not in prices})
         elif name not in setups:

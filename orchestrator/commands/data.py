@@ -24,6 +24,7 @@ def data(
     from orchestrator.runners import proc
 
     spec = registry().get(workload)
+    proc.check_program(spec.data.cli, f"{spec.folder / 'workload.yaml'} field data.cli")
     args = list(ctx.args)
     if not args:
         output(ctx).data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import typer
@@ -14,6 +16,21 @@ def register(app: typer.Typer) -> None:
     app.command("report")(write_report)
 
 
+def check_out_file(out_file: Path) -> None:
+    """--out names a file that can be made: not a folder, not under a file, in a writable folder."""
+    if not out_file.name or str(out_file) in (".", ".."):
+        raise UsageError("--out: name the HTML file to write")
+    if out_file.is_dir():
+        raise UsageError(f"--out {out_file} is a folder: name the HTML file to write")
+    parent = out_file.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {out_file}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out_file}: {parent} is not writable by this user")
+
+
 def write_report(
     ctx: typer.Context,
     runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
@@ -24,20 +41,29 @@ def write_report(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Write one HTML file: comparison, per-seed time-to-train, accuracy and power plots, systems."""
-    from orchestrator.insight.runs import load_runs
-    from orchestrator.render import report
+    """Write one HTML file: comparison, per-seed time-to-train, accuracy and power plots, systems.
+    The file is opened for writing before anything is rendered: a path that cannot be written fails at once."""
+    from orchestrator.insight.runs import load_runs, to_setups
     from orchestrator.results import atomic
 
     out = output(ctx)
-    if out_file.exists() and out_file.is_dir():
-        raise UsageError(f"--out {out_file} is a folder: name the HTML file to write")
+    check_out_file(out_file)
     views = load_runs(open_store(results), runs or [], label or [])
-    try:
-        text = report.render(views, baseline=baseline, title=title)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    atomic.write_text(out_file, text)
+    setups = [setup.name for setup in to_setups(views)]
+    if baseline is not None and baseline not in setups:
+        raise UsageError(f"--baseline {baseline!r} is not one of the setups ({', '.join(setups)})")
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(atomic.staged(out_file))  # renamed into place when all went well
+        except OSError as exc:
+            raise UsageError(f"--out {out_file}: cannot write there ({exc.strerror or exc})") from None
+        from orchestrator.render import report
+
+        try:
+            text = report.render(views, baseline=baseline, title=title)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        handle.write(text.encode())
     out.status(f"report of {len(views)} run(s) written to {out_file} ({len(text) / 1024:.0f} KiB)")
     if as_json:
         out.json({"file": str(out_file), "runs": [v.run_id for v in views], "bytes": len(text.encode())})

@@ -33,10 +33,16 @@ def run(
     workload: str = typer.Argument(..., help="Workload name (a folder of workloads/)."),
     seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
     profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
-    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where seeds run."),
+    runner: RunnerName = typer.Option(
+        None, "--runner", help="Where seeds run (default: local; with --resume, where the run ran)."
+    ),
     data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
     results: Path = RESULTS_OPTION,
     resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="With --resume: also rerun seeds an infrastructure fault ended (crashed,"
+        " killed, out of memory, timed out); each attempt is kept."
+    ),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
     gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
@@ -47,15 +53,17 @@ def run(
     drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Run WORKLOAD once per seed until its quality target, then score the set."""
-    from rich.live import Live
+    """Run WORKLOAD once per seed until its quality target, then score the set.
+
+    Exit status: 0 a valid result; 1 the result is invalid; 2 bad input (nothing run or written);
+    3 an infrastructure fault ended a seed (resume with --retry-failed); 130/143/129 stopped by a
+    signal (resume with --resume)."""
+    from dataclasses import replace
 
     from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
-    from orchestrator.errors import EXIT_INVALID_RESULT
-    from orchestrator.render.tables import progress_table, show_score
+    from orchestrator.errors import UsageError
     from orchestrator.runners.select import RunnerOptions, make_runner
-    from orchestrator.session.loop import Watch, failed_runs, run_benchmark
     from orchestrator.session.plan import plan_new, plan_resume
 
     out = output(ctx)
@@ -63,16 +71,33 @@ def run(
     spec = registry().get(workload)
     profiles = load_profiles(seeds_file())
     chosen = profile.value if profile else None
+    runner_name = runner.value if runner else None
     if resume:
-        plan = plan_resume(spec, profiles, store.open(resume), seeds=seeds, profile=chosen, data=data, label=label)
+        previous = store.open(resume)
+        plan = plan_resume(spec, profiles, previous, seeds=seeds, profile=chosen, data=data, label=label,
+                           retry_failed=retry_failed)
+        if runner_name not in (None, previous.manifest.runner):
+            raise UsageError(f"run {resume} ran on the {previous.manifest.runner} runner: resume it there"
+                             f" (drop --runner or give --runner {previous.manifest.runner})")
+        runner_name = previous.manifest.runner
     else:
-        plan = plan_new(spec, profiles, seeds=seeds, profile=chosen, data=data, label=label)
+        plan = plan_new(spec, profiles, seeds=seeds, profile=chosen, data=data, label=label,
+                        retry_failed=retry_failed)
     options = RunnerOptions(
-        name=runner.value, gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
+        name=runner_name or "local", gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
         partition=partition, base_image=base_image, ipc=ipc.value,
         time_limit_minutes=plan.profile.timeout_minutes + 5,
     )
     backend = make_runner(options, project_root(), out.status)
+    if plan.resumes is not None:  # the plan stands: take the run (refused at once while another process has it)
+        plan = replace(plan, resumes=plan.resumes.locked())
+        if plan.resumes.lock is not None and plan.resumes.lock.note:
+            out.warning(plan.resumes.lock.note)
+    from rich.live import Live  # the heavy imports wait until a live run's resume has been refused
+
+    from orchestrator.render.tables import progress_table, show_score
+    from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
+
     watch = Watch(status=out.status)
     if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"
@@ -83,8 +108,11 @@ def run(
         watch.update = lambda: _announce_finished(out, watch)
         stored, score = run_benchmark(plan, backend, store, watch)
     show_score(out, stored.summary, score, as_json=as_json)
-    if not score.valid or failed_runs(stored):
-        raise typer.Exit(EXIT_INVALID_RESULT)
+    if retry_hint(stored):
+        out.warning(retry_hint(stored))
+    code = exit_code(stored, score)
+    if code:
+        raise typer.Exit(code)
 
 
 def _announce_finished(out: Output, watch: Watch) -> None:

@@ -19,15 +19,22 @@ def score(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Score RUN_ID with its profile's rules and store the summary."""
-    from orchestrator.errors import EXIT_INVALID_RESULT
+    """Score RUN_ID with its profile's rules and store the summary (refused while a run is in progress).
+
+    Exit status: 0 a valid result; 1 an invalid one; 3 a seed was ended by an infrastructure fault."""
     from orchestrator.render.tables import show_score
-    from orchestrator.session.loop import rescore
+    from orchestrator.session.loop import exit_code, rescore, retry_hint
 
     out = output(ctx)
-    run = open_store(results).open(run_id)
-    summary, result = rescore(run)
-    run.save_summary(summary)
+    run = open_store(results).open(run_id).locked()
+    try:
+        summary, result = rescore(run)
+        run.save_summary(summary)
+    finally:
+        run.close()
     show_score(out, summary, result, as_json=as_json)
-    if not result.valid:
-        raise typer.Exit(EXIT_INVALID_RESULT)
+    if retry_hint(run):
+        out.warning(retry_hint(run))
+    code = exit_code(run, result)
+    if code:
+        raise typer.Exit(code)

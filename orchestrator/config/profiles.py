@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +13,7 @@ from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
 
 PROFILE_NAMES = ("qualify", "mlperf", "smoke")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Frozen(BaseModel):
@@ -61,6 +63,14 @@ class Profile(_Frozen):
     def _env_values_are_strings(cls, value: object) -> object:
         if isinstance(value, dict):
             return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_variables(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not _ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an environment variable name (letters, digits, '_')")
         return value
 
     @model_validator(mode="after")

@@ -9,7 +9,7 @@ value, the bound and the reference's source.
 
 from __future__ import annotations
 
-from orchestrator.errors import EXIT_COULD_NOT_RUN, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status, worst
@@ -82,7 +82,7 @@ def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = EXIT_OK) -
     if verdict is Status.FAIL:
         return EXIT_INVALID_RESULT
     if verdict is Status.ERROR:
-        return EXIT_COULD_NOT_RUN
+        return EXIT_INFRASTRUCTURE
     if verdict is Status.WARN:
         return EXIT_INVALID_RESULT if strict else warn_exit_code
     return EXIT_OK

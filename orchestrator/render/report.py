@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -54,8 +55,9 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
     setups = to_setups(runs)
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
-    plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
-             power_plot(runs, colors)]
+    with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
+        plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
+                 power_plot(runs, colors)]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

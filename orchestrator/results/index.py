@@ -1,7 +1,9 @@
 """The SQLite index of a results folder: one row per run and per seed, for fast listing.
 
 A cache, never the truth: every row is rebuilt from the run folders (`orchestrator.results.store`)
-whenever they are newer than what the index holds, and the file can be deleted at any time.
+whenever they are newer than what the index holds, and the file can be deleted at any time. Only
+a command that writes a run makes the file; a listing without one is built in memory
+(`Index.in_memory`), so that reading a results folder never writes to it.
 """
 
 from __future__ import annotations
@@ -36,9 +38,27 @@ class Index:
     def __init__(self, results_dir: Path) -> None:
         self.results_dir = results_dir
         self.path = results_dir / INDEX_NAME
+        self._memory: sqlite3.Connection | None = None
+
+    @classmethod
+    def in_memory(cls, results_dir: Path) -> Index:
+        """An index of the same shape that lives in this process only (nothing is written)."""
+        index = cls(results_dir)
+        index._memory = sqlite3.connect(":memory:")
+        index._memory.executescript(_SCHEMA)
+        index._memory.row_factory = sqlite3.Row
+        return index
+
+    @property
+    def exists(self) -> bool:
+        return self._memory is not None or self.path.exists()
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
+        if self._memory is not None:
+            with self._memory:
+                yield self._memory
+            return
         try:
             self.results_dir.mkdir(parents=True, exist_ok=True)
             with closing(sqlite3.connect(self.path, timeout=30)) as db:
@@ -50,12 +70,12 @@ class Index:
                     yield db
         except sqlite3.Error as exc:
             raise StoreError(f"index {self.path}: {exc} (it is a cache: delete it and it is rebuilt)") from None
-        except PermissionError as exc:
+        except OSError as exc:
             raise StoreError(f"results folder {self.results_dir}: {exc.strerror}") from None
 
     def synced(self) -> dict[str, float]:
         """run id -> the folder time its rows were written from."""
-        if not self.path.exists():
+        if not self.exists:
             return {}
         with self._db() as db:
             return {row["run_id"]: row["synced_mtime"] for row in db.execute("SELECT run_id, synced_mtime FROM runs")}
@@ -96,7 +116,7 @@ class Index:
                 )
 
     def forget(self, run_ids: set[str]) -> None:
-        if not run_ids or not self.path.exists():
+        if not run_ids or not self.exists:
             return
         with self._db() as db:
             for run_id in run_ids:

@@ -2,20 +2,50 @@
 
     <results>/index.db                      SQLite index (rebuildable from the folders)
     <results>/<run_id>/manifest.json        workload, profile, seeds, runner, host, times, versions
+    <results>/<run_id>/run.lock             held (fcntl) by the process running the run: host, PID, start
     <results>/<run_id>/summary.json         the scored result
     <results>/<run_id>/seeds/<seed>/state.json    lifecycle of one seed (pending ... finished)
     <results>/<run_id>/seeds/<seed>/output.log    everything the run printed, as it arrived
     <results>/<run_id>/seeds/<seed>/run.json      the run record parsed from its MLLOG lines
     <results>/<run_id>/seeds/<seed>/results/      the workload's RESULTS_DIR (/results)
     <results>/<run_id>/seeds/<seed>/telemetry.json  sampled hardware telemetry
+    <results>/<run_id>/seeds/<seed>/slurm-job.sh, slurm-job.out  the batch script and its output (Slurm)
+    <results>/<run_id>/seeds/<seed>/attempt-<n>/  what an earlier, unfinished or retried attempt left
+
+Every path built from a name that came from outside (a run id typed or stored, a folder that may
+be a link) is checked to stay inside its folder (`check_run_id`, `inside`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import RecordError, UsageError
+
 INDEX_NAME = "index.db"
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+"""What mltrain names runs (`<workload>-<profile>-<stamp>-<hex>`), and all a run id may be."""
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id as a single safe folder name; UsageError otherwise."""
+    if not RUN_ID.match(run_id) or ".." in run_id:
+        raise UsageError(
+            f"bad run id {run_id!r}: run ids are letters, digits, '.', '_' and '-' (see `mltrain list`)"
+        )
+    return run_id
+
+
+def inside(path: Path, root: Path) -> Path:
+    """``path`` resolved (links followed); RecordError when that leaves ``root``."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise RecordError(
+            f"{path}: resolves outside {root} (to {resolved}); move the folder itself there rather than linking it"
+        )
+    return resolved
 
 
 @dataclass(frozen=True)
@@ -35,6 +65,10 @@ class RunPaths:
     @property
     def summary(self) -> Path:
         return self.root / "summary.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
 
     def seed(self, seed: int) -> SeedPaths:
         return SeedPaths(self.root / "seeds" / str(seed))
@@ -75,3 +109,19 @@ class SeedPaths:
     @property
     def telemetry(self) -> Path:
         return self.root / "telemetry.json"
+
+    @property
+    def slurm_script(self) -> Path:
+        return self.root / "slurm-job.sh"
+
+    @property
+    def slurm_output(self) -> Path:
+        return self.root / "slurm-job.out"
+
+    def attempt(self, n: int) -> Path:
+        return self.root / f"attempt-{n}"
+
+    @property
+    def attempt_files(self) -> tuple[Path, ...]:
+        """What one attempt of the seed leaves (archived under attempt-<n>/ before the next)."""
+        return (self.output, self.results, self.record, self.telemetry, self.slurm_script, self.slurm_output)

@@ -3,14 +3,19 @@ seeds (a cache, `orchestrator.results.index`, rebuilt from the folders whenever 
 
 A run is opened once (`Store.open`, `Store.create`) and written through its `StoredRun` handle,
 which keeps the files and the index in step. Every file is validated as it is read: a damaged or
-foreign file is a `RecordError` naming the file and the field.
+foreign file is a `RecordError` naming the file and the field; a run or seed folder that is a link
+leading out of its folder is refused. A run is written only under its lock (`orchestrator.results.lock`):
+`create` takes it, `StoredRun.locked` takes it for an existing run, `close` gives it up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,10 +23,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from orchestrator.errors import RecordError, StoreError, UsageError
+from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.index import Index
-from orchestrator.results.paths import RunPaths
+from orchestrator.results.lock import RunLock, is_held
+from orchestrator.results.paths import RunPaths, check_run_id, inside
 from orchestrator.results.records import Manifest, Record, RunRecord, SeedState, SeedStateName, Summary
 
 R = TypeVar("R", bound=Record)
@@ -32,17 +38,33 @@ def now_iso() -> str:
 
 
 def new_run_id(workload: str, profile: str) -> str:
+    """``<workload>-<profile>-<UTC stamp>-<4 hex>``, in the characters a run id may hold."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{workload}-{profile}-{stamp}-{secrets.token_hex(2)}"
+    name = re.sub(r"[^A-Za-z0-9._-]|\.\.+", "_", f"{workload}-{profile}-{stamp}-{secrets.token_hex(2)}")
+    return check_run_id(name.lstrip("._-"))
 
 
 def check_results_dir(results_dir: Path) -> None:
-    """The results folder must be a writable folder (it is made when missing)."""
-    if results_dir.exists() and not results_dir.is_dir():
-        raise StoreError(f"results folder {results_dir} is not a folder")
-    probe = results_dir if results_dir.exists() else results_dir.parent
-    if probe.exists() and not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
+    """The results folder must be a writable folder, or one that can be made (nothing is made here)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(results_dir)):
+        raise StoreError(f"results folder {str(results_dir)!r} has a control character in its name")
+    probe = results_dir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "results folder" if probe == results_dir else f"results folder {results_dir}: its parent"
+        raise StoreError(f"{what} {probe} is not a folder")
+    if not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
         raise StoreError(f"results folder {probe} is not readable and writable by this user")
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A failed write of a stored file is an infrastructure fault naming the file (disk full, quota...)."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreWriteError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def read_record(path: Path, model: type[R]) -> R | None:
@@ -91,9 +113,11 @@ class Store:
         self.index = Index(root)
 
     def paths(self, run_id: str) -> RunPaths:
-        if not run_id or "/" in run_id or run_id.startswith(".") or "\0" in run_id:
-            raise UsageError(f"bad run id {run_id!r}")
-        return RunPaths(self.root / run_id)
+        """A run's paths; its folder, when it exists, must not lead out of the results folder."""
+        folder = self.root / check_run_id(run_id)
+        if folder.is_symlink():
+            inside(folder, self.root)
+        return RunPaths(folder)
 
     def run_ids(self) -> list[str]:
         """Folders holding a manifest, whatever its state."""
@@ -102,20 +126,24 @@ class Store:
         return sorted(p.parent.name for p in self.root.glob("*/manifest.json"))
 
     def create(self, manifest: Manifest) -> StoredRun:
-        """Make the run's folder with its manifest and a pending state per seed."""
+        """Make the run's folder, lock it, write its manifest and a pending state per seed. The
+        run is returned locked: `StoredRun.close` (or the end of the process) releases it."""
         paths = self.paths(manifest.run_id)
         try:
             paths.root.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
             raise StoreError(f"run {paths.run_id} already exists in {self.root}") from None
         except OSError as exc:
-            raise StoreError(f"cannot create {paths.root}: {exc.strerror}") from None
-        run = StoredRun(self, paths, manifest, None, {}, {})
-        atomic.write_json(paths.manifest, manifest.to_json())
-        for seed in manifest.seeds:
-            state = SeedState(seed=seed, state=SeedStateName.PENDING)
-            atomic.write_json(paths.seed(seed).state, state.to_json())
-            run.states[seed] = state
+            raise StoreWriteError(f"cannot create {paths.root}: {exc.strerror}") from None
+        with _writing(paths.lock):
+            lock = RunLock(paths.lock, paths.run_id)
+        run = StoredRun(self, paths, manifest, None, {}, {}, lock=lock)
+        with _writing(paths.manifest):
+            atomic.write_json(paths.manifest, manifest.to_json())
+            for seed in manifest.seeds:
+                state = SeedState(seed=seed, state=SeedStateName.PENDING)
+                atomic.write_json(paths.seed(seed).state, state.to_json())
+                run.states[seed] = state
         run.sync()
         return run
 
@@ -132,6 +160,8 @@ class Store:
         states: dict[int, SeedState] = {}
         for seed in manifest.seeds:
             seed_paths = paths.seed(seed)
+            if seed_paths.root.is_symlink():
+                inside(seed_paths.root, paths.root)
             state = read_record(seed_paths.state, SeedState)
             if state is not None:
                 if state.seed != seed:
@@ -142,28 +172,35 @@ class Store:
                 records[seed] = record
         return StoredRun(self, paths, manifest, read_record(paths.summary, Summary), records, states)
 
-    def refresh(self) -> list[BrokenRun]:
-        """Bring the index up to date with the folders: re-read only runs that changed, drop rows
-        of runs whose folder is gone or damaged. Returns the damaged ones."""
-        synced = self.index.synced()
+    def refresh(self, index: Index | None = None) -> list[BrokenRun]:
+        """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
+        runs that changed, drop rows of runs whose folder is gone or damaged. Returns the damaged ones."""
+        index = index or self.index
+        synced = index.synced()
         present = self.run_ids()
         broken: list[BrokenRun] = []
         for run_id in present:
             if synced.get(run_id) == _run_mtime(RunPaths(self.root / run_id)):
                 continue
             try:
-                self.open(run_id).sync()
+                self.open(run_id).sync(index)
             except (RecordError, UsageError) as exc:
                 broken.append(BrokenRun(run_id, str(exc)))
-        self.index.forget((set(synced) - set(present)) | {b.run_id for b in broken})
+        index.forget((set(synced) - set(present)) | {b.run_id for b in broken})
         return broken
 
     def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:
-        """Runs, newest first, from the refreshed index, and the folders that could not be read."""
+        """Runs, newest first, from the refreshed index, and the folders that could not be read.
+        Without an index file the listing is built in memory: reading never creates one."""
         if not self.root.is_dir():
             return Listing([], [])
-        broken = self.refresh()
-        return Listing(self.index.runs(label=label, workload=workload), broken)
+        index = self.index if self.index.exists else Index.in_memory(self.root)
+        broken = self.refresh(index)
+        rows = index.runs(label=label, workload=workload)
+        for row in rows:  # 'running' on disk, but nobody holds its lock: its process is gone
+            if row["state"] == "running" and not is_held(RunPaths(self.root / row["run_id"]).lock):
+                row["state"] = "stopped"
+        return Listing(rows, broken)
 
 
 @dataclass
@@ -177,41 +214,74 @@ class StoredRun:
     records: dict[int, RunRecord] = field(default_factory=dict)
     """seed -> record, for seeds whose record exists."""
     states: dict[int, SeedState] = field(default_factory=dict)
+    lock: RunLock | None = None
+    """Held while this process may write the run."""
 
     @property
     def run_id(self) -> str:
         return self.paths.run_id
 
+    def locked(self) -> StoredRun:
+        """This run, read again under its lock (RunBusy, naming the holder, when a live process
+        holds it). Validate before locking: taking the lock writes the lock file."""
+        with _writing(self.paths.lock):
+            lock = RunLock(self.paths.lock, self.run_id)
+        try:
+            run = self.store.open(self.run_id)
+        except BaseException:
+            lock.release()
+            raise
+        run.lock = lock
+        return run
+
+    def close(self) -> None:
+        """Release the lock (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def finished(self, seed: int) -> bool:
+        """Finished means a finished state and the record it finished with."""
+        state = self.states.get(seed)
+        return state is not None and state.finished and seed in self.records
+
     def unfinished_seeds(self) -> list[int]:
-        return [s for s in self.manifest.seeds if not (s in self.states and self.states[s].finished)]
+        return [s for s in self.manifest.seeds if not self.finished(s)]
 
     def finished_records(self) -> dict[int, RunRecord]:
         """The records of the seeds that finished (what scoring counts)."""
-        return {s: r for s, r in sorted(self.records.items()) if s in self.states and self.states[s].finished}
+        return {s: r for s, r in sorted(self.records.items()) if self.finished(s)}
 
     def save_manifest(self, manifest: Manifest) -> None:
-        atomic.write_json(self.paths.manifest, manifest.to_json())
+        with _writing(self.paths.manifest):
+            atomic.write_json(self.paths.manifest, manifest.to_json())
         self.manifest = manifest
         self.sync()
 
     def save_summary(self, summary: Summary) -> None:
-        atomic.write_json(self.paths.summary, summary.to_json())
+        with _writing(self.paths.summary):
+            atomic.write_json(self.paths.summary, summary.to_json())
         self.summary = summary
         self.sync()
 
     def save_seed(self, state: SeedState, record: RunRecord | None = None) -> None:
         """Write a seed's record (if any), then its state: the state is what says it finished."""
         seed = self.paths.seed(state.seed)
-        if record is not None:
-            atomic.write_json(seed.record, record.to_json())
-            self.records[state.seed] = record
-        atomic.write_json(seed.state, state.to_json())
+        with _writing(seed.state):
+            if record is not None:
+                atomic.write_json(seed.record, record.to_json())
+                self.records[state.seed] = record
+            atomic.write_json(seed.state, state.to_json())
         self.states[state.seed] = state
         self.sync()
 
-    def sync(self) -> None:
-        """Write this run's rows into the index, from what this handle holds."""
-        self.store.index.write(self.manifest, self.summary, self.states, self.records, _run_mtime(self.paths))
+    def forget_record(self, seed: int) -> None:
+        """The seed's record was archived with its attempt."""
+        self.records.pop(seed, None)
+
+    def sync(self, index: Index | None = None) -> None:
+        """Write this run's rows into the index (the store's, or ``index``), from what this handle holds."""
+        (index or self.store.index).write(self.manifest, self.summary, self.states, self.records,
+                                          _run_mtime(self.paths))
 
 
 def _run_mtime(paths: RunPaths) -> float:

@@ -2,14 +2,15 @@
 
 A backend turns a `SeedJob` (what to run, with which data and results folders) into a running
 `Job`, whose output can be streamed and which can be waited for and cancelled. Timeouts,
-log files, Ctrl-C and bookkeeping are the caller's (`orchestrator.execute`), the same for
-every backend.
+log files, signals and bookkeeping are the caller's (`orchestrator.session.seed`), the same for
+every backend. A backend also refuses, before anything is written, a job it cannot express
+(`check_job`), and finds and stops what a killed mltrain left of a run (`stop_leftovers`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,12 @@ class Runner(ABC):
     @abstractmethod
     def submit(self, job: SeedJob) -> Job:
         """Start one seed."""
+
+    @abstractmethod
+    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+        """Stop and remove whatever of run ``run_id`` still runs here (left by a killed mltrain);
+        return what was stopped. Called only by the holder of the run's lock, before its seeds run."""
+
+    def check_job(self, job: SeedJob) -> None:  # noqa: B027 - most backends take any job
+        """Raise UsageError or ConfigError, before anything is written, for a job this backend
+        cannot carry (a value its submission format cannot hold, a program that is not there)."""

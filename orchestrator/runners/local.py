@@ -1,15 +1,19 @@
-"""Run seeds as subprocesses of this host."""
+"""Run seeds as subprocesses of this host.
+
+Each seed runs in its own process group, dies with mltrain (`proc.spawn`), and carries its run id
+in its environment, by which `stop_leftovers` finds what a killed mltrain left of the run."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
+from orchestrator.errors import ConfigError
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
 from orchestrator.runners.base import Job, Runner, SeedJob
@@ -48,17 +52,22 @@ class LocalRunner(Runner):
     def __init__(self, project_root: Path) -> None:
         self.project_root = project_root
 
-    def prepare(self, workload: Workload) -> dict[str, Any]:
-        script = workload.folder / workload.run[-1]
-        if not script.exists():
-            from orchestrator.errors import RunnerError
+    def check_job(self, job: SeedJob) -> None:
+        declared = job.workload.folder / "workload.yaml"
+        proc.check_program(job.workload.run, f"{declared} field run")
+        script = job.workload.folder / job.workload.run[-1]
+        if len(job.workload.run) > 1 and not job.workload.run[-1].startswith("-") and not script.exists():
+            raise ConfigError(f"{declared} field run: {script} not found")
 
-            raise RunnerError(f"workload {workload.name}: {script} not found")
+    def prepare(self, workload: Workload) -> dict[str, Any]:
         return {"runner": "local", "command": list(workload.run)}
+
+    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+        return [f"process {pid}" for pid in proc.kill_marked(run_id)]
 
     def submit(self, job: SeedJob) -> LocalJob:
         env = proc.child_env(
-            {**job.env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir)},
+            {**job.env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir), proc.MARK_ENV: job.run_id},
             pythonpath=self.project_root,
         )
         return LocalJob(proc.spawn(job.argv(), cwd=job.workload.folder, env=env))

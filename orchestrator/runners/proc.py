@@ -1,17 +1,42 @@
 """The one way mltrain starts processes: argv lists (never a shell string), own process group,
-bounded time, and a clean stop of the whole group."""
+bounded time, and a clean stop of the whole group.
+
+A seed's process dies with mltrain (`spawn` asks the kernel for SIGKILL when its parent dies), and
+it carries a mark in its environment (`MARK_ENV`) by which a later mltrain finds whatever a killed
+one left of a run, its children included (`find_marked`, `kill_marked`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from orchestrator.errors import ConfigError
+
 TERM_GRACE_S = 10.0
+MARK_ENV = "MLTRAIN_RUN_ID"
+"""Set in every local seed process: the run it belongs to."""
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+class ProgramNotFound(ConfigError):
+    """A program a workload declares (its run or dataset command) is not installed."""
+
+
+def check_program(argv: Sequence[str], where: str) -> None:
+    """ProgramNotFound, naming ``where`` it was declared, unless argv[0] can be started."""
+    program = resolve_argv(argv)[0]
+    if shutil.which(program) is None:
+        raise ProgramNotFound(f"{where}: program {program!r} not found (install it or put it on PATH)")
 
 
 def resolve_argv(argv: Sequence[str]) -> list[str]:
@@ -46,7 +71,7 @@ def run(
     ``stdout_to_stderr`` the child's stdout goes to our stderr (so ours can hold only data)."""
     stream = subprocess.PIPE if capture else None
     stdout = stream if capture or not stdout_to_stderr else _stderr_fd()
-    with subprocess.Popen(
+    with _starting(argv), subprocess.Popen(
         resolve_argv(argv), cwd=cwd, env=dict(env), stdout=stdout, stderr=stream, text=True,
         start_new_session=True,
     ) as proc:
@@ -60,11 +85,68 @@ def run(
 
 def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """Start with stdout and stderr merged into one pipe, in a new session (so a Ctrl-C in the
-    terminal reaches mltrain only, which then stops the run in order)."""
-    return subprocess.Popen(
-        resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    terminal reaches mltrain only, which then stops the run in order). The process is killed when
+    the thread that started it ends (the kernel's parent-death signal): call this from the main thread."""
+    with _starting(argv):
+        return subprocess.Popen(
+            resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
+        )
+
+
+@contextlib.contextmanager
+def _starting(argv: Sequence[str]):  # noqa: ANN202 - a context manager
+    """A program that is not there is one line naming it, not a FileNotFoundError."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if exc.filename == resolve_argv(argv)[0] or shutil.which(resolve_argv(argv)[0]) is None:
+            raise ProgramNotFound(f"program {resolve_argv(argv)[0]!r} not found (install it or put it on"
+                                  " PATH)") from None
+        raise
+
+
+def _die_with_parent(parent: int):  # noqa: ANN202 - a preexec function
+    """Runs in the child between fork and exec: only an async-signal-safe call and a check."""
+    if _LIBC is None:
+        return None
+    prctl = _LIBC.prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(1)
+
+    return preexec
+
+
+def find_marked(value: str) -> list[int]:
+    """PIDs of this host's processes whose environment carries ``MARK_ENV=value`` (not this one).
+    Processes of other users, and zombies, cannot be read and are not listed."""
+    wanted = f"{MARK_ENV}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def kill_marked(value: str, wait_s: float = 5.0) -> list[int]:
+    """SIGKILL every process marked with ``value`` and wait (a while) until they are gone."""
+    pids = find_marked(value)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while find_marked(value) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:

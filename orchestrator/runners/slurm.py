@@ -2,22 +2,33 @@
 
 The batch script is written next to the seed's results; the job's output file is streamed as it
 grows; the exit comes from ``scontrol`` (or ``sacct -c`` once the controller has forgotten the job).
+
+No value reaches a batch script unchecked. ``shlex.quote`` protects a value in the script's body,
+but not in an ``#SBATCH`` line: sbatch reads those itself, up to a newline, splitting at spaces
+and stopping at ``#``. So every value is refused if it holds a control character (a newline would
+end the header and run the rest as shell), and an ``#SBATCH`` value is also refused if sbatch
+would read it differently (spaces, quotes, backslashes, ``#``; ``%`` in the output file's name)
+or if it breaks Slurm's naming rules (partitions and job names are letters, digits, ``_.-``).
+The checks run before any script is written (`SlurmRunner.check_job`, through `batch_script`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import RunnerError, UsageError
+from orchestrator.results import atomic
+from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
 from orchestrator.runners.base import Job, Runner, SeedJob
@@ -28,14 +39,50 @@ TERMINAL_STATES = {
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
     "DEADLINE",
 }
+_ENDED_BY = {"CANCELLED": 15, "TIMEOUT": 15, "DEADLINE": 15, "PREEMPTED": 15, "NODE_FAIL": 9, "BOOT_FAIL": 9}
+"""Terminal states in which something outside the job ended it, and the signal that stands for it."""
+_WHY = {"NODE_FAIL": "the node was lost", "BOOT_FAIL": "the node failed to boot", "PREEMPTED": "preempted",
+        "TIMEOUT": "Slurm's own time limit", "DEADLINE": "Slurm's deadline"}
 _GPUS = re.compile(r"^(none|[1-9]\d*)$")
 _NODELIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SBATCH_UNSAFE = re.compile(r"[\s'\"\\#]")
+_SLURM_NAME = r"[A-Za-z0-9_.-]+"
+_PARTITIONS = re.compile(rf"^{_SLURM_NAME}(,{_SLURM_NAME})*$")
+_JOB_NAME = re.compile(rf"^{_SLURM_NAME}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIX = "; choose one without it"
+
+
+def no_control_characters(what: str, value: str) -> str:
+    """A value bound for a batch script holds no control character (a newline would end its line)."""
+    if _CONTROL.search(value):
+        raise UsageError(f"{what} {value!r} has a control character, which cannot go into a Slurm batch script{_FIX}")
+    return value
+
+
+def sbatch_value(what: str, value: str, *, name: re.Pattern[str] | None = None, unsafe: str = "") -> str:
+    """A value for an ``#SBATCH`` line, refused unless sbatch reads it back exactly as given (and,
+    with ``name``, unless it is a name by Slurm's rules)."""
+    no_control_characters(what, value)
+    bad = sorted(set(_SBATCH_UNSAFE.findall(value)) | {c for c in unsafe if c in value})
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise UsageError(f"{what} {value!r} holds {shown}, which sbatch does not read back from an #SBATCH line{_FIX}")
+    if name is not None and not name.match(value):
+        raise UsageError(f"{what} {value!r} is not a Slurm name (letters, digits, '_', '.', '-')")
+    return value
+
+
+def job_name(run_id: str, seed: int) -> str:
+    """The name of a seed's job: how `stop_leftovers` finds the jobs of a run."""
+    return f"mltrain-{run_id}-{seed}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmOptions:
     partition: str | None = None
-    """Partition to submit to (None: the cluster's default)."""
+    """Partition to submit to, or a comma-separated list of them (None: the cluster's default)."""
     gpus: str = "none"
     """GPUs per job: none or a count (requested as --gres=gpu:N)."""
     time_limit_minutes: float = 1440
@@ -50,27 +97,31 @@ class SlurmOptions:
             raise UsageError(f"--gpus {self.gpus!r}: the slurm runner takes none or a GPU count per job")
         if self.nodelist is not None and not _NODELIST.match(self.nodelist):
             raise UsageError(f"node list {self.nodelist!r}: use Slurm host names or ranges such as node[01-04]")
+        if self.partition is not None:
+            sbatch_value("--partition", self.partition, name=_PARTITIONS)
 
 
 def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, output: Path) -> str:
-    """The sbatch script of one seed. Every value is shell-quoted; nothing is interpolated raw."""
+    """The sbatch script of one seed. ``#SBATCH`` values are checked to read back as given; values
+    in the body are shell-quoted; no value holds a control character (UsageError naming it)."""
     q = shlex.quote
+    comment = ";".join(f"{k}={v}" for k, v in sorted(job.labels.items()))
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={q(f'mltrain-{job.workload.name}-{job.seed}')}",
-        f"#SBATCH --output={q(str(output))}",
-        f"#SBATCH --chdir={q(str(job.workload.folder))}",
+        f"#SBATCH --job-name={sbatch_value('the job name', job_name(job.run_id, job.seed), name=_JOB_NAME)}",
+        f"#SBATCH --output={sbatch_value('the seed folder', str(output), unsafe='%')}",
+        f"#SBATCH --chdir={sbatch_value('the workload folder', str(job.workload.folder))}",
         f"#SBATCH --time={max(1, int(options.time_limit_minutes + 0.999))}",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
-        f"#SBATCH --comment={q(';'.join(f'{k}={v}' for k, v in sorted(job.labels.items())))}",
+        f"#SBATCH --comment={sbatch_value('the job comment', comment)}",
     ]
     if options.partition:
-        lines.append(f"#SBATCH --partition={q(options.partition)}")
+        lines.append(f"#SBATCH --partition={sbatch_value('--partition', options.partition, name=_PARTITIONS)}")
     if options.gpus != "none":
         lines.append(f"#SBATCH --gres=gpu:{options.gpus}")
     if options.nodelist:
-        lines.append(f"#SBATCH --nodelist={q(options.nodelist)}")
+        lines.append(f"#SBATCH --nodelist={sbatch_value('the node list', options.nodelist)}")
     if options.exclusive:
         lines.append("#SBATCH --exclusive")
     env = {
@@ -80,10 +131,15 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
         "PYTHONPATH": str(project_root),
     }
     lines.append("set -euo pipefail")
-    lines.append(f'export PATH={q(str(Path(sys.executable).parent))}:"$PATH"')
-    lines.extend(f"export {key}={q(value)}" for key, value in sorted(env.items()))
+    python_bin = no_control_characters("the Python folder", str(Path(sys.executable).parent))
+    lines.append(f'export PATH={q(python_bin)}:"$PATH"')
+    for key, value in sorted(env.items()):
+        if not _ENV_NAME.match(key):
+            raise UsageError(f"environment variable {key!r} of the profile is not a shell variable name"
+                             " (letters, digits, '_')")
+        lines.append(f"export {key}={q(no_control_characters(f'environment variable {key}', value))}")
     argv = proc.resolve_argv(job.argv())
-    lines.append("exec " + " ".join(q(a) for a in argv))
+    lines.append("exec " + " ".join(q(no_control_characters("the workload's run command", a)) for a in argv))
     return "\n".join(lines) + "\n"
 
 
@@ -162,9 +218,10 @@ class SlurmJob(Job):
         state, code = self._final
         status, _, signal = code.partition(":")
         exit_code = -int(signal) if signal and int(signal) else int(status or 0)
-        if state == "CANCELLED" and exit_code == 0:
-            exit_code = -15
-        detail = f"slurm job {self.job_id} {state}" if state != "COMPLETED" else ""
+        if exit_code == 0 and state in _ENDED_BY:
+            exit_code = -_ENDED_BY[state]  # ended from outside: a kill, whatever the job's own status
+        why = _WHY.get(state, "")
+        detail = f"slurm job {self.job_id} {state}{': ' + why if why else ''}" if state != "COMPLETED" else ""
         return Exit(code=exit_code, oom_killed=state == "OUT_OF_MEMORY", detail=detail)
 
     def cancel(self) -> None:
@@ -191,12 +248,28 @@ class SlurmRunner(Runner):
         return {"runner": "slurm", "slurm": version, "partitions": info.stdout.split(),
                 "partition": self.options.partition, "gpus_per_job": self.options.gpus}
 
+    def _script(self, job: SeedJob) -> tuple[SeedPaths, str]:
+        seed = SeedPaths(job.results_dir.parent)
+        return seed, batch_script(job, self.options, project_root=self.project_root, output=seed.slurm_output)
+
+    def check_job(self, job: SeedJob) -> None:
+        self._script(job)  # the script is made, and refused, exactly as submit would make it
+
     def submit(self, job: SeedJob) -> SlurmJob:
-        seed_root = job.results_dir.parent
-        script = seed_root / "slurm-job.sh"
-        output = seed_root / "slurm-job.out"
-        script.write_text(batch_script(job, self.options, project_root=self.project_root, output=output))
-        result = _slurm(["sbatch", "--parsable", str(script)])
+        seed, script = self._script(job)
+        atomic.write_text(seed.slurm_script, script)
+        seed.slurm_output.unlink(missing_ok=True)  # an earlier attempt's output is archived, never streamed
+        result = _slurm(["sbatch", "--parsable", str(seed.slurm_script)])
         if result.returncode != 0:
             raise RunnerError(f"sbatch refused seed {job.seed}: {_last_line(result)}")
-        return SlurmJob(result.stdout.strip().split(";")[0], output)
+        return SlurmJob(result.stdout.strip().split(";")[0], seed.slurm_output)
+
+    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+        names = ",".join(job_name(run_id, seed) for seed in seeds)
+        listed = _slurm(["squeue", "--me", "-h", "-o", "%i", f"--name={names}"])
+        if listed.returncode != 0:
+            raise RunnerError(f"squeue cannot list the jobs of run {run_id}: {_last_line(listed)}")
+        jobs = [SlurmJob(job_id, Path(os.devnull)) for job_id in listed.stdout.split()]
+        for job in jobs:
+            job.cancel()
+        return [f"slurm job {job.job_id}" for job in jobs]

@@ -1,16 +1,23 @@
 """A benchmark run from start to end, in the order it happens:
 
-    plan -> data -> runner -> manifest -> seeds -> score -> export
+    plan -> checks -> leftovers -> data -> runner -> manifest -> seeds -> score -> export
 
 `run_benchmark` is that sequence, top to bottom; each step is one function below it. The plan
-(`orchestrator.session.plan`) is decided before anything runs; one seed's life on a runner is
-`orchestrator.session.seed.run_seed`. Resumable: a resumed plan reopens its stored run, and
-finished seeds never run again.
+(`orchestrator.session.plan`) is decided before anything runs, and every value a seed's submission
+will carry is checked before anything is written. Resumable: a resumed plan reopens its stored
+run under the run's lock, stops what a killed mltrain left of it, and runs only the seeds that
+did not finish (with ``--retry-failed``, also those an infrastructure fault ended); one seed's life
+on a runner is `orchestrator.session.seed.run_seed`.
+
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops the running seed in order, records it interrupted,
+closes the manifest as interrupted and raises `Interrupted` saying how to resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -18,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import Interrupted
+from orchestrator.config.locations import default_results_dir
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK, Interrupted
 from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
@@ -28,6 +36,8 @@ from orchestrator.results.records import (
     INFRASTRUCTURE_FAULTS,
     Manifest,
     MlcommonsCheck,
+    RunRecord,
+    RunState,
     Score,
     SeedState,
     SeedStateName,
@@ -38,6 +48,7 @@ from orchestrator.runners.base import Runner, SeedJob
 from orchestrator.session import datasets
 from orchestrator.session.plan import BenchmarkPlan
 from orchestrator.session.seed import SeedProgress, run_seed
+from orchestrator.signals import signal_of
 
 
 @dataclass
@@ -50,22 +61,87 @@ class Watch:
 
 
 def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watch) -> tuple[StoredRun, Score]:
-    """Run every unfinished seed of the plan on ``runner`` and score the set."""
-    prepare_data(plan, watch.status)
-    provenance = runner.prepare(plan.workload)
-    run = plan.resumes or store.create(new_manifest(plan, runner.name, provenance))
-    if plan.resumes is not None and not run.unfinished_seeds():
-        watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
-    watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
-                 f" runner {runner.name}")
+    """Run the plan's seeds that are still to run on ``runner`` and score the set. A resumed plan's
+    run must be locked (`StoredRun.locked`); a new run is locked as it is made. Either way the
+    lock is released when this returns or raises."""
+    run = plan.resumes
+    run_id = run.run_id if run is not None else new_run_id(plan.workload.name, plan.profile.name)
+    try:
+        check_jobs(plan, runner, store, run_id)
+        if run is not None:
+            stop_leftovers(run, runner, watch.status)
+            adopt_recorded_seeds(run, watch.status)
+        prepare_data(plan, watch.status)
+        provenance = runner.prepare(plan.workload)
+        if run is None:
+            run = store.create(new_manifest(plan, run_id, runner.name, provenance))
+        to_run = seeds_to_run(run, plan)
+        if plan.resumes is not None and not to_run:
+            watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
+        watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
+                     f" runner {runner.name}")
+        for seed in plan.seeds:
+            progress = watch.seeds.setdefault(seed, SeedProgress(seed=seed))
+            state = run.states.get(seed)
+            if seed not in to_run and state is not None and state.finished:
+                progress.state, progress.status = "finished", state.status.value if state.status else ""
+        for seed in to_run:
+            run_one_seed(run, seed, plan, runner, watch)
+        return finish(run, plan.workload.olympic.drop_per_end)
+    except KeyboardInterrupt as stop:
+        raise interrupted(run, plan, signal_of(stop)) from None
+    except Exception:
+        if run is not None:
+            close_after_error(run, watch.status)
+        raise
+    finally:
+        if run is not None:
+            run.close()
+
+
+def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> SeedJob:
+    """What a runner is given to run one seed of the plan."""
+    return SeedJob(
+        run_id=run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir,
+        results_dir=store.paths(run_id).seed(seed).results, env=plan.seed_env(),
+        labels={"mltrain.run_id": run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
+    )
+
+
+def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> None:
+    """Every seed's job as the runner would take it, checked before anything is written."""
     for seed in plan.seeds:
-        progress = watch.seeds.setdefault(seed, SeedProgress(seed=seed))
-        state = run.states.get(seed)
-        if state is not None and state.finished:
-            progress.state, progress.status = "finished", state.status.value if state.status else ""
-    for seed in run.unfinished_seeds():
-        run_one_seed(run, seed, plan, runner, watch)
-    return finish(run, plan.workload.olympic.drop_per_end)
+        runner.check_job(seed_job(plan, store, run_id, seed))
+
+
+def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]) -> None:
+    """Stop what a killed mltrain left running of this run (we hold its lock: nothing else runs it)."""
+    stopped = runner.stop_leftovers(run.run_id, run.manifest.seeds)
+    if stopped:
+        status(f"run {run.run_id}: stopped what an earlier mltrain left running: {', '.join(stopped)}")
+
+
+def adopt_recorded_seeds(run: StoredRun, status: Callable[[str], None]) -> None:
+    """A seed with a record but no finished state was finished when mltrain stopped between writing
+    the two (a record is written only after its job ended, and an attempt's record is archived
+    before the next attempt begins): it finished, and keeps its record."""
+    for seed in run.manifest.seeds:
+        state, record = run.states.get(seed), run.records.get(seed)
+        if record is not None and not run.finished(seed):
+            run.save_seed(finished_state(seed, state, record))
+            status(f"seed {seed}: its run had ended and was recorded before mltrain stopped; kept")
+
+
+def finished_state(seed: int, state: SeedState | None, record: RunRecord) -> SeedState:
+    started_at = state.started_at if state is not None else None
+    return SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
+                     ended_at=now_iso())
+
+
+def seeds_to_run(run: StoredRun, plan: BenchmarkPlan) -> list[int]:
+    """The seeds that did not finish, and with ``--retry-failed`` those an infrastructure fault ended."""
+    retry = set(failed_runs(run)) if plan.retry_failed else set()
+    return [s for s in run.manifest.seeds if not run.finished(s) or s in retry]
 
 
 def prepare_data(plan: BenchmarkPlan, status: Callable[[str], None]) -> None:
@@ -77,9 +153,9 @@ def prepare_data(plan: BenchmarkPlan, status: Callable[[str], None]) -> None:
     datasets.check_data(plan.workload, plan.data_dir)
 
 
-def new_manifest(plan: BenchmarkPlan, runner: str, provenance: dict[str, Any]) -> Manifest:
+def new_manifest(plan: BenchmarkPlan, run_id: str, runner: str, provenance: dict[str, Any]) -> Manifest:
     return Manifest(
-        run_id=new_run_id(plan.workload.name, plan.profile.name),
+        run_id=run_id,
         workload=plan.workload.name,
         benchmark=plan.workload.mlperf_benchmark,
         profile=plan.profile.name,  # type: ignore[arg-type]  # validated by the profile file
@@ -105,30 +181,17 @@ def new_manifest(plan: BenchmarkPlan, runner: str, provenance: dict[str, Any]) -
 
 
 def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner, watch: Watch) -> None:
-    """Run one seed to its end and record it; on Ctrl-C record it interrupted and stop the run."""
+    """Run one seed to its end and record it (a stop signal propagates; `run_benchmark` records it)."""
     paths = run.paths.seed(seed)
-    archive_attempt(paths)
+    archive_attempt(run, paths)
     started_at = now_iso()
     run.save_seed(SeedState(seed=seed, state=SeedStateName.RUNNING, started_at=started_at))
-    job = SeedJob(
-        run_id=run.run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir, results_dir=paths.results,
-        env=plan.seed_env(),
-        labels={"mltrain.run_id": run.run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
-    )
-    try:
-        with TelemetrySampler(paths.telemetry, plan.data_dir):
-            record = run_seed(
-                runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
-                metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
-            )
-    except KeyboardInterrupt:
-        run.save_seed(SeedState(seed=seed, state=SeedStateName.INTERRUPTED, started_at=started_at,
-                                ended_at=now_iso()))
-        run.save_manifest(run.manifest.model_copy(update={"state": "interrupted", "ended_at": now_iso()}))
-        raise Interrupted(
-            f"interrupted: finished seeds are kept; complete the set with"
-            f" `mltrain run {plan.workload.name} --resume {run.run_id}`"
-        ) from None
+    job = seed_job(plan, run.store, run.run_id, seed)
+    with TelemetrySampler(paths.telemetry, plan.data_dir):
+        record = run_seed(
+            runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
+            metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
+        )
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, target=plan.target,
                                    reference_target=plan.workload.quality.target, metric=plan.workload.quality.metric,
                                    synthetic_data=plan.profile.dataset.source == "synthetic")
@@ -136,19 +199,64 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
                             ended_at=now_iso()), record)
 
 
-def archive_attempt(seed: SeedPaths) -> None:
-    """Move what an unfinished attempt of a seed left into ``attempt-N/``, so that nothing is
-    lost and the rerun starts clean."""
-    leftovers = [p for p in (seed.output, seed.results, seed.record, seed.telemetry) if p.exists()]
+def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:
+    """Move what an earlier attempt of a seed left (unfinished, or retried) into ``attempt-<n>/``
+    with a copy of its state, so that nothing is lost and the rerun starts clean. The record goes
+    last: until it has moved, the seed still reads as what it was."""
+    leftovers = [p for p in seed.attempt_files if p.exists() or p.is_symlink()]
     if not leftovers:
         return
     n = 1
-    while (seed.root / f"attempt-{n}").exists():
+    while seed.attempt(n).exists() or seed.attempt(n).is_symlink():
         n += 1
-    target = seed.root / f"attempt-{n}"
+    target = seed.attempt(n)
     target.mkdir()
-    for path in leftovers:
+    if seed.state.is_file():
+        shutil.copy2(seed.state, target / seed.state.name)
+    for path in sorted(leftovers, key=lambda p: p == seed.record):
         shutil.move(str(path), target / path.name)
+    run.forget_record(seed.seed)
+
+
+def close_unfinished(run: StoredRun, state: RunState) -> list[int]:
+    """Mark the seeds still running as interrupted and close the manifest in ``state``; return them."""
+    stopped = []
+    for seed, seed_state in sorted(run.states.items()):
+        if seed_state.state is not SeedStateName.RUNNING:
+            continue
+        if seed in run.records:  # stopped between writing its record and its state: it had finished
+            run.save_seed(finished_state(seed, seed_state, run.records[seed]))
+            continue
+        run.save_seed(seed_state.model_copy(update={"state": SeedStateName.INTERRUPTED, "ended_at": now_iso()}))
+        stopped.append(seed)
+    run.save_manifest(run.manifest.model_copy(update={"state": state, "ended_at": now_iso()}))
+    return stopped
+
+
+def interrupted(run: StoredRun | None, plan: BenchmarkPlan, signum: int) -> Interrupted:
+    """Record a stopped run (its running seeds interrupted, its manifest closed) and say how to resume."""
+    name = signal.Signals(signum).name
+    if run is None:
+        return Interrupted(f"interrupted by {name} before the run was stored", signum)
+    stopped = close_unfinished(run, "interrupted")
+    what = f"seed {', '.join(map(str, stopped))} stopped; " if stopped else ""
+    return Interrupted(f"interrupted by {name}: {what}finished seeds are kept; complete the set with"
+                       f" `{resume_command(run)}`", signum)
+
+
+def close_after_error(run: StoredRun, status: Callable[[str], None]) -> None:
+    """After an error the run is left closed and resumable, never 'running' (best effort: the error
+    may be a full disk, and the error itself is what the user must see)."""
+    with contextlib.suppress(Exception):
+        close_unfinished(run, "incomplete")
+    status(f"run {run.run_id} stopped; once that is fixed, complete it with `{resume_command(run)}`")
+
+
+def resume_command(run: StoredRun, *options: str) -> str:
+    """The command line that completes ``run`` (with its --results when that is not the default)."""
+    root = run.store.root
+    where = () if root.resolve() == default_results_dir().resolve() else ("--results", str(root))
+    return " ".join(["mltrain", "run", run.manifest.workload, "--resume", run.run_id, *where, *options])
 
 
 def score_run(run: StoredRun, mlcommons: MlcommonsCheck | None = None) -> Score:
@@ -188,5 +296,22 @@ def finish(run: StoredRun, official_drop_per_end: int) -> tuple[StoredRun, Score
 
 
 def failed_runs(run: StoredRun) -> list[int]:
-    """Seeds whose run was an infrastructure failure rather than a slow or unlucky run."""
-    return [s for s, r in sorted(run.records.items()) if r.status in INFRASTRUCTURE_FAULTS]
+    """Finished seeds whose run an infrastructure fault ended, rather than a slow or unlucky run."""
+    return [s for s, r in run.finished_records().items() if r.status in INFRASTRUCTURE_FAULTS]
+
+
+def exit_code(run: StoredRun, score: Score) -> int:
+    """0 a valid result; 3 an infrastructure fault kept a seed from being measured; 1 the result is invalid."""
+    if failed_runs(run):
+        return EXIT_INFRASTRUCTURE
+    return EXIT_OK if score.valid else EXIT_INVALID_RESULT
+
+
+def retry_hint(run: StoredRun) -> str:
+    """What to do about seeds an infrastructure fault ended ('' when there are none)."""
+    failed = failed_runs(run)
+    if not failed:
+        return ""
+    statuses = sorted({run.records[s].status.value for s in failed})
+    return (f"seed(s) {', '.join(map(str, failed))} ended by an infrastructure fault ({', '.join(statuses)}):"
+            f" rerun them with `{resume_command(run, '--retry-failed')}`")

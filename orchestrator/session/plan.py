@@ -31,6 +31,8 @@ class BenchmarkPlan:
     """Names the setup for comparisons (`mltrain compare --label`)."""
     resumes: StoredRun | None = None
     """The stored run this plan completes, if it is a resume."""
+    retry_failed: bool = False
+    """Resume: also rerun the seeds an infrastructure fault ended (each attempt is kept)."""
 
     @property
     def target(self) -> float:
@@ -54,11 +56,26 @@ class BenchmarkPlan:
         }
 
 
+MAX_LABEL = 100
+
+
+def check_label(label: str | None) -> str | None:
+    """A label names a setup in tables, plots and file names: one printable line."""
+    if label is None:
+        return None
+    if not label.strip() or len(label) > MAX_LABEL or not label.isprintable():
+        raise UsageError(f"--label {label!r}: give a name of 1 to {MAX_LABEL} printable characters on one line")
+    return label
+
+
 def plan_new(
     workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
-    label: str | None,
+    label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """A fresh run: the profile's defaults, overridden by what the user gave."""
+    if retry_failed:
+        raise UsageError("--retry-failed reruns failed seeds of a stored run: give it with --resume RUN")
+    check_label(label)
     chosen = profiles.get(workload.name, profile)
     parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
     return BenchmarkPlan(
@@ -70,11 +87,15 @@ def plan_new(
 
 def plan_resume(
     workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: str | None, profile: str | None,
-    data: Path | None, label: str | None,
+    data: Path | None, label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """Complete a stored run: its seeds, profile and data stay what they were; only a moved
-    dataset (--data) and the label may be given again."""
+    dataset (--data) and the label may be given again. Nothing is written: the caller locks the
+    run (`StoredRun.locked`) once the plan stands."""
+    check_label(label)
     m = previous.manifest
+    if m.runner == "imported":
+        raise UsageError(f"run {previous.run_id} was imported from logs made elsewhere: there is nothing to resume")
     if m.workload != workload.name:
         raise UsageError(f"run {previous.run_id} is a {m.workload} run, not {workload.name}")
     if seeds is not None or profile:
@@ -87,6 +108,6 @@ def plan_resume(
         data_dir = datasets.resolve_data_dir(workload, chosen, data or recorded)
     return BenchmarkPlan(
         workload=workload, profile=chosen, seeds=m.seeds, seeds_random=m.seeds_random,
-        data_dir=data_dir, label=label or m.label, resumes=previous,
+        data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
     )

@@ -6,6 +6,7 @@ seeds run and records what they became."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 
 from mlperf_logging.mllog import constants as C
 
+from orchestrator.errors import LogError
 from orchestrator.insight import resource_errors
 from orchestrator.mlperf import mllog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit, RunRecord, RunStatus
-from orchestrator.runners.base import Runner, SeedJob
+from orchestrator.runners.base import Job, Runner, SeedJob
 
 
 @dataclass
@@ -52,6 +54,48 @@ class SeedProgress:
             self.accuracy = float(event.value)
 
 
+STOP_WAIT_S = 90.0
+"""After a cancel, how long to wait for a job to end (Slurm's cancel alone may take 60 s)."""
+
+
+class _Follower(threading.Thread):
+    """Streams a job's output into its log as it arrives, then waits for the job's exit: the one
+    thread that calls `Job.stream` and `Job.wait`, as the runner interface asks."""
+
+    def __init__(self, handle: Job, paths: SeedPaths, progress: SeedProgress, on_update: Callable[[], None]) -> None:
+        super().__init__(name=f"seed-{progress.seed}-output", daemon=True)
+        self.handle, self.paths, self.progress, self.on_update = handle, paths, progress, on_update
+        self.error: BaseException | None = None
+        """Why the output stopped being kept (the log could not be written, the stream broke)."""
+        self.exit: Exit | None = None
+
+    def run(self) -> None:
+        try:
+            self._pump()
+        except BaseException as exc:  # noqa: BLE001 - reported to the seed's thread, which stops the job
+            self.error = exc
+            with contextlib.suppress(BaseException):
+                for _ in self.handle.stream():  # keep the job from blocking on a full pipe until it is stopped
+                    pass
+        try:
+            self.exit = self.handle.wait()
+        except BaseException as exc:  # noqa: BLE001 - as above
+            self.error = self.error or exc
+
+    def _pump(self) -> None:
+        pending = b""
+        with self.paths.output.open("ab") as log:
+            for chunk in self.handle.stream():
+                log.write(chunk)
+                log.flush()
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    self.progress.observe(raw.decode(errors="replace"))
+                if complete:
+                    self.on_update()
+
+
 def run_seed(
     runner: Runner,
     job: SeedJob,
@@ -63,55 +107,59 @@ def run_seed(
     progress: SeedProgress,
     on_update: Callable[[], None] = lambda: None,
 ) -> RunRecord:
-    """Run one seed to its end and return its record. KeyboardInterrupt stops the run, then
-    propagates (the caller marks the seed interrupted)."""
+    """Run one seed to its end and return its record. The wall-clock limit holds whatever happens
+    to the output thread; if that thread cannot keep the output, the job is stopped and the seed is
+    a crash (an infrastructure fault: its log is not whole). KeyboardInterrupt (any stop signal)
+    stops the job in order, then propagates (the caller marks the seed interrupted)."""
     paths.results.mkdir(parents=True, exist_ok=True)
     progress.state, progress.started = "running", time.monotonic()
     handle = runner.submit(job)
-    reader_error: list[BaseException] = []
-
-    def pump() -> None:
-        pending = b""
-        try:
-            with paths.output.open("ab") as log:
-                for chunk in handle.stream():
-                    log.write(chunk)
-                    log.flush()
-                    pending += chunk
-                    *complete, pending = pending.split(b"\n")
-                    for raw in complete:
-                        progress.observe(raw.decode(errors="replace"))
-                    if complete:
-                        on_update()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            reader_error.append(exc)
-
-    reader = threading.Thread(target=pump, name=f"seed-{job.seed}-output", daemon=True)
-    reader.start()
+    follower = _Follower(handle, paths, progress, on_update)
+    follower.start()
     ended: RunStatus | None = None
+    lost: str | None = None
     deadline = time.monotonic() + timeout_s
+    stopped_at: float | None = None
     try:
-        while reader.is_alive():
-            reader.join(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
+        while follower.is_alive():
+            now = time.monotonic()
+            follower.join(timeout=min(0.5, max(deadline - now, 0.01)))
             on_update()
-            if reader.is_alive() and time.monotonic() >= deadline:
-                ended = RunStatus.TIMED_OUT
+            if not follower.is_alive():
+                break
+            if stopped_at is None and (follower.error is not None or time.monotonic() >= deadline):
+                ended = RunStatus.TIMED_OUT if follower.error is None else None
                 handle.cancel()
-                reader.join()
+                stopped_at = time.monotonic()
+            elif stopped_at is not None and time.monotonic() - stopped_at > STOP_WAIT_S:
+                lost = f"the output of job {handle.job_id} did not end within {STOP_WAIT_S:g} s of stopping it"
+                break
     except KeyboardInterrupt:
         handle.cancel()
-        reader.join(timeout=30)
-        handle.wait()
+        follower.join(timeout=STOP_WAIT_S)
         progress.state, progress.ended, progress.status = "interrupted", time.monotonic(), "interrupted"
         raise
-    exit = handle.wait()
-    if reader_error:
-        raise reader_error[0]
-    exit = _with_oom_hint(exit, paths)
-    record = mllog.build_record(mllog.parse_file(paths.output), target=target, metric=metric, exit=exit, ended=ended)
+    fault = f"mltrain lost the run's output ({_one_line(follower.error)})" if follower.error else lost
+    if follower.exit is None:  # the job's end was not seen: make sure it has ended
+        handle.cancel()
+        fault = fault or "mltrain did not see the job end"
+    exit = _with_oom_hint(follower.exit or Exit(code=None, detail=fault or ""), paths)
+    try:
+        log = mllog.parse_file(paths.output)
+    except LogError:
+        if not fault:
+            raise
+        log = mllog.parse_lines([])
+    record = mllog.build_record(log, target=target, metric=metric, exit=exit, ended=ended)
+    if fault:  # the log is not whole: whatever it says, the run was not measured
+        record = record.model_copy(update={"status": RunStatus.CRASHED, "reason": fault})
     progress.state, progress.ended, progress.status = "finished", time.monotonic(), record.status.value
     on_update()
     return record
+
+
+def _one_line(exc: BaseException | None) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300] if exc else ""
 
 
 def _with_oom_hint(exit: Exit, paths: SeedPaths) -> Exit:

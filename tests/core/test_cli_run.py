@@ -48,7 +48,8 @@ def test_run_json_output_and_failure_exit_code(cli, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("FAKE_MODE", "crash")
     monkeypatch.setenv("FAKE_MODE_SEEDS", "2")
     r = cli("run", "fakebench", "--seeds", "1-4", "--results", str(tmp_path), "--json")
-    assert r.code == 1
+    assert r.code == 3  # an infrastructure fault ended a seed
+    assert "seed(s) 2 ended by an infrastructure fault (crashed)" in r.err and "--retry-failed" in r.err
     summary = json.loads(r.out)
     assert summary["per_seed"]["2"]["status"] == "crashed"
     assert "fakebench crashed" in summary["per_seed"]["2"]["reason"]
@@ -61,7 +62,7 @@ def test_run_json_output_and_failure_exit_code(cli, tmp_path: Path, monkeypatch:
 def test_out_of_memory_is_classified(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("FAKE_MODE", "oom")
     r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path), "--json")
-    assert r.code == 1
+    assert r.code == 3
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "out_of_memory"
 
 
@@ -73,7 +74,7 @@ def test_wall_clock_limit_stops_a_hanging_run(cli, tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(profiles))
     monkeypatch.setenv("FAKE_MODE", "hang")
     r = cli("run", "fakebench", "--results", str(tmp_path / "r"), "--json")
-    assert r.code == 1
+    assert r.code == 3
     seed = json.loads(r.out)["per_seed"]["1"]
     assert seed["status"] == "timed_out" and "in epoch 3" in seed["reason"]
 

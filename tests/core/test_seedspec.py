@@ -40,3 +40,15 @@ def test_random_seeds_are_distinct_positive_and_flagged():
 def test_bad_specs_say_why(spec, message):
     with pytest.raises(UsageError, match=message):
         parse_seeds(spec)
+
+
+def test_the_total_is_capped_and_the_duplicate_check_is_linear():
+    import time
+
+    with pytest.raises(UsageError, match="more than 10000 seeds in all"):
+        parse_seeds("10000-19999,20000-29999")
+    started = time.perf_counter()
+    seeds, _ = parse_seeds(",".join(f"{i * 1000}-{i * 1000 + 999}" for i in range(10)))  # 10000 seeds
+    assert len(seeds) == 10000 and time.perf_counter() - started < 0.5
+    with pytest.raises(UsageError, match=r"seed\(s\) 5000, 5001, .* given twice"):
+        parse_seeds("0-5999,5000-8000")

@@ -1,4 +1,4 @@
-"""Faults that must end in one line and a non-zero exit: no engine, a failing build, GPUs asked of
+"""Faults that must end in one line and exit 3 (an infrastructure fault): no engine, a failing build, GPUs asked of
 an engine without the NVIDIA runtime; and `--runner auto` saying which runner it chose and why."""
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ def _one_error_line(err: str) -> str:
 def test_engine_not_running_is_one_line_and_non_zero(cli_with_build, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     r = cli_with_build("run", "fakebench", "--runner", "docker", "--seeds", "1", "--results", str(tmp_path / "r"))
-    assert r.code == 1
+    assert r.code == 3  # an infrastructure fault
     line = _one_error_line(r.err)
     assert "cannot reach the Docker engine" in line and "no-engine.sock" in line and "--runner local" in line
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*/manifest.json"))
     built = cli_with_build("build", "fakebench")
-    assert built.code == 1 and "cannot reach the Docker engine" in _one_error_line(built.err)
+    assert built.code == 3 and "cannot reach the Docker engine" in _one_error_line(built.err)
     cleaned = cli_with_build("clean")
-    assert cleaned.code == 1 and "cannot reach the Docker engine" in _one_error_line(cleaned.err)
+    assert cleaned.code == 3 and "cannot reach the Docker engine" in _one_error_line(cleaned.err)
 
 
 def test_runner_auto_without_engine_says_local_and_why(cli, tmp_path: Path, monkeypatch):
@@ -65,7 +65,7 @@ def test_failing_build_names_the_step_and_its_output(docker_cli, tmp_path: Path,
     )
     monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
     r = docker_cli("build", "brokenbench")
-    assert r.code == 1
+    assert r.code == 3
     line = _one_error_line(r.err)
     assert "failed at Step 4/" in line and ": RUN echo \"about to fail: $((40 + 2))\" && false:" in line, line
     assert "returned a non-zero code: 1" in line and "(last output: about to fail: 42)" in line, line
@@ -76,7 +76,7 @@ def test_failing_build_names_the_step_and_its_output(docker_cli, tmp_path: Path,
 @pytest.mark.usefixtures("docker_engine", "no_leftover_containers")
 def test_missing_base_image_says_so(docker_cli, monkeypatch):
     r = docker_cli("build", "fakebench", "--base-image", "mltrain-test-missing:nope")
-    assert r.code == 1
+    assert r.code == 3
     line = _one_error_line(r.err)
     assert "base image mltrain-test-missing:nope is not in the engine" in line, line
 
@@ -88,7 +88,7 @@ def test_gpus_without_nvidia_runtime_is_one_line_before_any_build(docker_cli, do
         pytest.skip("this engine has the NVIDIA runtime")
     r = docker_cli("run", "fakebench", "--runner", "docker", "--gpus", gpus, "--seeds", "1",
                    "--results", str(tmp_path / "r"))
-    assert r.code == 1
+    assert r.code == 3
     line = _one_error_line(r.err)
     assert f"--gpus {gpus}: the Docker engine has no NVIDIA runtime" in line and "--gpus none" in line
     assert "Step 1/" not in r.err and "started" not in r.err

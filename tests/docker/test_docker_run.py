@@ -119,7 +119,7 @@ def test_container_killed_mid_run_is_crashed_and_the_set_goes_on(
     r = docker_cli("run", "fakebench", "--runner", "docker", "--results", str(tmp_path / "r"), "--json")
     killer.join(timeout=5)
     assert killed, "seed 2's container was never seen running"
-    assert r.code == 1  # a run failed
+    assert r.code == 3  # an infrastructure fault ended a seed
     per_seed = json.loads(r.out)["per_seed"]
     # The core records a run ended by an outside signal as "killed", its kind of crash.
     assert per_seed["2"]["status"] == "killed"
@@ -147,11 +147,36 @@ def test_sigkilled_orchestrator_then_clean_leaves_no_container(
     assert containers() == []
 
 
+def test_sigkilled_orchestrator_then_resume_stops_its_container_by_label(
+    docker_cli, cli_process, containers, wait_for, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    profiles = _profiles(tmp_path, {"FAKE_MODE": "hang", "FAKE_MODE_SEEDS": "1"}, timeout_minutes=0.1)
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(profiles))
+    results = tmp_path / "r"
+    child = cli_process("run", "fakebench", "--runner", "docker", "--results", str(results),
+                        extra_env={"MLTRAIN_SEEDS_FILE": str(profiles)})
+    try:
+        found = wait_for(lambda: [c for c in containers() if c.status == "running" and c.labels.get(LABEL_SEED)],
+                         120, "a running seed container")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate(timeout=30)
+    run_id = _run_id(results)
+    assert [c.labels["mltrain.run_id"] for c in containers()] == [run_id]  # left running by the killed mltrain
+
+    r = docker_cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert f"stopped what an earlier mltrain left running: container {found[0].name}" in r.err, r.err
+    assert r.code == 3  # seed 1 hangs again and meets the wall-clock limit
+    per_seed = json.loads(r.out)["per_seed"]
+    assert per_seed["1"]["status"] == "timed_out" and per_seed["2"]["status"] == "converged"
+    assert containers() == []
+
+
 def test_timeout_stops_and_removes_the_container(docker_cli, containers, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(_profiles(tmp_path, {"FAKE_MODE": "hang"}, timeout_minutes=0.1)))
     r = docker_cli("run", "fakebench", "--runner", "docker", "--seeds", "1", "--results", str(tmp_path / "r"),
                    "--json")
-    assert r.code == 1
+    assert r.code == 3
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "timed_out"
     assert containers() == []
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import EXIT_COULD_NOT_RUN, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.results.qualification import Status
 from tests.qualify.nodes import FakeNvml, gpu_trace, probe_source, run_node
 
@@ -148,4 +148,4 @@ def test_a_probe_that_cannot_start_is_could_not_run(mltrain_env, tmp_path: Path)
     record = run_node(tmp_path / "r", probe=source)
     gemm = record.check("gemm")
     assert gemm.status is Status.ERROR and "torch is not installed where the probe runs" in gemm.reason
-    assert record.verdict is Status.ERROR and record.exit_code == EXIT_COULD_NOT_RUN
+    assert record.verdict is Status.ERROR and record.exit_code == EXIT_INFRASTRUCTURE

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import EXIT_COULD_NOT_RUN, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.judge import exit_code, judge_measurement, node_verdict
 from orchestrator.qualify.references import learned_references
@@ -129,7 +129,7 @@ def check(name: str, status: Status) -> CheckResult:
     ([Status.PASS, Status.NOT_APPLICABLE], Status.PASS, EXIT_OK, EXIT_OK),
     ([Status.PASS, Status.WARN], Status.WARN, EXIT_OK, EXIT_INVALID_RESULT),
     ([Status.WARN, Status.FAIL], Status.FAIL, EXIT_INVALID_RESULT, EXIT_INVALID_RESULT),
-    ([Status.ERROR, Status.WARN], Status.ERROR, EXIT_COULD_NOT_RUN, EXIT_COULD_NOT_RUN),
+    ([Status.ERROR, Status.WARN], Status.ERROR, EXIT_INFRASTRUCTURE, EXIT_INFRASTRUCTURE),
     ([Status.ERROR, Status.FAIL], Status.FAIL, EXIT_INVALID_RESULT, EXIT_INVALID_RESULT),
     ([Status.NOT_APPLICABLE], Status.PASS, EXIT_OK, EXIT_OK),
 ])

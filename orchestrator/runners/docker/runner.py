@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from orchestrator.runners.docker.engine import (
     LABEL_WORKLOAD,
     connect,
     engine_address,
+    remove_leftovers,
     short_error,
 )
 from orchestrator.runners.docker.gpus import check_gpu_support, parse_gpus
@@ -59,6 +60,16 @@ def default_base_image() -> str | None:
     return os.environ.get(BASE_IMAGE_ENV) or None
 
 
+def check_base_image(base_image: str | None) -> str | None:
+    """The base image given (or ``$MLTRAIN_BASE_IMAGE``), refused unless it looks like an image reference."""
+    given = base_image is not None
+    base_image = base_image or default_base_image()
+    if base_image is not None and (not base_image.strip() or any(c.isspace() or ord(c) < 32 for c in base_image)):
+        where = "--base-image" if given else f"${BASE_IMAGE_ENV}"
+        raise UsageError(f"{where} {base_image!r}: give an image reference like repo/name:tag")
+    return base_image
+
+
 class DockerRunner(Runner):
     """Runs each seed in a fresh container of the workload's image."""
 
@@ -80,9 +91,7 @@ class DockerRunner(Runner):
             raise UsageError(f"--ipc {ipc!r}: use host (NVIDIA's harness; the host's /dev/shm) or private")
         if not _SHM_SIZE.match(shm_size):
             raise UsageError(f"--shm-size {shm_size!r}: use a size like 1g, 512m or 65536")
-        base_image = base_image or default_base_image()
-        if base_image is not None and (not base_image.strip() or any(c.isspace() for c in base_image)):
-            raise UsageError(f"--base-image {base_image!r}: give an image reference like repo/name:tag")
+        base_image = check_base_image(base_image)
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
         self.shm_size = shm_size.lower()
@@ -143,6 +152,9 @@ class DockerRunner(Runner):
             },
             "drop_caches": self._drop_method,
         }
+
+    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+        return [f"container {name}" for name in remove_leftovers(self.client, run_id)]
 
     def submit(self, job: SeedJob) -> Job:
         if self._image is None:

@@ -1,0 +1,68 @@
+"""Stop signals as one exception: SIGINT, SIGTERM and SIGHUP raise `Stop` in the main thread.
+
+`Stop` is a KeyboardInterrupt, so every ``except KeyboardInterrupt`` and ``finally`` on the way out
+(the seed being stopped in order, the run recorded as interrupted) treats a scheduler's SIGTERM
+and a closed terminal's SIGHUP exactly as it treats Ctrl-C. The first signal raises; later ones
+are ignored while that stop is under way (SIGKILL remains the way to cut it short). A signal
+that was ignored when mltrain started (``nohup``, a background job's SIGINT) stays ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stop(KeyboardInterrupt):
+    """A stop signal arrived; ``exit_code`` is 128 + its number (130, 143, 129)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def signal_of(exc: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt (SIGINT for a plain one)."""
+    return exc.signum if isinstance(exc, Stop) else signal.SIGINT
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, the stop signals raise `Stop` (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise Stop(signum)
+
+    previous = {}
+    for sig in STOP_SIGNALS:
+        current = signal.getsignal(sig)
+        if current is signal.SIG_IGN:
+            continue
+        previous[sig] = current
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

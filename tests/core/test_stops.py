@@ -1,0 +1,142 @@
+"""Nothing hung: signals stop a run in order, a killed mltrain leaves nothing that --resume races
+with, a seed killed from outside is retried by --retry-failed, and the wall-clock limit holds
+whatever happens to the thread that reads a seed's output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.results.store import Store
+from orchestrator.session import seed as seed_module
+from tests.core.running import in_state, run_id_of, slow_profiles, wait_for, workload_processes
+
+EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_the_seed_in_order_and_say_how_to_resume(
+    cli, cli_process, tmp_path: Path, sig: signal.Signals, code: int
+):
+    results = tmp_path / "results"
+    child = cli_process("run", "fakebench", "--results", str(results),
+                        extra_env={"MLTRAIN_SEEDS_FILE": str(slow_profiles(tmp_path, 0.05))})
+    wait_for(lambda: in_state(results, "running") and workload_processes(results), 60, "a running seed")
+    running = in_state(results, "running")
+    child.send_signal(sig)
+    _, err = child.communicate(timeout=60)
+    run_id = run_id_of(results)
+
+    assert child.returncode == code, err
+    line = err.strip().splitlines()[-1]
+    assert line == (f"error: interrupted by {sig.name}: seed {running[0]} stopped; finished seeds are kept;"
+                    f" complete the set with `mltrain run fakebench --resume {run_id} --results {results}`")
+    run = Store(results).open(run_id)
+    assert run.manifest.state == "interrupted" and run.states[running[0]].state == "interrupted"
+    assert workload_processes(results) == []  # the seed's process group was stopped
+    assert run.paths.lock.read_text() == ""
+
+    r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["converged"] == 3
+    assert (run.paths.seed(running[0]).attempt(1) / "output.log").is_file()
+
+
+def test_a_killed_orchestrator_leaves_nothing_resume_would_race_with(cli, cli_process, tmp_path: Path,
+                                                                     monkeypatch):
+    results = tmp_path / "results"
+    profiles = slow_profiles(tmp_path, 0.02, timeout_minutes=0.05, FAKE_MODE="hang", FAKE_MODE_SEEDS="2")
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(profiles))
+    child = cli_process("run", "fakebench", "--results", str(results), extra_env={"MLTRAIN_SEEDS_FILE": str(profiles)})
+    leader = wait_for(lambda: 2 in in_state(results, "running") and workload_processes(results, "run_and_time.sh 2"),
+                      60, "seed 2's leader")[0]
+    worker = wait_for(lambda: workload_processes(results, "fake_train.py 2"), 60, "seed 2's python")[0]
+    output = results / run_id_of(results) / "seeds" / "2" / "output.log"
+    wait_for(lambda: output.read_text().count('"block_stop"') >= 3, 60, "seed 2 to hang (it does after epoch 3)")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    # the seed's leader dies with mltrain (parent-death signal); its child hangs on, found on resume
+    wait_for(lambda: leader not in workload_processes(results), 10, "the leader to die with mltrain")
+    assert workload_processes(results) == [worker]
+
+    r = cli("run", "fakebench", "--resume", run_id_of(results), "--results", str(results), "--json")
+    assert r.code == 3, r.err  # seed 2 hangs again and meets the wall-clock limit: an infrastructure fault
+    assert f"stopped what an earlier mltrain left running: process {worker}" in r.err, r.err
+    assert json.loads(r.out)["per_seed"]["2"]["status"] == "timed_out"
+    assert workload_processes(results) == []
+
+
+def test_a_seed_killed_from_outside_is_killed_not_finished_and_retry_failed_reruns_it(cli, tmp_path: Path,
+                                                                                     monkeypatch):
+    results = tmp_path / "results"
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(slow_profiles(tmp_path, 0.05)))
+
+    def kill_seed_two() -> None:  # what the kernel's OOM killer or an operator's kill -9 does
+        worker = wait_for(lambda: 2 in in_state(results, "running") and workload_processes(results, "fake_train.py 2"),
+                          60, "seed 2")[0]
+        time.sleep(0.2)
+        os.kill(worker, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_seed_two, daemon=True)
+    killer.start()
+    r = cli("run", "fakebench", "--results", str(results), "--json")
+    killer.join(timeout=10)
+    assert r.code == 3, r.err
+    assert json.loads(r.out)["per_seed"]["2"]["status"] == "killed"
+    run_id = run_id_of(results)
+    assert (f"seed(s) 2 ended by an infrastructure fault (killed): rerun them with `mltrain run fakebench"
+            f" --resume {run_id} --results {results} --retry-failed`") in r.err
+
+    again = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert again.code == 3  # --resume alone does not rerun a finished seed
+    retried = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--retry-failed", "--json")
+    assert retried.code == 0, retried.err
+    summary = json.loads(retried.out)
+    assert summary["converged"] == 3 and summary["per_seed"]["2"]["time_to_train_ms"] == EPOCHS[2] * 1000
+    attempt = Store(results).open(run_id).paths.seed(2).attempt(1)
+    assert json.loads((attempt / "run.json").read_text())["status"] == "killed"
+    assert json.loads((attempt / "state.json").read_text())["status"] == "killed"
+    assert (attempt / "output.log").is_file() and not Store(results).open(run_id).paths.seed(1).attempt(1).exists()
+
+
+def test_when_the_output_thread_dies_the_seed_is_stopped_and_recorded_as_a_crash(cli, tmp_path: Path,
+                                                                                monkeypatch):
+    def broken_pump(self) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(seed_module._Follower, "_pump", broken_pump)
+    monkeypatch.setenv("FAKE_MODE", "hang")  # would run forever; the profile's limit is a minute
+    started = time.monotonic()
+    r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path / "r"), "--json")
+    assert time.monotonic() - started < 30
+    assert r.code == 3, r.err
+    seed = json.loads(r.out)["per_seed"]["1"]
+    assert seed["status"] == "crashed" and "lost the run's output (OSError: [Errno 28] No space left" in seed["reason"]
+    assert workload_processes(tmp_path / "r") == []
+
+
+def test_a_stuck_output_thread_does_not_lift_the_wall_clock_limit(cli, tmp_path: Path, monkeypatch):
+    stuck = threading.Event()
+
+    def stuck_pump(self) -> None:
+        stuck.wait(120)  # never returns within the test: the reader is wedged
+
+    monkeypatch.setattr(seed_module._Follower, "_pump", stuck_pump)
+    monkeypatch.setattr(seed_module, "STOP_WAIT_S", 1.0)
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(slow_profiles(tmp_path, 0.02, timeout_minutes=0.03,
+                                                               FAKE_MODE="hang")))
+    started = time.monotonic()
+    r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path / "r"), "--json")
+    took = time.monotonic() - started
+    stuck.set()
+    assert r.code == 3, r.err
+    assert took < 20  # 1.8 s limit + 1 s to stop, plus start-up
+    seed = json.loads(r.out)["per_seed"]["1"]
+    assert seed["status"] == "crashed" and "did not end within 1 s of stopping" in seed["reason"]
+    assert workload_processes(tmp_path / "r") == []

@@ -1,0 +1,98 @@
+"""Nothing lost: what the store does when a write fails or mltrain stops between two writes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from orchestrator.results import atomic
+from orchestrator.results.records import SeedState, SeedStateName
+from orchestrator.results.store import Store
+from tests.core.running import run_id_of
+from tests.hardware.stored_runs import make_run
+
+EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
+
+
+def test_an_atomic_write_syncs_the_file_and_then_its_folder(tmp_path: Path, monkeypatch):
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    atomic.write_json(tmp_path / "x.json", {"a": 1})
+    assert synced == ["file", "folder"]
+    assert json.loads((tmp_path / "x.json").read_text()) == {"a": 1} and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_staged_write_that_fails_leaves_nothing(tmp_path: Path):
+    target = tmp_path / "r.html"
+    with pytest.raises(RuntimeError), atomic.staged(target) as handle:
+        handle.write(b"half")
+        raise RuntimeError("rendering failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_is_exit_3_naming_the_file_and_resume_completes(cli, tmp_path: Path, monkeypatch):
+    results = tmp_path / "results"
+    real = atomic.write_bytes
+
+    def full_disk(path: Path, data: bytes) -> None:  # seed 2's finished state cannot be written
+        if path.name == "state.json" and path.parent.name == "2" and b'"finished"' in data:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, data)
+
+    monkeypatch.setattr(atomic, "write_bytes", full_disk)
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert r.code == 3
+    errors = [line for line in r.err.splitlines() if line.startswith("error:")]
+    run_id = run_id_of(results)
+    assert errors == [f"error: cannot write {results / run_id / 'seeds' / '2' / 'state.json'}: No space left on device"]
+    assert f"run {run_id} stopped; once that is fixed, complete it with `mltrain run fakebench --resume" in r.err
+    listed = json.loads(cli("list", "--results", str(results), "--json").out)
+    assert listed[0]["state"] == "stopped"  # the manifest could not be closed, but nobody holds the run
+
+    monkeypatch.setattr(atomic, "write_bytes", real)  # space is freed
+    resumed = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert resumed.code == 0, resumed.err
+    assert "seed 2: its run had ended and was recorded before mltrain stopped; kept" in resumed.err
+    run = Store(results).open(run_id)
+    assert run.manifest.state == "finished" and not run.paths.seed(2).attempt(1).exists()
+    assert {s: r.time_to_train_ms for s, r in run.records.items()} == {s: EPOCHS[s] * 1000 for s in (1, 2, 3)}
+
+
+def test_a_finished_state_without_its_record_is_run_again(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    run_id = make_run(results, label=None, seeds=[1, 2, 3], run_id="run-x")
+    run = Store(results).open(run_id)
+    run.paths.seed(2).record.unlink()  # stopped between archiving a record and writing the next state
+    with open(run.paths.manifest) as handle:
+        manifest = json.load(handle)
+    manifest.update(state="interrupted", data_dir=None)
+    run.paths.manifest.write_text(json.dumps(manifest))
+    assert Store(results).open(run_id).unfinished_seeds() == [2]
+    r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["per_seed"]["2"]["time_to_train_ms"] == EPOCHS[2] * 1000
+    assert (run.paths.seed(2).attempt(1) / "output.log").is_file()
+
+
+def test_an_interrupted_state_beside_its_record_is_kept_not_rerun(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    run_id = make_run(results, label=None, seeds=[1, 2, 3], run_id="run-y")
+    run = Store(results).open(run_id).locked()
+    run.save_seed(SeedState(seed=3, state=SeedStateName.INTERRUPTED))
+    run.save_manifest(run.manifest.model_copy(update={"state": "interrupted", "data_dir": None}))
+    run.close()
+    r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert r.code == 0, r.err
+    assert "seed 3: its run had ended and was recorded before mltrain stopped; kept" in r.err
+    assert not Store(results).open(run_id).paths.seed(3).attempt(1).exists()
