@@ -35,14 +35,16 @@ def export_run(
     stored = open_store(results).open(run)
     manifest = stored.manifest
     system = manifest.system
-    if not system and manifest.imported is None and manifest.host == socket.gethostname():
+    described_now = not system and manifest.imported is None and manifest.host == socket.gethostname()
+    if described_now:
         system = sysinfo.capture(Path(manifest.data_dir) if manifest.data_dir else None)
-        out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     official = registry().get(manifest.workload).olympic.drop_per_end
     verdict = stored.summary.mlcommons if stored.summary else None
     written = exporting.export_run(stored, mlcommons, official_drop_per_end=official, system_name=system_name,
                                    submitter=submitter, ruleset=ruleset, system=system,
                                    scaling_factor=verdict.scaling_factor if verdict and not manifest.imported else None)
+    if described_now:  # said once the export is made: bad input is one line and nothing else
+        out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     theirs = written.summarizer_minutes
     ours_ms = stored.summary.scaled_score_ms if stored.summary else None
     ours = ours_ms / 60000 if ours_ms is not None else None

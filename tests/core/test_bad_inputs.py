@@ -4,8 +4,8 @@ Each case must end in exit 2 and one line naming what is wrong (no traceback, no
 write nothing (the results folder, the report/export targets and the data cache are unchanged;
 `index.db`, a cache, is not even created), and leave the store listing its good run.
 
-Cases marked ``mlperf`` belong to the mlperf branch (hostile logs, import, export); they are strict
-xfails here until that branch lands, so that the lead can flip them at merge.
+Hostile logs, imports and exports are here too (validated by `orchestrator.mlperf` and
+`orchestrator.session.importing`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from tests.hardware.stored_runs import fake_log, make_run
 
 GOOD = "run-good"
 FAKEBENCH = Path(__file__).resolve().parents[1] / "workloads" / "fakebench"
-MLPERF_XFAIL = pytest.mark.xfail(strict=True, reason="owned by the mlperf branch")
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,6 @@ class Bad:
     """A piece of the one error line."""
     prepare: Prepare | None = None
     env: dict[str, str] = field(default_factory=dict)
-    owner: str | None = None
-    """'mlperf': the mlperf branch's case (strict xfail here)."""
     results_option: bool = True
     """Append --results {R}."""
     may_write: tuple[str, ...] = ()
@@ -299,12 +296,10 @@ CASES: dict[str, Bad] = {
     "report unknown baseline": Bad(("report", GOOD, "--out", "{T}/r.html", "--baseline", "nosuch"), "nosuch"),
     # export
     "export unknown run": Bad(("export", "nosuch", "--mlcommons", "{T}/mlc"), "no run 'nosuch'"),
-    "export into a file": Bad(("export", GOOD, "--mlcommons", "{T}/afile"), "afile", prepare=_a_file("afile"),
-                              owner="mlperf"),
-    "export unknown ruleset": Bad(("export", GOOD, "--mlcommons", "{T}/mlc", "--ruleset", "9.9.9"), "9.9.9",
-                                  owner="mlperf"),
+    "export into a file": Bad(("export", GOOD, "--mlcommons", "{T}/afile"), "afile", prepare=_a_file("afile")),
+    "export unknown ruleset": Bad(("export", GOOD, "--mlcommons", "{T}/mlc", "--ruleset", "9.9.9"), "9.9.9"),
     "export benchmark escaping the folder": Bad(("export", GOOD, "--mlcommons", "{T}/mlc"), "benchmark",
-                                                prepare=_foreign_benchmark, owner="mlperf"),
+                                                prepare=_foreign_benchmark),
     # import
     "import missing folder": Bad(("import", "{T}/nosuch", "--benchmark", "unet3d"), "not a folder"),
     "import folder without logs": Bad(("import", "{T}/empty", "--benchmark", "unet3d"), "no result_<n>.txt files",
@@ -315,20 +310,19 @@ CASES: dict[str, Bad] = {
                                      "'hours' is not one of", prepare=_logs(lambda n, log: log)),
     "import log without run_start": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "run_start not recorded",
                                         prepare=_logs(lambda n, log: log.replace('"run_start"', '"not_start"'))),
-    "import time_ms NaN": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms", owner="mlperf",
+    "import time_ms NaN": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms",
                               prepare=_logs(_edit_event("run_stop", _set("time_ms", math.nan)))),
-    "import time_ms infinite": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms", owner="mlperf",
+    "import time_ms infinite": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms",
                                    prepare=_logs(_edit_event("run_stop", _set("time_ms", math.inf)))),
-    "import time_ms beyond SQLite": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms", owner="mlperf",
+    "import time_ms beyond SQLite": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms",
                                         prepare=_logs(_edit_event("run_stop", _set("time_ms", 10**30)))),
-    "import epoch_num a word": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "epoch_num", owner="mlperf",
+    "import epoch_num a word": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "epoch_num",
                                    prepare=_logs(_edit_event("eval_accuracy", _set("metadata.epoch_num", "x")))),
-    "import seed NaN": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "seed", owner="mlperf",
+    "import seed NaN": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "seed",
                            prepare=_logs(_edit_event("seed", _set("value", math.nan)))),
-    "import result number overflows": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "result_", owner="mlperf",
+    "import result number overflows": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "result_",
                                           prepare=_logs(lambda n, log: log, ("result_0.txt", f"result_{10**30}.txt"))),
     "import result_1 beside result_01": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "result_01",
-                                            owner="mlperf",
                                             prepare=_logs(lambda n, log: log, ("result_1.txt", "result_01.txt"))),
     # data, build, clean, sysinfo
     "data unknown workload": Bad(("data", "nosuch", "check", "/tmp"), "unknown workload 'nosuch'",
@@ -359,7 +353,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def _params() -> list:
-    return [pytest.param(case, id=name, marks=[MLPERF_XFAIL] if case.owner == "mlperf" else [])
+    return [pytest.param(case, id=name)
             for name, case in sorted(CASES.items())]
 
 
