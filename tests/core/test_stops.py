@@ -27,7 +27,12 @@ def test_sigterm_and_sighup_stop_the_seed_in_order_and_say_how_to_resume(
     results = tmp_path / "results"
     child = cli_process("run", "fakebench", "--results", str(results),
                         extra_env={"MLTRAIN_SEEDS_FILE": str(slow_profiles(tmp_path, 0.05))})
-    wait_for(lambda: in_state(results, "running") and workload_processes(results), 60, "a running seed")
+    def seed_logging() -> bool:  # a seed runs and its output.log exists (what the resume archives)
+        running = in_state(results, "running")
+        return bool(running and workload_processes(results)
+                    and (results / str(run_id_of(results)) / "seeds" / str(running[0]) / "output.log").is_file())
+
+    wait_for(seed_logging, 60, "a running seed writing its log")
     running = in_state(results, "running")
     child.send_signal(sig)
     _, err = child.communicate(timeout=60)
