@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from workloads.unet3d.augment import BalancedCrop, augment, largest_component_boxes
-from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.errors import DataError
 from workloads.unet3d.split import image_file, label_file
 
 

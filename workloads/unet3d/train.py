@@ -25,12 +25,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from mlperf_logging.mllog import constants as C
-from torch.nn.parallel import DistributedDataParallel
 
-from workloads.unet3d import mllog_keys as K
+from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import Schedule, TrainConfig, config_from_args, learning_rate, resolve_schedule
-from workloads.unet3d.data_errors import EXIT_BAD_DATA, DataError
 from workloads.unet3d.data_loader import (
     LoaderSettings,
     ShardedShuffleSampler,
@@ -39,20 +37,21 @@ from workloads.unet3d.data_loader import (
     load_case,
     train_loader,
 )
-from workloads.unet3d.distributed import ProcessGroup, all_reduce_sum, broadcast_int, init_process_group, shutdown
+from workloads.unet3d.distributed import Context, all_reduce_sum, broadcast_int, init, shutdown, wrap
+from workloads.unet3d.errors import EXIT_BAD_DATA, DataError
 from workloads.unet3d.evaluate import evaluate_case
 from workloads.unet3d.losses import DiceCELoss
+from workloads.unet3d.mlperf_log import MlperfLog
 from workloads.unet3d.model import UNet3D
-from workloads.unet3d.run_log import RunLogger
 from workloads.unet3d.split import load_split
 
 DIVERGENCE_DICE = 1e-6
 
 
-def master_seed(config: TrainConfig, group: ProcessGroup) -> int:
+def master_seed(config: TrainConfig, ctx: Context) -> int:
     """The configured seed, or one drawn from the OS by rank 0 (-1); the same on every rank."""
     seed = config.seed if config.seed != -1 else random.SystemRandom().randint(0, 2**32 - 1)
-    return broadcast_int(seed, group)
+    return broadcast_int(seed, ctx)
 
 
 def worker_seed(seed: int, rank: int, world_size: int) -> int:
@@ -68,7 +67,7 @@ def autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractCo
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def log_preamble(log: RunLogger, config: TrainConfig, seed: int) -> None:
+def log_preamble(log: MlperfLog, config: TrainConfig, seed: int) -> None:
     """seed, submission_* and hyperparameters, in the reference's order."""
     log.event(C.SEED, seed)
     log.event(C.SUBMISSION_BENCHMARK, C.UNET3D)
@@ -101,17 +100,17 @@ def evaluate(
     model: Callable[[torch.Tensor], torch.Tensor],
     config: TrainConfig,
     cases: Sequence[str],
-    group: ProcessGroup,
+    ctx: Context,
     device: torch.device,
 ) -> tuple[float, float]:
     """(kidney Dice, tumour Dice) averaged over all evaluation cases; each rank scores its share."""
     total = torch.zeros(3, dtype=torch.float64)  # kidney sum, tumour sum, case count
     with torch.no_grad(), autocast(config, device):
-        for case in eval_cases_of_rank(cases, group.rank, group.world_size):
+        for case in eval_cases_of_rank(cases, ctx.rank, ctx.world_size):
             image, label = load_case(config.data_dir, case)
             dice = evaluate_case(model, image, label, config.val_input_shape, config.overlap)
             total += torch.tensor([float(dice[0]), float(dice[1]), 1.0], dtype=torch.float64)
-    total = all_reduce_sum(total, group)
+    total = all_reduce_sum(total, ctx)
     return float(total[0] / total[2]), float(total[1] / total[2])
 
 
@@ -138,10 +137,10 @@ def train_epoch(
             optimizer.zero_grad(set_to_none=True)
 
 
-def train(config: TrainConfig, log: RunLogger, group: ProcessGroup, device: torch.device) -> str:
+def train(config: TrainConfig, log: MlperfLog, ctx: Context, device: torch.device) -> str:
     """Everything after init_start up to run_stop; returns the run_stop status."""
-    seed = master_seed(config, group)
-    torch.manual_seed(worker_seed(seed, group.rank, group.world_size))
+    seed = master_seed(config, ctx)
+    torch.manual_seed(worker_seed(seed, ctx.rank, ctx.world_size))
     log_preamble(log, config, seed)
 
     base = UNet3D(config.model).to(device)
@@ -149,7 +148,7 @@ def train(config: TrainConfig, log: RunLogger, group: ProcessGroup, device: torc
         base = base.to(memory_format=torch.channels_last_3d)
     log.event(C.WEIGHTS_INITIALIZATION)
     net: torch.nn.Module = torch.compile(base) if config.compile else base
-    model = DistributedDataParallel(net) if group.is_distributed else net
+    model = wrap(net, ctx)
     optimizer = torch.optim.SGD(
         model.parameters(),
         lr=learning_rate(config, 1),
@@ -165,7 +164,7 @@ def train(config: TrainConfig, log: RunLogger, group: ProcessGroup, device: torc
     check_cases(config, train_ids, config.input_shape)
     check_cases(config, eval_ids, (1, 1, 1))
     try:
-        schedule = resolve_schedule(config, len(train_ids), group.world_size)
+        schedule = resolve_schedule(config, len(train_ids), ctx.world_size)
     except ValueError as err:
         raise DataError(f"{config.data_dir}: {err}") from None
     log.end(C.INIT_STOP)
@@ -174,17 +173,17 @@ def train(config: TrainConfig, log: RunLogger, group: ProcessGroup, device: torc
     dataset = TrainDataset(config.data_dir, train_ids, BalancedCrop(patch=config.input_shape,
                                                                     oversampling=config.oversampling))
     sampler = ShardedShuffleSampler(
-        len(train_ids), config.batch_size * group.world_size, group.rank, group.world_size, seed
+        len(train_ids), config.batch_size * ctx.world_size, ctx.rank, ctx.world_size, seed
     )
     loader = train_loader(dataset, sampler, LoaderSettings(batch_size=config.batch_size,
                                                            num_workers=config.num_workers))
     log.event(C.TRAIN_SAMPLES, len(train_ids))
     log.event(C.EVAL_SAMPLES, len(eval_ids))
     log.event(K.SAMPLES_PER_EPOCH, schedule.samples_per_epoch)
-    log.event(C.GLOBAL_BATCH_SIZE, config.batch_size * group.world_size * config.ga_steps)
+    log.event(C.GLOBAL_BATCH_SIZE, config.batch_size * ctx.world_size * config.ga_steps)
     log.event(C.GRADIENT_ACCUMULATION_STEPS, config.ga_steps)
     return run_epochs(model, net, loader, sampler, optimizer, scaler, loss_fn, config, schedule, eval_ids,
-                      log, group, device)
+                      log, ctx, device)
 
 
 def run_epochs(
@@ -198,8 +197,8 @@ def run_epochs(
     config: TrainConfig,
     schedule: Schedule,
     eval_ids: Sequence[str],
-    log: RunLogger,
-    group: ProcessGroup,
+    log: MlperfLog,
+    ctx: Context,
     device: torch.device,
 ) -> str:
     """Train epoch by epoch, evaluate on schedule; success at the target, aborted on divergence or the cap."""
@@ -223,7 +222,7 @@ def run_epochs(
         if schedule.is_eval_epoch(epoch):
             log.start(C.EVAL_START, value=epoch, metadata={C.EPOCH_NUM: epoch})
             model.eval()
-            kidney, tumour = evaluate(infer, config, eval_ids, group, device)
+            kidney, tumour = evaluate(infer, config, eval_ids, ctx, device)
             accuracy = (kidney + tumour) / 2
             log.event(C.EVAL_ACCURACY, value=accuracy,
                       metadata={C.EPOCH_NUM: epoch, "kidney_dice": kidney, "tumour_dice": tumour})
@@ -243,22 +242,20 @@ def run(config: TrainConfig) -> int:
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:
         config.results_dir.mkdir(parents=True, exist_ok=True)
-    log = RunLogger(config.log_path if rank == 0 else None, enabled=rank == 0)
-    group = ProcessGroup()
+    log = MlperfLog(config.log_path if rank == 0 else None, enabled=rank == 0)
+    ctx = Context()
     try:
         log.event(C.CACHE_CLEAR, value=True)
         log.start(C.INIT_START)
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() \
-            else torch.device("cpu")
         if config.threads:
             torch.set_num_threads(config.threads)
-        group = init_process_group(device)
-        status = train(config, log, group, device)
+        ctx = init("cuda" if torch.cuda.is_available() else "cpu")
+        status = train(config, log, ctx, ctx.device)
         log.end(C.RUN_STOP, metadata={C.STATUS: status})
         return 0
     finally:
         log.close()
-        shutdown(group)
+        shutdown(ctx)
 
 
 def fail(message: str) -> None:
