@@ -95,3 +95,25 @@ def test_init_selects_the_gpu_before_the_process_group(monkeypatch):
     ctx = distributed.init("cuda", {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"})
     assert calls == ["set_device(1)", "init_process_group(nccl)"]
     assert ctx.device == torch.device("cuda", 1) and ctx.backend == "nccl" and ctx.rank == 1
+
+
+def test_warm_up_steps_leave_weights_optimizer_and_scaler_as_they_were():
+    from workloads.unet3d.step import restored
+
+    config = TrainConfig(data_dir=Path("."), results_dir=Path("."), model=UNet3DConfig(filters=(2, 4)),
+                         input_shape=(8, 8, 8), val_input_shape=(8, 8, 8), precision="fp32", learning_rate=0.5,
+                         lr_warmup_epochs=0)
+    cpu = torch.device("cpu")
+    trainer = build_trainer(config, _settings(cpu), Context())
+    batch = random_batch(2, (8, 8, 8), cpu)
+    train_step(trainer, *to_device(batch, trainer.settings))  # momentum buffers exist
+    before = {k: v.clone() for k, v in trainer.base.state_dict().items()}
+    momentum = {k: v["momentum_buffer"].clone() for k, v in trainer.optimizer.state_dict()["state"].items()}
+    with restored(trainer):
+        for _ in range(3):
+            train_step(trainer, *to_device(random_batch(2, (8, 8, 8), cpu, seed=5), trainer.settings))
+        assert any(not torch.equal(before[k], v) for k, v in trainer.base.state_dict().items())
+    assert all(torch.equal(before[k], v) for k, v in trainer.base.state_dict().items())
+    state = trainer.optimizer.state_dict()["state"]
+    assert all(torch.equal(momentum[k], state[k]["momentum_buffer"]) for k in momentum)
+    assert all(p.grad is None for p in trainer.base.parameters())

@@ -121,5 +121,11 @@ def test_resolved_settings_on_a_gpu(monkeypatch):
     settings = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=1,
                                 channels_last=None, compile_model=True, num_workers=None, eval_batch=None, cpus=16)
     assert (settings.precision, settings.grad_scaler, settings.num_workers, settings.eval_batch) == ("fp16", True, 8, 4)
-    assert settings.channels_last and settings.pin_memory
+    assert settings.channels_last and settings.pin_memory  # compiled: one layout end to end
     assert settings.log_value()["capability"] == "7.5" and settings.log_value()["device_name"] == "Tesla T4"
+    eager = resolve_settings(device=torch.device("cuda", 0), requested_precision="fp32", threads=2, nproc=1,
+                             channels_last=None, compile_model=False, num_workers=None, eval_batch=None, cpus=16)
+    assert not eager.channels_last and eager.precision == "fp32" and eager.threads == 2
+    forced = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=1,
+                              channels_last=True, compile_model=False, num_workers=2, eval_batch=1, cpus=16)
+    assert forced.channels_last and (forced.num_workers, forced.eval_batch) == (2, 1)

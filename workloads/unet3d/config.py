@@ -115,7 +115,7 @@ class TrainConfig:
     precision: str = "auto"
     """Autocast: "auto" (resolved per device, see precision.py), "fp32", "bf16" or "fp16"."""
     channels_last: bool | None = None
-    """Use the channels_last_3d memory format; None: auto (on CUDA)."""
+    """Use the channels_last_3d memory format; None: auto (on CUDA with compile, see settings.py)."""
     compile: bool = False
     """torch.compile the model (compiled and warmed up before run_start)."""
     num_workers: int | None = None
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evaluate-every", type=int, default=None)
     p.add_argument("--amp", type=precision_arg, default="auto", help="auto (default), fp32 (none), bf16 or fp16")
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None,
-                   help="auto (default: on for CUDA), 1 or 0; alone: 1")
+                   help="auto (default: on for CUDA with --compile), 1 or 0; alone: 1")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--num-workers", type=auto_int, default=None, help="auto (default) or N loader processes")
     p.add_argument("--threads", type=auto_int, default=None, help="auto (default) or N intra-op threads")

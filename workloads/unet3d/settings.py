@@ -83,6 +83,14 @@ def auto_workers(device_type: str, cpus_per_process: int) -> int:
     return min(MAX_WORKERS, max(0, cpus_per_process - 1)) if device_type == "cuda" else 0
 
 
+def auto_channels_last(device_type: str, compile_model: bool) -> bool:
+    """channels_last_3d for ``auto``: on CUDA with torch.compile only. In eager mode PyTorch's
+    InstanceNorm3d (and GroupNorm on CUDA) makes its input contiguous, so every norm would copy a
+    channels_last activation to NCDHW and the next convolution copy it back; inductor decomposes the
+    norm and keeps one layout. The GPU benchmark measures both eager layouts (ours-best, ours-best-cl)."""
+    return device_type == "cuda" and compile_model
+
+
 def resolve_settings(
     *,
     device: torch.device,
@@ -109,7 +117,7 @@ def resolve_settings(
         precision=resolved.precision,
         threads=resolved.threads,
         nproc=nproc,
-        channels_last=cuda if channels_last is None else channels_last,
+        channels_last=auto_channels_last(device.type, compile_model) if channels_last is None else channels_last,
         compile=compile_model,
         num_workers=auto_workers(device.type, per_process) if num_workers is None else num_workers,
         eval_batch=(CUDA_EVAL_BATCH if cuda else 1) if eval_batch is None else eval_batch,

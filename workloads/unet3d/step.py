@@ -6,7 +6,7 @@ how the step runs:
 
 - the batch arrives in pinned memory and is copied without blocking; flips, brightness and noise
   are applied on the device (``device_augment``);
-- channels_last_3d memory format and ``cudnn.benchmark`` on CUDA;
+- ``cudnn.benchmark`` on CUDA; channels_last_3d where it pays (with compile: see settings.py);
 - autocast in the resolved precision; fp16 comes with a GradScaler, whose step the fused SGD
   takes without a host synchronisation (``grad_scale``/``found_inf`` stay on the device);
 - ``torch.compile`` (opt-in) of the DDP-wrapped model, so DDP's bucketed all-reduce keeps
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -131,6 +132,21 @@ def random_batch(
     return image, label, params
 
 
+@contextlib.contextmanager
+def restored(trainer: Trainer) -> Iterator[None]:
+    """Whatever steps run inside, the weights, the optimizer state and the loss scale are as before after it."""
+    weights = copy.deepcopy(trainer.base.state_dict())
+    optimizer_state = copy.deepcopy(trainer.optimizer.state_dict())
+    scaler_state = copy.deepcopy(trainer.scaler.state_dict())
+    try:
+        yield
+    finally:
+        trainer.base.load_state_dict(weights)
+        trainer.optimizer.load_state_dict(optimizer_state)
+        trainer.scaler.load_state_dict(scaler_state)
+        trainer.optimizer.zero_grad(set_to_none=True)
+
+
 def warm_up(trainer: Trainer, config: TrainConfig, steps: int = WARMUP_STEPS) -> None:
     """Compile, autotune and build DDP's buckets on random tensors, then put the weights, the
     optimizer and the scaler back as they were: the run starts from the same state as without it.
@@ -139,22 +155,15 @@ def warm_up(trainer: Trainer, config: TrainConfig, steps: int = WARMUP_STEPS) ->
     settings = trainer.settings
     if settings.device.type != "cuda" and not settings.compile:
         return
-    weights = copy.deepcopy(trainer.base.state_dict())
-    optimizer_state = copy.deepcopy(trainer.optimizer.state_dict())
-    scaler_state = copy.deepcopy(trainer.scaler.state_dict())
     batch = random_batch(config.batch_size, config.input_shape, settings.device)
-    trainer.model.train()
-    for _ in range(steps):
-        image, label = to_device(batch, settings)
-        train_step(trainer, image, label)
-    trainer.eval_model.eval()
-    with torch.inference_mode(), autocast(settings.precision, settings.device):
-        window = torch.randn((settings.eval_batch, 1, *config.val_input_shape), device=settings.device)
-        trainer.eval_model(window.contiguous(memory_format=settings.memory_format))
-    trainer.base.load_state_dict(weights)
-    trainer.optimizer.load_state_dict(optimizer_state)
-    trainer.scaler.load_state_dict(scaler_state)
-    trainer.optimizer.zero_grad(set_to_none=True)
+    with restored(trainer):
+        trainer.model.train()
+        for _ in range(steps):
+            train_step(trainer, *to_device(batch, settings))
+        trainer.eval_model.eval()
+        with torch.inference_mode(), autocast(settings.precision, settings.device):
+            window = torch.randn((settings.eval_batch, 1, *config.val_input_shape), device=settings.device)
+            trainer.eval_model(window.contiguous(memory_format=settings.memory_format))
     trainer.model.train()
     if settings.device.type == "cuda":
         torch.cuda.synchronize(settings.device)
