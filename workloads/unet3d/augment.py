@@ -40,6 +40,11 @@ def largest_component_boxes(label: np.ndarray, cls: int, keep: int = 2) -> list[
     return [boxes[i] for i in order]
 
 
+def foreground_classes(label: np.ndarray) -> np.ndarray:
+    """The classes other than background present in ``label``, sorted."""
+    return np.unique(label[label > 0])
+
+
 def _place_over(box: slice, patch: int, size: int, rng: np.random.Generator) -> tuple[int, int]:
     """Start and stop of a ``patch``-long window over ``box`` on an axis of length ``size``,
     with a random margin, clamped to the axis (the reference's ``adjust``)."""
@@ -76,11 +81,12 @@ class BalancedCrop:
         if not 0.0 <= self.oversampling <= 1.0:
             raise ValueError(f"oversampling must be in [0, 1], got {self.oversampling}")
 
-    def box(self, label: np.ndarray, rng: np.random.Generator, boxes_of=largest_component_boxes) -> Box:
-        """Where to crop; ``boxes_of(label, cls)`` may be a cached ``largest_component_boxes``."""
+    def box(self, label: np.ndarray, rng: np.random.Generator, boxes_of=largest_component_boxes,
+            classes_of=foreground_classes) -> Box:
+        """Where to crop; ``boxes_of(label, cls)`` and ``classes_of(label)`` may be cached (pure functions)."""
         shape = label.shape[1:]
         if rng.random() < self.oversampling:
-            classes = np.unique(label[label > 0])
+            classes = classes_of(label)
             if classes.size:
                 cls = int(rng.choice(classes))
                 boxes = boxes_of(label, cls)
@@ -147,10 +153,11 @@ def crop_patch(
     crop: BalancedCrop,
     rng: np.random.Generator,
     boxes_of=largest_component_boxes,
+    classes_of=foreground_classes,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The balanced crop alone: contiguous float32 image and uint8 label patches (copies, so the
     source may be a read-only mmap)."""
-    box = crop.box(label, rng, boxes_of)
+    box = crop.box(label, rng, boxes_of, classes_of)
     patch = (slice(None), *box)
     return np.array(image[patch], dtype=np.float32, order="C"), np.array(label[patch], dtype=np.uint8, order="C")
 

@@ -24,7 +24,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from workloads.unet3d.augment import BalancedCrop, crop_patch, draw_params, largest_component_boxes
+from workloads.unet3d.augment import (
+    BalancedCrop,
+    crop_patch,
+    draw_params,
+    foreground_classes,
+    largest_component_boxes,
+)
 from workloads.unet3d.errors import DataError
 from workloads.unet3d.split import image_file, label_file
 
@@ -73,6 +79,7 @@ class TrainDataset(Dataset):
     def __init__(self, data_dir: Path, cases: Sequence[str], crop: BalancedCrop) -> None:
         self.data_dir, self.cases, self.crop = data_dir, list(cases), crop
         self._boxes: dict[tuple[int, int], list] = {}  # per process: component boxes per (case, class)
+        self._classes: dict[int, np.ndarray] = {}  # per process: foreground classes per case
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -86,8 +93,13 @@ class TrainDataset(Dataset):
                 self._boxes[(index, cls)] = largest_component_boxes(lab, cls)
             return self._boxes[(index, cls)]
 
+        def classes_of(lab: np.ndarray) -> np.ndarray:
+            if index not in self._classes:  # a full pass over the label: once per case and process
+                self._classes[index] = foreground_classes(lab)
+            return self._classes[index]
+
         rng = np.random.default_rng(seed)
-        x, y = crop_patch(image, label, self.crop, rng, boxes_of)
+        x, y = crop_patch(image, label, self.crop, rng, boxes_of, classes_of)
         return torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(draw_params(rng))
 
 
