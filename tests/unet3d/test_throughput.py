@@ -61,6 +61,12 @@ def test_a_dataset_adds_the_loader_rate_and_the_input_bound_verdict(tiny_data: P
     assert meta["input_bound"] == (meta["loader_samples_per_second"] < mllog(done.stdout)[-1]["value"])
 
 
+def test_a_dataset_smaller_than_the_patch_is_one_line_and_exit_2(tiny_data: Path):
+    done = run_throughput({"DATADIR": str(tiny_data), "INPUT_SHAPE": "32"})
+    assert done.returncode == 2 and "smaller than the patch" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_two_processes_report_the_global_rate_once(tiny_data: Path):
     done = run_throughput({"NPROC": "2", "BATCH_SIZE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]

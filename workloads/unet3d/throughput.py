@@ -31,7 +31,13 @@ import torch
 from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import TrainConfig, auto_bool, auto_int, int_list, precision_arg, triple
-from workloads.unet3d.data_loader import LoaderSettings, ShardedShuffleSampler, TrainDataset, train_loader
+from workloads.unet3d.data_loader import (
+    LoaderSettings,
+    ShardedShuffleSampler,
+    TrainDataset,
+    check_shapes,
+    train_loader,
+)
 from workloads.unet3d.distributed import Context, all_reduce_sum, init, shutdown
 from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.mlperf_log import MlperfLog
@@ -104,6 +110,7 @@ def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx:
     """Samples/s this process's input pipeline delivers alone (``steps`` batches after ``warmup``)."""
     listing = list_dataset(data_dir)
     train_ids, _ = load_split(data_dir, listing)
+    check_shapes(data_dir, train_ids, config.input_shape)
     sampler = ShardedShuffleSampler(len(train_ids), config.batch_size * ctx.world_size, ctx.rank, ctx.world_size, 0)
     crop = BalancedCrop(patch=config.input_shape, oversampling=config.oversampling)
     loader = train_loader(TrainDataset(data_dir, train_ids, crop), sampler,
