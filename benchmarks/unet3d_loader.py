@@ -1,12 +1,14 @@
-"""Training data-loader samples/s (balanced crop + augmentations) against what a training step consumes.
+"""Training data-loader samples/s (balanced crop, augmentation draws) against what a training step consumes.
 
     python benchmarks/unet3d_loader.py DATADIR                    # a preprocessed (or synthesized) set
     python benchmarks/unet3d_loader.py DATADIR --workers 0,1,2 --samples 40 --step-rate 0.25
 
-Reads cases like training does (mmap image, full label, component boxes cached per process),
-patch 128^3, batch 2, the reference augmentations. ``--step-rate`` is the training throughput
-to compare with (samples/s; measure it with unet3d_train_throughput.py), default: measured
-here for the closed model at bf16 + channels_last, 128^3, batch 1, 2 steps.
+Reads cases like training does (mmap image and label, component boxes cached per process),
+patch 128^3, batch 2: the balanced crop and the draw of each sample's flip/brightness/noise
+decisions (the model's device applies those, see workloads/unet3d/device_augment.py).
+``--step-rate`` is the training throughput to compare with (samples/s; measure it with
+unet3d_train_throughput.py), default: measured here for the closed model at bf16 +
+channels_last, 128^3, batch 1, 2 steps.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def loader_rate(data: Path, workers: int, samples: int, patch: int, batch: int) 
     start = time.perf_counter()
     while seen < samples:
         sampler.set_epoch(epoch)
-        for image, _ in loader:
+        for image, *_ in loader:
             seen += image.shape[0]
             if seen >= samples:
                 break

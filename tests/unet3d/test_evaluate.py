@@ -114,3 +114,40 @@ def test_evaluate_case_scores_the_trimmed_label():
 def test_mean_dice_is_the_mean_of_kidney_and_tumour_over_cases():
     kidney, tumour, accuracy = mean_dice([torch.tensor([1.0, 0.5]), torch.tensor([0.5, 0.0])])
     assert (kidney, tumour, accuracy) == (0.75, 0.25, 0.5)
+
+
+@pytest.mark.parametrize("batch", [2, 3, 7, 64])
+@pytest.mark.parametrize("fixed", [False, True])
+def test_batched_windows_blend_to_the_same_logits_as_one_at_a_time(batch, fixed):
+    from workloads.unet3d.model import UNet3D, UNet3DConfig
+
+    torch.manual_seed(0)
+    model = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
+    image = torch.randn(1, 1, 21, 26, 30)  # 3 x 4 x 4 windows of 8^3 after padding, uneven edges
+    calls: list[int] = []
+
+    def counting(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape[0])
+        return model(x)
+
+    with torch.no_grad():
+        one = sliding_window_logits(model, image, (8, 8, 8), 0.5, batch=1)
+        many = sliding_window_logits(counting, image, (8, 8, 8), 0.5, batch=batch, fixed_batch=fixed)
+    assert torch.allclose(one, many, atol=1e-5, rtol=1e-5)
+    windows = 5 * 6 * 7  # stride 4: padded 24, 28, 32 -> 5, 6, 7 starts
+    assert sum(calls) == (len(calls) * batch if fixed else windows)
+    assert len(calls) == -(-windows // batch)
+
+
+def test_batched_evaluation_gives_the_same_dice():
+    from workloads.unet3d.model import UNet3D, UNet3DConfig
+
+    torch.manual_seed(1)
+    model = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
+    label = np.zeros((1, 26, 24, 22), dtype=np.uint8)
+    label[0, 3:12, 4:15, 2:9] = 1
+    label[0, 14:20, 10:16, 12:20] = 2
+    image = np.random.default_rng(0).standard_normal(label.shape).astype(np.float32) + label
+    with torch.no_grad():
+        dice = [evaluate_case(model, image, label, (8, 8, 8), 0.5, batch=b) for b in (1, 4, 100)]
+    assert torch.allclose(dice[0], dice[1]) and torch.allclose(dice[0], dice[2])

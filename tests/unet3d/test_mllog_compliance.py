@@ -58,12 +58,21 @@ def test_smoke_log_passes_the_open_division_rules(tiny_data, tmp_path):
     assert "open_unet3d.yaml" in output
 
 
-def test_closed_log_of_a_tiny_dataset_fails_only_the_dataset_size_rules(tiny_data, tmp_path):
-    # The checker is really applied: a closed log must show the 168/42 split and reach 0.908.
+def test_a_tiny_dataset_is_open_and_would_fail_the_closed_rules_it_does_not_claim(tiny_data, tmp_path):
+    # Labels are honest: outside the smoke profile, a shrunk model on 8 cases with a fixed seed is open.
     log = write_log(tiny_data, tmp_path / "r", "qualify", "--max-epochs", "1")
-    first = json.loads(log.read_text().splitlines()[0].split(":::MLLOG ", 1)[1])
+    lines = log.read_text().splitlines()
+    first = json.loads(lines[0].split(":::MLLOG ", 1)[1])
     assert first["key"] == "cache_clear"
+    division = next(json.loads(line.split(":::MLLOG ", 1)[1]) for line in lines if '"submission_division"' in line)
+    assert division["value"] == "open" and "8 cases" in division["metadata"]["reason"]
     result = check(log, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "SUCCESS" in output and "open_unet3d.yaml" in output, output
+    # The checker is really applied: relabelled closed, the same log fails the 168/42 split and the target.
+    relabelled = tmp_path / "closed.log"
+    relabelled.write_text(log.read_text().replace('"value": "open"', '"value": "closed"'))
+    result = check(relabelled, tmp_path)
     output = result.stdout + result.stderr
     assert "SUCCESS" not in output and "closed_unet3d.yaml" in output and "FAILED" in output
     failed = sorted({line.split("'")[1] for line in output.splitlines() if "CHECK for '" in line})

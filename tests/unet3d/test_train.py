@@ -24,8 +24,8 @@ TINY_ARGS = [
     "--lr-warmup-epochs", "1", "--start-eval-at", "1", "--evaluate-every", "1", "--threads", "1",
 ]
 PREAMBLE = [
-    "cache_clear", "init_start", "seed", "submission_benchmark", "submission_org", "submission_division",
-    "submission_status", "submission_platform", "opt_name", "opt_base_learning_rate",
+    "cache_clear", "init_start", "resolved_settings", "seed", "submission_benchmark", "submission_org",
+    "submission_division", "submission_status", "submission_platform", "opt_name", "opt_base_learning_rate",
     "opt_learning_rate_warmup_epochs", "opt_learning_rate_decay_boundary_epochs", "opt_learning_rate_decay_factor",
     "opt_weight_decay", "opt_momentum", "oversampling", "training_input_shape", "validation_input_shape",
     "validation_overlap", "weights_initialization", "init_stop", "run_start", "train_samples", "eval_samples",
@@ -172,6 +172,10 @@ def test_run_logs_every_key_in_order_and_stops_at_the_epoch_cap(tiny_data, tmp_p
     assert values["samples_per_epoch"] == 6 and values["global_batch_size"] == 2
     assert values["training_input_shape"] == [16, 16, 16]
     assert all("epoch_num" in e["metadata"] for e in log if e["key"] == "eval_accuracy")
+    settings = values["resolved_settings"]
+    assert settings["device"] == "cpu" and settings["threads"] == 1 and settings["requested_precision"] == "auto"
+    assert settings["precision"] in ("fp32", "bf16") and settings["why"]
+    assert values["submission_platform"] == settings["device_name"]
 
 
 def test_reaching_the_target_stops_with_success(tiny_data, tmp_path):
@@ -180,7 +184,10 @@ def test_reaching_the_target_stops_with_success(tiny_data, tmp_path):
     assert code == 0
     assert [e["key"] for e in log].count("eval_accuracy") == 1
     assert log[-1]["key"] == "run_stop" and log[-1]["metadata"]["status"] == "success"
-    assert {e["key"]: e["value"] for e in log}["submission_division"] == "closed"
+    division = next(e for e in log if e["key"] == "submission_division")
+    assert division["value"] == "open"  # a shrunk model, a tiny dataset and a fixed seed: never closed
+    reason = division["metadata"]["reason"]
+    assert "FILTERS 4,8 differ" in reason and "seed fixed by the caller" in reason and "8 cases" in reason
 
 
 def test_same_seed_same_run_and_bf16_channels_last_run(tiny_data, tmp_path):
@@ -204,9 +211,13 @@ def test_random_seed_is_drawn_and_logged(tiny_data, tmp_path):
 
 
 def test_bad_data_gives_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
     code, _ = run_main(tmp_path / "empty", tmp_path / "r", "--max-epochs", "1")
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no case_XXXXX_x.npy" in err
+    code, _ = run_main(tmp_path / "absent", tmp_path / "r", "--max-epochs", "1")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no such dataset folder" in err
 
 
 def test_missing_label_is_named(tiny_data, tmp_path, capsys):

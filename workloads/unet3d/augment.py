@@ -2,6 +2,11 @@
 
 Order as in the reference: balanced crop, then flips, brightness and noise. Every function
 takes the random generator explicitly, so a sample's augmentation depends only on its seed.
+
+``augment`` does it all on the CPU. The training loader does only the crop on the CPU
+(``crop_patch``) and draws the other decisions with ``draw_params`` (same generator calls in the
+same order, so the same flips, brightness factor and noise level for a seed); the model's device
+applies them per batch (``device_augment.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ def largest_component_boxes(label: np.ndarray, cls: int, keep: int = 2) -> list[
     volumes = [np.prod([s.stop - s.start for s in box]) for box in boxes]
     order = np.argsort(volumes, kind="stable")[-keep:]
     return [boxes[i] for i in order]
+
+
+def foreground_classes(label: np.ndarray) -> np.ndarray:
+    """The classes other than background present in ``label``, sorted."""
+    return np.unique(label[label > 0])
 
 
 def _place_over(box: slice, patch: int, size: int, rng: np.random.Generator) -> tuple[int, int]:
@@ -71,11 +81,12 @@ class BalancedCrop:
         if not 0.0 <= self.oversampling <= 1.0:
             raise ValueError(f"oversampling must be in [0, 1], got {self.oversampling}")
 
-    def box(self, label: np.ndarray, rng: np.random.Generator, boxes_of=largest_component_boxes) -> Box:
-        """Where to crop; ``boxes_of(label, cls)`` may be a cached ``largest_component_boxes``."""
+    def box(self, label: np.ndarray, rng: np.random.Generator, boxes_of=largest_component_boxes,
+            classes_of=foreground_classes) -> Box:
+        """Where to crop; ``boxes_of(label, cls)`` and ``classes_of(label)`` may be cached (pure functions)."""
         shape = label.shape[1:]
         if rng.random() < self.oversampling:
-            classes = np.unique(label[label > 0])
+            classes = classes_of(label)
             if classes.size:
                 cls = int(rng.choice(classes))
                 boxes = boxes_of(label, cls)
@@ -110,6 +121,45 @@ def gaussian_noise(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         std = rng.uniform(0.0, NOISE_MAX_STD)
         image = image + rng.normal(0.0, std, size=image.shape).astype(image.dtype)
     return image
+
+
+# Columns of the per-sample parameter row that ``draw_params`` returns.
+FLIP_COLUMNS = (0, 1, 2)  # 1.0: flip spatial axis D, H, W
+SCALE_COLUMN = 3  # brightness multiplier (1.0: unchanged)
+NOISE_STD_COLUMN = 4  # Gaussian noise standard deviation (0.0: no noise)
+NOISE_SEED_COLUMN = 5  # seed of the noise values (< 2**53, exact in float64)
+N_PARAMS = 6
+
+
+def draw_params(rng: np.random.Generator) -> np.ndarray:
+    """Flip, brightness and noise decisions of one sample (float64, (N_PARAMS,)), drawn with the same
+    calls in the same order as ``flip``, ``brightness`` and ``gaussian_noise``; the noise values
+    themselves are replaced by a seed for them."""
+    params = np.zeros(N_PARAMS, dtype=np.float64)
+    for column in FLIP_COLUMNS:
+        params[column] = float(rng.random() < FLIP_PROBABILITY)
+    params[SCALE_COLUMN] = 1.0
+    if rng.random() < BRIGHTNESS_PROBABILITY:
+        params[SCALE_COLUMN] = 1 + rng.uniform(1.0 - BRIGHTNESS_FACTOR, 1.0 + BRIGHTNESS_FACTOR)
+    if rng.random() < NOISE_PROBABILITY:
+        params[NOISE_STD_COLUMN] = rng.uniform(0.0, NOISE_MAX_STD)
+        params[NOISE_SEED_COLUMN] = float(rng.integers(0, 2**53))
+    return params
+
+
+def crop_patch(
+    image: np.ndarray,
+    label: np.ndarray,
+    crop: BalancedCrop,
+    rng: np.random.Generator,
+    boxes_of=largest_component_boxes,
+    classes_of=foreground_classes,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The balanced crop alone: contiguous float32 image and uint8 label patches (copies, so the
+    source may be a read-only mmap)."""
+    box = crop.box(label, rng, boxes_of, classes_of)
+    patch = (slice(None), *box)
+    return np.array(image[patch], dtype=np.float32, order="C"), np.array(label[patch], dtype=np.uint8, order="C")
 
 
 def augment(

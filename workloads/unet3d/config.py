@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
+from workloads.unet3d.precision import REQUESTS, normalise
 
-AMP_MODES = ("bf16", "fp16")
 DIVISIONS = ("closed", "open")
 STATUSES = ("onprem", "cloud", "preview", "research")
 REFERENCE_EVAL_START_SAMPLES = 1000 * 168  # start_eval_at 1000 epochs of 168 samples
@@ -24,7 +24,7 @@ REFERENCE_EVAL_EVERY_SAMPLES = 20 * 168
 REFERENCE_MAX_SAMPLES = 10000 * 168
 
 
-def _triple(text: str) -> tuple[int, int, int]:
+def triple(text: str) -> tuple[int, int, int]:
     values = tuple(int(v) for v in text.split(","))
     if len(values) == 1:
         values = values * 3
@@ -33,8 +33,37 @@ def _triple(text: str) -> tuple[int, int, int]:
     return values  # type: ignore[return-value]
 
 
-def _int_list(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def auto_int(text: str) -> int | None:
+    """``auto`` (or empty) -> None, else a whole number."""
+    if text.strip().lower() in ("", "auto"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a whole number, got {text!r}") from None
+
+
+def auto_bool(text: str) -> bool | None:
+    """``auto`` (or empty) -> None; 1/0, true/false, on/off."""
+    value = text.strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected auto, 1 or 0, got {text!r}")
+
+
+def precision_arg(text: str) -> str:
+    try:
+        return normalise(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,22 +112,26 @@ class TrainConfig:
     """First evaluated epoch; None: ceil(1000 * N / samples_per_epoch)."""
     evaluate_every: int | None = None
     """Epochs between evaluations; None: ceil(20 * N / samples_per_epoch)."""
-    amp: str | None = None
-    """Autocast dtype: None (fp32), "bf16" or "fp16"."""
-    channels_last: bool = False
-    """Use the channels_last_3d memory format."""
+    precision: str = "auto"
+    """Autocast: "auto" (resolved per device, see precision.py), "fp32", "bf16" or "fp16"."""
+    channels_last: bool | None = None
+    """Use the channels_last_3d memory format; None: auto (on CUDA with compile, see settings.py)."""
     compile: bool = False
-    """torch.compile the model."""
-    num_workers: int = 0
-    """DataLoader worker processes per rank."""
+    """torch.compile the model (compiled and warmed up before run_start)."""
+    num_workers: int | None = None
+    """DataLoader worker processes per rank; None: auto (CUDA: min(8, CPUs per process - 1); CPU: 0)."""
     threads: int | None = None
-    """torch intra-op threads per rank; None: torch's default."""
-    division: str = "closed"
-    """MLPerf division logged in submission_division."""
+    """torch intra-op threads per rank; None: auto (usable CPUs / processes per node)."""
+    eval_batch: int | None = None
+    """Sliding windows per forward pass in evaluation; None: auto (CUDA 4, CPU 1)."""
+    force_open: str | None = None
+    """Why the division is forced to open (SUBMISSION_DIVISION=open, --division open); None: decided by the rules."""
+    seeds_random: bool = False
+    """The caller drew the seed at random (MLTRAIN_SEEDS_RANDOM=1); a seed of -1 is drawn here."""
     submission_org: str = "mltrain"
     """Logged in submission_org."""
-    submission_platform: str = "cpu"
-    """Logged in submission_platform."""
+    submission_platform: str | None = None
+    """Logged in submission_platform; None: the device's name."""
     submission_status: str = "onprem"
     """Logged in submission_status."""
     log_name: str = "unet3d.log"
@@ -114,12 +147,12 @@ class TrainConfig:
             (self.learning_rate > 0 and self.init_learning_rate >= 0, "learning rates must be positive"),
             (self.lr_warmup_epochs >= 0, "lr warmup epochs must be >= 0"),
             (self.momentum >= 0 and self.weight_decay >= 0, "momentum and weight decay must be >= 0"),
-            (self.amp in (None, *AMP_MODES), f"amp must be one of {AMP_MODES}, got {self.amp!r}"),
-            (self.division in DIVISIONS, f"division must be one of {DIVISIONS}, got {self.division!r}"),
+            (self.precision in REQUESTS, f"precision must be one of {REQUESTS}, got {self.precision!r}"),
             (self.submission_status in STATUSES, f"submission status must be one of {STATUSES}"),
-            (self.num_workers >= 0, "num workers must be >= 0"),
+            (self.num_workers is None or self.num_workers >= 0, "num workers must be >= 0"),
             (self.threads is None or self.threads >= 1, "threads must be >= 1"),
-            (bool(self.submission_org and self.submission_platform), "submission org/platform must not be empty"),
+            (self.eval_batch is None or self.eval_batch >= 1, "eval batch must be >= 1"),
+            (bool(self.submission_org) and self.submission_platform != "", "submission org/platform must not be empty"),
         ]
         for name in ("max_epochs", "start_eval_at", "evaluate_every"):
             value = getattr(self, name)
@@ -198,44 +231,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=-1)
     p.add_argument("--quality-threshold", type=float, default=None, help="default: $QUALITY_THRESHOLD or 0.908")
-    p.add_argument("--filters", type=_int_list, default=CLOSED_FILTERS, help="channels per level, e.g. 8,16,32")
+    p.add_argument("--filters", type=int_list, default=CLOSED_FILTERS, help="channels per level, e.g. 8,16,32")
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--ga-steps", type=int, default=1)
-    p.add_argument("--input-shape", type=_triple, default=(128, 128, 128))
-    p.add_argument("--val-input-shape", type=_triple, default=None, help="default: --input-shape")
+    p.add_argument("--input-shape", type=triple, default=(128, 128, 128))
+    p.add_argument("--val-input-shape", type=triple, default=None, help="default: --input-shape")
     p.add_argument("--overlap", type=float, default=0.5)
     p.add_argument("--oversampling", type=float, default=0.4)
     p.add_argument("--learning-rate", type=float, default=0.8)
     p.add_argument("--init-learning-rate", type=float, default=1e-4)
     p.add_argument("--lr-warmup-epochs", type=int, default=200)
-    p.add_argument("--lr-decay-epochs", type=_int_list, default=())
+    p.add_argument("--lr-decay-epochs", type=int_list, default=())
     p.add_argument("--lr-decay-factor", type=float, default=1.0)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--max-epochs", type=int, default=None)
     p.add_argument("--start-eval-at", type=int, default=None)
     p.add_argument("--evaluate-every", type=int, default=None)
-    p.add_argument("--amp", choices=("none", *AMP_MODES), default="none")
-    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--amp", type=precision_arg, default="auto", help="auto (default), fp32 (none), bf16 or fp16")
+    p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None,
+                   help="auto (default: on for CUDA with --compile), 1 or 0; alone: 1")
     p.add_argument("--compile", action="store_true")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--num-workers", type=auto_int, default=None, help="auto (default) or N loader processes")
+    p.add_argument("--threads", type=auto_int, default=None, help="auto (default) or N intra-op threads")
+    p.add_argument("--eval-batch", type=auto_int, default=None, help="auto (default: CUDA 4, CPU 1) or N windows")
     p.add_argument("--division", choices=DIVISIONS, default=None,
-                   help="default: $SUBMISSION_DIVISION, else open for MLTRAIN_PROFILE=smoke, closed otherwise")
+                   help="open forces the open division (so does $SUBMISSION_DIVISION=open or "
+                        "MLTRAIN_PROFILE=smoke); closed is logged only when the rules allow it")
     return p
 
 
 def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig:
-    """Parse ``argv``; env supplies QUALITY_THRESHOLD, MLTRAIN_PROFILE and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION}.
+    """Parse ``argv``; env supplies QUALITY_THRESHOLD, MLTRAIN_PROFILE, MLTRAIN_SEEDS_RANDOM and
+    SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION}.
 
     Raises SystemExit(2) (argparse) or ValueError with a one-line message."""
     args = build_parser().parse_args(list(argv))
     quality = args.quality_threshold
     if quality is None:
         quality = float(env.get("QUALITY_THRESHOLD") or 0.908)
-    division = args.division or env.get("SUBMISSION_DIVISION") or (
-        "open" if env.get("MLTRAIN_PROFILE") == "smoke" else "closed"
-    )
+    force_open = None
+    if args.division == "open":
+        force_open = "--division open"
+    elif env.get("SUBMISSION_DIVISION") == "open":
+        force_open = "SUBMISSION_DIVISION=open"
+    elif env.get("MLTRAIN_PROFILE") == "smoke":
+        force_open = "the smoke profile"
+    elif env.get("SUBMISSION_DIVISION") not in (None, "", *DIVISIONS):
+        raise ValueError(f"SUBMISSION_DIVISION must be closed or open, got {env.get('SUBMISSION_DIVISION')!r}")
     return TrainConfig(
         data_dir=args.data_dir,
         results_dir=args.results_dir,
@@ -258,13 +301,15 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         max_epochs=args.max_epochs,
         start_eval_at=args.start_eval_at,
         evaluate_every=args.evaluate_every,
-        amp=None if args.amp == "none" else args.amp,
+        precision=args.amp,
         channels_last=args.channels_last,
         compile=args.compile,
         num_workers=args.num_workers,
         threads=args.threads,
-        division=division,
+        eval_batch=args.eval_batch,
+        force_open=force_open,
+        seeds_random=env.get("MLTRAIN_SEEDS_RANDOM") == "1",
         submission_org=env.get("SUBMISSION_ORG") or "mltrain",
-        submission_platform=env.get("SUBMISSION_PLATFORM") or "cpu",
+        submission_platform=env.get("SUBMISSION_PLATFORM") or None,
         submission_status=env.get("SUBMISSION_STATUS") or "onprem",
     )

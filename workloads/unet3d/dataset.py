@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from workloads.unet3d.data_errors import EXIT_BAD_DATA, DataError
+from workloads.unet3d.errors import EXIT_BAD_DATA, DataError
 
 HOW_TO_GET = """\
 Raw KiTS19 (MLPerf unet3d) is about 29 GB and comes from the public kits19 repository:

@@ -1,24 +1,35 @@
-"""Data-parallel helpers: process group from torchrun's environment (gloo on CPU, nccl on GPU)."""
+"""Data parallelism on one node through ``torchrun``: one process per device, gradients all-reduced by DDP.
+
+``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; without them the run is a single process and
+nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs over NCCL. Every
+tensor handed to a collective lives on ``Context.device``: NCCL has no CPU tensors.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 
-@dataclass(frozen=True, kw_only=True)
-class ProcessGroup:
+@dataclass(frozen=True)
+class Context:
     """Where this process sits in the job."""
 
     rank: int = 0
-    """Global rank (0 logs MLLOG)."""
+    """Global rank; rank 0 logs MLLOG."""
     world_size: int = 1
     """Number of processes."""
     local_rank: int = 0
-    """Rank on this node (picks the GPU)."""
+    """Rank on this node (selects the GPU)."""
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    """Device of this process; the model, its inputs and every collective's tensors live there."""
+    backend: str | None = None
+    """'nccl', 'gloo', or None for a single process."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
@@ -33,40 +44,61 @@ class ProcessGroup:
         return self.world_size > 1
 
 
-def init_process_group(device: torch.device) -> ProcessGroup:
-    """Join the job torchrun started (WORLD_SIZE > 1), else a single-process group."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+def init(device_type: str, environ: Mapping[str, str] | None = None) -> Context:
+    """Join the job torchrun describes (WORLD_SIZE > 1), else a single process, on ``device_type``.
+
+    On CUDA the process's GPU is selected BEFORE the group exists, so that NCCL and every later
+    allocation land on GPU ``LOCAL_RANK`` rather than all on GPU 0.
+    """
+    env = os.environ if environ is None else environ
+    world = int(env.get("WORLD_SIZE", "1"))
+    rank = int(env.get("RANK", "0"))
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device(device_type)
     if world <= 1:
-        return ProcessGroup()
+        return Context(device=device)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend)
-    return ProcessGroup(
-        rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0"))
-    )
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world)
+    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend)
 
 
-def all_reduce_sum(tensor: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
-    """Sum over ranks (a no-op for one process)."""
-    if group.is_distributed:
-        tensor = tensor.clone()
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
+def wrap(model: nn.Module, ctx: Context) -> nn.Module:
+    """DistributedDataParallel (gradient all-reduce in buckets, overlapped with the backward pass)
+    when there is more than one process, else the model itself."""
+    if not ctx.is_distributed:
+        return model
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
 
 
-def broadcast_int(value: int, group: ProcessGroup) -> int:
-    """Rank 0's ``value`` on every rank."""
-    if not group.is_distributed:
+def all_reduce_sum(tensor: torch.Tensor, ctx: Context) -> torch.Tensor:
+    """Sum over ranks of ``tensor`` (moved to ``ctx.device``); a no-op for one process."""
+    if not ctx.is_distributed:
+        return tensor
+    total = tensor.to(ctx.device, copy=True)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total
+
+
+def broadcast_int(value: int, ctx: Context) -> int:
+    """Rank 0's ``value`` on every rank (through a tensor on ``ctx.device``)."""
+    if not ctx.is_distributed:
         return value
-    holder = torch.tensor([value], dtype=torch.int64)
+    holder = torch.tensor([value], dtype=torch.int64, device=ctx.device)
     dist.broadcast(holder, src=0)
     return int(holder.item())
 
 
-def barrier(group: ProcessGroup) -> None:
-    if group.is_distributed:
+def barrier(ctx: Context) -> None:
+    if ctx.is_distributed:
         dist.barrier()
 
 
-def shutdown(group: ProcessGroup) -> None:
-    if group.is_distributed and dist.is_initialized():
+def shutdown(ctx: Context) -> None:
+    if ctx.is_distributed and dist.is_initialized():
         dist.destroy_process_group()

@@ -33,7 +33,7 @@ import torch
 from torch.nn.functional import interpolate
 
 from workloads.unet3d import atomic
-from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.errors import DataError
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases
 from workloads.unet3d.split import image_file, label_file

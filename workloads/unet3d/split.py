@@ -10,12 +10,14 @@ cases (``evaluation_cases.txt`` beside this module): every present case not in i
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from workloads.unet3d.atomic import write_bytes
-from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.errors import DataError
 
 MAX_CASE_ID = 210  # KiTS19 ids >= 210 are ignored (no public labels)
 REFERENCE_EVAL_SHARE = 42 / 210  # the reference evaluates 42 of 210 cases
@@ -62,17 +64,57 @@ def reference_eval_cases() -> list[str]:
     return [case_name(int(token)) for token in REFERENCE_EVAL_FILE.read_text().split()]
 
 
-def load_split(data_dir: Path) -> tuple[list[str], list[str]]:
-    """(train ids, eval ids) of the dataset in ``data_dir``; raises DataError when inconsistent."""
-    split_path = data_dir / SPLIT_FILE
-    if split_path.is_file():
-        return _read_split_file(split_path)
-    present = preprocessed_cases(data_dir)
-    if not present:
+@dataclass(frozen=True)
+class Listing:
+    """What one directory listing of a dataset folder shows: names, no file contents."""
+
+    images: frozenset[str]
+    """Case ids (< 210) with an image file."""
+    labels: frozenset[str]
+    """Case ids (< 210) with a label file."""
+    has_split_file: bool
+    """Whether ``split.json`` is there."""
+
+    def missing_files(self, cases: Iterable[str]) -> list[str]:
+        """File names that ``cases`` need and the listing lacks."""
+        needed = [(image_file(c), c in self.images) for c in cases] + [(label_file(c), c in self.labels) for c in cases]
+        return [name for name, present in needed if not present]
+
+
+def list_dataset(data_dir: Path) -> Listing:
+    """One listing of ``data_dir`` (no file is opened: safe before run_start); DataError when it holds
+    no case image."""
+    try:
+        names = os.listdir(data_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(f"{data_dir}: no such dataset folder") from None
+    except PermissionError:
+        raise DataError(f"{data_dir}: not readable") from None
+
+    def cases(suffix: str) -> frozenset[str]:
+        ids = (name[: -len(suffix)] for name in names if name.endswith(suffix))
+        return frozenset(c for c in ids if (index := case_index(c)) is not None and index < MAX_CASE_ID)
+
+    listing = Listing(images=cases(_IMAGE_SUFFIX), labels=cases(_LABEL_SUFFIX), has_split_file=SPLIT_FILE in names)
+    if not listing.images:
         raise DataError(f"{data_dir}: no case_XXXXX_x.npy files (not a preprocessed unet3d dataset)")
-    eval_ids = set(reference_eval_cases())
-    train = [case for case in present if case not in eval_ids]
-    evaluation = [case for case in present if case in eval_ids]
+    return listing
+
+
+def load_split(data_dir: Path, listing: Listing | None = None) -> tuple[list[str], list[str]]:
+    """(train ids, eval ids) of the dataset in ``data_dir`` (reads ``split.json`` when the listing has
+    one: call it after run_start); DataError when inconsistent or a case lacks a file."""
+    listing = list_dataset(data_dir) if listing is None else listing
+    if listing.has_split_file:
+        train, evaluation = _read_split_file(data_dir / SPLIT_FILE)
+    else:
+        eval_ids = set(reference_eval_cases())
+        present = sorted(listing.images)
+        train = [case for case in present if case not in eval_ids]
+        evaluation = [case for case in present if case in eval_ids]
+    missing = listing.missing_files([*train, *evaluation])
+    if missing:
+        raise DataError(f"{data_dir}: {missing[0]} is missing ({len(missing)} file(s) of the split in all)")
     return train, evaluation
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workloads.unet3d import atomic
-from workloads.unet3d.data_errors import DataError
+from workloads.unet3d.errors import DataError
 from workloads.unet3d.preprocess import CaseResult, PreprocessConfig, preprocess_dataset
 from workloads.unet3d.split import case_name, choose_eval_cases, write_split
 from workloads.unet3d.synthetic import check_case_count, check_tumour_contrast, generate_raw, parse_size

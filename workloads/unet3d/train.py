@@ -2,7 +2,7 @@
 
 Run commands (from the project root):
 
-    # one process, reference defaults (closed model, patch 128^3, batch 2)
+    # one process, reference defaults (closed model, patch 128^3, batch 2), precision and threads auto
     python -m workloads.unet3d.train --data-dir /data --results-dir /results --seed 1
 
     # data parallel on one node (gloo on CPU, nccl on GPUs), global batch = 2 x batch size
@@ -11,48 +11,53 @@ Run commands (from the project root):
     # the benchmark's entry point: all knobs from the environment (see run_and_time.sh)
     DATADIR=/data RESULTS_DIR=/results bash workloads/unet3d/run_and_time.sh 1
 
-Exit codes: 0 the run ended (converged or not: see run_stop), 2 bad arguments or data, 1 crash.
+Before run_start nothing opens a dataset file: the folder is listed (names only) to decide the
+division; the split, the shapes and every case are read after run_start.
+
+Exit codes: 0 the run ended (converged or not: see run_stop), 2 bad arguments, settings or data, 1 crash.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from mlperf_logging.mllog import constants as C
-from torch.nn.parallel import DistributedDataParallel
 
-from workloads.unet3d import mllog_keys as K
+from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import Schedule, TrainConfig, config_from_args, learning_rate, resolve_schedule
-from workloads.unet3d.data_errors import EXIT_BAD_DATA, DataError
 from workloads.unet3d.data_loader import (
+    EvalDataset,
     LoaderSettings,
     ShardedShuffleSampler,
     TrainDataset,
+    check_shapes,
     eval_cases_of_rank,
-    load_case,
+    eval_loader,
     train_loader,
 )
-from workloads.unet3d.distributed import ProcessGroup, all_reduce_sum, broadcast_int, init_process_group, shutdown
+from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, broadcast_int, init, shutdown
+from workloads.unet3d.division import division
+from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.evaluate import evaluate_case
-from workloads.unet3d.losses import DiceCELoss
-from workloads.unet3d.model import UNet3D
-from workloads.unet3d.run_log import RunLogger
-from workloads.unet3d.split import load_split
+from workloads.unet3d.mlperf_log import MlperfLog
+from workloads.unet3d.precision import autocast
+from workloads.unet3d.settings import RunSettings, resolve_settings
+from workloads.unet3d.split import Listing, list_dataset, load_split
+from workloads.unet3d.step import Trainer, build_trainer, to_device, train_step, warm_up
 
 DIVERGENCE_DICE = 1e-6
 
 
-def master_seed(config: TrainConfig, group: ProcessGroup) -> int:
+def master_seed(config: TrainConfig, ctx: Context) -> int:
     """The configured seed, or one drawn from the OS by rank 0 (-1); the same on every rank."""
     seed = config.seed if config.seed != -1 else random.SystemRandom().randint(0, 2**32 - 1)
-    return broadcast_int(seed, group)
+    return broadcast_int(seed, ctx)
 
 
 def worker_seed(seed: int, rank: int, world_size: int) -> int:
@@ -61,21 +66,23 @@ def worker_seed(seed: int, rank: int, world_size: int) -> int:
     return [rng.randint(0, 2**32 - 1) for _ in range(world_size)][rank]
 
 
-def autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    if config.amp is None:
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if config.amp == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+def platform(config: TrainConfig, settings: RunSettings, ctx: Context) -> str:
+    """submission_platform: $SUBMISSION_PLATFORM, else the device's name (``2xNVIDIA H100 ...`` for 2 GPUs)."""
+    if config.submission_platform:
+        return config.submission_platform
+    return f"{ctx.world_size}x{settings.device_name}" if ctx.world_size > 1 else settings.device_name
 
 
-def log_preamble(log: RunLogger, config: TrainConfig, seed: int) -> None:
+def log_preamble(log: MlperfLog, config: TrainConfig, seed: int, platform_name: str, listing: Listing,
+                 world_size: int) -> None:
     """seed, submission_* and hyperparameters, in the reference's order."""
+    label, reason = division(config, listing, world_size)
     log.event(C.SEED, seed)
     log.event(C.SUBMISSION_BENCHMARK, C.UNET3D)
     log.event(C.SUBMISSION_ORG, config.submission_org)
-    log.event(C.SUBMISSION_DIVISION, config.division)
+    log.event(C.SUBMISSION_DIVISION, label, metadata={"reason": reason} if reason else None)
     log.event(C.SUBMISSION_STATUS, config.submission_status)
-    log.event(C.SUBMISSION_PLATFORM, config.submission_platform)
+    log.event(C.SUBMISSION_PLATFORM, platform_name)
     log.event(C.OPT_NAME, C.SGD)
     log.event(C.OPT_BASE_LR, config.learning_rate)
     log.event(C.OPT_LR_WARMUP_EPOCHS, config.lr_warmup_epochs)
@@ -89,141 +96,94 @@ def log_preamble(log: RunLogger, config: TrainConfig, seed: int) -> None:
     log.event(K.VALIDATION_OVERLAP, config.overlap)
 
 
-def check_cases(config: TrainConfig, cases: Sequence[str], patch: tuple[int, int, int]) -> None:
-    """Every case loads (headers only) and is at least one patch large; DataError otherwise."""
-    for case in cases:
-        image, _ = load_case(config.data_dir, case, mmap=True)
-        if any(s < p for s, p in zip(image.shape[1:], patch, strict=True)):
-            raise DataError(f"{config.data_dir}: {case}: shape {image.shape[1:]} is smaller than the patch {patch}")
+def evaluate(trainer: Trainer, loader: torch.utils.data.DataLoader, config: TrainConfig, ctx: Context
+             ) -> tuple[float, float]:
+    """(kidney Dice, tumour Dice) averaged over all evaluation cases; each rank scores its share on its
+    device, and the sums meet in one all-reduce (the one host synchronisation of an evaluation)."""
+    settings = trainer.settings
+    total = torch.zeros(3, dtype=torch.float64, device=ctx.device)  # kidney sum, tumour sum, case count
+    trainer.eval_model.eval()
+    with torch.inference_mode(), autocast(settings.precision, ctx.device):
+        for image, label in loader:  # (1, D, H, W) each, this rank's cases
+            dice = evaluate_case(trainer.eval_model, image, label, config.val_input_shape, config.overlap,
+                                 device=ctx.device, batch=settings.eval_batch, memory_format=settings.memory_format,
+                                 fixed_batch=settings.compile)
+            total[:2] += dice.double()
+            total[2] += 1
+    kidney, tumour, count = all_reduce_sum(total, ctx).tolist()
+    return kidney / count, tumour / count
 
 
-def evaluate(
-    model: Callable[[torch.Tensor], torch.Tensor],
-    config: TrainConfig,
-    cases: Sequence[str],
-    group: ProcessGroup,
-    device: torch.device,
-) -> tuple[float, float]:
-    """(kidney Dice, tumour Dice) averaged over all evaluation cases; each rank scores its share."""
-    total = torch.zeros(3, dtype=torch.float64)  # kidney sum, tumour sum, case count
-    with torch.no_grad(), autocast(config, device):
-        for case in eval_cases_of_rank(cases, group.rank, group.world_size):
-            image, label = load_case(config.data_dir, case)
-            dice = evaluate_case(model, image, label, config.val_input_shape, config.overlap)
-            total += torch.tensor([float(dice[0]), float(dice[1]), 1.0], dtype=torch.float64)
-    total = all_reduce_sum(total, group)
-    return float(total[0] / total[2]), float(total[1] / total[2])
+def train_epoch(trainer: Trainer, loader: torch.utils.data.DataLoader) -> None:
+    """One pass over this rank's batches; no host synchronisation inside."""
+    trainer.model.train()
+    for step, batch in enumerate(loader):
+        image, label = to_device(batch, trainer.settings)
+        train_step(trainer, image, label, update=(step + 1) % trainer.ga_steps == 0)
 
 
-def train_epoch(
-    model: torch.nn.Module,
-    loader: torch.utils.data.DataLoader,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    loss_fn: DiceCELoss,
-    config: TrainConfig,
-    device: torch.device,
-) -> None:
-    memory_format = torch.channels_last_3d if config.channels_last else torch.contiguous_format
-    optimizer.zero_grad(set_to_none=True)
-    for step, (image, label) in enumerate(loader):
-        image = image.to(device, memory_format=memory_format)  # (B, 1, D, H, W)
-        label = label.to(device)  # (B, 1, D, H, W) uint8
-        with autocast(config, device):
-            loss = loss_fn(model(image), label) / config.ga_steps
-        scaler.scale(loss).backward()
-        if (step + 1) % config.ga_steps == 0:
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-
-
-def train(config: TrainConfig, log: RunLogger, group: ProcessGroup, device: torch.device) -> str:
+def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Context) -> str:
     """Everything after init_start up to run_stop; returns the run_stop status."""
-    seed = master_seed(config, group)
-    torch.manual_seed(worker_seed(seed, group.rank, group.world_size))
-    log_preamble(log, config, seed)
-
-    base = UNet3D(config.model).to(device)
-    if config.channels_last:
-        base = base.to(memory_format=torch.channels_last_3d)
+    seed = master_seed(config, ctx)
+    torch.manual_seed(worker_seed(seed, ctx.rank, ctx.world_size))
+    listing = list_dataset(config.data_dir)  # names only: nothing is opened before run_start
+    log_preamble(log, config, seed, platform(config, settings, ctx), listing, ctx.world_size)
+    trainer = build_trainer(config, settings, ctx)
     log.event(C.WEIGHTS_INITIALIZATION)
-    net: torch.nn.Module = torch.compile(base) if config.compile else base
-    model = DistributedDataParallel(net) if group.is_distributed else net
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=learning_rate(config, 1),
-        momentum=config.momentum,
-        nesterov=True,
-        weight_decay=config.weight_decay,
-    )
-    scaler = torch.amp.GradScaler(device.type, enabled=config.amp == "fp16")
-    loss_fn = DiceCELoss()
-    train_ids, eval_ids = load_split(config.data_dir)
-    if not eval_ids:
-        raise DataError(f"{config.data_dir}: no evaluation cases in the split")
-    check_cases(config, train_ids, config.input_shape)
-    check_cases(config, eval_ids, (1, 1, 1))
-    try:
-        schedule = resolve_schedule(config, len(train_ids), group.world_size)
-    except ValueError as err:
-        raise DataError(f"{config.data_dir}: {err}") from None
+    warm_up(trainer, config)
+    barrier(ctx)
     log.end(C.INIT_STOP)
 
     log.start(C.RUN_START)
-    dataset = TrainDataset(config.data_dir, train_ids, BalancedCrop(patch=config.input_shape,
-                                                                    oversampling=config.oversampling))
-    sampler = ShardedShuffleSampler(
-        len(train_ids), config.batch_size * group.world_size, group.rank, group.world_size, seed
-    )
-    loader = train_loader(dataset, sampler, LoaderSettings(batch_size=config.batch_size,
-                                                           num_workers=config.num_workers))
+    train_ids, eval_ids = load_split(config.data_dir, listing)
+    if not eval_ids:
+        raise DataError(f"{config.data_dir}: no evaluation cases in the split")
+    check_shapes(config.data_dir, train_ids, config.input_shape)
+    check_shapes(config.data_dir, eval_ids, (1, 1, 1))
+    try:
+        schedule = resolve_schedule(config, len(train_ids), ctx.world_size)
+    except ValueError as err:
+        raise DataError(f"{config.data_dir}: {err}") from None
+    loader_settings = LoaderSettings(batch_size=config.batch_size, num_workers=settings.num_workers,
+                                     pin_memory=settings.pin_memory)
+    crop = BalancedCrop(patch=config.input_shape, oversampling=config.oversampling)
+    sampler = ShardedShuffleSampler(len(train_ids), config.batch_size * ctx.world_size, ctx.rank, ctx.world_size, seed)
+    loader = train_loader(TrainDataset(config.data_dir, train_ids, crop), sampler, loader_settings)
+    evaluation = eval_loader(EvalDataset(config.data_dir, eval_cases_of_rank(eval_ids, ctx.rank, ctx.world_size)),
+                             loader_settings)
     log.event(C.TRAIN_SAMPLES, len(train_ids))
     log.event(C.EVAL_SAMPLES, len(eval_ids))
     log.event(K.SAMPLES_PER_EPOCH, schedule.samples_per_epoch)
-    log.event(C.GLOBAL_BATCH_SIZE, config.batch_size * group.world_size * config.ga_steps)
+    log.event(C.GLOBAL_BATCH_SIZE, config.batch_size * ctx.world_size * config.ga_steps)
     log.event(C.GRADIENT_ACCUMULATION_STEPS, config.ga_steps)
-    return run_epochs(model, net, loader, sampler, optimizer, scaler, loss_fn, config, schedule, eval_ids,
-                      log, group, device)
+    return run_epochs(trainer, loader, sampler, evaluation, config, schedule, log, ctx)
 
 
 def run_epochs(
-    model: torch.nn.Module,
-    eval_model: torch.nn.Module,
+    trainer: Trainer,
     loader: torch.utils.data.DataLoader,
     sampler: ShardedShuffleSampler,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    loss_fn: DiceCELoss,
+    evaluation: torch.utils.data.DataLoader,
     config: TrainConfig,
     schedule: Schedule,
-    eval_ids: Sequence[str],
-    log: RunLogger,
-    group: ProcessGroup,
-    device: torch.device,
+    log: MlperfLog,
+    ctx: Context,
 ) -> str:
     """Train epoch by epoch, evaluate on schedule; success at the target, aborted on divergence or the cap."""
-    memory_format = torch.channels_last_3d if config.channels_last else torch.contiguous_format
-
-    def infer(x: torch.Tensor) -> torch.Tensor:
-        return eval_model(x.to(device, memory_format=memory_format))
-
     status = C.ABORTED
     for epoch in range(1, schedule.max_epochs + 1):
-        for group_params in optimizer.param_groups:
+        for group_params in trainer.optimizer.param_groups:
             group_params["lr"] = learning_rate(config, epoch)
         block = {C.FIRST_EPOCH_NUM: epoch, C.EPOCH_COUNT: 1}
         log.start(C.BLOCK_START, metadata=block)
         log.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch})
         sampler.set_epoch(epoch)
-        model.train()
-        train_epoch(model, loader, optimizer, scaler, loss_fn, config, device)
+        train_epoch(trainer, loader)
         log.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch})
         stop = False
         if schedule.is_eval_epoch(epoch):
             log.start(C.EVAL_START, value=epoch, metadata={C.EPOCH_NUM: epoch})
-            model.eval()
-            kidney, tumour = evaluate(infer, config, eval_ids, group, device)
+            kidney, tumour = evaluate(trainer, evaluation, config, ctx)
             accuracy = (kidney + tumour) / 2
             log.event(C.EVAL_ACCURACY, value=accuracy,
                       metadata={C.EPOCH_NUM: epoch, "kidney_dice": kidney, "tumour_dice": tumour})
@@ -235,7 +195,13 @@ def run_epochs(
         log.end(C.BLOCK_STOP, metadata=block)
         if stop:
             break
+    barrier(ctx)
     return status
+
+
+def processes_per_node(environ: dict[str, str] | os._Environ) -> int:
+    """torchrun's LOCAL_WORLD_SIZE (or WORLD_SIZE); 1 for a single process."""
+    return int(environ.get("LOCAL_WORLD_SIZE") or environ.get("WORLD_SIZE") or 1)
 
 
 def run(config: TrainConfig) -> int:
@@ -243,22 +209,25 @@ def run(config: TrainConfig) -> int:
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:
         config.results_dir.mkdir(parents=True, exist_ok=True)
-    log = RunLogger(config.log_path if rank == 0 else None, enabled=rank == 0)
-    group = ProcessGroup()
+    log = MlperfLog(config.log_path if rank == 0 else None, enabled=rank == 0)
+    ctx = Context()
     try:
         log.event(C.CACHE_CLEAR, value=True)
         log.start(C.INIT_START)
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() \
-            else torch.device("cpu")
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        group = init_process_group(device)
-        status = train(config, log, group, device)
+        ctx = init("cuda" if torch.cuda.is_available() else "cpu")
+        settings = resolve_settings(
+            device=ctx.device, requested_precision=config.precision, threads=config.threads,
+            nproc=processes_per_node(os.environ), channels_last=config.channels_last, compile_model=config.compile,
+            num_workers=config.num_workers, eval_batch=config.eval_batch,
+        )
+        torch.set_num_threads(settings.threads)
+        log.event(K.RESOLVED_SETTINGS, settings.log_value())
+        status = train(config, settings, log, ctx)
         log.end(C.RUN_STOP, metadata={C.STATUS: status})
         return 0
     finally:
         log.close()
-        shutdown(group)
+        shutdown(ctx)
 
 
 def fail(message: str) -> None:
@@ -271,12 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(sys.argv[1:] if argv is None else argv, os.environ)
     except ValueError as err:
         fail(str(err))
-        return EXIT_BAD_DATA
+        return SettingsError.exit_code
     try:
         return run(config)
-    except DataError as err:
+    except (DataError, SettingsError) as err:
         fail(str(err))
-        return EXIT_BAD_DATA
+        return err.exit_code
 
 
 if __name__ == "__main__":

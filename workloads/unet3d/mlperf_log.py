@@ -1,7 +1,9 @@
 """MLLOG output of one run through ``mlperf_logging.mllog``: stdout and a file, rank 0 only.
 
 Each run gets its own ``MLLogger`` over its own (unregistered) ``logging.Logger``, so two runs
-in one process (tests) never share handlers.
+in one process (tests) never share handlers. Every key is an ``mllog.constants`` name or one of
+the named constants below: the strings the reference logs and the checker's
+``closed_unet3d.yaml`` asks for, and mltrain's own keys.
 """
 
 from __future__ import annotations
@@ -13,8 +15,22 @@ from typing import Any
 
 from mlperf_logging.mllog.mllog import MLLogger
 
+# Keys of the unet3d benchmark that mlperf_logging.mllog.constants does not define.
+OPT_MOMENTUM = "opt_momentum"
+OVERSAMPLING = "oversampling"
+TRAINING_INPUT_SHAPE = "training_input_shape"
+VALIDATION_INPUT_SHAPE = "validation_input_shape"
+VALIDATION_OVERLAP = "validation_overlap"
+SAMPLES_PER_EPOCH = "samples_per_epoch"
 
-class RunLogger:
+# mltrain's keys (the orchestrator reads them from the log).
+RESOLVED_SETTINGS = "resolved_settings"
+"""What precision, threads and device the run resolved (``auto``); once, before run_start."""
+THROUGHPUT = "throughput"
+"""Samples/s of the throughput mode; its last line."""
+
+
+class MlperfLog:
     """``start``/``end``/``event`` as in mllog; a no-op on ranks other than 0."""
 
     def __init__(self, path: Path | None, enabled: bool = True) -> None:

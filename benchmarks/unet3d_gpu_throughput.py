@@ -1,0 +1,526 @@
+"""unet3d training samples/s and evaluation windows/s: the MLPerf reference beside ours, in one call.
+
+    # on a GPU: full closed shapes (128^3 patch, batch 2), the reference from a checkout
+    python benchmarks/unet3d_gpu_throughput.py --reference /path/to/training/retired_benchmarks/unet3d/pytorch
+
+    # on a CPU (CI): the closed model at 64^3, batch 1, few steps
+    python benchmarks/unet3d_gpu_throughput.py --reference DIR --small
+
+Contenders, each on the same input tensors (a pinned host batch, copied to the device every step
+as a loader would hand it over), the same number of steps, warm-up excluded, the device
+synchronised around each timed region, the median of ``--repeats`` timed regions:
+
+- ``reference``: the MLPerf reference (mlcommons/training ``retired_benchmarks/unet3d/pytorch``)
+  as its run_and_time.sh runs it: its Unet3D, DiceCELoss and sliding_window_inference imported from
+  ``--reference`` at run time, fp32, ``cudnn.benchmark`` off, the step of its runtime/training.py
+  (blocking copies, SGD Nesterov, the loss read back to the host every step);
+- ``reference-amp`` (GPU only): the same with its own ``--amp --cudnn_benchmark`` flags (fp16 + GradScaler);
+- ``ours-fp32``: this workload's step in fp32 (cudnn.benchmark, fused SGD, device-side augmentation);
+- ``ours-best``: the closed-legal mode ``auto`` resolves for this device (bf16 on Ampere and newer,
+  fp16 + GradScaler on V100/T4), eager, NCDHW; ``ours-best-cl`` the same in channels_last_3d (GPU;
+  says whether the eager InstanceNorm's layout copies eat the channels_last gain);
+  ``ours-best-compiled`` adds torch.compile and channels_last (GPU, unless ``--no-compile``; the
+  warm-up column shows the compile time, spent before run_start in a real run).
+
+Evaluation: one synthetic case through each implementation's sliding-window inference (window =
+patch, overlap 0.5, Gaussian blending), the case copied from pinned host memory and the Dice
+computed, as each evaluates a case. Windows/s = windows of the case / seconds.
+
+Dice check: the reference's and our sliding-window inference on the same weights (ours copied into
+the reference's model) and the same case, in strict fp32 (TF32 off), report both Dice pairs and the
+largest difference of the blended logits.
+
+To run the unmodified reference on a current stack three imports are shimmed, at run time only:
+``dllogger`` (its logging backend; a no-op stand-in when absent), ``tqdm`` (identity when absent)
+and ``scipy.signal.gaussian`` (moved to ``scipy.signal.windows`` in SciPy 1.13). Nothing of the
+reference is copied into this repository.
+
+Prints the device, its clocks and power under load (nvidia-ml-py, when present), each contender's
+rates and the ratios against the reference; ``--json FILE`` also writes them (rewritten after each
+contender, so a run cut short keeps what it measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import statistics
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
+from workloads.unet3d.config import TrainConfig
+from workloads.unet3d.distributed import Context
+from workloads.unet3d.evaluate import evaluate_case, padding, sliding_window_logits, trim_slices, window_starts
+from workloads.unet3d.model import UNet3D, UNet3DConfig
+from workloads.unet3d.precision import autocast
+from workloads.unet3d.settings import RunSettings, resolve_settings
+from workloads.unet3d.step import build_trainer, to_device, train_step
+
+FIRST_EPOCH_LR = 1e-4 + (0.8 - 1e-4) / 200  # the reference's learning rate in epoch 1
+NVIDIA_PER_GPU = 61.0  # samples/s per H100 of NVIDIA's v4.0 8xH100 submission, evaluation included
+
+
+# ---- the reference, imported from its folder ----------------------------------------------------------
+
+
+@dataclass
+class Reference:
+    """The pieces of the reference implementation this benchmark calls."""
+
+    unet3d: type
+    dice_ce_loss: type
+    dice_score: type
+    sliding_window_inference: Callable
+    reduce_tensor: Callable
+
+
+def _stub_module(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None)  # torch._dynamo looks modules up
+    return module
+
+
+def _shim_missing_modules() -> None:
+    """Stand-ins for what the reference imports but a current stack may lack (see the docstring)."""
+    if importlib.util.find_spec("dllogger") is None:
+        dllogger = _stub_module("dllogger")
+
+        class _Backend:
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                pass
+
+        dllogger.StdOutBackend = dllogger.JSONStreamBackend = _Backend
+        dllogger.Verbosity = types.SimpleNamespace(DEFAULT=0, VERBOSE=1)
+        dllogger.init = dllogger.log = dllogger.flush = dllogger.metadata = lambda *a, **k: None
+        sys.modules["dllogger"] = dllogger
+    if importlib.util.find_spec("tqdm") is None:
+        tqdm = _stub_module("tqdm")
+        tqdm.tqdm = lambda iterable=None, *args, **kwargs: iterable
+        sys.modules["tqdm"] = tqdm
+    import scipy.signal
+
+    if not hasattr(scipy.signal, "gaussian"):
+        scipy.signal.gaussian = scipy.signal.windows.gaussian
+
+
+def import_reference(folder: Path) -> Reference:
+    """Import the reference's model, loss, score and inference from ``folder`` (its pytorch/ folder)."""
+    if not (folder / "model" / "unet3d.py").is_file() or not (folder / "runtime" / "inference.py").is_file():
+        raise SystemExit(f"--reference {folder}: not the reference's unet3d pytorch folder "
+                         "(expected model/unet3d.py and runtime/inference.py)")
+    _shim_missing_modules()
+    sys.path.insert(0, str(folder))
+    from model.losses import DiceCELoss, DiceScore
+    from model.unet3d import Unet3D
+    from runtime.distributed_utils import reduce_tensor
+    from runtime.inference import sliding_window_inference
+
+    logging.getLogger("mllog_default").disabled = True  # its layers log weights_initialization per conv
+    return Reference(Unet3D, DiceCELoss, DiceScore, sliding_window_inference, reduce_tensor)
+
+
+def copy_weights(ours: torch.nn.Module, theirs: torch.nn.Module) -> None:
+    """Our closed model's parameters into the reference's, by registration order (same architecture)."""
+    mine, other = list(ours.parameters()), list(theirs.parameters())
+    if len(mine) != len(other) or any(a.shape != b.shape for a, b in zip(mine, other, strict=True)):
+        raise SystemExit("the reference's model does not match ours parameter for parameter")
+    with torch.no_grad():
+        for a, b in zip(mine, other, strict=True):
+            b.copy_(a)
+
+
+# ---- the device's state ---------------------------------------------------------------------------------
+
+
+class GpuSampler:
+    """Samples the GPU's SM clock, memory clock and power every 0.1 s while in a ``with`` block (NVML)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.samples: list[tuple[float, float, float]] = []
+        self._nvml = None
+        self._handle = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if device.type != "cuda":
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            props = torch.cuda.get_device_properties(device)
+            bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+            try:
+                self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+            except pynvml.NVMLError:
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+            self._nvml = pynvml
+        except Exception as err:  # pynvml raises its own NVMLError types; clocks are optional
+            sys.stderr.write(f"no clocks or power: {err}\n")
+
+    def read(self) -> tuple[float, float, float]:
+        nv = self._nvml
+        return (float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_SM)),
+                float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_MEM)),
+                nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0)
+
+    def static(self) -> dict[str, object]:
+        if self._nvml is None:
+            return {}
+        nv = self._nvml
+        return {"max_sm_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(self._handle, nv.NVML_CLOCK_SM),
+                "max_mem_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(self._handle, nv.NVML_CLOCK_MEM),
+                "power_limit_w": nv.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0,
+                "driver": nv.nvmlSystemGetDriverVersion()}
+
+    def __enter__(self) -> GpuSampler:
+        self.samples = []
+        if self._nvml is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.samples.append(self.read())
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def summary(self) -> dict[str, float]:
+        if not self.samples:
+            return {}
+        sm, mem, power = zip(*self.samples, strict=True)
+        return {"sm_clock_mhz": statistics.median(sm), "mem_clock_mhz": statistics.median(mem),
+                "power_w": statistics.median(power), "power_w_max": max(power)}
+
+
+# ---- timing ---------------------------------------------------------------------------------------------
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], None], *, calls: int, repeats: int, warmup: int, device: torch.device,
+          sampler: GpuSampler) -> tuple[list[float], float]:
+    """(seconds per timed region of ``calls`` calls, for each repeat; seconds of the warm-up calls)."""
+    start = time.perf_counter()
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    warm = time.perf_counter() - start
+    seconds = []
+    with sampler:
+        for _ in range(repeats):
+            sync(device)
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync(device)
+            seconds.append(time.perf_counter() - start)
+    return seconds, warm
+
+
+@dataclass
+class Result:
+    name: str
+    train_samples_per_s: float | None = None
+    eval_windows_per_s: float | None = None
+    warmup_s: float | None = None
+    details: dict[str, object] = field(default_factory=dict)
+
+
+# ---- inputs ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Inputs:
+    image: torch.Tensor  # (B, 1, *patch) float32, host (pinned on CUDA)
+    label: torch.Tensor  # (B, 1, *patch) uint8
+    case_image: torch.Tensor  # (1, D, H, W) float32, host
+    case_label: torch.Tensor  # (1, D, H, W) uint8
+    windows: int  # sliding windows over the case
+
+
+def make_inputs(batch: int, patch: tuple[int, int, int], case_shape: tuple[int, int, int],
+                device: torch.device) -> Inputs:
+    generator = torch.Generator().manual_seed(0)
+    image = torch.randn((batch, 1, *patch), generator=generator)
+    label = torch.randint(0, 3, (batch, 1, *patch), generator=generator, dtype=torch.uint8)
+    case_label = torch.zeros((1, *case_shape), dtype=torch.uint8)
+    d, h, w = case_shape
+    case_label[0, d // 4: d // 2, h // 4: 3 * h // 4, w // 5: w // 2] = 1  # a kidney
+    case_label[0, d // 3: d // 2, h // 3: h // 2, w // 4: w // 3] = 2  # a tumour inside it
+    case_image = torch.randn((1, *case_shape), generator=generator) * 0.5 + case_label.float()
+    if device.type == "cuda":
+        image, label, case_image, case_label = (t.pin_memory() for t in (image, label, case_image, case_label))
+    strides = tuple(p // 2 for p in patch)
+    trimmed = [s.stop - s.start for s in trim_slices(case_shape, strides)]
+    padded = [n + a + b for n, (a, b) in zip(trimmed, padding(tuple(trimmed), patch, strides), strict=True)]
+    return Inputs(image, label, case_image, case_label, len(window_starts(padded, patch, strides)))
+
+
+# ---- contenders -----------------------------------------------------------------------------------------
+
+
+def run_reference(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device, amp: bool,
+                  sampler: GpuSampler) -> Result:
+    """The reference's step (runtime/training.py) and evaluation (runtime/inference.py)."""
+    torch.backends.cudnn.benchmark = amp  # its run_and_time.sh passes no --cudnn_benchmark; with --amp we add it
+    torch.manual_seed(0)
+    model = ref.unet3d(1, 3, normalization="instancenorm", activation="relu").to(device)
+    loss_fn = ref.dice_ce_loss(to_onehot_y=True, use_softmax=True, layout="NCDHW", include_background=False)
+    score_fn = ref.dice_score(to_onehot_y=True, use_argmax=True, layout="NCDHW", include_background=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=FIRST_EPOCH_LR, momentum=0.9, nesterov=True, weight_decay=0.0)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp)
+    cast = (lambda: torch.autocast(device.type, dtype=torch.float16)) if amp else contextlib.nullcontext
+
+    def step() -> None:
+        image, label = inputs.image.to(device), inputs.label.to(device)
+        with cast():
+            output = model(image)
+            loss_value = loss_fn(output, label)
+            loss_value /= 1  # ga_steps
+        scaler.scale(loss_value).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        ref.reduce_tensor(loss_value, 1).detach().cpu().numpy()  # the reference reads the loss every step
+
+    model.train()
+    seconds, warm = timed(step, calls=args.steps, repeats=args.repeats, warmup=args.warmup, device=device,
+                          sampler=sampler)
+    train_rate = args.steps * inputs.image.shape[0] / statistics.median(seconds)
+    train_gpu = sampler.summary()
+
+    def evaluate() -> None:
+        image, label = inputs.case_image[None].to(device), inputs.case_label[None].to(device)
+        with torch.no_grad(), cast():
+            output, label = ref.sliding_window_inference(inputs=image, labels=label, roi_shape=args.patch,
+                                                         model=model, overlap=0.5, mode="gaussian", padding_val=-2.2)
+            score_fn(output, label).cpu()
+
+    model.eval()
+    eval_seconds, _ = timed(evaluate, calls=1, repeats=args.repeats, warmup=1, device=device, sampler=sampler)
+    name = "reference-amp" if amp else "reference"
+    details = {"precision": "fp16" if amp else "fp32", "cudnn_benchmark": amp, "train_gpu": train_gpu,
+               "eval_gpu": sampler.summary()}
+    return Result(name, train_rate, inputs.windows / statistics.median(eval_seconds), warm, details)
+
+
+def our_settings(device: torch.device, precision: str, compile_model: bool,
+                 channels_last: bool | None = None) -> RunSettings:
+    return resolve_settings(device=device, requested_precision=precision, threads=None, nproc=1,
+                            channels_last=channels_last, compile_model=compile_model, num_workers=None,
+                            eval_batch=None)
+
+
+def run_ours(name: str, settings: RunSettings, inputs: Inputs, args: argparse.Namespace,
+             sampler: GpuSampler) -> Result:
+    device = settings.device
+    patch = tuple(args.patch)
+    config = TrainConfig(data_dir=Path("."), results_dir=Path("."), batch_size=args.batch, input_shape=patch,
+                         val_input_shape=patch, learning_rate=FIRST_EPOCH_LR, lr_warmup_epochs=0)
+    torch.manual_seed(0)
+    trainer = build_trainer(config, settings, Context(device=device))
+    params = torch.zeros((args.batch, N_PARAMS), dtype=torch.float64)
+    params[:, SCALE_COLUMN] = 1.0  # no flip, brightness unchanged, no noise: the tensors the reference gets
+
+    def step() -> None:
+        train_step(trainer, *to_device((inputs.image, inputs.label, params), settings))
+
+    trainer.model.train()
+    seconds, warm = timed(step, calls=args.steps, repeats=args.repeats, warmup=args.warmup, device=device,
+                          sampler=sampler)
+    train_rate = args.steps * args.batch / statistics.median(seconds)
+    train_gpu = sampler.summary()
+
+    def evaluate() -> None:
+        trainer.eval_model.eval()
+        with torch.inference_mode(), autocast(settings.precision, device):
+            evaluate_case(trainer.eval_model, inputs.case_image, inputs.case_label, patch, 0.5, device=device,
+                          batch=settings.eval_batch, memory_format=settings.memory_format,
+                          fixed_batch=settings.compile).cpu()
+
+    eval_seconds, eval_warm = timed(evaluate, calls=1, repeats=args.repeats, warmup=1, device=device,
+                                    sampler=sampler)
+    details = {"precision": settings.precision, "channels_last": settings.channels_last,
+               "compile": settings.compile, "eval_batch": settings.eval_batch, "eval_warmup_s": eval_warm,
+               "train_gpu": train_gpu, "eval_gpu": sampler.summary()}
+    return Result(name, train_rate, inputs.windows / statistics.median(eval_seconds), warm, details)
+
+
+def dice_check(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device) -> dict[str, object]:
+    """Both sliding-window inferences on the same weights and case, strict fp32."""
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        torch.manual_seed(1)
+        ours = UNet3D(UNet3DConfig()).to(device).eval()
+        theirs = ref.unet3d(1, 3, normalization="instancenorm", activation="relu").to(device).eval()
+        copy_weights(ours, theirs)
+        patch = tuple(args.patch)
+        image, label = inputs.case_image.to(device), inputs.case_label.to(device)
+        with torch.no_grad():
+            their_logits, their_label = ref.sliding_window_inference(
+                inputs=image[None], labels=label[None], roi_shape=list(patch), model=theirs, overlap=0.5,
+                mode="gaussian", padding_val=-2.2)
+            their_dice = ref.dice_score(to_onehot_y=True, use_argmax=True, layout="NCDHW",
+                                        include_background=False)(their_logits, their_label)
+            our_dice = evaluate_case(ours, inputs.case_image, inputs.case_label, patch, 0.5, device=device,
+                                     batch=4 if device.type == "cuda" else 1)
+            strides = tuple(p // 2 for p in patch)
+            trim = (slice(None), *trim_slices(tuple(image.shape[1:]), strides))
+            our_logits = sliding_window_logits(ours, image[trim][None], patch, 0.5)
+        their, mine = their_dice.double().cpu().tolist(), our_dice.double().cpu().tolist()
+        return {"reference_dice": their, "our_dice": mine,
+                "max_dice_difference": max(abs(a - b) for a, b in zip(their, mine, strict=True)),
+                "max_logit_difference": float((their_logits.float() - our_logits).abs().max()),
+                "logit_scale": float(their_logits.float().abs().max())}
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+# ---- report ---------------------------------------------------------------------------------------------
+
+
+def describe(device: torch.device) -> dict[str, object]:
+    info: dict[str, object] = {"torch": torch.__version__, "device": str(device)}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_gib=props.total_memory / 2**30,
+                    multiprocessors=props.multi_processor_count, cuda=torch.version.cuda,
+                    cudnn=torch.backends.cudnn.version())
+    else:
+        from workloads.unet3d.precision import device_name
+
+        info.update(name=device_name(device), threads=torch.get_num_threads())
+    return info
+
+
+def report(results: list[Result], check: dict[str, object] | None, header: dict[str, object]) -> None:
+    print(f"device: {header['device_info'].get('name')} ({header['device_info']})")
+    if header.get("gpu_static"):
+        print(f"gpu: {header['gpu_static']}")
+    print(f"shapes: batch {header['batch']} x {header['patch']}, eval case {header['case_shape']} "
+          f"({header['windows']} windows), {header['steps']} steps x {header['repeats']} repeats, "
+          f"warm-up {header['warmup']}")
+    base = next((r for r in results if r.name == "reference"), None)
+    for r in results:
+        ratio = ""
+        if base and r is not base and base.train_samples_per_s and r.train_samples_per_s:
+            ratio = (f"  train {r.train_samples_per_s / base.train_samples_per_s:5.2f}x ref, "
+                     f"eval {r.eval_windows_per_s / base.eval_windows_per_s:5.2f}x ref")
+        gpu = r.details.get("train_gpu") or {}
+        clocks = (f"  [SM {gpu['sm_clock_mhz']:.0f} MHz, mem {gpu['mem_clock_mhz']:.0f} MHz, "
+                  f"{gpu['power_w']:.0f} W]") if gpu else ""
+        print(f"{r.name:20s} train {r.train_samples_per_s:9.3f} samples/s  eval {r.eval_windows_per_s:9.3f} windows/s"
+              f"  (warm-up {r.warmup_s:.1f} s, {r.details.get('precision')}){ratio}{clocks}", flush=True)
+    ours = [r for r in results if r.name.startswith("ours-best")]
+    if base and ours and header["full"]:
+        best = max(ours, key=lambda r: r.train_samples_per_s or 0)
+        print(f"targets (issue 15): train >= 2x reference: {best.train_samples_per_s / base.train_samples_per_s:.2f}x "
+              f"({best.name}); >= {NVIDIA_PER_GPU / 2:.1f} samples/s (half of NVIDIA's ~{NVIDIA_PER_GPU:.0f}/GPU): "
+              f"{best.train_samples_per_s:.1f}; eval >= 3x reference: "
+              f"{max(r.eval_windows_per_s for r in ours) / base.eval_windows_per_s:.2f}x")
+    if check:
+        print(f"dice check (fp32, same weights and case): reference {check['reference_dice']}, "
+              f"ours {check['our_dice']}, max |diff| {check['max_dice_difference']:.2e}; "
+              f"logits max |diff| {check['max_logit_difference']:.2e} of max |logit| {check['logit_scale']:.2e}",
+              flush=True)
+
+
+def write_json(path: Path | None, header: dict, results: list[Result], check: dict | None) -> None:
+    if path is None:
+        return
+    payload = {**header, "results": [r.__dict__ for r in results], "dice_check": check}
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reference", type=Path, required=True, help="the reference's unet3d pytorch folder")
+    p.add_argument("--small", action="store_true", help="CPU-sized shapes: 64^3 patch, batch 1, 1 step")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per repeat (default 10, --small 2)")
+    p.add_argument("--repeats", type=int, default=None, help="timed regions; the median counts (default 3, small 1)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 3, --small 1)")
+    p.add_argument("--case-shape", default=None, help="D,H,W of the evaluation case (default 192,256,256)")
+    p.add_argument("--no-compile", action="store_true", help="skip ours-best-compiled")
+    p.add_argument("--no-reference-amp", action="store_true", help="skip reference-amp")
+    p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = p.parse_args(argv)
+    args.batch, args.patch = (1, [64, 64, 64]) if args.small else (2, [128, 128, 128])
+    args.steps = args.steps or (1 if args.small else 10)
+    args.repeats = args.repeats or (1 if args.small else 3)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.small else 3)
+    default_case = "64,64,96" if args.small else "192,256,256"
+    args.case_shape = tuple(int(v) for v in (args.case_shape or default_case).split(","))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    ref = import_reference(args.reference.resolve())
+    sampler = GpuSampler(device)
+    inputs = make_inputs(args.batch, tuple(args.patch), args.case_shape, device)
+    header = {"device_info": describe(device), "gpu_static": sampler.static(), "batch": args.batch,
+              "patch": args.patch, "case_shape": args.case_shape, "windows": inputs.windows, "steps": args.steps,
+              "repeats": args.repeats, "warmup": args.warmup, "full": not args.small}
+    results: list[Result] = []
+    check = None
+
+    def done(result: Result) -> None:
+        results.append(result)
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        write_json(args.json, header, results, check)
+        print(f"  measured {result.name}: {result.train_samples_per_s:.3f} samples/s, "
+              f"{result.eval_windows_per_s:.3f} windows/s", file=sys.stderr, flush=True)
+
+    done(run_reference(ref, inputs, args, device, amp=False, sampler=sampler))
+    if device.type == "cuda" and not args.no_reference_amp:
+        done(run_reference(ref, inputs, args, device, amp=True, sampler=sampler))
+    fp32 = our_settings(device, "fp32", False)
+    done(run_ours("ours-fp32", fp32, inputs, args, sampler))
+    best = our_settings(device, "auto", False)
+    if best.precision != fp32.precision:
+        done(run_ours("ours-best", best, inputs, args, sampler))
+    else:
+        results.append(Result("ours-best", results[-1].train_samples_per_s, results[-1].eval_windows_per_s,
+                              results[-1].warmup_s, {**results[-1].details, "same_as": "ours-fp32"}))
+    if device.type == "cuda":
+        done(run_ours("ours-best-cl", our_settings(device, "auto", False, channels_last=True), inputs, args, sampler))
+    check = dice_check(ref, inputs, args, device)
+    write_json(args.json, header, results, check)
+    report(results, check, header)
+    if device.type == "cuda" and not args.no_compile:  # last: compiling takes minutes
+        done(run_ours("ours-best-compiled", our_settings(device, "auto", True), inputs, args, sampler))
+        print("with torch.compile:")
+        report(results, check, header)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

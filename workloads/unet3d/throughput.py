@@ -1,0 +1,194 @@
+"""Throughput mode: timed training steps of the unet3d model, and the input pipeline's rate beside them.
+
+    python -m workloads.unet3d.throughput --steps 20 --warmup-steps 5 [--data-dir DIR] [model knobs]
+    STEPS=20 WARMUP_STEPS=5 DATADIR=... bash workloads/unet3d/throughput.sh      # the contract's entry
+
+``--warmup-steps`` untimed steps (compilation, cuDNN autotuning, allocator growth), then ``--steps``
+timed ones, the device synchronised around the timed region only (per-step times come from CUDA
+events, so the host never waits inside it). A step is what training does: the batch copied from
+pinned memory, augmented on the device, forward, backward, optimizer step. Without a dataset the
+batches are random tensors; with one, the input pipeline alone is then timed for as many batches
+(after as many warm-up batches) with the run's workers, and compared with the step rate.
+
+Prints ``resolved_settings`` and, last, one ``:::MLLOG`` line with key ``throughput`` (value:
+samples/s over all processes). Exit 0; 2 with one line on bad input. Out of memory is left to
+PyTorch's own message (the orchestrator classifies it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from workloads.unet3d import mlperf_log as K
+from workloads.unet3d.augment import BalancedCrop
+from workloads.unet3d.config import TrainConfig, auto_bool, auto_int, int_list, precision_arg, triple
+from workloads.unet3d.data_loader import (
+    LoaderSettings,
+    ShardedShuffleSampler,
+    TrainDataset,
+    check_shapes,
+    train_loader,
+)
+from workloads.unet3d.distributed import Context, all_reduce_sum, init, shutdown
+from workloads.unet3d.errors import DataError, SettingsError
+from workloads.unet3d.mlperf_log import MlperfLog
+from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
+from workloads.unet3d.settings import RunSettings, resolve_settings
+from workloads.unet3d.split import list_dataset, load_split
+from workloads.unet3d.step import build_trainer, random_batch, to_device, train_step
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"unet3d throughput: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m workloads.unet3d.throughput", description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--data-dir", default="", help="a preprocessed dataset: also time the input pipeline")
+    p.add_argument("--filters", type=int_list, default=CLOSED_FILTERS)
+    p.add_argument("--input-shape", type=triple, default=(128, 128, 128))
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--learning-rate", type=float, default=0.8)
+    p.add_argument("--oversampling", type=float, default=0.4)
+    p.add_argument("--amp", type=precision_arg, default="auto")
+    p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--num-workers", type=auto_int, default=None)
+    p.add_argument("--threads", type=auto_int, default=None)
+    return p
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def timed_steps(trainer, batch, steps: int, warmup: int, settings: RunSettings) -> tuple[float, list[float]]:
+    """(wall seconds of ``steps`` steps, each step's milliseconds) after ``warmup`` untimed steps."""
+    cuda = settings.device.type == "cuda"
+    trainer.model.train()
+    for _ in range(warmup):
+        train_step(trainer, *to_device(batch, settings))
+    if cuda:
+        torch.cuda.synchronize(settings.device)
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    marks: list[float] = []
+    start = time.perf_counter()
+    for step in range(steps):
+        if cuda:
+            events[step].record()
+        else:
+            marks.append(time.perf_counter())
+        train_step(trainer, *to_device(batch, settings))
+    if cuda:
+        events[steps].record()
+        torch.cuda.synchronize(settings.device)
+    wall = time.perf_counter() - start
+    if cuda:
+        per_step = [events[i].elapsed_time(events[i + 1]) for i in range(steps)]
+    else:
+        marks.append(start + wall)
+        per_step = [(b - a) * 1000 for a, b in zip(marks, marks[1:], strict=False)]
+    return wall, per_step
+
+
+def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx: Context, steps: int,
+                warmup: int) -> float:
+    """Samples/s this process's input pipeline delivers alone (``steps`` batches after ``warmup``)."""
+    listing = list_dataset(data_dir)
+    train_ids, _ = load_split(data_dir, listing)
+    check_shapes(data_dir, train_ids, config.input_shape)
+    sampler = ShardedShuffleSampler(len(train_ids), config.batch_size * ctx.world_size, ctx.rank, ctx.world_size, 0)
+    crop = BalancedCrop(patch=config.input_shape, oversampling=config.oversampling)
+    loader = train_loader(TrainDataset(data_dir, train_ids, crop), sampler,
+                          LoaderSettings(batch_size=config.batch_size, num_workers=settings.num_workers,
+                                         pin_memory=settings.pin_memory))
+
+    def batches():
+        epoch = 0
+        while True:
+            epoch += 1
+            sampler.set_epoch(epoch)
+            yield from loader
+
+    stream = batches()
+    for _ in range(warmup):
+        next(stream)
+    start = time.perf_counter()
+    for _ in range(steps):
+        next(stream)
+    return steps * config.batch_size / (time.perf_counter() - start)
+
+
+def measure(args: argparse.Namespace, log: MlperfLog, ctx: Context) -> None:
+    config = TrainConfig(data_dir=Path(args.data_dir or "."), results_dir=Path("."),
+                         model=UNet3DConfig(filters=tuple(args.filters)), batch_size=args.batch_size,
+                         input_shape=args.input_shape, val_input_shape=args.input_shape,
+                         learning_rate=args.learning_rate, oversampling=args.oversampling, precision=args.amp)
+    nproc = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    settings = resolve_settings(device=ctx.device, requested_precision=args.amp, threads=args.threads, nproc=nproc,
+                                channels_last=args.channels_last, compile_model=args.compile,
+                                num_workers=args.num_workers, eval_batch=None)
+    torch.set_num_threads(settings.threads)
+    log.event(K.RESOLVED_SETTINGS, settings.log_value())
+    trainer = build_trainer(config, settings, ctx)
+    batch = random_batch(config.batch_size, config.input_shape, ctx.device, seed=ctx.rank)
+    wall, per_step = timed_steps(trainer, batch, args.steps, args.warmup_steps, settings)
+    global_batch = config.batch_size * ctx.world_size
+    rate = args.steps * global_batch / wall
+    loader = None
+    if args.data_dir:
+        per_process = loader_rate(Path(args.data_dir), config, settings, ctx, args.steps, args.warmup_steps)
+        loader = float(all_reduce_sum(torch.tensor([per_process], dtype=torch.float64), ctx).item())
+    log.event(K.THROUGHPUT, rate, metadata={
+        "unit": "samples/s", "steps": args.steps, "warmup_steps": args.warmup_steps, "batch_size": config.batch_size,
+        "global_batch_size": global_batch, "step_ms_median": statistics.median(per_step),
+        "step_ms_p10": percentile(per_step, 10), "step_ms_p90": percentile(per_step, 90),
+        "loader_samples_per_second": loader, "input_bound": None if loader is None else loader < rate,
+        "precision": settings.precision, "device_name": settings.device_name,
+    })
+
+
+def check(args: argparse.Namespace) -> None:
+    if args.steps < 1 or args.warmup_steps < 0:
+        raise ValueError(f"steps must be >= 1 and warm-up steps >= 0, got {args.steps} and {args.warmup_steps}")
+    if args.batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {args.batch_size}")
+    if args.data_dir and not Path(args.data_dir).is_dir():
+        raise DataError(f"{args.data_dir}: no such dataset folder")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    rank = int(os.environ.get("RANK", "0"))
+    log = MlperfLog(None, enabled=rank == 0)
+    ctx = Context()
+    try:
+        check(args)
+        UNet3DConfig(filters=tuple(args.filters))
+        ctx = init("cuda" if torch.cuda.is_available() else "cpu")
+        measure(args, log, ctx)
+        return 0
+    except (ValueError, DataError, SettingsError) as err:
+        sys.stderr.write(f"unet3d throughput: {err}\n")
+        return 2
+    finally:
+        log.close()
+        shutdown(ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
