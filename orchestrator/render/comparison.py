@@ -10,7 +10,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from orchestrator.insight.compare import Comparison, Quantity, SetupRow, Test
+from orchestrator.insight.compare import Comparison, Quantity, SetupRow
+from orchestrator.insight.statistics import Test
 from orchestrator.render import text
 
 CSV_COLUMNS = (

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # insight.compare loads scipy: not needed to format a number (qualification on a bare GPU node)
-    from orchestrator.insight.compare import Interval, Test
+    from orchestrator.insight.statistics import Interval, Test
 
 Format = Callable[[float | None], str]
 
@@ -65,7 +65,7 @@ def p_value(test: Test | None) -> str:
 
 def seeds_needed(test: Test | None) -> str:
     """Seeds per setup needed to resolve a difference; the search's ceiling shows as '>=N'."""
-    from orchestrator.insight.compare import MAX_SEEDS_NEEDED
+    from orchestrator.insight.statistics import MAX_SEEDS_NEEDED
 
     if test is None or test.seeds_needed is None:
         return "-"

@@ -12,15 +12,17 @@ import pytest
 from scipy import stats
 
 from orchestrator.insight.compare import (
-    MAX_SEEDS_NEEDED,
     SeedResult,
     Setup,
     compare,
-    cv,
-    mean_interval,
     olympic_energy,
     olympic_interval,
     quantity,
+)
+from orchestrator.insight.statistics import (
+    MAX_SEEDS_NEEDED,
+    cv,
+    mean_interval,
     ratio_interval,
     seeds_needed,
     welch,
@@ -28,7 +30,8 @@ from orchestrator.insight.compare import (
 from orchestrator.mlperf.scoring import olympic_mean
 from orchestrator.render.comparison import flat_row, verdict
 
-PUBLISHED = Path("/work/shared/data/mlperf_published/mlperf_runs.csv")
+PUBLISHED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mlperf_published" / "mlperf_runs.csv"
+"""The data set given beside the checkout (../shared), as CI has it."""
 
 
 def make_setup(name: str, epochs: list[float], seconds_per_epoch: list[float], *, failed: int = 0,
@@ -190,7 +193,7 @@ def test_published_systems_compared() -> None:
 
 
 def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
-    from orchestrator.insight.compare import Test
+    from orchestrator.insight.statistics import Test
     from orchestrator.render.text import number as number_text
     from orchestrator.render.text import seeds_needed as seeds_needed_text
 
