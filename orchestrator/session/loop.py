@@ -20,7 +20,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
             run_one_seed(run, seed, plan, runner, watch)
         return finish(run, plan.workload.olympic.drop_per_end)
     except KeyboardInterrupt as stop:
+        release_jobs(runner, run_id, plan.seeds)
         raise interrupted(run, plan, signal_of(stop)) from None
     except Exception:
         if run is not None:
@@ -119,6 +120,15 @@ def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]
     stopped = runner.stop_leftovers(run.run_id, run.manifest.seeds)
     if stopped:
         status(f"run {run.run_id}: stopped what an earlier mltrain left running: {', '.join(stopped)}")
+
+
+def release_jobs(runner: Runner, run_id: str, seeds: Sequence[int]) -> None:
+    """After a stop signal, nothing of this run is left on the runner: the running seed was stopped
+    in order, and this removes whatever the signal caught half made (a container started while its
+    start request was still on the way back, a job whose removal had not run yet). Best effort: the
+    interrupt, not a cleanup error, is what the user must see; `--resume` clears what stays."""
+    with contextlib.suppress(Exception):
+        runner.stop_leftovers(run_id, seeds)
 
 
 def adopt_recorded_seeds(run: StoredRun, status: Callable[[str], None]) -> None:

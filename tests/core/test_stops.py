@@ -145,3 +145,25 @@ def test_a_stuck_output_thread_does_not_lift_the_wall_clock_limit(cli, tmp_path:
     seed = json.loads(r.out)["per_seed"]["1"]
     assert seed["status"] == "crashed" and "did not end within 1 s of stopping" in seed["reason"]
     assert workload_processes(tmp_path / "r") == []
+
+
+def test_a_signal_landing_while_a_seed_starts_leaves_no_process_behind(cli, tmp_path: Path, monkeypatch):
+    """The job is started but its handle never reached the seed loop (the signal came while `submit`
+    returned): the loop cannot stop it in order, so the run's leftovers are removed on the way out."""
+    from orchestrator.runners.local import LocalRunner
+
+    results = tmp_path / "results"
+    monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(slow_profiles(tmp_path, 0.05, FAKE_MODE="hang")))
+    submit = LocalRunner.submit
+
+    def started_then_interrupted(self, job):
+        submit(self, job)
+        wait_for(lambda: workload_processes(results), 30, "the seed's process")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalRunner, "submit", started_then_interrupted)
+    r = cli("run", "fakebench", "--results", str(results))
+    assert r.code == 130, r.err
+    assert "interrupted by SIGINT" in r.err
+    time.sleep(1)  # a process left behind would still be alive: the seed hangs after epoch 3
+    assert workload_processes(results) == []

@@ -42,6 +42,19 @@ def test_random_batches_give_samples_per_second_on_the_last_line():
     assert meta["precision"] == events[0]["value"]["precision"] and meta["device_name"]
 
 
+def test_an_empty_data_folder_means_random_batches(tmp_path: Path):
+    """What a runner mounts at /data when the caller (mltrain qualify without --data) has no dataset."""
+    done = run_throughput({"DATADIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert mllog(done.stdout)[-1]["metadata"]["loader_samples_per_second"] is None
+
+
+def test_a_folder_without_a_dataset_is_one_line_and_exit_2(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("not a dataset")
+    done = run_throughput({"DATADIR": str(tmp_path)})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("unet3d_throughput") / "data"

@@ -150,7 +150,7 @@ def measure(args: argparse.Namespace, log: MlperfLog, ctx: Context) -> None:
     global_batch = config.batch_size * ctx.world_size
     rate = args.steps * global_batch / wall
     loader = None
-    if args.data_dir:
+    if holds_data(args.data_dir):
         per_process = loader_rate(Path(args.data_dir), config, settings, ctx, args.steps, args.warmup_steps)
         loader = float(all_reduce_sum(torch.tensor([per_process], dtype=torch.float64), ctx).item())
     log.event(K.THROUGHPUT, rate, metadata={
@@ -160,6 +160,12 @@ def measure(args: argparse.Namespace, log: MlperfLog, ctx: Context) -> None:
         "loader_samples_per_second": loader, "input_bound": None if loader is None else loader < rate,
         "precision": settings.precision, "device_name": settings.device_name,
     })
+
+
+def holds_data(data_dir: str) -> bool:
+    """Whether DATADIR names a dataset to time: unset, empty, or an empty folder (what a runner
+    mounts at /data when the caller has no dataset) mean random in-memory batches only."""
+    return bool(data_dir) and any(Path(data_dir).iterdir())
 
 
 def check(args: argparse.Namespace) -> None:

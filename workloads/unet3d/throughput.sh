@@ -3,7 +3,7 @@
 #
 # Timed training steps of the model after warm-up; prints resolved_settings and, last, one
 # `:::MLLOG` line with key `throughput` (samples/s over all processes). Environment:
-#   STEPS (20)  WARMUP_STEPS (5)  DATADIR (empty: random in-memory batches, no loader measurement;
+#   STEPS (20)  WARMUP_STEPS (5)  DATADIR (unset, empty or an empty folder: random in-memory batches, no loader measurement;
 #   a preprocessed dataset: the input pipeline is timed too and compared with the step rate)
 #   the model and precision knobs of run_and_time.sh: FILTERS, INPUT_SHAPE, BATCH_SIZE, LEARNING_RATE,
 #   OVERSAMPLING, AMP, THREADS, NUM_WORKERS, CHANNELS_LAST, COMPILE, NPROC (auto: one process per GPU)
