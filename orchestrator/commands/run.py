@@ -34,11 +34,17 @@ def run(
     seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
     profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where seeds run."),
-    data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
+    data: Path = typer.Option(
+        None, "--data", help="Dataset folder, training-ready or raw (raw data is prepared once, where seeds run)."
+    ),
     results: Path = RESULTS_OPTION,
     resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
-    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
+    gpus: str = typer.Option(
+        None, "--gpus",
+        help="all, N, 0,1 (device ids) or none; Slurm: N per job or none. Default: docker and Slurm none,"
+        " local the GPUs this shell sees.",
+    ),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
     shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size (with --ipc private)."),
     ipc: IpcMode = typer.Option(IpcMode.host, "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
@@ -50,7 +56,6 @@ def run(
     """Run WORKLOAD once per seed until its quality target, then score the set."""
     from rich.live import Live
 
-    from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
     from orchestrator.errors import EXIT_INVALID_RESULT
     from orchestrator.render.tables import progress_table, show_score
@@ -72,7 +77,7 @@ def run(
         partition=partition, base_image=base_image, ipc=ipc.value,
         time_limit_minutes=plan.profile.timeout_minutes + 5,
     )
-    backend = make_runner(options, project_root(), out.status)
+    backend = make_runner(options, out.status)
     watch = Watch(status=out.status)
     if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"

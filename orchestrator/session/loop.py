@@ -1,6 +1,9 @@
 """A benchmark run from start to end, in the order it happens:
 
-    plan -> data -> runner -> manifest -> seeds -> score -> export
+    plan -> runner -> data -> manifest -> seeds -> score -> export
+
+Data comes after the runner: the dataset commands run where the seeds run (in the workload's
+image for Docker).
 
 `run_benchmark` is that sequence, top to bottom; each step is one function below it. The plan
 (`orchestrator.session.plan`) is decided before anything runs; one seed's life on a runner is
@@ -14,7 +17,7 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +54,11 @@ class Watch:
 
 def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watch) -> tuple[StoredRun, Score]:
     """Run every unfinished seed of the plan on ``runner`` and score the set."""
-    prepare_data(plan, watch.status)
     provenance = runner.prepare(plan.workload)
-    run = plan.resumes or store.create(new_manifest(plan, runner.name, provenance))
+    data = datasets.prepare_data(plan.workload, plan.profile, plan.data_dir, runner,
+                                 synthetic=plan.makes_synthetic_data, status=watch.status)
+    plan = replace(plan, data_dir=data.folder)
+    run = plan.resumes or store.create(new_manifest(plan, runner.name, {**provenance, "dataset": data.provenance()}))
     if plan.resumes is not None and not run.unfinished_seeds():
         watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
     watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
@@ -66,15 +71,6 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
     for seed in run.unfinished_seeds():
         run_one_seed(run, seed, plan, runner, watch)
     return finish(run, plan.workload.olympic.drop_per_end)
-
-
-def prepare_data(plan: BenchmarkPlan, status: Callable[[str], None]) -> None:
-    """Make the profile's synthetic data when it is missing; then ask the workload whether the
-    data is training-ready."""
-    if plan.makes_synthetic_data and datasets.ensure_synthetic(plan.workload, plan.profile, plan.data_dir,
-                                                               quiet=False):
-        status(f"synthetic {plan.workload.name} data made in {plan.data_dir}")
-    datasets.check_data(plan.workload, plan.data_dir)
 
 
 def new_manifest(plan: BenchmarkPlan, runner: str, provenance: dict[str, Any]) -> Manifest:
@@ -116,7 +112,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
         labels={"mltrain.run_id": run.run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
     )
     try:
-        with TelemetrySampler(paths.telemetry, plan.data_dir):
+        with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus):
             record = run_seed(
                 runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
                 metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
