@@ -53,7 +53,7 @@ CLOCKS_EVENT_REASONS: dict[str, str] = {
     "DisplayClockSetting": "display_clock_setting",
 }
 """NVML's clocks-event ("throttle") reasons by the suffix of pynvml's constants
-(``nvmlClocksEventReason<Suffix>``, before nvidia-ml-py 12.535 ``nvmlClocksThrottleReason<Suffix>``),
+(``nvmlClocksEventReason<Suffix>``; before NVML 535 renamed them, ``nvmlClocksThrottleReason<Suffix>``),
 and the names stored series use for them. The bit values come from pynvml, not from here."""
 REAL_THROTTLING = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}

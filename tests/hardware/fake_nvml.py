@@ -186,7 +186,7 @@ for _suffix, _bit in _REASONS.items():  # pynvml's constants, new and deprecated
 
 
 class LegacyFakeNvml(FakeNvml):
-    """A pynvml from before nvidia-ml-py 12.535: no clocks-event names, only the throttle ones."""
+    """A pynvml from before NVML 535 renamed throttle reasons to clocks events: only the old names."""
 
     nvmlDeviceGetCurrentClocksEventReasons = None
 
