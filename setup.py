@@ -10,9 +10,9 @@ setup(
               "orchestrator.bundled"],
     package_dir={"orchestrator.bundled": "."},
     package_data={
+        # Data beside the code of every package: a workload folder's declaration, scripts and
+        # reference files (workload.yaml, run_and_time.sh, checksum.json ...), tables (*.csv).
+        "": ["*.yaml", "*.json", "*.txt", "*.sh", "*.csv"],
         "orchestrator.bundled": ["seeds.yaml", "docker/*.Dockerfile", "docker/README.md"],
-        # A workload folder is data as much as code: its declaration, scripts and reference files.
-        "workloads.unet3d": ["*.yaml", "*.sh", "*.json", "*.txt"],
-        "workloads.resnet50": ["*.yaml", "*.sh", "*.json", "*.txt"],
     },
 )

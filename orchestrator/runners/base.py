@@ -8,6 +8,7 @@ every backend.
 
 from __future__ import annotations
 
+import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,12 @@ class DatasetResult:
     """Where it ran, for messages: "on this host", "in mltrain/unet3d:...", "on a Slurm node"."""
     mounts: tuple[tuple[str, Path], ...] = ()
     """(path where the command ran, host path) of each folder a container saw."""
+
+    @classmethod
+    def of(cls, process: subprocess.CompletedProcess[str], where: str) -> DatasetResult:
+        """From a process run here, or one that relays the command's output (srun)."""
+        return cls(returncode=process.returncode, stdout=process.stdout,
+                   stderr_tail=tuple((process.stderr or "").splitlines()[-20:]), where=where)
 
     def host_path(self, printed: str) -> Path:
         """A path the command printed, as this host sees it."""

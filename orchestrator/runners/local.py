@@ -57,8 +57,8 @@ class LocalRunner(Runner):
         inherited = visible_devices(os.environ)
         devices = self.gpus.devices(inherited) if self.gpus is not None else inherited
         self.sampled_gpus = devices
+        # What the seeds get on top of this shell's environment: only where --gpus narrows it.
         self.gpu_env = {CUDA_VISIBLE_DEVICES: ",".join(devices)} if devices not in (None, inherited) else {}
-        """Set for the seeds when --gpus narrows what this shell sees."""
 
     def prepare(self, workload: Workload) -> dict[str, Any]:
         script = workload.folder / workload.run[-1]
@@ -87,5 +87,4 @@ class LocalRunner(Runner):
         env = proc.child_env({}, pythonpath=self.project_root)
         result = proc.run_streaming([*workload.data.cli, *host_argv(args)], cwd=workload.folder, env=env,
                                     timeout_s=timeout_s, on_line=on_line)
-        return DatasetResult(returncode=result.returncode, stdout=result.stdout,
-                             stderr_tail=tuple(result.stderr.splitlines()[-20:]), where="on this host")
+        return DatasetResult.of(result, "on this host")

@@ -198,5 +198,4 @@ class SlurmRunner(Runner):
             result = proc.run_streaming(argv, cwd=Path.cwd(), env=env, timeout_s=timeout_s, on_line=on_line)
         except FileNotFoundError:
             raise RunnerError("srun not found: is this a Slurm login node?") from None
-        return DatasetResult(returncode=result.returncode, stdout=result.stdout,
-                             stderr_tail=tuple(result.stderr.splitlines()[-20:]), where="on a Slurm node")
+        return DatasetResult.of(result, "on a Slurm node")

@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import TORCH, build_wheel, make_venv, run, user_env
+from tests.installs import PROJECT, TORCH, build_wheel, make_venv, run, user_env
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
     names = set(zipfile.ZipFile(build_wheel(tmp_path)).namelist())
+    data_files = [path.relative_to(PROJECT).as_posix() for root in ("orchestrator", "workloads")
+                  for path in (PROJECT / root).rglob("*")
+                  if path.is_file() and path.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in path.parts]
+    assert data_files and not [name for name in data_files if name not in names]  # every data file ships
     for needed in ("orchestrator/bundled/seeds.yaml", "orchestrator/bundled/docker/unet3d.Dockerfile",
                    "orchestrator/bundled/docker/resnet50.Dockerfile", "workloads/unet3d/workload.yaml",
                    "workloads/unet3d/run_and_time.sh", "workloads/unet3d/checksum.json",

@@ -80,9 +80,8 @@ def run_dataset_command(
             container.start()
         except docker.errors.APIError as exc:
             raise RunnerError(f"cannot start a dataset container from {image}: {short_error(exc)}") from None
-        tail: list[str] = []
         follower = threading.Thread(
-            target=_follow, args=(container.logs(stream=True, follow=True, stdout=False, stderr=True), tail,
+            target=_follow, args=(container.logs(stream=True, follow=True, stdout=False, stderr=True),
                                   lambda line: on_line(host_text(line, seen))),
             daemon=True,
         )
@@ -96,28 +95,26 @@ def run_dataset_command(
             raise
         follower.join(timeout=10)
         stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
     except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
         raise RunnerError(f"dataset container of {image} failed: {short_error(exc)}") from None
     finally:
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             container.remove(force=True, v=True)
     return DatasetResult(
-        returncode=int(status.get("StatusCode", -1)), stdout=stdout, stderr_tail=tuple(tail[-20:]),
+        returncode=int(status.get("StatusCode", -1)), stdout=stdout, stderr_tail=tuple(stderr.splitlines()[-20:]),
         where=f"in {image}", mounts=seen,
     )
 
 
-def _follow(chunks: Iterable[bytes], tail: list[str], on_line: Callable[[str], None]) -> None:
-    """Hand complete lines of a log stream to ``on_line``; keep the last ones."""
+def _follow(chunks: Iterable[bytes], on_line: Callable[[str], None]) -> None:
+    """Hand complete lines of a log stream to ``on_line`` as they come."""
     pending = ""
     with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
         for chunk in chunks:
             pending += chunk.decode(errors="replace")
             *lines, pending = pending.split("\n")
             for line in lines:
-                tail.append(line)
-                del tail[:-50]
                 on_line(line)
     if pending:
-        tail.append(pending)
         on_line(pending)
