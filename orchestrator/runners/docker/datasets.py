@@ -9,25 +9,17 @@ labels (so `mltrain clean` finds one a killed orchestrator left), and is removed
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import docker
-import docker.errors
-import requests.exceptions
 from docker.types import Mount
 
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import RunnerError
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, host_text
-from orchestrator.runners.docker.engine import LABEL_RUN_ID, LABEL_WORKLOAD, short_error
+from orchestrator.runners.docker.engine import LABEL_WORKLOAD, run_container
 
 MOUNT_BASE = "/mnt/mltrain"
-HELPER_LABEL = "dataset-command"
-"""Value of mltrain's run label on these containers."""
 
 
 def container_args(args: Sequence[DatasetArg]) -> tuple[list[str], list[Mount], tuple[tuple[str, Path], ...]]:
@@ -67,54 +59,10 @@ def run_dataset_command(
 ) -> DatasetResult:
     """Run ``command + args`` in a fresh container of ``image``; stderr lines go to ``on_line``."""
     argv, mounts, seen = container_args(args)
-    try:
-        container = client.containers.create(
-            image, entrypoint=[*command, *argv], command=[], network_mode="none", user=user,
-            working_dir=working_dir, environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1"}, mounts=mounts,
-            labels={LABEL_RUN_ID: HELPER_LABEL, LABEL_WORKLOAD: workload.name}, init=True, detach=True,
-        )
-    except docker.errors.APIError as exc:
-        raise RunnerError(f"cannot create a dataset container from {image}: {short_error(exc)}") from None
-    try:
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            raise RunnerError(f"cannot start a dataset container from {image}: {short_error(exc)}") from None
-        follower = threading.Thread(
-            target=_follow, args=(container.logs(stream=True, follow=True, stdout=False, stderr=True),
-                                  lambda line: on_line(host_text(line, seen))),
-            daemon=True,
-        )
-        follower.start()
-        try:
-            status = container.wait(timeout=timeout_s)
-        except requests.exceptions.RequestException as exc:
-            # Over a unix socket, a read timeout can surface as a ConnectionError saying so.
-            if isinstance(exc, requests.exceptions.ReadTimeout) or "timed out" in str(exc).lower():
-                raise subprocess.TimeoutExpired(argv, timeout_s) from None
-            raise
-        follower.join(timeout=10)
-        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-        raise RunnerError(f"dataset container of {image} failed: {short_error(exc)}") from None
-    finally:
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-            container.remove(force=True, v=True)
-    return DatasetResult(
-        returncode=int(status.get("StatusCode", -1)), stdout=stdout, stderr_tail=tuple(stderr.splitlines()[-20:]),
-        where=f"in {image}", mounts=seen,
+    done = run_container(
+        client, image, [*command, *argv], timeout_s=timeout_s, labels={LABEL_WORKLOAD: workload.name},
+        on_stderr_line=lambda line: on_line(host_text(line, seen)), user=user, working_dir=working_dir,
+        environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1"}, mounts=mounts, init=True,
     )
-
-
-def _follow(chunks: Iterable[bytes], on_line: Callable[[str], None]) -> None:
-    """Hand complete lines of a log stream to ``on_line`` as they come."""
-    pending = ""
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-        for chunk in chunks:
-            pending += chunk.decode(errors="replace")
-            *lines, pending = pending.split("\n")
-            for line in lines:
-                on_line(line)
-    if pending:
-        on_line(pending)
+    return DatasetResult(returncode=done.code, stdout=done.stdout, stderr_tail=tuple(done.stderr.splitlines()[-20:]),
+                         where=f"in {image}", mounts=seen)
