@@ -12,7 +12,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
-# Only what the workload imports beyond torch, torchvision and numpy.
+# Only what the workload imports beyond torch, torchvision and numpy (training and its dataset
+# commands, which mltrain runs in this image for --runner docker).
 RUN python -m pip install "mlperf-logging==4.1.68" "pillow>=10"
 
 WORKDIR /workspace

@@ -13,8 +13,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
-# Only what the workload imports beyond torch and numpy; before the code, so that a code change
-# reuses this layer.
+# Only what the workload imports beyond torch and numpy, for training and for its dataset commands
+# (synthesize, prepare: mltrain runs them in this image for --runner docker); before the code, so
+# that a code change reuses this layer.
 RUN python -m pip install "mlperf-logging==4.1.68" "nibabel>=5,<6" "scipy>=1.10"
 
 WORKDIR /workspace

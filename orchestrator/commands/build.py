@@ -21,13 +21,13 @@ def build(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build WORKLOAD's image; its tag is a hash of everything that goes in, so unchanged means no build."""
-    from orchestrator.config.locations import project_root
+    from orchestrator.config.locations import project_files
     from orchestrator.runners.docker.engine import connect
     from orchestrator.runners.docker.images import build_spec, ensure_image
     from orchestrator.runners.docker.runner import check_base_image
 
     out = output(ctx)
-    spec = build_spec(registry().get(workload), project_root(), base_image=check_base_image(base_image))
+    spec = build_spec(registry().get(workload), project_files(), base_image=check_base_image(base_image))
     image = ensure_image(connect(), spec, rebuild=rebuild, on_status=out.status)
     if as_json:
         out.json({"tag": image.tag, "id": image.image_id, "content_hash": image.content_hash,

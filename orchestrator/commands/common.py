@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from orchestrator.config.workloads import Registry
     from orchestrator.results.store import Store
 
-RESULTS_OPTION = typer.Option(None, "--results", help="Results folder (default: results/ of the project).")
+RESULTS_OPTION = typer.Option(
+    None, "--results", help="Results folder (default: $MLTRAIN_RESULTS, else results/ of the current folder)."
+)
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output: stdout holds only JSON.")
 WORKLOADS_ENV = "MLTRAIN_WORKLOADS"
 """Extra folders of workloads (os.pathsep-separated), searched before the project's own."""

@@ -20,7 +20,7 @@ def data(
 ) -> None:
     """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check.
     Everything after WORKLOAD goes to the workload's dataset command line as it is."""
-    from orchestrator.config.locations import project_root
+    from orchestrator.config.locations import python_root
     from orchestrator.runners import proc
 
     spec = registry().get(workload)
@@ -29,7 +29,7 @@ def data(
     if not args:
         output(ctx).data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
         args = ["--help"]
-    env = proc.child_env({}, pythonpath=project_root())
+    env = proc.child_env({}, pythonpath=python_root())
     result = proc.run([*spec.data.cli, *args], cwd=spec.folder, env=env, timeout_s=7 * 24 * 3600, capture=False)
     if result.returncode != 0:
         raise typer.Exit(result.returncode)

@@ -95,7 +95,6 @@ class Asked:
 
 def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
     from orchestrator.commands.common import seeds_file
-    from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references
@@ -111,7 +110,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
         profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None,
     )
     backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, base_image=asked.base_image),
-                          project_root(), out.status)
+                          out.status)
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
     _write_outputs(out, [result], asked.junit, asked.prometheus)
     if asked.record is not None:
@@ -122,7 +121,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
 
 
 def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
-    from orchestrator.config.locations import project_root
+    from orchestrator.config.locations import python_root
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
     from orchestrator.qualify.references import load_references
     from orchestrator.render.qualification import fleet_lines, fleet_table
@@ -138,7 +137,7 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload,
     plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
                      node_args=tuple(node_args), policy=config.fleet, strict=asked.strict,
                      warn_exit_code=config.warn_exit_code)
-    fleet, records = qualify_fleet(plan, workload, project_root(), folder.resolve(), out.status)
+    fleet, records = qualify_fleet(plan, workload, python_root(), folder.resolve(), out.status)
     _write_outputs(out, records, asked.junit, asked.prometheus)
     if asked.as_json:
         out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})

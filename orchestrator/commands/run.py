@@ -36,7 +36,9 @@ def run(
     runner: RunnerName = typer.Option(
         None, "--runner", help="Where seeds run (default: local; with --resume, where the run ran)."
     ),
-    data: Path = typer.Option(None, "--data", help="Training-ready dataset folder (mounted at /data)."),
+    data: Path = typer.Option(
+        None, "--data", help="Dataset folder, training-ready or raw (raw data is prepared once, where seeds run)."
+    ),
     results: Path = RESULTS_OPTION,
     resume: str = typer.Option(None, "--resume", help="Run id: run only the seeds that did not finish."),
     retry_failed: bool = typer.Option(
@@ -44,7 +46,11 @@ def run(
         " killed, out of memory, timed out); each attempt is kept."
     ),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
-    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: N per job or none."),
+    gpus: str = typer.Option(
+        None, "--gpus",
+        help="all, N, 0,1 (device ids) or none; Slurm: N per job or none. Default: docker and Slurm none,"
+        " local the GPUs this shell sees.",
+    ),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
     shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size (with --ipc private)."),
     ipc: IpcMode = typer.Option(IpcMode.host, "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
@@ -60,7 +66,6 @@ def run(
     signal (resume with --resume)."""
     from dataclasses import replace
 
-    from orchestrator.config.locations import project_root
     from orchestrator.config.profiles import load_profiles
     from orchestrator.errors import UsageError
     from orchestrator.runners.select import RunnerOptions, make_runner
@@ -88,7 +93,7 @@ def run(
         partition=partition, base_image=base_image, ipc=ipc.value,
         time_limit_minutes=plan.profile.timeout_minutes + 5,
     )
-    backend = make_runner(options, project_root(), out.status)
+    backend = make_runner(options, out.status)
     if plan.resumes is not None:  # the plan stands: take the run (refused at once while another process has it)
         plan = replace(plan, resumes=plan.resumes.locked())
         if plan.resumes.lock is not None and plan.resumes.lock.note:

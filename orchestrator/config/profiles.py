@@ -26,7 +26,8 @@ class DatasetSpec(_Frozen):
     source: Literal["real", "synthetic"] = "real"
     """real: the user supplies --data; synthetic: made by the workload's `synthesize` on first use."""
     args: tuple[str, ...] = ()
-    """Extra arguments for the workload's `synthesize` command (size, cases, ...)."""
+    """Arguments for the workload's `synthesize` (synthetic source: size, cases ...) or `prepare`
+    (real source: how raw data is made training-ready)."""
 
 
 class Profile(_Frozen):

@@ -5,16 +5,23 @@
     series = load_series(seed_paths.telemetry)
     energy = energy_to_train(series, record.run_start_ms, record.run_stop_ms)
 
-A sampler thread reads every GPU through a `GpuSource` (NVML live, or a recorded trace in
-tests) and the host through /proc: CPU busy and iowait, memory used, and the read rate and
+A sampler thread reads the run's GPUs through a `GpuSource` (NVML live, or a recorded trace in
+tests) and the host through psutil: CPU busy and iowait, memory used, and the read rate and
 busy time of the block device holding the dataset. The series is stored column-wise (one list
 per quantity) with Unix-epoch millisecond timestamps, the clock MLLOG uses, so run_start and
 run_stop times from the log cut it directly.
+
+Only the GPUs the run was given are sampled (the runner's `sampled_gpus`: ``--gpus`` device ids,
+the first N for a count, or ``CUDA_VISIBLE_DEVICES``), so that energy and utilisation are the
+run's, not the host's. Indices are NVML's (PCI bus order); CUDA numbers devices fastest first
+unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, which is the same order on a node of one GPU model. UUIDs
+(``GPU-...``) name a device exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -25,26 +32,29 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import psutil
+
 from orchestrator.errors import UsageError
 from orchestrator.insight import gpus, sysinfo
 from orchestrator.insight.unavailable import unavailable
 from orchestrator.results import atomic
 
 SERIES_VERSION = 1
-SECTOR_BYTES = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 
-# NVML clock-event ("throttle") reason bits, as nvml.h defines them.
-THROTTLE_BITS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
+CLOCKS_EVENT_REASONS: dict[str, str] = {
+    "GpuIdle": "gpu_idle",
+    "ApplicationsClocksSetting": "applications_clocks_setting",
+    "SwPowerCap": "sw_power_cap",
+    "HwSlowdown": "hw_slowdown",
+    "SyncBoost": "sync_boost",
+    "SwThermalSlowdown": "sw_thermal_slowdown",
+    "HwThermalSlowdown": "hw_thermal_slowdown",
+    "HwPowerBrakeSlowdown": "hw_power_brake_slowdown",
+    "DisplayClockSetting": "display_clock_setting",
 }
+"""NVML's clocks-event ("throttle") reasons by the suffix of pynvml's constants
+(``nvmlClocksEventReason<Suffix>``; before NVML 535 renamed them, ``nvmlClocksThrottleReason<Suffix>``),
+and the names stored series use for them. The bit values come from pynvml, not from here."""
 REAL_THROTTLING = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
@@ -52,8 +62,34 @@ GPU_FIELDS = ("util_pct", "memory_used_bytes", "power_w", "temperature_c", "sm_c
               "energy_mj")
 
 
-def throttle_reasons(bits: int) -> list[str]:
-    return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
+def reason_bits(nvml: ModuleType) -> dict[int, str]:
+    """Bit -> reason name, from the module's own constants (the deprecated names as a fallback)."""
+    table: dict[int, str] = {}
+    for suffix, name in CLOCKS_EVENT_REASONS.items():
+        bit = getattr(nvml, f"nvmlClocksEventReason{suffix}", None)
+        if bit is None:
+            bit = getattr(nvml, f"nvmlClocksThrottleReason{suffix}", None)
+        if bit:
+            table[int(bit)] = name
+    return table
+
+
+@functools.cache
+def _pynvml_reason_bits() -> dict[int, str]:
+    return reason_bits(gpus.load_nvml())
+
+
+def throttle_reasons(bits: int, nvml: ModuleType | None = None) -> list[str]:
+    """The reasons set in a clocks-event bitmask, in pynvml's bit order."""
+    table = reason_bits(nvml) if nvml is not None else _pynvml_reason_bits()
+    return [name for bit, name in sorted(table.items()) if bits & bit]
+
+
+def clocks_event_reasons_call(nvml: ModuleType) -> Any:
+    """``nvmlDeviceGetCurrentClocksEventReasons``, or the deprecated throttle-reasons call on a
+    pynvml that predates it."""
+    current = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return current or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
 
 # ---------------------------------------------------------------- GPU sources
@@ -74,7 +110,7 @@ class GpuSample:
     sm_clock_mhz: float | None
     """Current SM clock."""
     throttle_bits: int | None
-    """NVML clock-event reason bitmask (see THROTTLE_BITS)."""
+    """NVML clocks-event reason bitmask (see `throttle_reasons`)."""
     energy_mj: float | None = None
     """Total energy counter since the driver loaded (Volta and newer), millijoules."""
 
@@ -114,17 +150,33 @@ class NoGpuSource(GpuSource):
 
 
 class NvmlGpuSource(GpuSource):
-    """Live GPUs through NVML (``pynvml`` from nvidia-ml-py, or any module with its API)."""
+    """Live GPUs through NVML (``pynvml`` from nvidia-ml-py, or any module with its API): the
+    ``devices`` given (NVML indices or UUIDs), or every GPU when None."""
 
-    def __init__(self, nvml: ModuleType) -> None:
+    def __init__(self, nvml: ModuleType, devices: tuple[str, ...] | None = None) -> None:
         self.nvml = nvml
         nvml.nvmlInit()
-        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.selected = devices
+        wanted = devices if devices is not None else [str(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.handles: list[Any] = []
+        self.unknown: list[str] = []
+        for device in wanted:
+            try:
+                self.handles.append(nvml.nvmlDeviceGetHandleByIndex(int(device)) if device.isdigit()
+                                    else nvml.nvmlDeviceGetHandleByUUID(device))
+            except nvml.NVMLError:
+                self.unknown.append(device)
         self.names = [self._read(lambda h=h: nvml.nvmlDeviceGetName(h)) for h in self.handles]
+        self.clocks_event_reasons = clocks_event_reasons_call(nvml)
 
     def describe(self) -> dict[str, Any]:
         names = [n.decode() if isinstance(n, bytes) else n for n in self.names]
-        return {"available": True, "devices": names}
+        described: dict[str, Any] = {"available": True, "devices": names}
+        if self.selected is not None:
+            described["selected"] = list(self.selected)
+        if self.unknown:
+            described["not_found"] = self.unknown
+        return described
 
     def sample(self) -> list[GpuSample]:
         nvml = self.nvml
@@ -137,7 +189,7 @@ class NvmlGpuSource(GpuSource):
                 power_w=power_mw / 1000 if power_mw is not None else None,
                 temperature_c=self._read(lambda h=handle: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
                 sm_clock_mhz=self._read(lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
-                throttle_bits=self._read(lambda h=handle: nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+                throttle_bits=self._read(lambda h=handle: self.clocks_event_reasons(h)),
                 energy_mj=self._read(lambda h=handle: nvml.nvmlDeviceGetTotalEnergyConsumption(h)),
             ))
         return samples
@@ -178,14 +230,17 @@ class TraceGpuSource(GpuSource):
         return step
 
 
-def open_gpu_source(nvml: ModuleType | None = None) -> GpuSource:
-    """NVML when it answers, otherwise a source that says why there are no GPUs."""
+def open_gpu_source(nvml: ModuleType | None = None, devices: tuple[str, ...] | None = None) -> GpuSource:
+    """NVML for ``devices`` (None: every GPU) when it answers, otherwise a source that says why
+    there are no GPUs."""
+    if devices == ():
+        return NoGpuSource("the run was given no GPU of this host")
     try:
         nvml = nvml or gpus.load_nvml()
     except ImportError:
         return NoGpuSource("nvidia-ml-py (pynvml) is not installed")
     try:
-        return NvmlGpuSource(nvml)
+        return NvmlGpuSource(nvml, devices)
     except nvml.NVMLError as exc:
         return NoGpuSource(gpus.nvml_failure(exc))
 
@@ -207,50 +262,50 @@ def record_gpu_trace(source: GpuSource, samples: int, interval_s: float) -> dict
 class HostSample:
     """Host counters at one instant (cumulative where the kernel counts)."""
 
-    cpu_busy_jiffies: int
-    """user+nice+system+irq+softirq+steal."""
-    cpu_iowait_jiffies: int
+    cpu_busy_s: float
+    """user+nice+system+irq+softirq+steal, all CPUs."""
+    cpu_iowait_s: float
     """Time waiting for I/O."""
-    cpu_total_jiffies: int
+    cpu_total_s: float
     """All time."""
     memory_used_bytes: int | None
-    """MemTotal - MemAvailable."""
-    disk_read_sectors: int | None
-    """Sectors read from the dataset device."""
-    disk_io_ms: int | None
+    """Total minus available memory."""
+    disk_read_bytes: int | None
+    """Bytes read from the dataset device."""
+    disk_busy_ms: int | None
     """Milliseconds the dataset device was busy."""
 
 
 class HostProbe:
-    """Reads /proc for CPU, memory and the dataset device's counters."""
+    """Reads CPU times, memory and the dataset device's counters through psutil (or a module
+    with its API, in tests)."""
 
-    def __init__(self, disk: str | None, proc: Path = Path("/proc")) -> None:
+    def __init__(self, disk: str | None, counters: Any = psutil) -> None:
         self.disk = disk
-        self.proc = proc
+        self.counters = counters
 
     def read(self) -> HostSample:
-        cpu = [int(x) for x in (self.proc / "stat").read_text().splitlines()[0].split()[1:]]
-        user, nice, system, idle, iowait, irq, softirq, steal = (cpu + [0] * 8)[:8]
-        memory = sysinfo.meminfo(self.proc / "meminfo")
-        used = (memory["MemTotal"] - memory["MemAvailable"]) * 1024 if "MemAvailable" in memory else None
-        sectors, io_ms = self._disk()
+        cpu = self.counters.cpu_times()
+        busy = cpu.user + cpu.nice + cpu.system + sum(getattr(cpu, f, 0.0) for f in ("irq", "softirq", "steal"))
+        iowait = getattr(cpu, "iowait", 0.0)
+        memory = self.counters.virtual_memory()
+        read_bytes, busy_ms = self._disk()
         return HostSample(
-            cpu_busy_jiffies=user + nice + system + irq + softirq + steal,
-            cpu_iowait_jiffies=iowait,
-            cpu_total_jiffies=user + nice + system + idle + iowait + irq + softirq + steal,
-            memory_used_bytes=used,
-            disk_read_sectors=sectors,
-            disk_io_ms=io_ms,
+            cpu_busy_s=busy,
+            cpu_iowait_s=iowait,
+            cpu_total_s=busy + cpu.idle + iowait,
+            memory_used_bytes=int(memory.total - memory.available),
+            disk_read_bytes=read_bytes,
+            disk_busy_ms=busy_ms,
         )
 
     def _disk(self) -> tuple[int | None, int | None]:
         if self.disk is None:
             return None, None
-        for line in (self.proc / "diskstats").read_text().splitlines():
-            fields = line.split()
-            if len(fields) >= 13 and fields[2] == self.disk:
-                return int(fields[5]), int(fields[12])
-        return None, None
+        device = (self.counters.disk_io_counters(perdisk=True) or {}).get(self.disk)
+        if device is None:
+            return None, None
+        return int(device.read_bytes), getattr(device, "busy_time", None)
 
 
 def dataset_disk(data_dir: Path) -> tuple[str | None, str]:
@@ -294,6 +349,7 @@ class TelemetrySampler:
         data_dir: Path,
         interval_s: float = 1.0,
         *,
+        gpus: tuple[str, ...] | None = None,
         gpu_source: GpuSource | None = None,
         host_probe: HostProbe | None = None,
     ) -> None:
@@ -302,6 +358,8 @@ class TelemetrySampler:
         self.path = path
         self.data_dir = data_dir
         self.interval_s = interval_s
+        self.gpus = gpus
+        """The run's GPUs (NVML indices or UUIDs; None: every GPU of the host)."""
         self._gpu_source = gpu_source
         self._host_probe = host_probe
         self._disk_note = ""
@@ -316,7 +374,7 @@ class TelemetrySampler:
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         if self._gpu_source is None:
-            self._gpu_source = open_gpu_source()
+            self._gpu_source = open_gpu_source(devices=self.gpus)
         if self._host_probe is None:
             disk, self._disk_note = dataset_disk(self.data_dir)
             self._host_probe = HostProbe(disk)
@@ -378,13 +436,12 @@ class TelemetrySampler:
         columns.t_ms.append(int(now * 1000))
         columns.memory_used_bytes.append(host.memory_used_bytes)
         previous, elapsed = self._previous, (now - self._previous_t) if self._previous_t else None
-        columns.cpu_pct.append(_share(host.cpu_busy_jiffies, host.cpu_total_jiffies, previous, "cpu_busy_jiffies"))
-        columns.iowait_pct.append(_share(host.cpu_iowait_jiffies, host.cpu_total_jiffies, previous,
-                                         "cpu_iowait_jiffies"))
-        read_before = previous.disk_read_sectors if previous else None
-        io_before = previous.disk_io_ms if previous else None
-        columns.disk_read_bytes_per_s.append(_rate(host.disk_read_sectors, read_before, elapsed, SECTOR_BYTES))
-        busy = _rate(host.disk_io_ms, io_before, elapsed, 0.1)  # ms busy per s -> percent
+        columns.cpu_pct.append(_share(host.cpu_busy_s, host.cpu_total_s, previous, "cpu_busy_s"))
+        columns.iowait_pct.append(_share(host.cpu_iowait_s, host.cpu_total_s, previous, "cpu_iowait_s"))
+        read_before = previous.disk_read_bytes if previous else None
+        io_before = previous.disk_busy_ms if previous else None
+        columns.disk_read_bytes_per_s.append(_rate(host.disk_read_bytes, read_before, elapsed, 1.0))
+        busy = _rate(host.disk_busy_ms, io_before, elapsed, 0.1)  # ms busy per s -> percent
         columns.disk_busy_pct.append(min(busy, 100.0) if busy is not None else None)
         self._previous, self._previous_t = host, now
         while len(columns.gpus) < len(gpus):
@@ -394,10 +451,10 @@ class TelemetrySampler:
                 columns.gpus[index][name].append(getattr(gpu, name))
 
 
-def _share(value: int, total: int, previous: HostSample | None, name: str) -> float | None:
+def _share(value: float, total: float, previous: HostSample | None, name: str) -> float | None:
     if previous is None:
         return None
-    spent = total - previous.cpu_total_jiffies
+    spent = total - previous.cpu_total_s
     return round(100.0 * (value - getattr(previous, name)) / spent, 2) if spent > 0 else None
 
 

@@ -9,8 +9,9 @@ every backend. A backend also refuses, before anything is written, a job it cann
 
 from __future__ import annotations
 
+import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,72 @@ class SeedJob:
         return list(self.command) if self.command else [*self.workload.run, str(self.seed)]
 
 
+@dataclass(frozen=True, kw_only=True)
+class HostPath:
+    """A folder of this host given to a dataset command as one argument. The runner makes it
+    visible where the command runs: as it is on this host or a Slurm node (shared filesystem),
+    mounted in a helper container for Docker."""
+
+    path: Path
+    writable: bool = False
+    """Whether the command writes there (else it is mounted read-only)."""
+    mount: Path | None = None
+    """The folder to make visible when it must be an ancestor of ``path`` (a command that stages
+    its output beside it); default: ``path`` itself."""
+
+    @property
+    def root(self) -> Path:
+        return self.mount or self.path
+
+
+DatasetArg = str | HostPath
+"""An argument of a dataset command: a word, or a host folder."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetResult:
+    """What a dataset command did."""
+
+    returncode: int
+    stdout: str
+    """Its whole standard output (a command such as ``prepare`` prints a folder there)."""
+    stderr_tail: tuple[str, ...]
+    """Its last lines of standard error (the one-line error of a failed command is the last)."""
+    where: str
+    """Where it ran, for messages: "on this host", "in mltrain/unet3d:...", "on a Slurm node"."""
+    mounts: tuple[tuple[str, Path], ...] = ()
+    """(path where the command ran, host path) of each folder a container saw."""
+
+    @classmethod
+    def of(cls, process: subprocess.CompletedProcess[str], where: str) -> DatasetResult:
+        """From a process run here, or one that relays the command's output (srun)."""
+        return cls(returncode=process.returncode, stdout=process.stdout,
+                   stderr_tail=tuple((process.stderr or "").splitlines()[-20:]), where=where)
+
+    def host_path(self, printed: str) -> Path:
+        """A path the command printed, as this host sees it."""
+        for inside, host in self.mounts:
+            if printed == inside or printed.startswith(inside + "/"):
+                return host / printed[len(inside):].lstrip("/")
+        return Path(printed)
+
+    def host_text(self, line: str) -> str:
+        """A line the command printed, with the paths it saw written as this host's."""
+        return host_text(line, self.mounts)
+
+
+def host_text(line: str, mounts: Sequence[tuple[str, Path]]) -> str:
+    """``line`` with each mounted folder's path where the command ran replaced by the host's."""
+    for inside, host in mounts:
+        line = line.replace(inside, str(host))
+    return line
+
+
+def host_argv(args: Sequence[DatasetArg]) -> list[str]:
+    """Dataset-command arguments where the command sees this host's paths as they are."""
+    return [str(a.path) if isinstance(a, HostPath) else a for a in args]
+
+
 class Job(ABC):
     """A submitted run. `stream` and `wait` are called from one thread, `cancel` from any."""
 
@@ -66,6 +133,9 @@ class Runner(ABC):
     """A place where seeds run: this host, a Docker engine, a Slurm cluster."""
 
     name: str
+    sampled_gpus: tuple[str, ...] | None = None
+    """This host's GPUs the seeds use (indices or UUIDs), which telemetry samples; None: every
+    GPU of the host, (): none of this host's (no GPU, or the run is on another machine)."""
 
     @abstractmethod
     def prepare(self, workload: Workload) -> dict[str, Any]:
@@ -85,3 +155,12 @@ class Runner(ABC):
     def check_job(self, job: SeedJob) -> None:  # noqa: B027 - most backends take any job
         """Raise UsageError or ConfigError, before anything is written, for a job this backend
         cannot carry (a value its submission format cannot hold, a program that is not there)."""
+
+    @abstractmethod
+    def dataset_command(
+        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+    ) -> DatasetResult:
+        """Run the workload's dataset command line (``data.cli`` + ``args``) where its seeds run, so
+        that what it needs (torch, nibabel ...) is what the seeds have. Lines of its standard error
+        go to ``on_line`` as they come. Raise subprocess.TimeoutExpired after ``timeout_s``; called
+        after `prepare`."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,8 @@ from orchestrator.config.workloads import Workload
 from orchestrator.errors import ConfigError
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import Job, Runner, SeedJob
+from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
+from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, parse_gpus, visible_devices
 
 _CHUNK = 65536
 
@@ -45,12 +46,23 @@ class LocalJob(Job):
 
 
 class LocalRunner(Runner):
-    """The workload's command on this machine, one seed at a time."""
+    """The workload's command on this machine, one seed at a time.
+
+    ``--gpus`` becomes ``CUDA_VISIBLE_DEVICES`` (device ids as given, a count the first N of the
+    devices this shell sees, none an empty list); without ``--gpus`` the seeds see what this
+    shell sees.
+    """
 
     name = "local"
 
-    def __init__(self, project_root: Path) -> None:
+    def __init__(self, project_root: Path, gpus: str | None = None) -> None:
         self.project_root = project_root
+        self.gpus = parse_gpus(gpus) if gpus is not None else None
+        inherited = visible_devices(os.environ)
+        devices = self.gpus.devices(inherited) if self.gpus is not None else inherited
+        self.sampled_gpus = devices
+        # What the seeds get on top of this shell's environment: only where --gpus narrows it.
+        self.gpu_env = {CUDA_VISIBLE_DEVICES: ",".join(devices)} if devices not in (None, inherited) else {}
 
     def check_job(self, job: SeedJob) -> None:
         declared = job.workload.folder / "workload.yaml"
@@ -60,14 +72,28 @@ class LocalRunner(Runner):
             raise ConfigError(f"{declared} field run: {script} not found")
 
     def prepare(self, workload: Workload) -> dict[str, Any]:
-        return {"runner": "local", "command": list(workload.run)}
+        return {
+            "runner": "local",
+            "command": list(workload.run),
+            "gpus": self.gpus.spec if self.gpus is not None else None,
+            "cuda_visible_devices": self.gpu_env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES)),
+        }
 
     def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
         return [f"process {pid}" for pid in proc.kill_marked(run_id)]
 
     def submit(self, job: SeedJob) -> LocalJob:
         env = proc.child_env(
-            {**job.env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir), proc.MARK_ENV: job.run_id},
+            {**job.env, **self.gpu_env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir),
+             proc.MARK_ENV: job.run_id},
             pythonpath=self.project_root,
         )
         return LocalJob(proc.spawn(job.argv(), cwd=job.workload.folder, env=env))
+
+    def dataset_command(
+        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+    ) -> DatasetResult:
+        env = proc.child_env({}, pythonpath=self.project_root)
+        result = proc.run_streaming([*workload.data.cli, *host_argv(args)], cwd=workload.folder, env=env,
+                                    timeout_s=timeout_s, on_line=on_line)
+        return DatasetResult.of(result, "on this host")

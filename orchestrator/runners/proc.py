@@ -15,9 +15,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from orchestrator.errors import ConfigError
 
@@ -81,6 +83,40 @@ def run(
             stop_group(proc, grace_s=2.0)
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_streaming(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float, on_line: Callable[[str], None],
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion in its own process group, keeping stdout and handing each line of stderr
+    to ``on_line`` as it comes (stderr is kept too). The group is killed on timeout or Ctrl-C."""
+    with subprocess.Popen(
+        resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        out: list[str] = []
+        err: list[str] = []
+        readers = [
+            threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),  # type: ignore[union-attr]
+            threading.Thread(target=_lines, args=(proc.stderr, err, on_line), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except BaseException:
+            stop_group(proc, grace_s=2.0)
+            raise
+        for reader in readers:
+            reader.join()
+        return subprocess.CompletedProcess(proc.args, code, "".join(out), "".join(err))
+
+
+def _lines(stream: IO[str], kept: list[str], on_line: Callable[[str], None]) -> None:
+    for line in stream:
+        kept.append(line)
+        on_line(line.rstrip("\n"))
 
 
 def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from orchestrator.config.locations import project_files, python_root
 from orchestrator.errors import UsageError
 from orchestrator.runners.base import Runner
 from orchestrator.runners.local import LocalRunner
@@ -17,8 +17,9 @@ RUNNER_NAMES = ("local", "docker", "slurm", "auto")
 class RunnerOptions:
     name: str = "local"
     """local, docker or auto (docker when an engine answers, else local)."""
-    gpus: str = "none"
-    """Docker: all, N, a list such as 0,1, or none."""
+    gpus: str | None = None
+    """all, N, device ids such as 0,1, or none (Slurm: N or none); None: the runner's default
+    (docker and Slurm no GPU, local what this shell sees)."""
     shm_size: str = "1g"
     rebuild: bool = False
     drop_caches: bool = False
@@ -36,7 +37,7 @@ class RunnerOptions:
             raise UsageError(f"unknown runner {self.name!r}: choose one of {', '.join(RUNNER_NAMES)}")
 
 
-def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[[str], None]) -> Runner:
+def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
     name = options.name
     if name == "auto":
         from orchestrator.runners.docker.engine import engine_status
@@ -45,16 +46,16 @@ def make_runner(options: RunnerOptions, project_root: Path, on_status: Callable[
         name = "docker" if up else "local"
         on_status(f"runner: {name} ({why})")
     if name == "local":
-        return LocalRunner(project_root)
+        return LocalRunner(python_root(), gpus=options.gpus)
     if name == "slurm":
         from orchestrator.runners.slurm import SlurmOptions, SlurmRunner
 
-        return SlurmRunner(project_root, SlurmOptions(
+        return SlurmRunner(python_root(), SlurmOptions(
             partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
         ))
     from orchestrator.runners.docker.runner import DockerRunner
 
     return DockerRunner(
-        project_root, gpus=options.gpus, shm_size=options.shm_size, rebuild=options.rebuild,
+        project_files(), gpus=options.gpus or "none", shm_size=options.shm_size, rebuild=options.rebuild,
         drop_caches=options.drop_caches, base_image=options.base_image, ipc=options.ipc, on_status=on_status,
     )

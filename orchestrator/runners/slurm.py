@@ -20,7 +20,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,8 @@ from orchestrator.results import atomic
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import Job, Runner, SeedJob
+from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
+from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 60.0
@@ -83,8 +84,10 @@ def job_name(run_id: str, seed: int) -> str:
 class SlurmOptions:
     partition: str | None = None
     """Partition to submit to, or a comma-separated list of them (None: the cluster's default)."""
-    gpus: str = "none"
-    """GPUs per job: none or a count (requested as --gres=gpu:N)."""
+    gpus: str | None = None
+    """GPUs per job: a count (requested as --gres=gpu:N; Slurm sets CUDA_VISIBLE_DEVICES to the
+    ones it allocates), none (CUDA_VISIBLE_DEVICES empty: no GPU, allocated or not), or None
+    (not given: nothing requested, nothing hidden)."""
     time_limit_minutes: float = 1440
     """Slurm's own limit; set above the profile's wall-clock limit so that mltrain's fires first."""
     nodelist: str | None = None
@@ -93,7 +96,7 @@ class SlurmOptions:
     """Nothing else runs on the node meanwhile (a node is qualified alone)."""
 
     def __post_init__(self) -> None:
-        if not _GPUS.match(self.gpus):
+        if self.gpus is not None and not _GPUS.match(self.gpus):
             raise UsageError(f"--gpus {self.gpus!r}: the slurm runner takes none or a GPU count per job")
         if self.nodelist is not None and not _NODELIST.match(self.nodelist):
             raise UsageError(f"node list {self.nodelist!r}: use Slurm host names or ranges such as node[01-04]")
@@ -118,7 +121,7 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
     ]
     if options.partition:
         lines.append(f"#SBATCH --partition={sbatch_value('--partition', options.partition, name=_PARTITIONS)}")
-    if options.gpus != "none":
+    if options.gpus not in (None, "none"):
         lines.append(f"#SBATCH --gres=gpu:{options.gpus}")
     if options.nodelist:
         lines.append(f"#SBATCH --nodelist={sbatch_value('the node list', options.nodelist)}")
@@ -129,6 +132,7 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
         "DATADIR": str(job.data_dir),
         "RESULTS_DIR": str(job.results_dir),
         "PYTHONPATH": str(project_root),
+        **({CUDA_VISIBLE_DEVICES: ""} if options.gpus == "none" else {}),
     }
     lines.append("set -euo pipefail")
     python_bin = no_control_characters("the Python folder", str(Path(sys.executable).parent))
@@ -235,6 +239,7 @@ class SlurmRunner(Runner):
     """One sbatch job per seed on the cluster this host submits to."""
 
     name = "slurm"
+    sampled_gpus: tuple[str, ...] | None = ()  # the jobs' GPUs are on a node, not on this host
 
     def __init__(self, project_root: Path, options: SlurmOptions) -> None:
         self.project_root = project_root
@@ -273,3 +278,19 @@ class SlurmRunner(Runner):
         for job in jobs:
             job.cancel()
         return [f"slurm job {job.job_id}" for job in jobs]
+
+    def dataset_command(
+        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+    ) -> DatasetResult:
+        """On a node, through ``srun`` (blocking, output relayed); paths are the shared filesystem's."""
+        argv = ["srun", "--nodes=1", "--ntasks=1", f"--job-name=mltrain-data-{workload.name}",
+                f"--time={max(1, int(timeout_s / 60 + 0.999))}", f"--chdir={workload.folder}", "--quiet"]
+        if self.options.partition:
+            argv.append(f"--partition={self.options.partition}")
+        argv += proc.resolve_argv([*workload.data.cli, *host_argv(args)])
+        env = proc.child_env({}, pythonpath=self.project_root)
+        try:
+            result = proc.run_streaming(argv, cwd=Path.cwd(), env=env, timeout_s=timeout_s, on_line=on_line)
+        except FileNotFoundError:
+            raise RunnerError("srun not found: is this a Slurm login node?") from None
+        return DatasetResult.of(result, "on a Slurm node")

@@ -1,20 +1,49 @@
-"""Find, make and check a workload's dataset through the workload's own dataset CLI."""
+"""Find, make and prepare a workload's dataset through the workload's own dataset command line.
+
+The commands run where the workload's seeds run (`Runner.dataset_command`): on this host, in a
+helper container of the workload's image, or on a Slurm node. So a host with only the
+orchestrator installed can run a containerized workload from raw data.
+
+    synthesize OUT [profile args]      the smoke profile's synthetic set, made once in the cache
+    prepare SRC --cache DIR [args]     prints the training-ready folder: SRC itself when it is
+                                       ready; else what the workload made of it under DIR (raw
+                                       KiTS19 preprocessed once, cached by content)
+"""
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from orchestrator.config.locations import data_cache_dir, project_root
+from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.profiles import Profile
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError
-from orchestrator.runners import proc
+from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
 
 READY_MARKER = ".mltrain-ready"
-CHECK_TIMEOUT_S = 600
+PREPARE_TIMEOUT_S = 2 * 24 * 3600
+"""Preparing the full raw dataset (KiTS19: 29 GB preprocessed) may take hours on a small host."""
 SYNTHESIZE_TIMEOUT_S = 6 * 3600
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedData:
+    """The training-ready folder of a run, and where it came from (for the manifest)."""
+
+    folder: Path
+    """What the seeds read (mounted at /data in a container)."""
+    given: Path
+    """The folder the user gave (or the profile's synthetic one)."""
+    where: str
+    """Where the dataset commands ran."""
+
+    def provenance(self) -> dict[str, Any]:
+        return {"given": str(self.given), "prepared": str(self.folder), "prepared_where": self.where}
 
 
 def synthetic_dir(workload: Workload, profile: Profile) -> Path:
@@ -23,8 +52,13 @@ def synthetic_dir(workload: Workload, profile: Profile) -> Path:
     return data_cache_dir() / workload.name / f"synthetic-{digest}"
 
 
+def prepared_cache_dir(workload: Workload) -> Path:
+    """The ``--cache`` folder of ``prepare``: what the workload makes of raw data stays there."""
+    return data_cache_dir() / workload.name / "prepared"
+
+
 def resolve_data_dir(workload: Workload, profile: Profile, given: Path | None) -> Path:
-    """The folder to mount at /data: the user's, else the profile's synthetic one."""
+    """The folder the run starts from: the user's, else the profile's synthetic one."""
     if given is not None:
         if not given.is_dir():
             how = f" ({workload.data.how_to_get.strip().splitlines()[0]})" if workload.data.how_to_get.strip() else ""
@@ -38,42 +72,99 @@ def resolve_data_dir(workload: Workload, profile: Profile, given: Path | None) -
     )
 
 
-def ensure_synthetic(workload: Workload, profile: Profile, folder: Path, *, quiet: bool) -> bool:
+def prepare_data(
+    workload: Workload, profile: Profile, folder: Path, runner: Runner, *, synthetic: bool,
+    status: Callable[[str], None],
+) -> PreparedData:
+    """Make the profile's synthetic data when it is missing (``synthetic``), then ask the workload
+    for the training-ready folder of ``folder``; both where the seeds run. DataError with the
+    workload's one-line answer when the data cannot be used."""
+    if synthetic and ensure_synthetic(workload, profile, folder, runner, status):
+        status(f"synthetic {workload.name} data made in {folder}")
+    ready, where = prepare(workload, profile, folder, runner, status)
+    if ready != folder:
+        status(f"{workload.name} data: {folder} is ready as {ready}")
+    return PreparedData(folder=ready, given=folder, where=where)
+
+
+def ensure_synthetic(
+    workload: Workload, profile: Profile, folder: Path, runner: Runner, status: Callable[[str], None],
+) -> bool:
     """Make the profile's synthetic dataset unless it is ready; True when it was made now."""
     if (folder / READY_MARKER).is_file():
         return False
     folder.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*workload.data.cli, "synthesize", str(folder), *profile.dataset.args]
-    result = _call(workload, argv, SYNTHESIZE_TIMEOUT_S, capture=quiet, stdout_to_stderr=True)
+    # synthesize stages its output beside OUT, so the parent is what must be writable.
+    out = HostPath(path=folder, writable=True, mount=folder.parent)
+    result = _call(runner, workload, ["synthesize", out, *profile.dataset.args], SYNTHESIZE_TIMEOUT_S, status)
     if result.returncode != 0:
-        raise DataError(f"making synthetic {workload.name} data failed: {_last_line(result)}")
+        raise DataError(f"making synthetic {workload.name} data failed {result.where}: {_last_line(result)}")
+    for line in result.stdout.splitlines():
+        if line.strip():
+            status(line.strip())
     return True
 
 
-def check_data(workload: Workload, folder: Path) -> None:
-    """Ask the workload whether ``folder`` is training-ready; its one-line answer on failure."""
-    result = _call(workload, [*workload.data.cli, "check", str(folder)], CHECK_TIMEOUT_S, capture=True)
+def prepare(
+    workload: Workload, profile: Profile, folder: Path, runner: Runner, status: Callable[[str], None],
+) -> tuple[Path, str]:
+    """The training-ready folder the workload's ``prepare`` prints for ``folder`` (as this host
+    sees it), and where the command ran. A real-data profile's dataset args go to ``prepare``."""
+    cache = prepared_cache_dir(workload)  # made by the command only when it prepares something
+    args = profile.dataset.args if profile.dataset.source == "real" else ()
+    result = _call(
+        runner, workload, ["prepare", HostPath(path=folder), "--cache", HostPath(path=cache, writable=True), *args],
+        PREPARE_TIMEOUT_S, status,
+    )
     if result.returncode != 0:
         raise DataError(f"{workload.name} data in {folder}: {_last_line(result)}")
+    printed = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    if not printed:
+        raise DataError(f"{workload.name}: its dataset command `prepare {folder}` printed no folder")
+    ready = result.host_path(printed[-1])
+    if not ready.is_dir():
+        raise DataError(f"{workload.name}: `prepare {folder}` printed {printed[-1]}, which is not a folder here")
+    return ready, result.where
 
 
 def _call(
-    workload: Workload, argv: list[str], timeout_s: float, *, capture: bool, stdout_to_stderr: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    env = proc.child_env({}, pythonpath=project_root())
+    runner: Runner, workload: Workload, args: list[DatasetArg], timeout_s: float, status: Callable[[str], None],
+) -> DatasetResult:
+    action = str(args[0])
+    lines = _HeldBack(status)
     try:
-        return proc.run(argv, cwd=workload.folder, env=env, timeout_s=timeout_s, capture=capture,
-                        stdout_to_stderr=stdout_to_stderr)
+        result = runner.dataset_command(workload, args, timeout_s=timeout_s, on_line=lines.add)
     except subprocess.TimeoutExpired:
-        action = argv[len(workload.data.cli)]
-        raise DataError(f"{workload.name} dataset command {action} took over {timeout_s:.0f}s") from None
+        raise DataError(f"{workload.name} dataset command {action} took over {timeout_s:.0f} s") from None
     except OSError as exc:
         raise DataError(f"{workload.name} dataset command {' '.join(workload.data.cli)}: {exc.strerror}") from None
+    if result.returncode == 0:
+        lines.flush()
+    return result
 
 
-def _last_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = [line.strip() for line in (result.stderr or "").splitlines() if line.strip()]
+class _HeldBack:
+    """Passes a command's stderr lines on as status, one line late: the last line of a failed
+    command is its error, which the DataError says once."""
+
+    def __init__(self, status: Callable[[str], None]) -> None:
+        self.status = status
+        self.held: str | None = None
+
+    def add(self, line: str) -> None:
+        if self.held is not None:
+            self.status(self.held)
+        self.held = line.strip() or None
+
+    def flush(self) -> None:
+        if self.held is not None:
+            self.status(self.held)
+            self.held = None
+
+
+def _last_line(result: DatasetResult) -> str:
+    lines = [line.strip() for line in result.stderr_tail if line.strip()]
     if not lines:
         return f"exit status {result.returncode}"
-    last = lines[-1]
+    last = result.host_text(lines[-1])
     return last[len("error:"):].strip() if last.lower().startswith("error:") else last

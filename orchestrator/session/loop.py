@@ -1,6 +1,9 @@
 """A benchmark run from start to end, in the order it happens:
 
-    plan -> checks -> leftovers -> data -> runner -> manifest -> seeds -> score -> export
+    plan -> checks -> leftovers -> runner -> data -> manifest -> seeds -> score -> export
+
+Data comes after the runner: the dataset commands run where the seeds run (in the workload's
+image for Docker).
 
 `run_benchmark` is that sequence, top to bottom; each step is one function below it. The plan
 (`orchestrator.session.plan`) is decided before anything runs, and every value a seed's submission
@@ -21,7 +24,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +74,12 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
         if run is not None:
             stop_leftovers(run, runner, watch.status)
             adopt_recorded_seeds(run, watch.status)
-        prepare_data(plan, watch.status)
         provenance = runner.prepare(plan.workload)
+        data = datasets.prepare_data(plan.workload, plan.profile, plan.data_dir, runner,
+                                     synthetic=plan.makes_synthetic_data, status=watch.status)
+        plan = replace(plan, data_dir=data.folder)
         if run is None:
-            run = store.create(new_manifest(plan, run_id, runner.name, provenance))
+            run = store.create(new_manifest(plan, run_id, runner.name, {**provenance, "dataset": data.provenance()}))
         to_run = seeds_to_run(run, plan)
         if plan.resumes is not None and not to_run:
             watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
@@ -154,15 +159,6 @@ def seeds_to_run(run: StoredRun, plan: BenchmarkPlan) -> list[int]:
     return [s for s in run.manifest.seeds if not run.finished(s) or s in retry]
 
 
-def prepare_data(plan: BenchmarkPlan, status: Callable[[str], None]) -> None:
-    """Make the profile's synthetic data when it is missing; then ask the workload whether the
-    data is training-ready."""
-    if plan.makes_synthetic_data and datasets.ensure_synthetic(plan.workload, plan.profile, plan.data_dir,
-                                                               quiet=False):
-        status(f"synthetic {plan.workload.name} data made in {plan.data_dir}")
-    datasets.check_data(plan.workload, plan.data_dir)
-
-
 def new_manifest(plan: BenchmarkPlan, run_id: str, runner: str, provenance: dict[str, Any]) -> Manifest:
     return Manifest(
         run_id=run_id,
@@ -197,7 +193,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     started_at = now_iso()
     run.save_seed(SeedState(seed=seed, state=SeedStateName.RUNNING, started_at=started_at))
     job = seed_job(plan, run.store, run.run_id, seed)
-    with TelemetrySampler(paths.telemetry, plan.data_dir):
+    with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus):
         record = run_seed(
             runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
             metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,

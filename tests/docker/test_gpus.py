@@ -8,8 +8,9 @@ import pytest
 
 from orchestrator.errors import RunnerError, UsageError
 from orchestrator.runners.docker.engine import engine_status
-from orchestrator.runners.docker.gpus import check_gpu_support, parse_gpus
+from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.runner import DockerRunner
+from orchestrator.runners.gpus import parse_gpus
 
 
 @pytest.mark.parametrize(
@@ -18,13 +19,13 @@ from orchestrator.runners.docker.runner import DockerRunner
      ("GPU-1a2b,GPU-3c4d", 0, ["GPU-1a2b", "GPU-3c4d"])],
 )
 def test_gpu_specs_become_device_requests(spec: str, count: int, ids: list[str]):
-    (request,) = parse_gpus(spec).device_requests()
+    (request,) = device_requests(parse_gpus(spec))
     assert request["Capabilities"] == [["gpu"]]
     assert request["Count"] == count and request["DeviceIDs"] == ids
 
 
 def test_no_gpus_means_no_device_request():
-    assert parse_gpus("none").device_requests() == [] and not parse_gpus("none").wanted
+    assert device_requests(parse_gpus("none")) == [] and not parse_gpus("none").wanted
 
 
 @pytest.mark.parametrize("spec", ["0", "-1", "some", "1,,2", "device=", "0;rm -rf /", ""])

@@ -55,6 +55,20 @@ class NVMLError_Timeout(NVMLError):  # noqa: N801
     pass
 
 
+class NVMLError_NotFound(NVMLError):  # noqa: N801
+    pass
+
+
+class NVMLError_InvalidArgument(NVMLError):  # noqa: N801
+    pass
+
+
+# Clocks-event reason bits as nvml.h defines them, under pynvml's new and deprecated names.
+_REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
+            "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80,
+            "DisplayClockSetting": 0x100}
+
+
 class FakeNvml:
     """Module-like object: pass it wherever the code takes ``nvml``."""
 
@@ -82,6 +96,7 @@ class FakeNvml:
         self.step = 0
         self.initialised = 0
         self.reads: dict[tuple[int, str], int] = {}
+        self.deprecated_calls = 0
 
     def advance(self) -> None:
         self.step = min(self.step + 1, len(self.trace["samples"]) - 1)
@@ -105,10 +120,17 @@ class FakeNvml:
         return len(self.trace["devices"])
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        if not 0 <= index < len(self.trace["devices"]):
+            raise NVMLError_InvalidArgument("Invalid Argument")
         return index
 
     def nvmlDeviceGetIndex(self, handle: int) -> int:  # noqa: N802
         return handle
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:  # noqa: N802
+        for index, device in enumerate(self.trace["devices"]):
+            if device["uuid"] == uuid:
+                return index
+        raise NVMLError_NotFound("Not Found")
 
     # -- static facts
     def _static(self, handle: int, key: str) -> Any:
@@ -182,7 +204,11 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:  # noqa: N802
         return self._dynamic(h, "sm_clock_mhz")
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # noqa: N802
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:  # noqa: N802
+        return self._dynamic(h, "throttle_bits")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # noqa: N802 - deprecated name
+        self.deprecated_calls += 1
         return self._dynamic(h, "throttle_bits")
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:  # noqa: N802
@@ -248,3 +274,35 @@ class FakeNvml:
 
     def nvmlEventSetFree(self, event_set: str) -> None:  # noqa: N802
         pass
+
+for _suffix, _bit in _REASONS.items():  # pynvml's constants, new and deprecated names
+    setattr(FakeNvml, f"nvmlClocksEventReason{_suffix}", _bit)
+    setattr(FakeNvml, f"nvmlClocksThrottleReason{_suffix}", _bit)
+
+
+class LegacyFakeNvml(FakeNvml):
+    """A pynvml from before NVML 535 renamed throttle reasons to clocks events: only the old names."""
+
+    nvmlDeviceGetCurrentClocksEventReasons = None
+
+
+for _suffix in _REASONS:
+    setattr(LegacyFakeNvml, f"nvmlClocksEventReason{_suffix}", None)
+
+
+def eight_gpu_trace(busy: tuple[int, ...] = (2, 5), steps: int = 12) -> dict[str, Any]:
+    """A host of eight GPUs of which ``busy`` train (95 % busy, 400 W) and the rest idle (0 %, 60 W,
+    clocks down for idleness); the 2-GPU trace's static facts for each device."""
+    base = json.loads(TRACE.read_text())
+    devices = [{**base["devices"][0], "uuid": f"GPU-fake-{i:04d}"} for i in range(8)]
+    samples = []
+    for _ in range(steps):
+        row = []
+        for i in range(8):
+            working = i in busy
+            row.append({"util_pct": 95.0 if working else 0.0, "memory_used_bytes": 40 * 2**30 if working else 0,
+                        "power_w": 400.0 if working else 60.0, "temperature_c": 70.0 if working else 35.0,
+                        "sm_clock_mhz": 1410.0 if working else 210.0, "throttle_bits": 0 if working else 0x1,
+                        "energy_mj": None})  # power is integrated: the test's clock is not the trace's
+        samples.append(row)
+    return {**base, "devices": devices, "samples": samples}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,18 +22,29 @@ from orchestrator.insight.telemetry import (
     throttle_reasons,
 )
 from orchestrator.insight.telemetry_summary import energy_to_train, summarize
-from tests.hardware.fake_nvml import TRACE, FakeNvml
+from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace
 
 
-def fake_proc(root: Path, *, busy: int = 100, idle: int = 900, read_sectors: int = 0, io_ms: int = 0) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\n")
-    (root / "meminfo").write_text("MemTotal:       16000000 kB\nMemAvailable:    6000000 kB\n")
-    (root / "diskstats").write_text(
-        f" 259       0 nvme0n1 100 0 {read_sectors} 10 5 0 40 3 0 {io_ms} 13 0 0 0 0\n"
-        " 7       0 loop0 1 0 8 0 0 0 0 0 0 0 0 0 0 0 0\n"
-    )
-    return root
+class FakeCounters:
+    """psutil's API for HostProbe, with counters a test moves (times in seconds, as psutil gives)."""
+
+    def __init__(self, *, busy: float = 1.0, idle: float = 9.0, read_bytes: int = 0, busy_ms: int = 0) -> None:
+        self.set(busy=busy, idle=idle, read_bytes=read_bytes, busy_ms=busy_ms)
+
+    def set(self, *, busy: float, idle: float, read_bytes: int, busy_ms: int) -> None:
+        self.busy, self.idle, self.read_bytes, self.busy_ms = busy, idle, read_bytes, busy_ms
+
+    def cpu_times(self) -> SimpleNamespace:
+        return SimpleNamespace(user=self.busy, nice=0.0, system=0.0, idle=self.idle, iowait=0.0, irq=0.0,
+                               softirq=0.0, steal=0.0, guest=0.0, guest_nice=0.0)
+
+    def virtual_memory(self) -> SimpleNamespace:
+        return SimpleNamespace(total=16_000_000 * 1024, available=6_000_000 * 1024)
+
+    def disk_io_counters(self, perdisk: bool = False) -> dict[str, SimpleNamespace]:
+        assert perdisk
+        return {"nvme0n1": SimpleNamespace(read_bytes=self.read_bytes, busy_time=self.busy_ms),
+                "loop0": SimpleNamespace(read_bytes=4096, busy_time=0)}
 
 
 def series(power_w: list[float], *, t0: int = 0, step_ms: int = 1000, gpus: int = 2,
@@ -104,18 +116,90 @@ def test_throttle_bits_decode() -> None:
     assert throttle_reasons(0) == []
 
 
+def test_reason_bits_come_from_the_nvml_module_constants() -> None:
+    import pynvml
+
+    assert throttle_reasons(pynvml.nvmlClocksEventReasonSwPowerCap) == ["sw_power_cap"]
+    moved = SimpleNamespace(nvmlClocksEventReasonSwPowerCap=0x400, nvmlClocksThrottleReasonHwSlowdown=0x800)
+    assert throttle_reasons(0x400 | 0x800 | 0x4, moved) == ["sw_power_cap", "hw_slowdown"]
+
+
+def test_clocks_event_reasons_use_the_new_call_and_fall_back_to_the_deprecated_one() -> None:
+    new, legacy = FakeNvml(), LegacyFakeNvml()
+    first = [NvmlGpuSource(nvml).sample()[0].throttle_bits for nvml in (new, legacy)]
+    assert first == [1, 1]
+    assert new.deprecated_calls == 0 and legacy.deprecated_calls == 2  # one read per GPU
+    assert throttle_reasons(0x4, legacy) == ["sw_power_cap"]
+
+
+def test_host_probe_reads_this_host_through_psutil(tmp_path: Path) -> None:
+    import psutil
+
+    disk = next(iter(psutil.disk_io_counters(perdisk=True) or {}), None)
+    first = HostProbe(disk).read()
+    sum(i * i for i in range(300_000))
+    second = HostProbe(disk).read()
+    assert second.cpu_total_s > first.cpu_total_s and second.cpu_busy_s >= first.cpu_busy_s
+    assert 0 < second.memory_used_bytes < psutil.virtual_memory().total
+    if disk is not None:
+        assert second.disk_read_bytes is not None and second.disk_read_bytes >= first.disk_read_bytes
+
+
+# ---------------------------------------------------------------- only the run's GPUs (issue 15)
+
+
+def _sample_eight_gpu_host(tmp_path: Path, gpus: tuple[str, ...] | None) -> dict:
+    nvml = FakeNvml(eight_gpu_trace(busy=(2, 5)))
+    source = open_gpu_source(nvml, gpus)
+    path = tmp_path / f"telemetry-{gpus}.json"
+    probe = HostProbe(None, FakeCounters())
+    with TelemetrySampler(path, tmp_path, interval_s=0.01, gpu_source=source, host_probe=probe):
+        for _ in range(11):
+            time.sleep(0.012)
+            nvml.advance()
+    return load_series(path)
+
+
+def test_telemetry_samples_only_the_runs_gpus_on_an_eight_gpu_host(tmp_path: Path) -> None:
+    whole = _sample_eight_gpu_host(tmp_path, None)
+    by_index = _sample_eight_gpu_host(tmp_path, ("2", "5"))
+    by_uuid = _sample_eight_gpu_host(tmp_path, ("GPU-fake-0002", "GPU-fake-0005"))
+    assert len(whole["gpus"]) == 8 and len(by_index["gpus"]) == 2 and len(by_uuid["gpus"]) == 2
+    assert by_index["gpu_source"]["selected"] == ["2", "5"]
+    for stored in (by_index, by_uuid):
+        assert {u for g in stored["gpus"] for u in g["util_pct"]} == {95.0}
+    start, stop = by_index["host"]["t_ms"][0], by_index["host"]["t_ms"][-1]
+    run = summarize(by_index, start, stop)
+    host = summarize(whole, whole["host"]["t_ms"][0], whole["host"]["t_ms"][-1])
+    assert run.gpu_util_mean_pct == 95.0 and run.bottleneck == "none seen"
+    assert run.energy.mean_power_w == pytest.approx(800.0, rel=0.05)  # two GPUs at 400 W
+    # What issue 15 saw when every GPU of the host was read: the six idle ones drown the two busy ones.
+    assert host.gpu_util_mean_pct == pytest.approx(23.75) and host.bottleneck.startswith("GPUs idle")
+    assert host.energy.mean_power_w == pytest.approx(2 * 400 + 6 * 60, rel=0.05)
+
+
+def test_a_run_given_no_gpu_samples_none(tmp_path: Path) -> None:
+    source = open_gpu_source(FakeNvml(eight_gpu_trace()), ())
+    assert isinstance(source, NoGpuSource) and "no GPU" in source.describe()["reason"]
+
+
+def test_an_unknown_device_is_named_not_fatal() -> None:
+    source = open_gpu_source(FakeNvml(eight_gpu_trace()), ("1", "GPU-nope", "9"))
+    assert source.describe()["not_found"] == ["GPU-nope", "9"] and len(source.sample()) == 1
+
+
 # ---------------------------------------------------------------- sampler
 
 
 def test_sampler_writes_a_compact_series(tmp_path: Path) -> None:
-    proc = fake_proc(tmp_path / "proc")
+    counters = FakeCounters()
     path = tmp_path / "seed" / "telemetry.json"
     source = TraceGpuSource(json.loads(TRACE.read_text()))
-    probe = HostProbe("nvme0n1", proc)
+    probe = HostProbe("nvme0n1", counters)
     sampler = TelemetrySampler(path, tmp_path, interval_s=0.02, gpu_source=source, host_probe=probe)
     with sampler:
         time.sleep(0.05)
-        fake_proc(proc, busy=300, idle=1100, read_sectors=2048, io_ms=500)  # counters move
+        counters.set(busy=3.0, idle=11.0, read_bytes=2048 * 512, busy_ms=500)  # counters move
         time.sleep(0.08)
     stored = load_series(path)
     n = len(stored["host"]["t_ms"])
@@ -125,7 +209,7 @@ def test_sampler_writes_a_compact_series(tmp_path: Path) -> None:
     assert stored["host"]["cpu_pct"][0] is None  # no previous sample to difference against
     assert stored["host"]["memory_used_bytes"][0] == 10_000_000 * 1024
     assert max(r for r in stored["host"]["disk_read_bytes_per_s"] if r is not None) > 0
-    assert 50.0 in stored["host"]["cpu_pct"]  # 200 busy of 400 jiffies
+    assert 50.0 in stored["host"]["cpu_pct"]  # 2 s busy of 4 s
     assert stored["dataset_device"] == "nvme0n1"
     assert path.read_text().count("\n") == 1  # one compact line
 
@@ -231,7 +315,7 @@ def test_a_failing_source_never_fails_the_seed(tmp_path: Path) -> None:
 
     path = tmp_path / "telemetry.json"
     with TelemetrySampler(path, tmp_path, interval_s=0.02, gpu_source=Broken("x"),
-                          host_probe=HostProbe(None, fake_proc(tmp_path / "proc"))):
+                          host_probe=HostProbe(None, FakeCounters())):
         time.sleep(0.06)
     stored = load_series(path)
     assert stored["host"]["t_ms"] == []

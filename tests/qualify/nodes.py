@@ -62,7 +62,7 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
              node: str = "testnode", dev: Path | None = None):
     """One qualification of a node, in-process, on the local runner."""
     from orchestrator.commands.common import registry
-    from orchestrator.config.locations import project_root
+    from orchestrator.config.locations import python_root
     from orchestrator.qualify.config import load_config
     from orchestrator.qualify.node import NodePlan, Watch, qualify_node
     from orchestrator.qualify.references import load_references
@@ -72,7 +72,7 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
     plan = NodePlan(node=node, suite_name=suite, suite=config.suite(suite), config=config,
                     workload=registry().get(config.workload), data=data,
                     references=load_references(references) if references else None, strict=strict)
-    return qualify_node(plan, LocalRunner(project_root()), results, Watch(), nvml=nvml or FakeNvml(gpu_trace()),
+    return qualify_node(plan, LocalRunner(python_root()), results, Watch(), nvml=nvml or FakeNvml(gpu_trace()),
                         probe_source=probe, dev=dev or results / "no-dev")
 
 

@@ -38,6 +38,16 @@ def test_synthesize_check_verify_succeed(tmp_path: Path):
     assert verified.returncode == 0 and "all decode" in verified.stdout
 
 
+def test_prepare_prints_a_ready_folder_and_refuses_others(own_dataset: Path, tmp_path: Path):
+    ready = cli("prepare", own_dataset, "--cache", tmp_path / "cache")
+    assert ready.returncode == 0 and ready.stdout == f"{own_dataset}\n" and "ok " in ready.stderr
+    assert not (tmp_path / "cache").exists()
+    shutil.rmtree(own_dataset / "val")
+    refused = cli("prepare", own_dataset, "--cache", tmp_path / "cache")
+    assert_one_line_error(refused, "missing split folder")
+    assert refused.stdout == ""
+
+
 def test_missing_split_folder(own_dataset: Path):
     shutil.rmtree(own_dataset / "val")
     for command in ("check", "verify"):

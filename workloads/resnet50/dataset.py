@@ -2,6 +2,7 @@
 
     python -m workloads.resnet50.dataset synthesize OUT [--classes 10 --train-per-class 64 ...]
     python -m workloads.resnet50.dataset check DIR      # layout, counts, a sample decodes (seconds)
+    python -m workloads.resnet50.dataset prepare DIR --cache C   # prints DIR when it passes check
     python -m workloads.resnet50.dataset verify DIR     # layout, counts, and every image decodes
     python -m workloads.resnet50.dataset how-to-get
 
@@ -134,11 +135,23 @@ def cmd_synthesize(args: argparse.Namespace) -> None:
     say(f"{verb} {args.out}: {spec.classes} classes, {counts['train']} train and {counts['val']} val images")
 
 
-def cmd_check(args: argparse.Namespace) -> None:
-    train, val = layout_and_counts(args.dir)
+def check_ready(root: Path) -> str:
+    """The fast check (layout, counts, a sample decodes); the line that says it passed."""
+    train, val = layout_and_counts(root)
     sample = [path for split in (train, val) for path in first_of_each_class(split, CHECK_SAMPLE_CLASSES)]
     raise_if_bad(_decode_chunk(sample))
-    say(f"ok {args.dir}: {len(train.classes)} classes, {len(train.samples)} train and {len(val.samples)} val images")
+    return f"ok {root}: {len(train.classes)} classes, {len(train.samples)} train and {len(val.samples)} val images"
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    say(check_ready(args.dir))
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    """The contract's ``prepare``: ImageNet has no raw form here, so a folder that passes the
+    check is its own training-ready folder (printed on stdout, alone); any other is refused."""
+    sys.stderr.write(check_ready(args.src) + "\n")
+    sys.stdout.write(f"{args.src}\n")
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
@@ -171,6 +184,10 @@ def parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="fast check that DIR is training-ready")
     check.add_argument("dir", type=Path)
     check.set_defaults(run=cmd_check)
+    prepare = commands.add_parser("prepare", help="print the training-ready folder for SRC (SRC itself when ready)")
+    prepare.add_argument("src", type=Path)
+    prepare.add_argument("--cache", type=Path, required=True, help="unused: nothing is made from raw data")
+    prepare.set_defaults(run=cmd_prepare)
     verify = commands.add_parser("verify", help="check layout and counts and decode every image")
     verify.add_argument("dir", type=Path)
     verify.add_argument("--workers", type=int, default=2, help="decoding processes")

@@ -7,9 +7,13 @@
     generate-raw RAW --cases N --seed S [--size tiny|small|real|D,H,W]   synthetic raw layout
     synthesize OUT [--cases N --seed S --size ... --min-shape M --eval-cases K]   training-ready set
     check DIR                          fast check that DIR is training ready
+    prepare SRC --cache DIR [--min-shape M]   print the training-ready folder for SRC: SRC when
+                                       ready; raw KiTS19 preprocessed once under DIR (cached by
+                                       content, resumable, verified when it is the real KiTS19)
 
 Exit codes: 0 ok, 2 bad input or data (one line on stderr naming the case or file), 1 other.
-Status and summaries go to stderr; nothing is written to stdout except by ``how-to-get``.
+Status and summaries go to stderr; nothing is written to stdout except by ``how-to-get`` and
+``prepare`` (the folder, one line).
 """
 
 from __future__ import annotations
@@ -22,9 +26,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from workloads.unet3d.errors import EXIT_BAD_DATA, DataError
 
@@ -62,11 +63,22 @@ def _say(message: str) -> None:
 
 @contextmanager
 def _progress(description: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr, cleared when done (the summary line follows); yields `advance`."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda: progress.advance(task)
+    """A rich progress bar on a terminal's stderr, cleared when done (the summary line follows);
+    nothing elsewhere (a pipe, a helper container, an image without rich), so that a failure
+    stays the one line on stderr. Yields `advance`."""
+    if sys.stderr.isatty():
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        except ImportError:  # an image without rich
+            pass
+        else:
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+            with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+                task = progress.add_task(description, total=total)
+                yield lambda: progress.advance(task)
+            return
+    yield lambda: None
 
 
 def _positive(text: str) -> int:
@@ -80,7 +92,8 @@ def _positive(text: str) -> int:
 
 
 def _cores() -> int:
-    return os.cpu_count() or 1
+    """CPUs this process may run on (a container's or a Slurm job's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) or 1
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -182,6 +195,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from workloads.unet3d.prepare import prepare
+    from workloads.unet3d.raw_check import list_raw_cases
+
+    started = time.perf_counter()
+    try:
+        total: int | None = len(list_raw_cases(args.src))
+    except DataError:
+        total = None  # not raw: prepare says what it is
+    with _progress("preprocess", total) as advance:
+        prepared = prepare(args.src, args.cache, min_shape=args.min_shape, workers=args.workers,
+                           on_case=lambda result, total: advance())
+    if prepared.made:
+        checked = ", checksums match the MLPerf reference" if prepared.verified else ""
+        _say(f"{args.src}: preprocessed into {prepared.folder} in {time.perf_counter() - started:.1f} s{checked}")
+    elif prepared.folder != args.src:
+        _say(f"{args.src}: preprocessed before, in {prepared.folder}")
+    sys.stdout.write(f"{prepared.folder}\n")
+    return 0
+
+
 def _shape(shape: Sequence[int]) -> str:
     return "x".join(str(n) for n in shape)
 
@@ -238,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     chk = commands.add_parser("check", help="fast check that a folder is training ready")
     chk.add_argument("dir", type=Path, help="dataset folder")
     chk.set_defaults(run=cmd_check)
+
+    prep = commands.add_parser("prepare", help="print the training-ready folder for SRC (raw: preprocessed once)")
+    prep.add_argument("src", type=Path, help="training-ready folder, or raw KiTS19 layout")
+    prep.add_argument("--cache", type=Path, required=True, help="where preprocessed raw data is kept")
+    prep.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
+    prep.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    prep.set_defaults(run=cmd_prepare)
     return parser
 
 

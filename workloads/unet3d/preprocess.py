@@ -44,6 +44,8 @@ CLIP_MIN, CLIP_MAX = -79.0, 304.0
 MEAN, STD = 101.0, 76.9
 CLOSED_MIN_SHAPE = 128
 MANIFEST_VERSION = 1
+PROCEDURE_VERSION = 1
+"""Bump when a change alters the bytes preprocessing writes: `prepare` caches by it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,7 +187,8 @@ def source_stat(path: Path) -> dict:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def _params(min_shape: int) -> dict:
+def procedure_params(min_shape: int) -> dict:
+    """The procedure's parameters, as manifests record them."""
     return {"min_shape": min_shape, "target_spacing": TARGET_SPACING, "clip": [CLIP_MIN, CLIP_MAX],
             "mean": MEAN, "std": STD}
 
@@ -220,14 +223,14 @@ def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads
         "spacing": spacing,
         "resampled": spacing != TARGET_SPACING,
         "shape": list(image.shape),
-        "params": _params(min_shape),
+        "params": procedure_params(min_shape),
         "outputs": outputs,
     }
 
 
 def _unchanged(entry: dict | None, case_dir: Path, out_dir: Path, min_shape: int) -> bool:
     """True when ``entry`` (from the manifest) still describes the sources and the outputs exist."""
-    if not entry or entry.get("params") != _params(min_shape):
+    if not entry or entry.get("params") != procedure_params(min_shape):
         return False
     outputs = entry.get("outputs", {})
     if set(outputs) != {image_file(case_dir.name), label_file(case_dir.name)}:

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import docker
 import docker.errors
@@ -82,16 +87,41 @@ def run_helper(
 ) -> tuple[int, str]:
     """Run a short-lived container (no network, labelled as mltrain's) and return (exit code, output)."""
     try:
+        done = run_container(client, image, argv, timeout_s=HELPER_TIMEOUT_SECONDS, privileged=privileged,
+                             user=user, ulimits=ulimits)
+    except subprocess.TimeoutExpired:
+        raise RunnerError(f"helper container from {image} did not end within {HELPER_TIMEOUT_SECONDS} s") from None
+    return done.code, done.output
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """What a short-lived container printed, and how it ended."""
+
+    code: int
+    stdout: str
+    stderr: str
+    output: str
+    """stdout and stderr as they were interleaved."""
+
+
+def run_container(
+    client: docker.DockerClient,
+    image: str,
+    argv: list[str],
+    *,
+    timeout_s: float,
+    labels: dict[str, str] | None = None,
+    on_stderr_line: Callable[[str], None] | None = None,
+    **options: Any,
+) -> ContainerRun:
+    """Run ``argv`` in a fresh container of ``image`` (no network, labelled as mltrain's, ``options``
+    as the SDK's ``containers.create`` takes them) to its end, and remove it, also on Ctrl-C. Lines
+    of its stderr go to ``on_stderr_line`` as they come. subprocess.TimeoutExpired after ``timeout_s``."""
+    try:
         container = client.containers.create(
-            image,
-            entrypoint=argv,
-            command=[],
-            network_mode="none",
-            privileged=privileged,
-            user=user,
-            ulimits=ulimits,
-            labels={LABEL_RUN_ID: "helper"},
-            detach=True,
+            image, entrypoint=argv, command=[], network_mode="none", labels={LABEL_RUN_ID: "helper", **(labels or {})},
+            detach=True, **options,
         )
     except docker.errors.APIError as exc:
         raise RunnerError(f"cannot create a helper container from {image}: {short_error(exc)}") from None
@@ -100,14 +130,44 @@ def run_helper(
             container.start()
         except docker.errors.APIError as exc:
             raise RunnerError(f"cannot start a helper container from {image}: {short_error(exc)}") from None
-        result = container.wait(timeout=HELPER_TIMEOUT_SECONDS)
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        return int(result.get("StatusCode", -1)), output
+        follower = None
+        if on_stderr_line is not None:
+            stream = container.logs(stream=True, follow=True, stdout=False, stderr=True)
+            follower = threading.Thread(target=_follow_lines, args=(stream, on_stderr_line), daemon=True)
+            follower.start()
+        try:
+            result = container.wait(timeout=timeout_s)
+        except requests.exceptions.RequestException as exc:
+            # Over a unix socket a read timeout can surface as a ConnectionError that says so.
+            if isinstance(exc, requests.exceptions.ReadTimeout) or "timed out" in str(exc).lower():
+                raise subprocess.TimeoutExpired(argv, timeout_s) from None
+            raise
+        if follower is not None:
+            follower.join(timeout=10)
+        return ContainerRun(
+            code=int(result.get("StatusCode", -1)),
+            stdout=container.logs(stdout=True, stderr=False).decode(errors="replace"),
+            stderr=container.logs(stdout=False, stderr=True).decode(errors="replace"),
+            output=container.logs(stdout=True, stderr=True).decode(errors="replace"),
+        )
     except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
         raise RunnerError(f"helper container from {image} failed: {short_error(exc)}") from None
     finally:
-        with contextlib.suppress(docker.errors.APIError):
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             container.remove(force=True, v=True)
+
+
+def _follow_lines(chunks: Iterable[bytes], on_line: Callable[[str], None]) -> None:
+    """Hand complete lines of a log stream to ``on_line`` as they come."""
+    pending = ""
+    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+        for chunk in chunks:
+            pending += chunk.decode(errors="replace")
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                on_line(line)
+    if pending:
+        on_line(pending)
 
 
 def engine_address() -> str:

@@ -1,63 +1,23 @@
-"""GPUs for containers: what ``--gpus`` asks for, and whether the engine can hand them out."""
+"""GPUs for containers: the device request for ``--gpus``, and whether the engine can hand GPUs out."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from docker.types import DeviceRequest
 
-from orchestrator.errors import RunnerError, UsageError
-
-_GPU_IDS = re.compile(r"^[0-9a-zA-Z-]+(,[0-9a-zA-Z-]+)*$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class GpuRequest:
-    """Which GPUs a container gets, parsed from ``--gpus``."""
-
-    spec: str
-    """As the user wrote it: all, N, 0,1 (device ids) or none."""
-    count: int = 0
-    """Number of GPUs (-1: all); 0 with no ids: none."""
-    device_ids: tuple[str, ...] = ()
-    """Explicit device ids or UUIDs."""
-
-    def __post_init__(self) -> None:
-        if self.count < -1:
-            raise UsageError(f"--gpus {self.spec!r}: count must be positive")
-        if self.count and self.device_ids:
-            raise UsageError(f"--gpus {self.spec!r}: give a count or device ids, not both")
-
-    @property
-    def wanted(self) -> bool:
-        return self.count != 0 or bool(self.device_ids)
-
-    def device_requests(self) -> list[DeviceRequest]:
-        if not self.wanted:
-            return []
-        if self.device_ids:
-            return [DeviceRequest(device_ids=list(self.device_ids), capabilities=[["gpu"]])]
-        return [DeviceRequest(count=self.count, capabilities=[["gpu"]])]
+from orchestrator.errors import RunnerError
+from orchestrator.runners.gpus import GpuRequest
 
 
-def parse_gpus(spec: str) -> GpuRequest:
-    """``all`` | ``N`` (a count) | ``0,1`` or ``device=0,1`` (device ids) | ``none``."""
-    text = spec.strip()
-    if text == "none":
-        return GpuRequest(spec=spec)
-    if text == "all":
-        return GpuRequest(spec=spec, count=-1)
-    if text.isdigit() and "," not in text:
-        if int(text) == 0:
-            raise UsageError("--gpus 0 asks for no GPU: write --gpus none (or --gpus device=0 for device 0)")
-        return GpuRequest(spec=spec, count=int(text))
-    ids = text.removeprefix("device=")
-    if ("," in text or text.startswith("device=")) and _GPU_IDS.match(ids):
-        return GpuRequest(spec=spec, device_ids=tuple(ids.split(",")))
-    raise UsageError(f"--gpus {spec!r}: use all, a count (2), device ids (0,1 or device=0) or none")
+def device_requests(request: GpuRequest) -> list[DeviceRequest]:
+    """The engine's device request for ``--gpus`` (a count gets devices 0..N-1)."""
+    if not request.wanted:
+        return []
+    if request.device_ids:
+        return [DeviceRequest(device_ids=list(request.device_ids), capabilities=[["gpu"]])]
+    return [DeviceRequest(count=request.count, capabilities=[["gpu"]])]
 
 
 def check_gpu_support(info: dict[str, Any], spec: str) -> None:

@@ -27,7 +27,7 @@ from docker.types import Mount
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError, RunnerError, UsageError
 from orchestrator.results.records import Exit
-from orchestrator.runners.base import Job, Runner, SeedJob
+from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob
 from orchestrator.runners.docker.engine import (
     LABEL_RUN_ID,
     LABEL_SEED,
@@ -37,9 +37,10 @@ from orchestrator.runners.docker.engine import (
     remove_leftovers,
     short_error,
 )
-from orchestrator.runners.docker.gpus import check_gpu_support, parse_gpus
+from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
+from orchestrator.runners.gpus import parse_gpus
 
 CONTAINER_DATA = "/data"
 CONTAINER_RESULTS = "/results"
@@ -94,6 +95,7 @@ class DockerRunner(Runner):
         base_image = check_base_image(base_image)
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
+        self.sampled_gpus = self.gpus.devices(None)  # the engine numbers the host's GPUs as NVML does
         self.shm_size = shm_size.lower()
         self.ipc = ipc
         self.rebuild = rebuild
@@ -191,7 +193,7 @@ class DockerRunner(Runner):
             "ipc_mode": self.ipc,
             "shm_size": self.shm_size,
             "ulimits": self._ulimits.objects(),
-            "device_requests": self.gpus.device_requests(),
+            "device_requests": device_requests(self.gpus),
             "init": True,
             "detach": True,
         }
@@ -208,6 +210,19 @@ class DockerRunner(Runner):
         self.on_status(f"seed {job.seed}: container {container.short_id} ({name}) started")
         return DockerJob(container)
 
+    def dataset_command(
+        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+    ) -> DatasetResult:
+        """In a helper container of the workload's image (`orchestrator.runners.docker.datasets`)."""
+        from orchestrator.runners.docker.datasets import run_dataset_command
+
+        if self._image is None:
+            raise RunnerError("DockerRunner.dataset_command before prepare: the image is not built")
+        return run_dataset_command(
+            self.client, self._image.tag, workload, container_argv(workload, workload.data.cli), args,
+            user=self.user, working_dir=CONTAINER_WORKDIR, timeout_s=timeout_s, on_line=on_line,
+        )
+
     def _create(self, name: str, options: dict[str, Any]) -> Container:
         try:
             return self.client.containers.create(**options)
@@ -221,9 +236,9 @@ class DockerRunner(Runner):
         return self.client.containers.create(**options)
 
 
-def container_argv(workload: Workload, command: tuple[str, ...] | None = None) -> list[str]:
-    """The workload's ``run`` argv (or ``command``) as seen from /workspace: entries naming a file of
-    the workload folder become paths under ``workloads/<name>/``."""
+def container_argv(workload: Workload, command: Sequence[str] | None = None) -> list[str]:
+    """The workload's ``run`` argv (or another of its commands, such as ``data.cli``) as seen from
+    /workspace: entries naming a file of the workload folder become paths under ``workloads/<name>/``."""
     argv: list[str] = []
     for item in workload.run if command is None else command:
         relative = Path(item)

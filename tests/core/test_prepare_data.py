@@ -1,0 +1,72 @@
+"""`mltrain run --data` through the workload's `prepare`: raw data becomes the folder the seeds read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.results.store import Store
+from tests.conftest import TEST_WORKLOADS
+
+
+def _raw(tmp_path: Path, text: str = "raw fakebench v1") -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "raw.txt").write_text(text)
+    return raw
+
+
+def _manifest(results: Path) -> dict:
+    (run_id,) = [p.name for p in results.iterdir() if p.is_dir()]
+    return Store(results).open(run_id).manifest.to_json()
+
+
+def test_raw_data_is_prepared_once_and_the_seeds_read_the_prepared_folder(cli, tmp_path: Path, mltrain_env):
+    raw = _raw(tmp_path)
+    r = cli("run", "fakebench", "--seeds", "1-3", "--data", str(raw), "--results", str(tmp_path / "a"))
+    assert r.code == 0, r.err
+    assert f"preparing {raw}" in r.err and "is ready as" in r.err
+    manifest = _manifest(tmp_path / "a")
+    prepared = Path(manifest["data_dir"])
+    cache = Path(mltrain_env["XDG_CACHE_HOME"]) / "mltrain" / "data" / "fakebench" / "prepared"
+    assert prepared.parent == cache and json.loads((prepared / "cases.json").read_text())["from"] == "raw fakebench v1"
+    dataset = manifest["runner_provenance"]["dataset"]
+    assert dataset == {"given": str(raw), "prepared": str(prepared), "prepared_where": "on this host"}
+
+    again = cli("run", "fakebench", "--seeds", "1-3", "--data", str(raw), "--results", str(tmp_path / "b"))
+    assert again.code == 0 and "preparing" not in again.err  # the cache answered
+    assert _manifest(tmp_path / "b")["data_dir"] == str(prepared)
+
+
+def test_a_ready_folder_is_used_as_it_is(cli, tmp_path: Path):
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    (ready / "cases.json").write_text("{}")
+    r = cli("run", "fakebench", "--seeds", "1-3", "--data", str(ready), "--results", str(tmp_path / "r"))
+    assert r.code == 0, r.err
+    assert _manifest(tmp_path / "r")["data_dir"] == str(ready) and "is ready as" not in r.err
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("import sys; sys.stderr.write('error: no raw here\\n'); sys.exit(2)", "fakebench data in"),
+        ("print('')", "printed no folder"),
+        ("print('/no/such/folder')", "printed /no/such/folder, which is not a folder here"),
+    ],
+)
+def test_a_failed_or_odd_prepare_is_one_line_exit_2_and_writes_nothing(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, message: str,
+):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench")
+    (workloads / "fakebench" / "dataset.py").write_text(script + "\n")
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    data = tmp_path / "data"
+    data.mkdir()
+    r = cli("run", "fakebench", "--data", str(data), "--results", str(tmp_path / "results"))
+    assert r.code == 2 and message in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())

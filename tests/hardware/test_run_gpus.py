@@ -1,0 +1,104 @@
+"""`--gpus` reaches the workload (CUDA_VISIBLE_DEVICES, which NPROC=auto counts), the manifest
+records it, and telemetry samples those GPUs only (issue 15, on a fake 8-GPU host)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.workloads import load_workload
+from orchestrator.insight import gpus as nvml_access
+from orchestrator.results.store import Store
+from orchestrator.runners.base import SeedJob
+from orchestrator.runners.local import LocalRunner
+from orchestrator.runners.slurm import SlurmOptions, batch_script
+from tests.conftest import TEST_WORKLOADS
+from tests.hardware.fake_nvml import FakeNvml, eight_gpu_trace
+
+
+@pytest.mark.parametrize(
+    ("inherited", "spec", "seeds_see", "sampled"),
+    [
+        (None, None, None, None),  # not given: what this shell sees, every GPU
+        ("1,3", None, None, ("1", "3")),  # not given: CUDA_VISIBLE_DEVICES passes through
+        (None, "all", None, None),
+        (None, "none", "", ()),
+        (None, "2", "0,1", ("0", "1")),
+        ("4,5,6", "2", "4,5", ("4", "5")),  # a count: the first N of what this shell sees
+        (None, "2,5", "2,5", ("2", "5")),
+        (None, "device=GPU-fake-0003", "GPU-fake-0003", ("GPU-fake-0003",)),
+    ],
+)
+def test_local_runner_sets_cuda_visible_devices_from_gpus(
+    monkeypatch: pytest.MonkeyPatch, inherited: str | None, spec: str | None, seeds_see: str | None, sampled,
+):
+    if inherited is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", inherited)
+    runner = LocalRunner(Path("."), gpus=spec)
+    assert runner.gpu_env == ({} if seeds_see is None else {"CUDA_VISIBLE_DEVICES": seeds_see})
+    assert runner.sampled_gpus == sampled
+
+
+def test_slurm_hides_gpus_only_when_told_none():
+    workload = load_workload(TEST_WORKLOADS / "fakebench")
+    job = SeedJob(run_id="r", seed=1, workload=workload, data_dir=Path("/d"), results_dir=Path("/r"), env={})
+    script = {spec: batch_script(job, SlurmOptions(gpus=spec), project_root=Path("/p"), output=Path("/o"))
+              for spec in (None, "none", "2")}
+    assert "CUDA_VISIBLE_DEVICES" not in script[None] and "--gres" not in script[None]
+    assert "export CUDA_VISIBLE_DEVICES=''" in script["none"] and "--gres" not in script["none"]
+    assert "#SBATCH --gres=gpu:2" in script["2"] and "CUDA_VISIBLE_DEVICES" not in script["2"]
+
+
+def test_docker_samples_the_devices_the_engine_hands_out():
+    from orchestrator.runners.docker.runner import DockerRunner
+
+    assert DockerRunner(Path("."), gpus="2").sampled_gpus == ("0", "1")
+    assert DockerRunner(Path("."), gpus="1,3").sampled_gpus == ("1", "3")
+    assert DockerRunner(Path("."), gpus="all").sampled_gpus is None
+    assert DockerRunner(Path("."), gpus="none").sampled_gpus == ()
+
+
+def _fakebench_that_says_what_it_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the fake workload whose seeds print the CUDA_VISIBLE_DEVICES they got."""
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench")
+    script = workloads / "fakebench" / "run_and_time.sh"
+    say = 'echo "seed sees CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"'
+    script.write_text(script.read_text().replace('cd "$(dirname "$0")"', f'cd "$(dirname "$0")"\n{say}'))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+
+
+def test_a_run_on_two_of_eight_gpus(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Through `mltrain run`: the seeds see GPUs 2 and 5, the manifest says so, telemetry reads those two."""
+    _fakebench_that_says_what_it_sees(tmp_path, monkeypatch)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml = FakeNvml(eight_gpu_trace(busy=(2, 5)))
+    monkeypatch.setattr(nvml_access, "load_nvml", lambda: nvml)
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--seeds", "1-3", "--gpus", "2,5", "--results", str(results))
+    assert r.code == 0, r.err
+    (run_id,) = [p.name for p in results.iterdir() if p.is_dir()]
+    run = Store(results).open(run_id)
+    provenance = run.manifest.runner_provenance
+    assert provenance["gpus"] == "2,5" and provenance["cuda_visible_devices"] == "2,5"
+    seed = run.paths.seed(1)
+    assert "seed sees CUDA_VISIBLE_DEVICES=2,5" in seed.output.read_text()
+    telemetry = json.loads(seed.telemetry.read_text())
+    assert telemetry["gpu_source"]["selected"] == ["2", "5"] and len(telemetry["gpus"]) == 2
+    assert set(telemetry["gpus"][0]["util_pct"]) == {95.0}
+
+
+def test_no_gpus_flag_leaves_the_seeds_environment_alone(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _fakebench_that_says_what_it_sees(tmp_path, monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    results = tmp_path / "results"
+    assert cli("run", "fakebench", "--seeds", "1-3", "--results", str(results)).code == 0
+    (run_id,) = [p.name for p in results.iterdir() if p.is_dir()]
+    run = Store(results).open(run_id)
+    assert "seed sees CUDA_VISIBLE_DEVICES=3" in run.paths.seed(2).output.read_text()
+    assert run.manifest.runner_provenance["gpus"] is None
