@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
 
@@ -117,19 +117,4 @@ class Profiles(_Frozen):
 
 def load_profiles(path: Path) -> Profiles:
     """Read and validate seeds.yaml; any problem is a ConfigError naming file and field."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: profile file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read: {_one_line(str(exc))}") from None
-    try:
-        return Profiles.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: invalid field {where}: {_one_line(first['msg'])}") from None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return validated(Profiles, read_yaml(path, missing="profile file not found"), label=str(path))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.config.files import read_yaml, validated
 from orchestrator.errors import ConfigError, UsageError
 
 DECLARATION = "workload.yaml"
@@ -76,18 +76,10 @@ class Workload(_Frozen):
 
 def load_workload(folder: Path) -> Workload:
     path = folder / DECLARATION
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of fields")
-    try:
-        workload = Workload.model_validate({**raw, "folder": folder})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: invalid field {where}: {' '.join(first['msg'].split())}") from None
+    workload = validated(Workload, {**raw, "folder": folder}, label=str(path))
     if workload.name != folder.name:
         raise ConfigError(f"{path}: name {workload.name!r} differs from its folder {folder.name!r}")
     return workload

@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
-from orchestrator.errors import ConfigError, UsageError
+from orchestrator.errors import UsageError
 
 QUALIFY_FILE_ENV = "MLTRAIN_QUALIFY_FILE"
 DeviceKind = Literal["cpu", "cuda"]
@@ -170,15 +170,5 @@ def qualify_file() -> Path:
 
 def load_config(path: Path | None = None) -> QualifyConfig:
     path = path or qualify_file()
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: qualification suites file not found (set {QUALIFY_FILE_ENV})") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
-    try:
-        return QualifyConfig.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: invalid field {where}: {' '.join(first['msg'].split())}") from None
+    raw = read_yaml(path, missing=f"qualification suites file not found (set {QUALIFY_FILE_ENV})")
+    return validated(QualifyConfig, raw, label=str(path))

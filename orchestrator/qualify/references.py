@@ -21,10 +21,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.errors import ConfigError
+from orchestrator.config.files import read_yaml, validated
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.results.qualification import Hardware, QualificationRecord, Reference, Status
 
@@ -83,18 +82,9 @@ class OperatorReferences:
 
 
 def load_references(path: Path) -> OperatorReferences:
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"--references {path}: file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"--references {path}: cannot read: {' '.join(str(exc).split())}") from None
-    try:
-        return OperatorReferences(path, ReferenceFile.model_validate(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"--references {path}: invalid field {where}: {' '.join(first['msg'].split())}") from None
+    label = f"--references {path}"
+    return OperatorReferences(path, validated(ReferenceFile, read_yaml(path, label=label, missing="file not found"),
+                                              label=label))
 
 
 # ---------------------------------------------------------------- learned from history

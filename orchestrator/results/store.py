@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from orchestrator.config.files import first_problem
 from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.index import Index
@@ -79,14 +80,7 @@ def read_record(path: Path, model: type[R]) -> R | None:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise RecordError(f"{path}: {_first_problem(exc)}; repair or remove the run folder") from None
-
-
-def _first_problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"field {where}: {' '.join(first['msg'].split())}{more}"
+        raise RecordError(f"{path}: {first_problem(exc, count_others=True)}; repair or remove the run folder") from None
 
 
 @dataclass(frozen=True)
