@@ -59,12 +59,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
                  power_plot(runs, colors)]
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{esc(title)}</h1>",
-        f'<p class="note">generated {esc(datetime.now(timezone.utc).isoformat(timespec="seconds"))};'
-        f" baseline: {esc(result.baseline)}</p>",
+        *page_head(title, f"baseline: {result.baseline}"),
         "<h2>Comparison</h2>",
         comparison_table(result),
         "<ul>" + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
@@ -341,18 +336,25 @@ def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str) -> Plot:
     return Plot(title=title, png=_png(figure), note=f"{why}; dotted: run_start")
 
 
+def page_head(title: str, note: str) -> list[str]:
+    """The opening of every self-contained page: styles, the title, when it was made and ``note``."""
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="note">generated {esc(generated)}; {esc(note)}</p>',
+    ]
+
+
 # ---------------------------------------------------------------- qualification history
 
 
 def qualification_page(records: Sequence[QualificationRecord], title: str = "mltrain qualification history") -> str:
     """A self-contained page of qualification history: verdicts, and one trend per metric with its bounds."""
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{esc(title)}</h1>",
-        f'<p class="note">generated {esc(datetime.now(timezone.utc).isoformat(timespec="seconds"))};'
-        f" {len(records)} qualification(s)</p>",
+        *page_head(title, f"{len(records)} qualification(s)"),
         qualification_section(records),
         "</body></html>",
     ]
