@@ -117,5 +117,7 @@ def barrier(ctx: Context) -> None:
 
 
 def shutdown(ctx: Context) -> None:
+    """Leave the group. After a good run, call `barrier` first (a rank that tears down while its
+    peer still talks makes gloo abort the peer); after an error, do not: the peer may never come."""
     if ctx.is_distributed and dist.is_initialized():
         dist.destroy_process_group()

@@ -193,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     context = distributed.init(device_type)
     try:
         run(args, context, config)
+        distributed.barrier(context)  # every rank ends before any leaves (see distributed.shutdown)
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50 throughput: {exc}\n")
         return exc.exit_code

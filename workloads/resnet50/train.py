@@ -248,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
               environment=environment)
+        distributed.barrier(context)  # every rank ends before any leaves (see distributed.shutdown)
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
         return exc.exit_code

@@ -38,7 +38,7 @@ from workloads.unet3d.data_loader import (
     check_shapes,
     train_loader,
 )
-from workloads.unet3d.distributed import Context, all_reduce_sum, init, shutdown
+from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, init, shutdown
 from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.mlperf_log import MlperfLog
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
@@ -187,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         UNet3DConfig(filters=tuple(args.filters))
         ctx = init("cuda" if torch.cuda.is_available() else "cpu")
         measure(args, log, ctx)
+        barrier(ctx)  # every rank ends before any leaves: gloo aborts a rank whose peer has gone
         return 0
     except (ValueError, DataError, SettingsError) as err:
         sys.stderr.write(f"unet3d throughput: {err}\n")

@@ -224,6 +224,7 @@ def run(config: TrainConfig) -> int:
         log.event(K.RESOLVED_SETTINGS, settings.log_value())
         status = train(config, settings, log, ctx)
         log.end(C.RUN_STOP, metadata={C.STATUS: status})
+        barrier(ctx)  # every rank ends before any leaves: gloo aborts a rank whose peer has gone
         return 0
     finally:
         log.close()
