@@ -66,3 +66,33 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Within the block, a stop signal is held and delivered again as soon as the block ends, to
+    whatever handler was in place. For calls into code that catches everything (mlperf_logging's
+    checkers wrap each rule in a bare ``except:``, which would take a `Stop` for a failed rule and
+    go on): the stop then lands in our code. Main thread only; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        arrived.append(signum)
+
+    previous = {}
+    for sig in STOP_SIGNALS:
+        current = signal.getsignal(sig)
+        if current is signal.SIG_IGN:
+            continue
+        previous[sig] = current
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if arrived:
+            signal.raise_signal(arrived[0])

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator import signals
 from orchestrator.errors import UsageError
 
 USAGE = "training"
@@ -50,7 +51,8 @@ class Collected:
 def quiet_tools() -> Iterator[Collected]:
     """Run mlperf_logging with its log records collected and its prints swallowed: the root
     logger's handlers (a stderr handler that `logging.basicConfig` or an earlier `logging.info`
-    installed, say) are set aside for the call and put back after it."""
+    installed, say) are set aside for the call and put back after it. A stop signal is held until
+    the tool returns (`signals.held`): its bare ``except:`` clauses would take it for a failed rule."""
     collected = Collected()
 
     class _Keep(logging.Handler):
@@ -62,7 +64,7 @@ def quiet_tools() -> Iterator[Collected]:
     root.handlers = [_Keep(level=logging.INFO)]
     root.setLevel(logging.INFO)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with signals.held(), contextlib.redirect_stdout(io.StringIO()):
             yield collected
     finally:
         root.handlers = saved_handlers
