@@ -24,8 +24,10 @@ from typer.exceptions import TyperException
 from orchestrator import __version__
 from orchestrator.errors import EXIT_USAGE, MltrainError
 from orchestrator.output import Output
-from orchestrator.signals import signal_of, stop_on_signals
+from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
+TYPER_INTERRUPTED = 130
+"""What typer (standalone_mode=False) returns when a KeyboardInterrupt reaches it."""
 COMMAND_MODULES = (
     "run",
     "listing",
@@ -73,13 +75,16 @@ def build_app() -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = bool(os.environ.get("MLTRAIN_DEBUG")) or any(a in ("-v", "--verbose") for a in args)
-    with stop_on_signals():
-        return _dispatch(build_app(), args, debug)
+    with stop_on_signals() as stops:
+        return _dispatch(build_app(), args, debug, stops)
 
 
-def _dispatch(app: typer.Typer, args: list[str], debug: bool) -> int:
+def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> int:
     try:
         code = app(args=args, prog_name="mltrain", standalone_mode=False)
+        if code == TYPER_INTERRUPTED and stops.signum is not None:
+            # typer returns a KeyboardInterrupt that reached it as 130, whatever the signal, unsaid
+            return _interrupted(Stop(stops.signum))
     except MltrainError as exc:
         Output().error(str(exc))
         if debug:

@@ -39,19 +39,27 @@ def signal_of(exc: BaseException) -> int:
     return exc.signum if isinstance(exc, Stop) else signal.SIGINT
 
 
+class Stops:
+    """What `stop_on_signals` saw: the signal of the stop under way, if any."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """Within the block, the stop signals raise `Stop` (main thread only; elsewhere a no-op)."""
+def stop_on_signals() -> Iterator[Stops]:
+    """Within the block, the stop signals raise `Stop` (main thread only; elsewhere a no-op). The
+    yielded `Stops` keeps the signal: a caller can still tell it after a library turned the
+    exception into something else (typer returns a KeyboardInterrupt as exit code 130)."""
+    stops = Stops()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stops
         return
-    stopping = False
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        if stopping:
+        if stops.signum is not None:
             return
-        stopping = True
+        stops.signum = signum
         raise Stop(signum)
 
     previous = {}
@@ -62,7 +70,7 @@ def stop_on_signals() -> Iterator[None]:
         previous[sig] = current
         signal.signal(sig, handler)
     try:
-        yield
+        yield stops
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

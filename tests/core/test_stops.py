@@ -167,3 +167,22 @@ def test_a_signal_landing_while_a_seed_starts_leaves_no_process_behind(cli, tmp_
     assert "interrupted by SIGINT" in r.err
     time.sleep(1)  # a process left behind would still be alive: the seed hangs after epoch 3
     assert workload_processes(results) == []
+
+
+def test_a_signal_after_the_run_is_stored_still_exits_with_its_own_code_and_says_so(cli, tmp_path: Path,
+                                                                                    monkeypatch):
+    """A stop outside the run loop (here while the score is shown) reaches typer, which returns any
+    KeyboardInterrupt as a silent 130: SIGTERM must still be 143, with its one line."""
+    from orchestrator.render import tables
+
+    show_score = tables.show_score
+
+    def show_then_terminated(*args, **kwargs):
+        show_score(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs here
+
+    monkeypatch.setattr(tables, "show_score", show_then_terminated)
+    r = cli("run", "fakebench", "--results", str(tmp_path / "results"))
+    assert r.code == 143, r.err
+    assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"
