@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -47,21 +47,12 @@ class Stops:
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[Stops]:
-    """Within the block, the stop signals raise `Stop` (main thread only; elsewhere a no-op). The
-    yielded `Stops` keeps the signal: a caller can still tell it after a library turned the
-    exception into something else (typer returns a KeyboardInterrupt as exit code 130)."""
-    stops = Stops()
+def _handling(handler: Callable[[int, FrameType | None], None]) -> Iterator[bool]:
+    """``handler`` for every stop signal within the block (those ignored when mltrain started stay
+    ignored), the previous handlers after it. Yields False, changing nothing, off the main thread."""
     if threading.current_thread() is not threading.main_thread():
-        yield stops
+        yield False
         return
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        if stops.signum is not None:
-            return
-        stops.signum = signum
-        raise Stop(signum)
-
     previous = {}
     for sig in STOP_SIGNALS:
         current = signal.getsignal(sig)
@@ -70,10 +61,27 @@ def stop_on_signals() -> Iterator[Stops]:
         previous[sig] = current
         signal.signal(sig, handler)
     try:
-        yield stops
+        yield True
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Stops]:
+    """Within the block, the stop signals raise `Stop` (main thread only; elsewhere a no-op). The
+    yielded `Stops` keeps the signal: a caller can still tell it after a library turned the
+    exception into something else (typer returns a KeyboardInterrupt as exit code 130)."""
+    stops = Stops()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if stops.signum is not None:
+            return
+        stops.signum = signum
+        raise Stop(signum)
+
+    with _handling(handler):
+        yield stops
 
 
 @contextlib.contextmanager
@@ -82,25 +90,10 @@ def held() -> Iterator[None]:
     whatever handler was in place. For calls into code that catches everything (mlperf_logging's
     checkers wrap each rule in a bare ``except:``, which would take a `Stop` for a failed rule and
     go on): the stop then lands in our code. Main thread only; elsewhere a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     arrived: list[int] = []
-
-    def hold(signum: int, _frame: FrameType | None) -> None:
-        arrived.append(signum)
-
-    previous = {}
-    for sig in STOP_SIGNALS:
-        current = signal.getsignal(sig)
-        if current is signal.SIG_IGN:
-            continue
-        previous[sig] = current
-        signal.signal(sig, hold)
     try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        with _handling(lambda signum, _frame: arrived.append(signum)):
+            yield
+    finally:  # the block's own exception too: a held stop is never lost
         if arrived:
             signal.raise_signal(arrived[0])
