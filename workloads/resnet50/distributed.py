@@ -8,8 +8,9 @@ all ranks must agree on without waiting for the GPU (``any_rank``) travel over a
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -117,7 +118,19 @@ def barrier(ctx: Context) -> None:
 
 
 def shutdown(ctx: Context) -> None:
-    """Leave the group. After a good run, call `barrier` first (a rank that tears down while its
-    peer still talks makes gloo abort the peer); after an error, do not: the peer may never come."""
+    """Leave the group (entry points leave through `joined`, which meets the other ranks first)."""
     if ctx.is_distributed and dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def joined(device_type: str) -> Iterator[Context]:
+    """`init` for the block, then leave: after a block that ended well, only once every rank has
+    ended (a rank that tears down while its peer still talks makes gloo abort the peer); after an
+    error, at once (the peer may never come; torchrun stops it)."""
+    ctx = init(device_type)
+    try:
+        yield ctx
+        barrier(ctx)
+    finally:
+        shutdown(ctx)

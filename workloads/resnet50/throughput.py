@@ -190,15 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50 throughput: {exc}\n")
         return exc.exit_code
-    context = distributed.init(device_type)
     try:
-        run(args, context, config)
-        distributed.barrier(context)  # every rank ends before any leaves (see distributed.shutdown)
+        with distributed.joined(device_type) as context:
+            run(args, context, config)
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50 throughput: {exc}\n")
         return exc.exit_code
-    finally:
-        distributed.shutdown(context)
     return 0
 
 

@@ -244,16 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
         return exc.exit_code
-    context = distributed.init(device_type)
     try:
-        train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
-              environment=environment)
-        distributed.barrier(context)  # every rank ends before any leaves (see distributed.shutdown)
+        with distributed.joined(device_type) as context:
+            train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
+                  environment=environment)
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
         return exc.exit_code
-    finally:
-        distributed.shutdown(context)
     return 0
 
 

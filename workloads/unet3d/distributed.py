@@ -7,8 +7,9 @@ tensor handed to a collective lives on ``Context.device``: NCCL has no CPU tenso
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -100,7 +101,19 @@ def barrier(ctx: Context) -> None:
 
 
 def shutdown(ctx: Context) -> None:
-    """Leave the group. After a good run, call `barrier` first (a rank that tears down while its
-    peer still talks makes gloo abort the peer); after an error, do not: the peer may never come."""
+    """Leave the group (entry points leave through `joined`, which meets the other ranks first)."""
     if ctx.is_distributed and dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def joined(device_type: str) -> Iterator[Context]:
+    """`init` for the block, then leave: after a block that ended well, only once every rank has
+    ended (a rank that tears down while its peer still talks makes gloo abort the peer); after an
+    error, at once (the peer may never come; torchrun stops it)."""
+    ctx = init(device_type)
+    try:
+        yield ctx
+        barrier(ctx)
+    finally:
+        shutdown(ctx)

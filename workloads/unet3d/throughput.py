@@ -38,7 +38,7 @@ from workloads.unet3d.data_loader import (
     check_shapes,
     train_loader,
 )
-from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, init, shutdown
+from workloads.unet3d.distributed import Context, all_reduce_sum, joined
 from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.mlperf_log import MlperfLog
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
@@ -181,20 +181,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     rank = int(os.environ.get("RANK", "0"))
     log = MlperfLog(None, enabled=rank == 0)
-    ctx = Context()
     try:
         check(args)
         UNet3DConfig(filters=tuple(args.filters))
-        ctx = init("cuda" if torch.cuda.is_available() else "cpu")
-        measure(args, log, ctx)
-        barrier(ctx)  # every rank ends before any leaves: gloo aborts a rank whose peer has gone
+        with joined("cuda" if torch.cuda.is_available() else "cpu") as ctx:
+            measure(args, log, ctx)
         return 0
     except (ValueError, DataError, SettingsError) as err:
         sys.stderr.write(f"unet3d throughput: {err}\n")
         return 2
     finally:
         log.close()
-        shutdown(ctx)
 
 
 if __name__ == "__main__":

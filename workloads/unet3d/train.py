@@ -41,7 +41,7 @@ from workloads.unet3d.data_loader import (
     eval_loader,
     train_loader,
 )
-from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, broadcast_int, init, shutdown
+from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, broadcast_int, joined
 from workloads.unet3d.division import division
 from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.evaluate import evaluate_case
@@ -210,25 +210,22 @@ def run(config: TrainConfig) -> int:
     if rank == 0:
         config.results_dir.mkdir(parents=True, exist_ok=True)
     log = MlperfLog(config.log_path if rank == 0 else None, enabled=rank == 0)
-    ctx = Context()
     try:
         log.event(C.CACHE_CLEAR, value=True)
         log.start(C.INIT_START)
-        ctx = init("cuda" if torch.cuda.is_available() else "cpu")
-        settings = resolve_settings(
-            device=ctx.device, requested_precision=config.precision, threads=config.threads,
-            nproc=processes_per_node(os.environ), channels_last=config.channels_last, compile_model=config.compile,
-            num_workers=config.num_workers, eval_batch=config.eval_batch,
-        )
-        torch.set_num_threads(settings.threads)
-        log.event(K.RESOLVED_SETTINGS, settings.log_value())
-        status = train(config, settings, log, ctx)
-        log.end(C.RUN_STOP, metadata={C.STATUS: status})
-        barrier(ctx)  # every rank ends before any leaves: gloo aborts a rank whose peer has gone
+        with joined("cuda" if torch.cuda.is_available() else "cpu") as ctx:
+            settings = resolve_settings(
+                device=ctx.device, requested_precision=config.precision, threads=config.threads,
+                nproc=processes_per_node(os.environ), channels_last=config.channels_last,
+                compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
+            )
+            torch.set_num_threads(settings.threads)
+            log.event(K.RESOLVED_SETTINGS, settings.log_value())
+            status = train(config, settings, log, ctx)
+            log.end(C.RUN_STOP, metadata={C.STATUS: status})
         return 0
     finally:
         log.close()
-        shutdown(ctx)
 
 
 def fail(message: str) -> None:
