@@ -90,7 +90,8 @@ def test_gpus_without_nvidia_runtime_is_one_line_before_any_build(docker_cli, do
                    "--results", str(tmp_path / "r"))
     assert r.code == 3
     line = _one_error_line(r.err)
-    assert f"--gpus {gpus}: the Docker engine has no NVIDIA runtime" in line and "--gpus none" in line
+    assert f"--gpus {gpus}: the Docker engine cannot give containers GPUs (it answered could not select device" \
+        " driver" in line and "--gpus none" in line
     assert "Step 1/" not in r.err and "started" not in r.err
 
 

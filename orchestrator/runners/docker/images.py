@@ -272,6 +272,11 @@ def _failure_line(
     return line
 
 
+def image_present(client: docker.DockerClient, reference: str) -> bool:
+    """Whether the engine holds ``reference`` (nothing is pulled)."""
+    return _image_id(client, reference) is not None
+
+
 def _image_id(client: docker.DockerClient, reference: str) -> str | None:
     if not reference:
         return None

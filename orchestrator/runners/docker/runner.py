@@ -38,7 +38,7 @@ from orchestrator.runners.docker.engine import (
     short_error,
 )
 from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
-from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image
+from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image, image_present
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
 from orchestrator.runners.gpus import parse_gpus
 
@@ -117,11 +117,14 @@ class DockerRunner(Runner):
     def prepare(self, workload: Workload) -> dict[str, Any]:
         client = self.client
         info = client.info()
-        if self.gpus.wanted:
-            check_gpu_support(info, self.gpus.spec)
         spec = build_spec(workload, self.project_root, base_image=self.base_image)
+        gpus_seen: list[str] | None = None
+        if self.gpus.wanted and image_present(client, spec.base_image):  # refused before any build
+            gpus_seen = check_gpu_support(client, spec.base_image, self.gpus, user=self.user)
         image = ensure_image(client, spec, rebuild=self.rebuild, on_status=self.on_status)
         self._image = image
+        if self.gpus.wanted and gpus_seen is None:
+            gpus_seen = check_gpu_support(client, image.tag, self.gpus, user=self.user)
         if self.drop_caches:
             self._drop_method = clear_caches(client, image.tag, self.on_status)
         attrs = client.images.get(image.tag).attrs
@@ -145,6 +148,7 @@ class DockerRunner(Runner):
             "versions": versions,
             "container": {
                 "gpus": self.gpus.spec,
+                "gpus_seen": gpus_seen,
                 "ipc": self.ipc,
                 "shm_size": self.shm_size if self.ipc == "private" else "host /dev/shm (ipc=host)",
                 "network": "none",
