@@ -1,4 +1,4 @@
-"""The CUDA paths on a real GPU (run by benchmarks/gpu_session_resnet50.sh; skipped without CUDA)."""
+"""The CUDA paths on a real GPU (run by benchmarks/gpu_session.sh; skipped without CUDA)."""
 
 from __future__ import annotations
 

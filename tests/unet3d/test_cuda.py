@@ -1,6 +1,6 @@
 """The CUDA paths on a real GPU: no host sync in the step, evaluation and augmentation on the GPU equal
 to the CPU's, the compiled warm-up, the throughput mode. Skipped without CUDA (run by
-benchmarks/gpu_session_unet3d.sh on a GPU node)."""
+benchmarks/gpu_session.sh on a GPU node)."""
 
 from __future__ import annotations
 
