@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.config.files import read_yaml, validated
+from orchestrator.config.numbers import Positive
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
 
@@ -17,7 +18,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DatasetSpec(_Frozen):
@@ -42,9 +43,9 @@ class Profile(_Frozen):
     """Olympic scoring: fastest runs dropped (and slowest, less the non-converged)."""
     max_non_converged: int = Field(default=1, ge=0)
     """More non-converged runs than this make the result invalid."""
-    target: float | None = None
+    target: Positive | None = None
     """Quality target; None: the workload's own."""
-    timeout_minutes: float = Field(default=1440, gt=0)
+    timeout_minutes: Positive = 1440
     """Wall-clock limit of one run."""
     dataset: DatasetSpec = DatasetSpec()
     env: dict[str, str] = {}
@@ -63,6 +64,9 @@ class Profile(_Frozen):
     @classmethod
     def _env_values_are_strings(cls, value: object) -> object:
         if isinstance(value, dict):
+            empty = [k for k, v in value.items() if v is None]
+            if empty:  # YAML's `A:` or `A: null` is no value, not the text "None"
+                raise ValueError(f"{empty[0]} has no value: write {empty[0]}: '' for an empty string, or remove it")
             return {str(k): str(v) for k, v in value.items()}
         return value
 

@@ -10,19 +10,20 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config.files import read_yaml, validated
+from orchestrator.config.numbers import Positive
 from orchestrator.errors import ConfigError, UsageError
 
 DECLARATION = "workload.yaml"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Quality(_Frozen):
     metric: str = "eval_accuracy"
     """MLLOG key compared with the target."""
-    target: float
+    target: Positive
     """Closed-division quality target."""
     env: str
     """Environment variable through which the target reaches run_and_time.sh."""

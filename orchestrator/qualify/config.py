@@ -22,7 +22,7 @@ DeviceKind = Literal["cpu", "cuda"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GemmSpec(_Frozen):

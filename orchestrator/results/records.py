@@ -10,7 +10,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+
+from orchestrator.config.numbers import Finite, NonNegative, Positive
 
 
 class Record(BaseModel):
@@ -93,22 +95,22 @@ class RunRecord(Record):
     seed: int | None = None
     """The seed the run logged (MLLOG `seed`), which may differ from the one requested."""
     benchmark: str | None = None
-    run_start_ms: int | float | None = None
-    run_stop_ms: int | float | None = None
-    time_to_train_ms: int | float | None = None
+    run_start_ms: int | Finite | None = None
+    run_stop_ms: int | Finite | None = None
+    time_to_train_ms: NonNegativeInt | NonNegative | None = None
     """run_stop - run_start; set whenever both are present, converged or not (whole milliseconds
     unless the log's times have fractions, so that scores equal the summarizer's)."""
-    epochs_to_target: float | None = None
+    epochs_to_target: NonNegative | None = None
     """In epochs, whatever the log counts them in (logs that count samples are converted)."""
-    epochs_run: float | None = None
+    epochs_run: NonNegative | None = None
     """Last epoch the run reached."""
-    samples_per_epoch: int | None = None
+    samples_per_epoch: PositiveInt | None = None
     """Training samples per epoch (samples_per_epoch, else train_samples): samples/s = this x epochs / s."""
-    train_samples: int | None = None
+    train_samples: PositiveInt | None = None
     """train_samples as logged: the divisor of logs that count epochs in samples."""
-    global_batch_size: int | None = None
-    target: float | None = None
-    best_accuracy: float | None = None
+    global_batch_size: PositiveInt | None = None
+    target: Finite | None = None
+    best_accuracy: Finite | None = None
     evals: tuple[EvalPoint, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     """submission_* and hyperparameter keys as logged."""
@@ -124,6 +126,12 @@ class RunRecord(Record):
     @property
     def converged(self) -> bool:
         return self.status.converged
+
+    @model_validator(mode="after")
+    def _converged_runs_have_a_time(self) -> RunRecord:
+        if self.status.converged and self.time_to_train_ms is None:
+            raise ValueError("a converged run needs its time_to_train_ms")
+        return self
 
 
 # ---- scoring -------------------------------------------------------------------------------
@@ -150,13 +158,13 @@ class Spread(Record):
     """Descriptive statistics of one quantity over runs."""
 
     n: int = Field(ge=0)
-    mean: float | None
-    std: float | None
-    cv: float | None
-    minimum: float | None
-    maximum: float | None
-    ci95_low: float | None
-    ci95_high: float | None
+    mean: Finite | None
+    std: Finite | None
+    cv: Finite | None
+    minimum: Finite | None
+    maximum: Finite | None
+    ci95_low: Finite | None
+    ci95_high: Finite | None
 
 
 class SeedScore(Record):
@@ -164,8 +172,8 @@ class SeedScore(Record):
 
     status: RunStatus
     reason: str
-    time_to_train_ms: int | float | None
-    epochs_to_target: float | None
+    time_to_train_ms: NonNegativeInt | NonNegative | None
+    epochs_to_target: NonNegative | None
     counted: bool
 
 
@@ -173,11 +181,11 @@ class Score(Record):
     valid: bool
     reason: str
     """Why the result is invalid ('' when valid)."""
-    score_ms: float | None
+    score_ms: NonNegative | None
     """Olympic mean of time-to-train."""
-    scaling_factor: float = Field(default=1.0, gt=0)
+    scaling_factor: Positive = 1.0
     """The RCP scaling factor MLCommons multiplies the olympic mean by (``scaling.json``); 1.0 when none."""
-    scaled_score_ms: float | None = None
+    scaled_score_ms: NonNegative | None = None
     """score_ms x scaling_factor: the score as mlperf_logging's result summarizer reports it."""
     runs: int = Field(ge=0)
     converged: int = Field(ge=0)
@@ -233,7 +241,7 @@ class ImportedFolder(Record):
     """``<system>`` of ``results/<system>/<benchmark>/``, when the folder is laid out that way."""
     system_description: dict[str, Any] | None = None
     """``systems/<system>.json`` as found beside the results."""
-    scaling_factor: float | None = Field(default=None, gt=0)
+    scaling_factor: Positive | None = None
     """``scaling.json``'s scaling_factor beside the results; None when there is none."""
     ruleset: str
     """The compliance ruleset the logs were checked and scored with."""
@@ -257,9 +265,9 @@ class Manifest(Record):
     seeds_random: bool = False
     runner: str
     metric: str = "eval_accuracy"
-    target: float
+    target: Finite
     rule: ScoringRule
-    timeout_minutes: float | None = Field(default=None, gt=0)
+    timeout_minutes: Positive | None = None
     data_dir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     host: str = ""
@@ -302,7 +310,7 @@ class RcpCheck(Record):
     """The checker's own message ('RCP found', 'Missing RCP, please submit RCP with BS = 2', ...)."""
     batch_size: int | None = None
     table_batch_sizes: tuple[int, ...] = ()
-    scaling_factor: float = Field(default=1.0, gt=0)
+    scaling_factor: Positive = 1.0
     """What the checker wrote into scaling.json (1.0: none)."""
 
 
@@ -322,14 +330,14 @@ class MlcommonsCheck(Record):
     folder: str
     """Where the MLCommons layout of this run is (the export of a run, the original folder of an import)."""
     ruleset: str
-    summarizer_score_min: float | None
+    summarizer_score_min: NonNegative | None
     """The result summarizer's score of the source, scaling factor applied, in minutes."""
     agrees: bool
     """mltrain's scaled score equals the summarizer's to 1e-9 relative."""
     warnings: tuple[str, ...] = ()
     source: str = ""
     """What the summarizer read."""
-    scaling_factor: float = Field(default=1.0, gt=0)
+    scaling_factor: Positive = 1.0
     scaling_source: str = ""
     """Where the factor came from ('scaling.json in <folder>', 'the RCP checker', '' for none)."""
     division: str | None = None
@@ -347,5 +355,5 @@ class Summary(Score):
     profile: ProfileName
     mlperf_result: bool = False
     label: str | None = None
-    target: float | None = None
+    target: Finite | None = None
     mlcommons: MlcommonsCheck | None = None

@@ -68,6 +68,18 @@ def check_label(label: str | None) -> str | None:
     return label
 
 
+def check_can_be_valid(seeds: int, profile: Profile) -> None:
+    """UsageError when ``seeds`` runs could never make a valid result under ``profile``'s rule: too
+    few to keep one after the olympic drops, or another count than the rules require."""
+    if profile.runs is not None and seeds != profile.runs:
+        raise UsageError(f"{seeds} seed(s), but the {profile.name} profile needs exactly {profile.runs} runs: give"
+                         f" {profile.runs} seeds (or another --profile)")
+    least = 2 * profile.drop_per_end + 1
+    if seeds < least:
+        raise UsageError(f"{seeds} seed(s), but the {profile.name} profile drops the {profile.drop_per_end} fastest"
+                         f" and {profile.drop_per_end} slowest runs: give at least {least} seeds")
+
+
 def plan_new(
     workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
     label: str | None, retry_failed: bool = False,
@@ -78,6 +90,7 @@ def plan_new(
     check_label(label)
     chosen = profiles.get(workload.name, profile)
     parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
+    check_can_be_valid(len(parsed), chosen)
     return BenchmarkPlan(
         workload=workload, profile=chosen, seeds=tuple(parsed), seeds_random=random,
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,

@@ -90,6 +90,21 @@ WORKLOAD_YAML = (
 )
 
 
+def _alias_bomb(levels: int = 9) -> str:
+    """A "billion laughs" YAML: each level an anchor of nine aliases of the one below."""
+    lines = ["workloads:", "  fakebench:", "    qualify: {seeds: '1-3'}", "l0: &l0 [a, a, a, a, a, a, a, a, a]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def _raw(name: str, data: bytes, env: str) -> Prepare:
+    def prepare(box: Sandbox) -> None:
+        (box.tmp / name).write_bytes(data)
+        box.env[env] = str(box.tmp / name)
+
+    return prepare
+
+
 def _damage(relative: str, content: object) -> Prepare:
     def prepare(box: Sandbox) -> None:
         make_run(box.results, label="bad", seeds=[1, 2, 3], run_id="run-bad")
@@ -235,11 +250,35 @@ CASES: dict[str, Bad] = {
         "workloads:\n  fakebench:\n    qualify: {seeds: '1-99999'}\n")),
     "profile env name not a variable": Bad(("run", "fakebench"), "not an environment variable name", prepare=_profiles(
         "workloads:\n  fakebench:\n    qualify: {env: {'A B': 1}}\n")),
+    "profile target nan": Bad(("run", "fakebench"), "field workloads.fakebench.qualify.target", prepare=_profiles(
+        "workloads:\n  fakebench:\n    qualify: {target: .nan}\n")),
+    "profile target negative": Bad(("run", "fakebench"), "field workloads.fakebench.qualify.target",
+                                   prepare=_profiles("workloads:\n  fakebench:\n    qualify: {target: -5}\n")),
+    "profile timeout infinite": Bad(("run", "fakebench"), "timeout_minutes", prepare=_profiles(
+        "workloads:\n  fakebench:\n    qualify: {timeout_minutes: .inf}\n")),
+    "profile env value null": Bad(("run", "fakebench"), "FAKE_SLEEP_S has no value", prepare=_profiles(
+        "workloads:\n  fakebench:\n    qualify: {env: {FAKE_SLEEP_S: null}}\n")),
+    "profiles alias bomb": Bad(("run", "fakebench"), "aliases expand to", prepare=_profiles(_alias_bomb())),
+    "profiles alias to itself": Bad(("run", "fakebench"), "refers to its own anchor", prepare=_profiles(
+        "workloads: &w {fakebench: *w}\n")),
+    "profiles not UTF-8": Bad(("run", "fakebench"), "not UTF-8 text (byte 0xe9 on line 3)", prepare=_raw(
+        "seeds.yaml", b"workloads:\n  fakebench:\n    qualify: {env: {NAME: caf\xe9}}\n", "MLTRAIN_SEEDS_FILE")),
+    "profiles nested too deeply": Bad(("run", "fakebench"), "nested too deeply", prepare=_profiles(
+        "[" * 20000 + "]" * 20000)),
+    "run one seed where one is dropped per end": Bad(("run", "fakebench", "--seeds", "0"), "give at least 3 seeds"),
+    "run mlperf profile with too few seeds": Bad(("run", "fakebench", "--profile", "mlperf", "--seeds", "1-5"),
+                                                 "needs exactly 40 runs"),
     "profile missing for workload": Bad(("run", "fakebench"), "has no profile", prepare=_profiles(
         "workloads:\n  other:\n    qualify: {}\n")),
     "workload yaml unreadable": Bad(("run", "oddbench"), "workload.yaml", prepare=_workload("name: [oops\n")),
     "workload yaml without run": Bad(("run", "oddbench"), "field run", prepare=_workload(
         WORKLOAD_YAML.format(run="[]", data="[python3, d.py]"))),
+    "workload yaml target nan": Bad(("run", "oddbench"), "field quality.target", prepare=_workload(
+        WORKLOAD_YAML.format(run="[bash, run.sh]", data="[python3, d.py]").replace("0.9", ".nan"))),
+    "workload yaml target negative": Bad(("run", "oddbench"), "field quality.target", prepare=_workload(
+        WORKLOAD_YAML.format(run="[bash, run.sh]", data="[python3, d.py]").replace("0.9", "-5"))),
+    "workload yaml alias bomb": Bad(("run", "oddbench"), "aliases expand to", prepare=_workload(
+        WORKLOAD_YAML.format(run="[bash, run.sh]", data="[python3, d.py]") + _alias_bomb().replace("workloads", "x-"))),
     "workload program missing": Bad(("run", "oddbench"), "no-such-program", prepare=_workload(
         WORKLOAD_YAML.format(run="[no-such-program, run.sh]", data="[python3, d.py]"))),
     "results path is a file": Bad(("run", "fakebench", "--results", "{T}/afile"), "is not a folder",
@@ -268,6 +307,10 @@ CASES: dict[str, Bad] = {
         "seeds/2/state.json", {"seed": 3, "state": "finished"})),
     "show run record without status": Bad(("show", "run-bad"), "field status", prepare=_damage(
         "seeds/3/run.json", {"reason": "x"})),
+    "show converged run with a negative time": Bad(("show", "run-bad"), "time_to_train_ms", prepare=_damage(
+        "seeds/3/run.json", {"status": "converged", "reason": "x", "time_to_train_ms": -1e300})),
+    "score converged run without a time": Bad(("score", "run-bad"), "needs its time_to_train_ms", prepare=_damage(
+        "seeds/3/run.json", {"status": "converged", "reason": "x"})),
     "show run folder linked from outside": Bad(("show", "run-linked"), "outside", prepare=_outside_run),
     "show seed folder linked from outside": Bad(("show", "run-seedlink"), "outside", prepare=_outside_seed),
     "score unknown run": Bad(("score", "nosuch"), "no run 'nosuch'"),
