@@ -30,9 +30,12 @@ def export_run(
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
+    from orchestrator.results.outputs import check_output_folder
 
     out = output(ctx)
-    stored = open_store(results).open(run)
+    store = open_store(results)
+    check_output_folder(mlcommons, option="--mlcommons", results=store.root)
+    stored = store.open(run)
     manifest = stored.manifest
     system = manifest.system
     described_now = not system and manifest.imported is None and manifest.host == socket.gethostname()

@@ -3,6 +3,7 @@ fleet-wide on Slurm; ``mltrain qualify history``: the stored verdicts and a metr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,10 +62,12 @@ def qualify(
     workload = registry().get(config.workload)
     if data is not None and not data.is_dir():
         raise UsageError(f"--data {data}: not a folder")
-    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus"), (record, "--record")):
-        if given is not None and given.is_dir():
-            raise UsageError(f"{flag} {given} is a folder: name the file to write")
     folder = results_dir(results)
+    from orchestrator.results.outputs import check_output_file
+
+    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus"), (record, "--record")):
+        if given is not None:  # checked now: a path that cannot be written fails before the qualification
+            check_output_file(given, option=flag, results=folder)
     if runner is RunnerName.slurm:
         _fleet(out, asked, config, workload, folder)
     elif nodes or partition:
@@ -98,7 +101,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
     from orchestrator.config.profiles import load_profiles
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references
-    from orchestrator.results import atomic
+    from orchestrator.results.outputs import write_output
     from orchestrator.results.qualify_store import check_node_name
     from orchestrator.runners.select import RunnerOptions, make_runner
 
@@ -114,7 +117,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
     _write_outputs(out, [result], asked.junit, asked.prometheus)
     if asked.record is not None:
-        atomic.write_json(asked.record, result.to_json())
+        write_output(asked.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n", option="--record")
     _show(out, result, folder, asked.as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
@@ -151,17 +154,17 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload,
 def _write_outputs(
     out: Output, records: list[QualificationRecord], junit: Path | None, prometheus: Path | None,
 ) -> None:
-    from orchestrator.results import atomic
+    from orchestrator.results.outputs import write_output
 
     if junit is not None:
         from orchestrator.render.junit import junit_xml
 
-        atomic.write_text(junit, junit_xml(records))
+        write_output(junit, junit_xml(records), option="--junit")
         out.status(f"JUnit XML written to {junit}")
     if prometheus is not None:
         from orchestrator.render.prometheus import textfile
 
-        atomic.write_bytes(prometheus, textfile(records))
+        write_output(prometheus, textfile(records), option="--prometheus")
         out.status(f"Prometheus textfile written to {prometheus}")
 
 
@@ -192,7 +195,12 @@ def history(
     from orchestrator.results.qualify_store import QualificationStore, check_node_name
 
     out = output(ctx)
-    store = QualificationStore(results_dir(results))
+    folder = results_dir(results)
+    if html is not None:
+        from orchestrator.results.outputs import check_output_file
+
+        check_output_file(html, option="--html", results=folder)
+    store = QualificationStore(folder)
     if node is not None and check_node_name(node) not in store.nodes():
         known = ", ".join(store.nodes()) or "none"
         raise UsageError(f"no qualification of node {node!r} (nodes: {known})")
@@ -202,11 +210,9 @@ def history(
     records = found.records[-last:]
     if html is not None:
         from orchestrator.render import report
-        from orchestrator.results import atomic
+        from orchestrator.results.outputs import write_output
 
-        if html.is_dir():
-            raise UsageError(f"--html {html} is a folder: name the HTML file to write")
-        atomic.write_text(html, report.qualification_page(records))
+        write_output(html, report.qualification_page(records), option="--html")
         out.status(f"qualification history of {len(records)} run(s) written to {html}")
     if as_json:
         out.json([r.to_json() for r in records])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import typer
@@ -14,21 +13,6 @@ from orchestrator.errors import UsageError
 
 def register(app: typer.Typer) -> None:
     app.command("report")(write_report)
-
-
-def check_out_file(out_file: Path) -> None:
-    """--out names a file that can be made: not a folder, not under a file, in a writable folder."""
-    if not out_file.name or str(out_file) in (".", ".."):
-        raise UsageError("--out: name the HTML file to write")
-    if out_file.is_dir():
-        raise UsageError(f"--out {out_file} is a folder: name the HTML file to write")
-    parent = out_file.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(f"--out {out_file}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out_file}: {parent} is not writable by this user")
 
 
 def write_report(
@@ -45,10 +29,12 @@ def write_report(
     The file is opened for writing before anything is rendered: a path that cannot be written fails at once."""
     from orchestrator.insight.runs import load_runs, to_setups
     from orchestrator.results import atomic
+    from orchestrator.results.outputs import check_output_file
 
     out = output(ctx)
-    check_out_file(out_file)
-    views = load_runs(open_store(results), runs or [], label or [])
+    store = open_store(results)
+    check_output_file(out_file, option="--out", results=store.root)
+    views = load_runs(store, runs or [], label or [])
     setups = [setup.name for setup in to_setups(views)]
     if baseline is not None and baseline not in setups:
         raise UsageError(f"--baseline {baseline!r} is not one of the setups ({', '.join(setups)})")

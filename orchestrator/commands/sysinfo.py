@@ -39,6 +39,14 @@ def show_sysinfo(
     from orchestrator.mlperf import system_desc
 
     out = output(ctx)
+    from orchestrator.config.locations import default_results_dir
+    from orchestrator.results.outputs import check_output_file, check_output_folder
+
+    store = default_results_dir()
+    if record_gpu_trace is not None:
+        check_output_file(record_gpu_trace, option="--record-gpu-trace", results=store)
+    if system_desc_dir is not None:
+        check_output_folder(system_desc_dir, option="--system-desc", results=store)
     if record_gpu_trace is not None:
         telemetry.record_trace_file(record_gpu_trace, samples, interval_s, out.status)
         if as_json:

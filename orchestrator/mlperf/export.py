@@ -125,6 +125,9 @@ def export_run(
         warnings.append(f"division {division}: {note}")
     description = _description(run, system or manifest.system, submitter=submitter, name=name, division=division,
                                warnings=warnings)
+    if system_file.is_file() and _json_or_none(system_file) != description:
+        raise UsageError(f"{system_file} already exists and describes the system otherwise: remove it, name another"
+                         " --system-name, or export into an empty folder")
     factor = scaling_factor if scaling_factor is not None else (imported.scaling_factor if imported else None)
 
     root.mkdir(parents=True, exist_ok=True)
@@ -163,6 +166,13 @@ def export_run(
     return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, division=division,
                   system_file=system_file, results=tuple(written), scaling_factor=factor if factor != 1.0 else None,
                   warnings=tuple(warnings), summarizer_minutes=score)
+
+
+def _json_or_none(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _benchmark(run: StoredRun) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -180,19 +178,14 @@ def _other_software(system: dict[str, Any]) -> str:
 
 
 def write_checked(path: Path, description: dict[str, str]) -> Path:
-    """Write the description only if mlperf_logging's checker accepts it (checked on a temp file)."""
+    """Write the description only if mlperf_logging's checker accepts it (checked on the staged file,
+    which is renamed into place only then)."""
     if path.parent.exists() and not path.parent.is_dir():
         raise UsageError(f"--system-desc {path.parent}: not a folder")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(description, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        valid, log = check_system_description(Path(tmp))
+    with atomic.staged(path) as handle:
+        handle.write((json.dumps(description, indent=2, sort_keys=True) + "\n").encode())
+        handle.flush()
+        valid, log = check_system_description(Path(handle.name))
         if not valid:
             raise UsageError(f"system description rejected by mlperf_logging's system_desc_checker: {log}")
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return path

@@ -87,8 +87,22 @@ def csv_text(result: Comparison) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in result.rows:
-        writer.writerow({k: "" if v is None else v for k, v in flat_row(row).items()})
+        writer.writerow({k: spreadsheet_safe(v) for k, v in flat_row(row).items()})
     return buffer.getvalue()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a text cell as a formula (OWASP's CSV injection list)."""
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A CSV cell a spreadsheet shows as it is: text starting like a formula gets a leading
+    apostrophe (numbers stay numbers, a negative one included); None is an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def scaled_anywhere(result: Comparison) -> bool:

@@ -18,13 +18,15 @@ from typing import Any, BinaryIO
 
 @contextlib.contextmanager
 def staged(path: Path) -> Iterator[BinaryIO]:
-    """A temporary file beside ``path``, opened now; renamed over ``path`` when the block ends
-    without an error, removed when it ends with one. OSError when the folder cannot take it."""
+    """A temporary file beside ``path``, opened now (its ``name`` is its own path, for a checker that
+    reads it before it counts); renamed over ``path`` when the block ends without an error, removed
+    when it ends with one. OSError when the folder cannot take it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary open() would; mkstemp makes 0600
-        with os.fdopen(fd, "wb") as handle:
+        os.close(fd)
+        with open(tmp, "r+b") as handle:  # opened by its path, so that handle.name is the staged path
             yield handle
             handle.flush()
             os.fsync(handle.fileno())

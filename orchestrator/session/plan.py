@@ -68,16 +68,19 @@ def check_label(label: str | None) -> str | None:
     return label
 
 
-def check_can_be_valid(seeds: int, profile: Profile) -> None:
-    """UsageError when ``seeds`` runs could never make a valid result under ``profile``'s rule: too
-    few to keep one after the olympic drops, or another count than the rules require."""
+def never_valid(seeds: int, profile: Profile) -> str | None:
+    """Why ``seeds`` runs could never make a valid result under ``profile``'s rule (too few to keep
+    one after the olympic drops, or another count than the rules require); None when they can.
+    Said before the first seed runs (a one-seed try-out is allowed, and scored invalid)."""
     if profile.runs is not None and seeds != profile.runs:
-        raise UsageError(f"{seeds} seed(s), but the {profile.name} profile needs exactly {profile.runs} runs: give"
-                         f" {profile.runs} seeds (or another --profile)")
+        return (f"{seeds} seed(s), but the {profile.name} profile needs exactly {profile.runs} runs: the result"
+                f" will be invalid (give {profile.runs} seeds for a valid one)")
     least = 2 * profile.drop_per_end + 1
     if seeds < least:
-        raise UsageError(f"{seeds} seed(s), but the {profile.name} profile drops the {profile.drop_per_end} fastest"
-                         f" and {profile.drop_per_end} slowest runs: give at least {least} seeds")
+        return (f"{seeds} seed(s), but the {profile.name} profile drops the {profile.drop_per_end} fastest and"
+                f" {profile.drop_per_end} slowest runs: the result will be invalid (give at least {least} seeds"
+                " for a valid one)")
+    return None
 
 
 def plan_new(
@@ -90,7 +93,6 @@ def plan_new(
     check_label(label)
     chosen = profiles.get(workload.name, profile)
     parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
-    check_can_be_valid(len(parsed), chosen)
     return BenchmarkPlan(
         workload=workload, profile=chosen, seeds=tuple(parsed), seeds_random=random,
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,

@@ -136,6 +136,10 @@ def _outside_seed(box: Sandbox) -> None:
     (box.results / "index.db").unlink(missing_ok=True)
 
 
+def _link(name: str, target: str) -> Prepare:
+    return lambda box: (box.tmp / name).symlink_to(box.sub(target))
+
+
 def _a_file(name: str) -> Prepare:
     return lambda box: _write(box.tmp / name, "not a folder\n")
 
@@ -265,9 +269,6 @@ CASES: dict[str, Bad] = {
         "seeds.yaml", b"workloads:\n  fakebench:\n    qualify: {env: {NAME: caf\xe9}}\n", "MLTRAIN_SEEDS_FILE")),
     "profiles nested too deeply": Bad(("run", "fakebench"), "nested too deeply", prepare=_profiles(
         "[" * 20000 + "]" * 20000)),
-    "run one seed where one is dropped per end": Bad(("run", "fakebench", "--seeds", "0"), "give at least 3 seeds"),
-    "run mlperf profile with too few seeds": Bad(("run", "fakebench", "--profile", "mlperf", "--seeds", "1-5"),
-                                                 "needs exactly 40 runs"),
     "profile missing for workload": Bad(("run", "fakebench"), "has no profile", prepare=_profiles(
         "workloads:\n  other:\n    qualify: {}\n")),
     "workload yaml unreadable": Bad(("run", "oddbench"), "workload.yaml", prepare=_workload("name: [oops\n")),
@@ -334,12 +335,22 @@ CASES: dict[str, Bad] = {
                                    prepare=_a_file("afile")),
     "report out cannot be written": Bad(("report", GOOD, "--out", "/proc/mltrain-report.html"), "/proc"),
     "report out empty": Bad(("report", GOOD, "--out", ""), "--out"),
+    "report out over a run's manifest": Bad(("report", GOOD, "--out", "{R}/run-good/manifest.json"),
+                                             "inside the results folder"),
+    "report out over the index": Bad(("report", GOOD, "--out", "{R}/index.db"), "inside the results folder"),
+    "report out through a link into the store": Bad(("report", GOOD, "--out", "{T}/link/summary.json"),
+                                                    "inside the results folder", prepare=_link("link", "{R}/run-good")),
     "report unknown run": Bad(("report", "nosuch", "--out", "{T}/r.html"), "no run 'nosuch'"),
     "report nothing named": Bad(("report", "--out", "{T}/r.html"), "name at least one run"),
     "report unknown baseline": Bad(("report", GOOD, "--out", "{T}/r.html", "--baseline", "nosuch"), "nosuch"),
     # export
     "export unknown run": Bad(("export", "nosuch", "--mlcommons", "{T}/mlc"), "no run 'nosuch'"),
     "export into a file": Bad(("export", GOOD, "--mlcommons", "{T}/afile"), "afile", prepare=_a_file("afile")),
+    "export into the results folder": Bad(("export", GOOD, "--mlcommons", "{R}/mlc"), "inside the results folder"),
+    "export under /proc": Bad(("export", GOOD, "--mlcommons", "/proc/mltrain-export"), "/proc"),
+    "export over a hand-written system description": Bad(
+        ("export", GOOD, "--mlcommons", "{T}/mlc", "--system-name", "mine"), "systems/mine.json already exists",
+        prepare=lambda box: _write(box.tmp / "mlc" / "systems" / "mine.json", '{"submitter": "by hand"}\n')),
     "export unknown ruleset": Bad(("export", GOOD, "--mlcommons", "{T}/mlc", "--ruleset", "9.9.9"), "9.9.9"),
     "export benchmark escaping the folder": Bad(("export", GOOD, "--mlcommons", "{T}/mlc"), "benchmark",
                                                 prepare=_foreign_benchmark),
@@ -379,6 +390,20 @@ CASES: dict[str, Bad] = {
     "clean a path as run id": Bad(("clean", "--run", "../x"), "bad run id", results_option=False),
     "sysinfo data folder missing": Bad(("sysinfo", "--data", "/nonexistent/data"), "no such folder",
                                        results_option=False),
+    "sysinfo system description under /proc": Bad(("sysinfo", "--system-desc", "/proc/mltrain"), "/proc",
+                                                  results_option=False),
+    "sysinfo system description into the store": Bad(("sysinfo", "--system-desc", "{R}/systems"),
+                                                      "inside the results folder", results_option=False,
+                                                      env={"MLTRAIN_RESULTS": "{R}"}),
+    "sysinfo gpu trace over the index": Bad(("sysinfo", "--record-gpu-trace", "{R}/index.db"),
+                                            "inside the results folder", results_option=False,
+                                            env={"MLTRAIN_RESULTS": "{R}"}),
+    "qualify junit over the index": Bad(("qualify", "--junit", "{R}/index.db"), "inside the results folder"),
+    "qualify prometheus under /proc": Bad(("qualify", "--prometheus", "/proc/mltrain/node.prom"), "/proc"),
+    "qualify junit is a folder": Bad(("qualify", "--junit", "{T}/adir"), "is a folder", prepare=_folder("adir")),
+    "qualify history html into a run": Bad(("qualify", "history", "--html", "{R}/run-good/run.html"),
+                                           "inside the results folder"),
+    "qualify history html under /proc": Bad(("qualify", "history", "--html", "/proc/mltrain/h.html"), "/proc"),
     "sysinfo zero samples": Bad(("sysinfo", "--record-gpu-trace", "{T}/t.json", "--samples", "0"), "--samples",
                                 results_option=False),
     # the command line itself
@@ -425,7 +450,7 @@ def test_bad_input_is_exit_2_one_line_and_writes_nothing(cli, mltrain_env, good_
     if case.prepare is not None:
         case.prepare(box)
     for key, value in {**box.env, **case.env}.items():
-        monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, box.sub(value))
     argv = [box.sub(a) for a in case.argv] + (["--results", str(box.results)] if case.results_option else [])
     before = _snapshot(tmp_path)
 

@@ -44,6 +44,19 @@ def test_run_scores_like_the_hand_computation_and_is_listed(cli, tmp_path: Path)
     assert json.loads(scored.out)["score_ms"] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (("--seeds", "0"), "1 seed(s), but the qualify profile drops the 1 fastest and 1 slowest runs: the result will be"
+                       " invalid (give at least 3 seeds for a valid one)"),
+    (("--seeds", "1-5", "--profile", "mlperf"), "5 seed(s), but the mlperf profile needs exactly 40 runs"),
+])
+def test_seeds_that_can_never_score_are_said_before_the_first_seed_runs(cli, tmp_path: Path, args, says):
+    r = cli("run", "fakebench", *args, "--results", str(tmp_path))
+    assert r.code == 1 and "result: INVALID" in r.out
+    warning = next(i for i, line in enumerate(r.err.splitlines()) if says in line)
+    first_seed = next(i for i, line in enumerate(r.err.splitlines()) if line.startswith("seed "))
+    assert warning < first_seed, r.err
+
+
 def test_run_json_output_and_failure_exit_code(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("FAKE_MODE", "crash")
     monkeypatch.setenv("FAKE_MODE_SEEDS", "2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 import statistics
 from pathlib import Path
@@ -203,3 +204,14 @@ def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
     capped = Test(p_value=0.9, significant=False, seeds_needed=MAX_SEEDS_NEEDED)
     assert seeds_needed_text(capped) == f">={MAX_SEEDS_NEEDED:,}"
     assert number_text(None) == "-" and number_text(1.23456, "x") == "1.235x"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_quoted() -> None:
+    from orchestrator.render.comparison import csv_text
+
+    hostile = make_setup('=HYPERLINK("http://x","click")', [10, 12, 11, 13], [1.0, 1.1, 1.0, 1.05])
+    others = [make_setup(name, [10, 11, 12, 13], [0.5, 0.52, 0.51, 0.5]) for name in ("@SUM(A1)", "-2+3", "plain")]
+    rows = list(csv.DictReader(io.StringIO(csv_text(compare([hostile, *others])))))
+    assert [r["setup"] for r in rows] == ["'=HYPERLINK(\"http://x\",\"click\")", "'@SUM(A1)", "'-2+3", "plain"]
+    assert all(not cell.startswith(("=", "+", "@")) for r in rows for cell in r.values())
+    assert float(rows[1]["speedup"]) > 1.5  # numbers stay numbers
