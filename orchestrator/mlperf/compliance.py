@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants as C
 
-from orchestrator.mlperf import checkers
+from orchestrator.mlperf import checkers, mllog
 from orchestrator.results.records import Compliance, RunRecord, RunStatus
 
 STRICT_KEYS = (C.RUN_START, C.RUN_STOP)
@@ -94,5 +94,17 @@ def check_seed(record: RunRecord, log: Path, *, profile: str, target: float, ref
     logged a whole run (crashed, killed, timed out: no run_stop) keep their status unchecked."""
     if record.run_start_ms is None or record.run_stop_ms is None or not log.is_file():
         return record
+    overlong = _overlong_mllog_line(log)
+    if overlong is not None:  # mlperf_logging's reader would spend minutes on it: judged here
+        return judge(record, Compliance(ruleset=ruleset, valid=False, reason=f"line {overlong}: an MLLOG line longer"
+                                        f" than {mllog.MAX_LINE_CHARS:,} characters (not checked)"))
     relax = relaxation_for(profile, target=target, reference_target=reference_target, synthetic_data=synthetic_data)
     return judge(record, check_log(log, ruleset, relax, metric))
+
+
+def _overlong_mllog_line(log: Path) -> int | None:
+    """The number of the first MLLOG line of ``log`` longer than the reader takes, if any."""
+    for error in mllog.parse_file(log).bad_values:
+        if error.problem.startswith("an MLLOG line of"):
+            return error.line
+    return None

@@ -42,6 +42,10 @@ DIVERGENCE_ACCURACY = 1e-6
 MAX_TIME_MS = 2.0**53
 """Larger times are not exact in a double (and are 285,000 years of milliseconds)."""
 MAX_SEED = 2**63 - 1
+MAX_LINE_CHARS = 64 * 1024
+"""The longest MLLOG line taken (events are a few hundred characters; resolved_settings a few kB).
+Longer ones are refused before mlperf_logging's `strip_and_dedup`, whose regex is quadratic in the
+line's length (a 20 MB line kept an import busy for minutes)."""
 EPOCH_FIELDS = (C.EPOCH_NUM, C.FIRST_EPOCH_NUM, C.EPOCH_COUNT, C.SAMPLES_COUNT)
 """Metadata that count epochs or samples: numbers, or the line is a bad value."""
 _METADATA_KEYS = ("submission_", "opt_", "lars_", "sgd_", "model_", "oversampling", "training_input_shape",
@@ -151,6 +155,11 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
     events: list[Event] = []
     errors: list[LineError] = []
     for number, raw in enumerate(lines, start=1):
+        if len(raw) > MAX_LINE_CHARS:
+            if MLLOG_PREFIX in raw:  # other long output (a progress bar redrawn with \r) is not ours to judge
+                errors.append(LineError(number, raw[:80], f"an MLLOG line of {len(raw):,} characters (at most"
+                                        f" {MAX_LINE_CHARS:,})", bad_value=True))
+            continue
         for stripped in strip_and_dedup([raw]):  # mlperf_logging's own prefix rule, per line
             text = stripped.strip()
             try:

@@ -77,6 +77,9 @@ IMPORTS: list[tuple[str, Callable[[Path], Path], str]] = [
      "result_01.txt and result_1.txt both number run 1: keep one of them"),
     ("both naming schemes", lambda d: logs(d, **{"240425101502_1.log": GOOD_LOG}),
      "mixes result_<n>.txt and <DATESTAMP>_<N>.log files"),
+    ("a 20 MB MLLOG line", lambda d: logs(d, **{"result_2.txt": GOOD_LOG.replace(
+        ':::MLLOG {', ':::MLLOG {"pad": "' + "x" * 20_000_000 + '", ', 1)}),
+     "result_2.txt line 1: an MLLOG line of 20,000,"),
     ("scaling.json not JSON", lambda d: logs(d, **{"scaling.json": "{scaling"}),
      "scaling.json: not a scaling.json"),
     ("scaling.json negative", lambda d: logs(d, **{"scaling.json": '{"scaling_factor": -2}'}),
@@ -210,3 +213,20 @@ def test_a_checker_that_raises_on_a_log_is_that_logs_verdict(tmp_path: Path):
     with pytest.raises(checkers.ToolFailed, match="the result summarizer failed on"):
         checkers.summarizer_score(tmp_path, "resnet", "4.0.0")
     assert checkers.compliance(tmp_path / "result_0.txt", "4.0.0").errors == report.errors  # no state left behind
+
+
+def test_a_seed_log_with_an_overlong_mllog_line_is_judged_at_once(tmp_path: Path):
+    """mlperf_logging's reader applies a regex quadratic in a line's length (a 0.25 MB line: 99 s):
+    a seed's own log holding such a line is not handed to it; the verdict says why."""
+    import time
+
+    from orchestrator.mlperf import mllog
+    from orchestrator.mlperf.compliance import check_seed
+
+    log = tmp_path / "output.log"
+    log.write_text(GOOD_LOG.replace(':::MLLOG {', ':::MLLOG {"pad": "' + "x" * 2_000_000 + '", ', 1))
+    record = mllog.build_record(mllog.parse_lines(GOOD_LOG.splitlines()), target=0.759, metric="eval_accuracy")
+    started = time.monotonic()
+    judged = check_seed(record, log, profile="qualify", target=0.759, reference_target=0.759, synthetic_data=False)
+    assert time.monotonic() - started < 10
+    assert not judged.compliance.valid and judged.compliance.reason.startswith("line 1: an MLLOG line longer than")
