@@ -7,7 +7,6 @@ downstream works on the plain values built here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,12 +88,10 @@ def view_of(run: StoredRun) -> RunView:
 
 
 def _read_series(path: Path) -> dict[str, Any] | None:
+    """The seed's telemetry (None where none was sampled); a damaged file is a RecordError."""
     if not path.is_file():
         return None
-    try:
-        return load_series(path)
-    except (OSError, ValueError, json.JSONDecodeError):
-        return None
+    return load_series(path)
 
 
 def to_setups(runs: Sequence[RunView]) -> list[Setup]:

@@ -34,12 +34,11 @@ from typing import Any
 
 import psutil
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import RecordError, UsageError
 from orchestrator.insight import gpus, sysinfo
 from orchestrator.insight.unavailable import unavailable
 from orchestrator.results import atomic
-
-SERIES_VERSION = 1
+from orchestrator.results.series import GPU_COLUMNS, SERIES_VERSION
 
 CLOCKS_EVENT_REASONS: dict[str, str] = {
     "GpuIdle": "gpu_idle",
@@ -58,8 +57,7 @@ and the names stored series use for them. The bit values come from pynvml, not f
 REAL_THROTTLING = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
-GPU_FIELDS = ("util_pct", "memory_used_bytes", "power_w", "temperature_c", "sm_clock_mhz", "throttle_bits",
-              "energy_mj")
+GPU_FIELDS = GPU_COLUMNS
 
 
 def reason_bits(nvml: ModuleType) -> dict[int, str]:
@@ -465,10 +463,15 @@ def _rate(value: int | None, before: int | None, elapsed: float | None, scale: f
 
 
 def load_series(path: Path) -> dict[str, Any]:
-    series = json.loads(path.read_text())
-    if series.get("version") != SERIES_VERSION:
-        raise ValueError(f"{path}: telemetry version {series.get('version')!r}, expected {SERIES_VERSION}")
-    return series
+    """A stored series, validated (`orchestrator.results.series`): RecordError naming the file and
+    the field when it has another shape."""
+    from orchestrator.results.series import TelemetrySeries
+    from orchestrator.results.store import read_record
+
+    series = read_record(path, TelemetrySeries)
+    if series is None:
+        raise RecordError(f"{path}: missing")
+    return series.model_dump(mode="python")
 
 
 def record_trace_file(path: Path, samples: int, interval_s: float, status: Callable[[str], None]) -> None:

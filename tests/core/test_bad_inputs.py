@@ -119,6 +119,20 @@ def _damage(relative: str, content: object) -> Prepare:
     return prepare
 
 
+def _damage_telemetry(change: Callable[[dict], object]) -> Prepare:
+    """run-bad with seed 2's telemetry series changed in place by ``change``."""
+
+    def prepare(box: Sandbox) -> None:
+        make_run(box.results, label="bad", seeds=[1, 2, 3], run_id="run-bad", power_w=300.0)
+        path = box.results / "run-bad" / "seeds" / "2" / "telemetry.json"
+        series = json.loads(path.read_text())
+        change(series)
+        path.write_text(json.dumps(series))
+        (box.results / "index.db").unlink(missing_ok=True)
+
+    return prepare
+
+
 def _outside_run(box: Sandbox) -> None:
     """A run folder that is a link to a run kept outside the results folder."""
     elsewhere = box.tmp / "elsewhere"
@@ -329,7 +343,20 @@ CASES: dict[str, Bad] = {
     "compare price of an unknown setup": Bad(("compare", GOOD, "--cost-per-hour", "nosuch=2"), "no setup 'nosuch'"),
     "compare unknown baseline": Bad(("compare", GOOD, "--baseline", "nosuch"), "nosuch"),
     "compare json and csv": Bad(("compare", GOOD, "--json", "--csv"), "choose one of --json and --csv"),
+    "compare telemetry a list": Bad(("compare", "run-bad"), "telemetry.json: field (top level)",
+                                    prepare=_damage("seeds/2/telemetry.json", [])),
+    "compare telemetry with a text timestamp": Bad(("compare", "run-bad"), "field host.t_ms.3",
+                                                   prepare=_damage_telemetry(lambda t: t["host"]["t_ms"].__setitem__(
+                                                       3, "yesterday"))),
+    "compare telemetry gpu without a column": Bad(("compare", "run-bad"), "gpus.0 has no power_w column",
+                                                  prepare=_damage_telemetry(lambda t: t["gpus"][0].pop("power_w"))),
+    "compare telemetry columns of two lengths": Bad(("compare", "run-bad"), "cpu_pct has 2 values",
+                                                    prepare=_damage_telemetry(lambda t: t["host"].__setitem__(
+                                                        "cpu_pct", [1.0, 2.0]))),
     # report
+    "report telemetry gpu without a column": Bad(("report", "run-bad", "--out", "{T}/r.html"),
+                                                 "gpus.0 has no util_pct column",
+                                                 prepare=_damage_telemetry(lambda t: t["gpus"][0].pop("util_pct"))),
     "report out is a folder": Bad(("report", GOOD, "--out", "{T}/adir"), "is a folder", prepare=_folder("adir")),
     "report out under a file": Bad(("report", GOOD, "--out", "{T}/afile/r.html"), "afile",
                                    prepare=_a_file("afile")),
