@@ -23,9 +23,11 @@ from typer.exceptions import TyperException
 
 from orchestrator import __version__
 from orchestrator.errors import EXIT_USAGE, MltrainError
-from orchestrator.output import Output
+from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave
 from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""What a shell reports for a process its pipe's reader left (the work was cut short)."""
 TYPER_INTERRUPTED = 130
 """What typer (standalone_mode=False) returns when a KeyboardInterrupt reaches it."""
 COMMAND_MODULES = (
@@ -75,6 +77,10 @@ def build_app() -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = bool(os.environ.get("MLTRAIN_DEBUG")) or any(a in ("-v", "--verbose") for a in args)
+    if stdout_is_closed():
+        Output().error("standard output is closed (>&-): nothing mltrain prints could be read; redirect it to a"
+                       " file or to /dev/null")
+        return EXIT_USAGE
     with stop_on_signals() as stops:
         return _dispatch(build_app(), args, debug, stops)
 
@@ -96,6 +102,10 @@ def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> i
         return exc.exit_code
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
+    except BrokenPipeError:  # the reader left while something wrote past the output object
+        with stdout_reader_may_leave():
+            raise
+        return EXIT_BROKEN_PIPE
     except typer.Abort:
         return _interrupted(KeyboardInterrupt())
     except TyperException as exc:  # usage errors: unknown option, missing argument, bad value

@@ -6,8 +6,11 @@ lines (`Output.detail`) and a traceback for internal errors.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -18,25 +21,29 @@ class Output:
     """Commands write through this, never with ``print``."""
 
     def __init__(self, *, quiet: bool = False, verbose: bool = False) -> None:
-        self.out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+        self.out = _DataConsole(file=sys.stdout, soft_wrap=True, highlight=False)
         self.err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
         self.quiet = quiet
         self.verbose = verbose
 
     def data(self, text: str) -> None:
         """Plain data to stdout (no markup interpretation)."""
-        self.out.print(text, markup=False)
+        self._to_stdout(lambda: self.out.print(text, markup=False))
 
     def json(self, value: Any) -> None:
-        sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
-        sys.stdout.flush()
+        text = json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+        self._to_stdout(lambda: (sys.stdout.write(text), sys.stdout.flush()))
 
     def prose(self, text: str) -> None:
         """A sentence to stdout, wrapped at the terminal's width."""
-        self.out.print(text, markup=False, soft_wrap=False)
+        self._to_stdout(lambda: self.out.print(text, markup=False, soft_wrap=False))
 
     def table(self, table: Table) -> None:
-        self.out.print(table)
+        self._to_stdout(lambda: self.out.print(table))
+
+    def _to_stdout(self, write: Callable[[], object]) -> None:
+        with stdout_reader_may_leave():
+            write()
 
     def lines(self, lines: list[str]) -> None:
         for line in lines:
@@ -56,3 +63,41 @@ class Output:
 
     def error(self, text: str) -> None:
         self.err.print(f"error: {text}", markup=False, style="bold red")
+
+
+class _DataConsole(Console):
+    """stdout's console: a reader that leaves ends the printing, not the command (rich's own
+    default exits 1, which would report a valid result as invalid)."""
+
+    def on_broken_pipe(self) -> None:
+        _stdout_to_devnull()
+
+
+@contextlib.contextmanager
+def stdout_reader_may_leave() -> Iterator[None]:
+    """A reader that stops reading (``mltrain show RUN | head -1``) ends what is printed, not the
+    command: stdout is pointed at /dev/null, so that nothing more is written there (the interpreter's
+    own flush at exit included), and the command ends with the exit code its work earned."""
+    try:
+        yield
+    except BrokenPipeError:
+        _stdout_to_devnull()
+
+
+def _stdout_to_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def stdout_is_closed() -> bool:
+    """The process was started with its standard output closed (``>&-``): nothing it prints can be read."""
+    if sys.stdout is None:
+        return True
+    try:
+        os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return True
+    return False

@@ -56,3 +56,37 @@ def test_compare_fits_the_terminal(cli, tmp_path: Path, monkeypatch: pytest.Monk
     widest = max(len(line) for line in r.out.splitlines())
     assert widest <= columns, f"{widest} > {columns}:\n{r.out}"
     assert "olympic" in r.out and "fast vs slow" in r.out
+
+
+def _piped_to_head(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``mltrain ARGV | head -1`` as a shell runs it; mltrain's own exit status is what is checked."""
+    mltrain = f"{sys.executable} -m orchestrator.cli"
+    script = f"{mltrain} {' '.join(argv)} | head -1; exit ${{PIPESTATUS[0]}}"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_a_reader_that_leaves_early_ends_the_printing_not_the_command(mltrain_env, tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, **mltrain_env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    results = tmp_path / "results"
+    run_id = make_run(results, label="a", seeds=[1, 2, 3])
+    for argv in (["show", run_id], ["show", run_id, "--json"], ["list"], ["compare", run_id]):
+        done = _piped_to_head([*argv, "--results", str(results)], env, tmp_path)
+        assert done.returncode == 0 and len(done.stdout.splitlines()) == 1, (argv, done.returncode, done.stderr)
+        assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    ran = _piped_to_head(["run", "fakebench", "--seeds", "1-3", "--results", str(results)], env, tmp_path)
+    assert ran.returncode == 0, ran.stderr  # the result was VALID; the reader's leaving changes nothing
+    assert len(list(results.iterdir())) == 3  # the run was stored whole (two runs and index.db)
+
+
+def test_a_closed_standard_output_is_said_and_nothing_runs(mltrain_env, tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, **mltrain_env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    script = f"{sys.executable} -m orchestrator.cli run fakebench --seeds 1-3 --results {tmp_path / 'r'} >&-"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == ("error: standard output is closed (>&-): nothing mltrain prints could be read; redirect it"
+                           " to a file or to /dev/null\n")
+    assert not (tmp_path / "r").exists()

@@ -1,0 +1,132 @@
+"""How `list`, `compare` and `report` scale with the size of a results folder.
+
+    python benchmarks/store_scale.py                    # 10,000 runs (two labels of 5,000), 3 seeds each
+    python benchmarks/store_scale.py --runs 3000 --seeds 5
+
+Makes a results folder in a temporary directory: one run written through the store (manifest,
+seed states and records, summary, each seed's MLLOG output), then copied under new run ids (the
+copies are what any store holds: the same files, other ids and labels). Then times the real
+command lines, each a fresh process as a user runs them:
+
+- ``list`` with no index file (the first read: rebuilds the index from the folders, and saves it),
+  then ``list`` again (warm: the index is up to date), and ``list --label a``;
+- ``compare --label a --label b`` (every run of both setups read, intervals and tests);
+- ``report --label a --label b --out FILE`` (the HTML page with its plots);
+- and, as the baseline measured in the same run, ``mltrain --version`` (interpreter and import time).
+
+Targets (issue 22): list under 1 s warm and compare of 2 x 5,000 runs under 5 s, on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from orchestrator.mlperf import mllog  # noqa: E402
+from orchestrator.mlperf.scoring import score_runs  # noqa: E402
+from orchestrator.results.records import Manifest, SeedState, SeedStateName, Summary  # noqa: E402
+from orchestrator.results.store import Store, now_iso  # noqa: E402
+
+TARGET = 0.908
+
+
+def mllog_text(seed: int, epochs: int) -> str:
+    events = [("run_start", None, {}, 0), ("seed", seed, {}, 1)]
+    events += [("eval_accuracy", 0.5 + 0.5 * e / epochs, {"epoch_num": e}, 1000 * e) for e in range(1, epochs + 1)]
+    events.append(("run_stop", None, {"status": "success"}, 1000 * epochs + 1))
+    return "".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": 1_700_000_000_000 + t, "event_type":
+                                             "POINT_IN_TIME", "key": k, "value": v, "metadata": m}) + "\n"
+                   for k, v, m, t in events)
+
+
+def template(results: Path, seeds: int) -> str:
+    """One finished unet3d run written through the store; its id."""
+    manifest = Manifest.model_validate({
+        "run_id": "template", "workload": "unet3d", "benchmark": "unet3d", "profile": "qualify", "label": "a",
+        "seeds": list(range(1, seeds + 1)), "runner": "local", "target": TARGET,
+        "rule": {"drop_per_end": 1, "max_non_converged": 1}, "started_at": now_iso(), "state": "running",
+    })
+    run = Store(results).create(manifest)
+    for seed in manifest.seeds:
+        text = mllog_text(seed, 20 + seed % 7)
+        run.paths.seed(seed).output.write_text(text)
+        record = mllog.build_record(mllog.parse_lines(text.splitlines()), target=TARGET)
+        run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
+    score = score_runs(run.finished_records(), manifest.rule)
+    run.save_summary(Summary.model_validate({**score.to_json(), "run_id": "template", "workload": "unet3d",
+                                             "benchmark": "unet3d", "profile": "qualify", "label": "a"}))
+    run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": "finished"}))
+    run.close()
+    return "template"
+
+
+def populate(results: Path, runs: int, seeds: int) -> None:
+    source = results / template(results, seeds)
+    for n in range(runs):
+        run_id = f"unet3d-qualify-20261123-{n:06d}"
+        label = "a" if n % 2 == 0 else "b"
+        folder = results / run_id
+        shutil.copytree(source, folder)
+        for name in ("manifest.json", "summary.json"):
+            data = json.loads((folder / name).read_text())
+            data.update(run_id=run_id, label=label, **({"started_at": f"2026-11-23T00:00:{n % 60:02d}+00:00"}
+                                                       if name == "manifest.json" else {}))
+            (folder / name).write_text(json.dumps(data))
+        (folder / ".lock").unlink(missing_ok=True)
+    shutil.rmtree(source)
+    (results / "index.db").unlink(missing_ok=True)
+
+
+def timed(argv: list[str], results: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "MLTRAIN_RESULTS": str(results), "PYTHONPATH": str(PROJECT)}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv], capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-800:]}")
+    return seconds, done
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--no-report", action="store_true", help="skip the report (its plots take longest)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mltrain-store-scale-") as scratch:
+        results = Path(scratch) / "results"
+        started = time.perf_counter()
+        populate(results, args.runs, args.seeds)
+        print(f"{args.runs} runs of {args.seeds} seeds made in {time.perf_counter() - started:.1f} s "
+              f"({os.cpu_count()} CPUs)")
+        base, _ = timed(["--version"], results)
+        rows = [("mltrain --version (baseline)", base)]
+        cold, listed = timed(["list", "--json"], results)
+        assert len(json.loads(listed.stdout)) == args.runs
+        rows.append(("list, no index yet", cold))
+        rows.append(("list, warm", timed(["list", "--json"], results)[0]))
+        rows.append(("list --label a, warm", timed(["list", "--label", "a", "--json"], results)[0]))
+        rows.append((f"compare --label a --label b ({args.runs // 2} + {args.runs - args.runs // 2} runs)",
+                     timed(["compare", "--label", "a", "--label", "b", "--json"], results)[0]))
+        if not args.no_report:
+            out = Path(scratch) / "report.html"
+            rows.append(("report --label a --label b", timed(["report", "--label", "a", "--label", "b", "--out",
+                                                                str(out)], results)[0]))
+    width = max(len(name) for name, _ in rows)
+    for name, seconds in rows:
+        print(f"{name:<{width}}  {seconds:7.2f} s  {seconds / base:6.1f}x baseline")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
