@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from orchestrator.commands.common import output, registry
@@ -30,6 +32,7 @@ def data(
         output(ctx).data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
         args = ["--help"]
     env = proc.child_env({}, pythonpath=python_root())
-    result = proc.run([*spec.data.cli, *args], cwd=spec.folder, env=env, timeout_s=7 * 24 * 3600, capture=False)
+    # The user's folder: the paths they give (`synthesize out`, `check ready`) are relative to it.
+    result = proc.run([*spec.data_argv(), *args], cwd=Path.cwd(), env=env, timeout_s=7 * 24 * 3600, capture=False)
     if result.returncode != 0:
         raise typer.Exit(result.returncode)

@@ -67,6 +67,12 @@ class Workload(_Frozen):
     folder: Path = Field(default=Path("."), exclude=True)
     """The workload's folder (set on load)."""
 
+    def data_argv(self) -> list[str]:
+        """``data.cli`` runnable from any folder: a word naming a file of the workload's folder
+        (``dataset.py``) becomes its absolute path; modules and programs stay as they are."""
+        return [str(self.folder / word) if not word.startswith("-") and (self.folder / word).is_file() else word
+                for word in self.data.cli]
+
     @field_validator("run", "throughput")
     @classmethod
     def _run_not_empty(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
