@@ -59,19 +59,21 @@ def output(ctx: typer.Context) -> Output:
     return root.obj if isinstance(root.obj, Output) else Output()
 
 
-def results_dir(given: Path | None) -> Path:
+def results_dir(given: Path | None, *, write: bool = True) -> Path:
+    """The results folder (``--results``, else the default), checked for what the command does with
+    it: a command that only reads (``write=False``) works on a read-only store too."""
     from orchestrator.results.store import check_results_dir
 
     folder = (given or default_results_dir()).expanduser()
-    check_results_dir(folder)
+    check_results_dir(folder, write=write)
     return folder
 
 
-def open_store(given: Path | None) -> Store:
+def open_store(given: Path | None, *, write: bool = True) -> Store:
     """The results folder a command works on (``--results``, else the default)."""
     from orchestrator.results.store import Store
 
-    return Store(results_dir(given))
+    return Store(results_dir(given, write=write))
 
 
 def seeds_file() -> Path:

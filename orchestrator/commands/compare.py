@@ -42,7 +42,7 @@ def compare_runs(
     out = output(ctx)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
-    views = load_runs(open_store(results), runs or [], label or [])
+    views = load_runs(open_store(results, write=False), runs or [], label or [])
     setups = to_setups(views)
     prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
     matched: list[str] = []

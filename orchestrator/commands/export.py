@@ -33,7 +33,7 @@ def export_run(
     from orchestrator.results.outputs import check_output_folder
 
     out = output(ctx)
-    store = open_store(results)
+    store = open_store(results, write=False)
     check_output_folder(mlcommons, option="--mlcommons", results=store.root)
     stored = store.open(run)
     manifest = stored.manifest

@@ -26,7 +26,7 @@ def list_runs(
     from orchestrator.render.tables import runs_table
 
     out = output(ctx)
-    listing = open_store(results).list(label=label, workload=workload)
+    listing = open_store(results, write=False).list(label=label, workload=workload)
     if as_json:
         out.json(listing.rows)
     else:
@@ -48,7 +48,7 @@ def show(
     from orchestrator.session.loop import rescore
 
     out = output(ctx)
-    run = open_store(results).open(run_id)
+    run = open_store(results, write=False).open(run_id)
     summary, score = rescore(run)
     if as_json:
         out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),

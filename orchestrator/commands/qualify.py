@@ -195,7 +195,7 @@ def history(
     from orchestrator.results.qualify_store import QualificationStore, check_node_name
 
     out = output(ctx)
-    folder = results_dir(results)
+    folder = results_dir(results, write=False)
     if html is not None:
         from orchestrator.results.outputs import check_output_file
 

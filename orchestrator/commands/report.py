@@ -32,7 +32,7 @@ def write_report(
     from orchestrator.results.outputs import check_output_file
 
     out = output(ctx)
-    store = open_store(results)
+    store = open_store(results, write=False)
     check_output_file(out_file, option="--out", results=store.root)
     views = load_runs(store, runs or [], label or [])
     setups = [setup.name for setup in to_setups(views)]

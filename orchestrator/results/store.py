@@ -45,18 +45,23 @@ def new_run_id(workload: str, profile: str) -> str:
     return check_run_id(name.lstrip("._-"))
 
 
-def check_results_dir(results_dir: Path) -> None:
-    """The results folder must be a writable folder, or one that can be made (nothing is made here)."""
+def check_results_dir(results_dir: Path, *, write: bool = True) -> None:
+    """The results folder must be a folder this user can read (and, to ``write``, write), or one
+    that can be made (nothing is made here). A link that leads nowhere, or in a loop, is refused."""
     if any(ord(c) < 32 or ord(c) == 127 for c in str(results_dir)):
         raise StoreError(f"results folder {str(results_dir)!r} has a control character in its name")
     probe = results_dir
     while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():  # exists() is False for a dangling link and for a loop of links
+            raise StoreError(f"results folder {results_dir}: {probe} is a link that leads nowhere (or in a loop)")
         probe = probe.parent
     if not probe.is_dir():
         what = "results folder" if probe == results_dir else f"results folder {results_dir}: its parent"
         raise StoreError(f"{what} {probe} is not a folder")
-    if not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
+    if write and not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
         raise StoreError(f"results folder {probe} is not readable and writable by this user")
+    if not write and probe == results_dir and not os.access(probe, os.R_OK | os.X_OK):
+        raise StoreError(f"results folder {probe} is not readable by this user")
 
 
 @contextlib.contextmanager
@@ -188,7 +193,8 @@ class Store:
         Without an index file the listing is built in memory: reading never creates one."""
         if not self.root.is_dir():
             return Listing([], [])
-        index = self.index if self.index.exists else Index.in_memory(self.root)
+        writable = self.index.exists and os.access(self.index.path, os.W_OK) and os.access(self.root, os.W_OK)
+        index = self.index if writable else Index.in_memory(self.root)  # a read-only store is read, never written
         broken = self.refresh(index)
         rows = index.runs(label=label, workload=workload)
         for row in rows:  # 'running' on disk, but nobody holds its lock: its process is gone

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from orchestrator.errors import UsageError
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+MAX_GPUS = 256
+"""More GPUs than one job of any runner can be given (a node holds at most 16 today)."""
 _GPU_IDS = re.compile(r"^[0-9a-zA-Z-]+(,[0-9a-zA-Z-]+)*$")
 
 
@@ -61,10 +63,16 @@ def parse_gpus(spec: str) -> GpuRequest:
     if text.isdigit() and "," not in text:
         if int(text) == 0:
             raise UsageError("--gpus 0 asks for no GPU: write --gpus none (or --gpus device=0 for device 0)")
+        if int(text) > MAX_GPUS:
+            raise UsageError(f"--gpus {text}: more GPUs than a job can have (at most {MAX_GPUS}); give the count one"
+                             " node's job uses, or all")
         return GpuRequest(spec=spec, count=int(text))
     ids = text.removeprefix("device=")
     if ("," in text or text.startswith("device=")) and _GPU_IDS.match(ids):
-        return GpuRequest(spec=spec, device_ids=tuple(ids.split(",")))
+        device_ids = tuple(ids.split(","))
+        if len(device_ids) > MAX_GPUS or len(set(device_ids)) != len(device_ids):
+            raise UsageError(f"--gpus {spec[:60]!r}: give each device once, at most {MAX_GPUS} of them")
+        return GpuRequest(spec=spec, device_ids=device_ids)
     raise UsageError(f"--gpus {spec!r}: use all, a count (2), device ids (0,1 or device=0) or none")
 
 

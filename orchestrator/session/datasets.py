@@ -65,11 +65,26 @@ def resolve_data_dir(workload: Workload, profile: Profile, given: Path | None) -
             raise DataError(f"data folder {given} does not exist{how}")
         return given.resolve()
     if profile.dataset.source == "synthetic":
-        return synthetic_dir(workload, profile)
+        folder = synthetic_dir(workload, profile)
+        if not (folder / READY_MARKER).is_file():  # to be made: the cache must take it
+            check_cache(folder.parent)
+        return folder
     raise DataError(
         f"{workload.name} profile {profile.name!r} needs real data: pass --data DIR"
         f" (see `mltrain data {workload.name} how-to-get`), or use --profile smoke for synthetic data"
     )
+
+
+def check_cache(folder: Path) -> None:
+    """DataError, before anything runs, when mltrain's data cache cannot hold what it would make."""
+    from orchestrator.errors import UsageError
+    from orchestrator.results.outputs import check_output_folder
+
+    try:
+        check_output_folder(folder, option="data cache")
+    except UsageError as exc:
+        raise DataError(f"{exc} (the cache is $XDG_CACHE_HOME/mltrain, else ~/.cache/mltrain: point"
+                        " XDG_CACHE_HOME at a writable folder)") from None
 
 
 def prepare_data(
@@ -111,6 +126,7 @@ def prepare(
     """The training-ready folder the workload's ``prepare`` prints for ``folder`` (as this host
     sees it), and where the command ran. A real-data profile's dataset args go to ``prepare``."""
     cache = prepared_cache_dir(workload)  # made by the command only when it prepares something
+    check_cache(cache)
     args = profile.dataset.args if profile.dataset.source == "real" else ()
     result = _call(
         runner, workload, ["prepare", HostPath(path=folder), "--cache", HostPath(path=cache, writable=True), *args],

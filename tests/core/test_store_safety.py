@@ -96,3 +96,42 @@ def test_an_interrupted_state_beside_its_record_is_kept_not_rerun(cli, tmp_path:
     assert r.code == 0, r.err
     assert "seed 3: its run had ended and was recorded before mltrain stopped; kept" in r.err
     assert not Store(results).open(run_id).paths.seed(3).attempt(1).exists()
+
+
+@pytest.fixture
+def read_only_copy(tmp_path: Path):
+    """A results folder with one finished run (and its index), mounted read-only (a bind mount, so
+    that root is refused too); skipped where this process may not mount."""
+    import subprocess
+
+    source, mounted = tmp_path / "store", tmp_path / "read-only"
+    make_run(source, label="a", seeds=[1, 2, 3])
+    mounted.mkdir()
+    bind = subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True, text=True)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot make a read-only mount here: {bind.stderr.strip()}")
+    try:
+        remount = subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)], capture_output=True, text=True)
+        assert remount.returncode == 0, remount.stderr
+        yield mounted
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+
+
+def test_a_read_only_store_is_listed_shown_and_compared_but_never_written(cli, read_only_copy: Path):
+    (run_id,) = [p.name for p in read_only_copy.iterdir() if p.is_dir()]
+    listed = cli("list", "--results", str(read_only_copy), "--json")
+    assert listed.code == 0, listed.err
+    assert [row["run_id"] for row in json.loads(listed.out)] == [run_id]
+    assert cli("show", run_id, "--results", str(read_only_copy)).code == 0
+    assert cli("compare", run_id, "--results", str(read_only_copy)).code == 0
+    ran = cli("run", "fakebench", "--seeds", "1-3", "--results", str(read_only_copy))
+    assert ran.code == 2 and "is not readable and writable by this user" in ran.err
+
+
+def test_a_results_path_through_a_link_loop_is_bad_input(cli, tmp_path: Path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for argv in (("list",), ("run", "fakebench", "--seeds", "1-3")):
+        r = cli(*argv, "--results", str(tmp_path / "a" / "results"))
+        assert r.code == 2 and "is a link that leads nowhere (or in a loop)" in r.err, (argv, r.err)
