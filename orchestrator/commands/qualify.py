@@ -205,8 +205,6 @@ def history(
         known = ", ".join(store.nodes()) or "none"
         raise UsageError(f"no qualification of node {node!r} (nodes: {known})")
     found = store.history(node)
-    for problem in found.broken:
-        out.warning(problem)
     records = found.records[-last:]
     if html is not None:
         from orchestrator.render import report
@@ -218,3 +216,9 @@ def history(
         out.json([r.to_json() for r in records])
     else:
         out.table(history_table(records, metric))
+    for problem in found.broken:  # as `mltrain list` does: the good ones shown, the damaged named, exit 2
+        out.error(problem)
+    if found.broken:
+        from orchestrator.errors import EXIT_USAGE
+
+        raise typer.Exit(EXIT_USAGE)

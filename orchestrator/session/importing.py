@@ -14,12 +14,14 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import StoreError
 from orchestrator.insight import sysinfo
 from orchestrator.mlperf import checkers, compliance, layout, mllog
+from orchestrator.results.lock import is_held
 from orchestrator.results.records import (
     ImportedFolder,
     Manifest,
@@ -83,6 +85,7 @@ def import_folder(
         versions=sysinfo.orchestrator_versions(),
     )
     store.root.mkdir(parents=True, exist_ok=True)
+    sweep_abandoned_imports(store.root)
     stage_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=store.root))
     try:
         staged = Store(stage_root).create(manifest)
@@ -101,3 +104,24 @@ def import_folder(
     run = store.open(manifest.run_id)
     run.sync()
     return run, score
+
+
+ABANDONED_AFTER_S = 600.0
+"""A staging folder this old with no live lock in it was left by an import that was killed."""
+
+
+def sweep_abandoned_imports(root: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the staging folders of imports that were killed (SIGKILL, a power cut): no process
+    holds the lock of the run staged in it, and it is older than an import's first write. Returns
+    what was removed."""
+    removed = []
+    moment = time.time() if now is None else now
+    for stage in root.glob(f"{STAGING_PREFIX}*"):
+        if not stage.is_dir() or stage.is_symlink():
+            continue
+        locks = list(stage.glob("*/.lock"))
+        if any(is_held(lock) for lock in locks) or moment - stage.stat().st_mtime < ABANDONED_AFTER_S:
+            continue
+        shutil.rmtree(stage, ignore_errors=True)
+        removed.append(stage)
+    return removed

@@ -135,3 +135,42 @@ def test_a_results_path_through_a_link_loop_is_bad_input(cli, tmp_path: Path):
     for argv in (("list",), ("run", "fakebench", "--seeds", "1-3")):
         r = cli(*argv, "--results", str(tmp_path / "a" / "results"))
         assert r.code == 2 and "is a link that leads nowhere (or in a loop)" in r.err, (argv, r.err)
+
+
+_KILLED_IMPORT = """
+import os, signal, sys, tempfile
+from pathlib import Path
+from orchestrator.results.store import Store
+from orchestrator.session.importing import STAGING_PREFIX
+from tests.hardware.stored_runs import make_run
+stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=sys.argv[1]))
+make_run(stage, label="half", seeds=[1, 2, 3], run_id="staged")  # the staged run, locked by this process
+os.kill(os.getpid(), signal.SIGKILL)  # as a kill -9 during an import
+"""
+
+
+def test_a_killed_imports_staging_folder_is_swept_by_the_next_import(tmp_path: Path):
+    import subprocess
+    import sys
+    import time
+
+    from orchestrator.results.lock import RunLock
+    from orchestrator.session.importing import STAGING_PREFIX, sweep_abandoned_imports
+
+    results = tmp_path / "results"
+    results.mkdir()
+    project = Path(__file__).resolve().parents[2]
+    killed = subprocess.run([sys.executable, "-c", _KILLED_IMPORT, str(results)], cwd=project,
+                            env={**os.environ, "PYTHONPATH": str(project)}, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    (left,) = results.glob(f"{STAGING_PREFIX}*")
+    live = results / f"{STAGING_PREFIX}live"
+    (live / "run").mkdir(parents=True)
+    lock = RunLock(live / "run" / ".lock", "run")  # an import still running in another process
+    try:
+        assert sweep_abandoned_imports(results) == []  # too young to tell: an import may be starting
+        later = time.time() + 3600
+        assert sweep_abandoned_imports(results, now=later) == [left]
+        assert not left.exists() and live.exists()
+    finally:
+        lock.release()

@@ -77,14 +77,14 @@ def test_history_lists_runs_and_a_metric_trend_and_writes_html(cli, tmp_path: Pa
     assert r.code == 2 and "no qualification of node 'zz' (nodes: a, b)" in r.err
 
 
-def test_a_damaged_record_is_named_and_skipped(cli, tmp_path: Path):
+def test_a_damaged_record_is_named_skipped_and_exit_2_as_list_does(cli, tmp_path: Path):
     results = tmp_path / "r"
     assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a").code == 0
     bad = results / "qualify" / "nodes" / "a" / "broken.json"
     bad.write_text('{"verdict": "maybe"}')
     r = cli("qualify", "history", "--results", str(results), "--json")
-    assert r.code == 0 and len(json.loads(r.out)) == 1
-    assert f"warning: {bad}: field" in " ".join(r.err.split())
+    assert r.code == 2 and len(json.loads(r.out)) == 1  # the good record shown, the damaged one named
+    assert f"error: {bad}: field" in " ".join(r.err.split())
 
 
 @pytest.mark.parametrize(("args", "message"), [
