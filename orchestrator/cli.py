@@ -23,7 +23,7 @@ from typer.exceptions import TyperException
 
 from orchestrator import __version__
 from orchestrator.errors import EXIT_USAGE, MltrainError
-from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave
+from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave, tolerate_narrow_encodings
 from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -77,6 +77,7 @@ def build_app() -> typer.Typer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = bool(os.environ.get("MLTRAIN_DEBUG")) or any(a in ("-v", "--verbose") for a in args)
+    tolerate_narrow_encodings()
     if stdout_is_closed():
         Output().error("standard output is closed (>&-): nothing mltrain prints could be read; redirect it to a"
                        " file or to /dev/null")

@@ -105,3 +105,17 @@ def stdout_is_closed() -> bool:
     except OSError:
         return True
     return False
+
+
+def tolerate_narrow_encodings() -> None:
+    """A terminal or pipe in a narrow encoding (LANG=C without Python's UTF-8 mode, PYTHONIOENCODING=
+    ascii) still gets every line: a character it cannot hold is written as an escape (\\u2713)
+    instead of ending the command."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "\u2026\u2713\u00e9".encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")

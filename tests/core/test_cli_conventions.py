@@ -90,3 +90,18 @@ def test_a_closed_standard_output_is_said_and_nothing_runs(mltrain_env, tmp_path
     assert done.stderr == ("error: standard output is closed (>&-): nothing mltrain prints could be read; redirect it"
                            " to a file or to /dev/null\n")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_unicode_label_prints_under_a_narrow_encoding(mltrain_env, tmp_path: Path) -> None:
+    import os
+
+    results = tmp_path / "results"
+    run_id = make_run(results, label="h\u00e9llo \u2713", seeds=[1, 2, 3])
+    env = {**os.environ, **mltrain_env, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "LC_ALL": "C",
+           "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii", "COLUMNS": "300"}
+    for argv in (["list"], ["show", run_id], ["compare", "--label", "h\u00e9llo \u2713"]):
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv, "--results", str(results)],
+                              capture_output=True, env=env, timeout=300)
+        assert done.returncode == 0, (argv, done.stderr.decode(errors="replace"))
+        if argv[0] != "show":  # show names the run by its id
+            assert b"h\\xe9llo \\u2713" in done.stdout, (argv, done.stdout[:500])
