@@ -75,7 +75,7 @@ def build_app() -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = [_utf8(a) for a in sys.argv[1:]] if argv is None else argv
     debug = bool(os.environ.get("MLTRAIN_DEBUG")) or any(a in ("-v", "--verbose") for a in args)
     tolerate_narrow_encodings()
     if stdout_is_closed():
@@ -84,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     with stop_on_signals() as stops:
         return _dispatch(build_app(), args, debug, stops)
+
+
+def _utf8(arg: str) -> str:
+    """An argument as the user typed it: under a C locale without Python's UTF-8 mode, the bytes of
+    a UTF-8 label arrive as surrogate escapes, which no file, index or terminal can take."""
+    try:
+        return os.fsencode(arg).decode("utf-8")
+    except UnicodeDecodeError:
+        return arg
 
 
 def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> int:
