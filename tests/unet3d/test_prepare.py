@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from workloads.unet3d import prepare as prepare_module
@@ -123,3 +124,20 @@ def test_the_real_kits19_must_match_the_reference_checksums(raw: Path, tmp_path:
     with pytest.raises(DataError, match="files missing"):
         prepare(raw, cache)  # the closed padding; these 4 synthetic cases are not the reference's files
     assert not list(cache.glob("kits19-*"))
+
+
+@pytest.mark.parametrize(("which", "values", "says"), [
+    ("image", np.nan, "NaN or infinite values in its middle slice: preprocess the case again"),
+    ("image", np.inf, "NaN or infinite values"),
+    ("label", 7, "holds label 7 (KiTS19 has 0, 1 and 2)"),
+])
+def test_a_case_of_nan_or_unknown_labels_fails_the_ready_check(raw: Path, tmp_path: Path, capsys, which, values,
+                                                                 says) -> None:
+    ready = Path(cli(capsys, "prepare", str(raw), "--cache", str(tmp_path / "cache"), *SMALL)[1].strip())
+    case = sorted(p.name[: -len("_x.npy")] for p in ready.glob("case_*_x.npy"))[0]
+    path = ready / f"{case}_{'x' if which == 'image' else 'y'}.npy"
+    volume = np.load(path)
+    volume[...] = values  # every voxel, as a broken preprocessing run leaves it
+    np.save(path, volume)
+    code, _, err = cli(capsys, "check", str(ready))
+    assert code != 0 and says in err and path.name in err

@@ -94,7 +94,30 @@ def _check_pair(data_dir: Path, case: str, min_shape: int) -> tuple[int, ...]:
             f"{data_dir}: {case} image shape {shapes[image_file(case)]} "
             f"differs from label shape {shapes[label_file(case)]}"
         )
+    _check_middle_slice(data_dir, case)
     return shapes[image_file(case)][1:]
+
+
+LABEL_CLASSES = (0, 1, 2)
+"""KiTS19's label values: background, kidney, tumour."""
+
+
+def _check_middle_slice(data_dir: Path, case: str) -> None:
+    """The values of one axial slice (the middle one, a contiguous read of H x W voxels): finite
+    image intensities and labels among KiTS19's classes. A volume of NaN (a broken preprocessing
+    run) is caught here, before a run trains on it; `verify` checks every byte against checksums."""
+    image = np.load(data_dir / image_file(case), mmap_mode="r")
+    middle = np.asarray(image[0, image.shape[1] // 2])
+    if not np.isfinite(middle).all():
+        bad = int(np.count_nonzero(~np.isfinite(middle)))
+        raise DataError(f"{data_dir}: {image_file(case)} holds {bad} NaN or infinite values in its middle slice:"
+                        " preprocess the case again")
+    labels = np.load(data_dir / label_file(case), mmap_mode="r")
+    found = np.unique(np.asarray(labels[0, labels.shape[1] // 2]))
+    unknown = sorted(set(found.tolist()) - set(LABEL_CLASSES))
+    if unknown:
+        raise DataError(f"{data_dir}: {label_file(case)} holds label {unknown[0]} (KiTS19 has 0, 1 and 2):"
+                        " preprocess the case again")
 
 
 def _manifest_min_shape(data_dir: Path) -> int:
