@@ -15,11 +15,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads.common.precision import ALIASES
 from workloads.resnet50 import rcp
 from workloads.resnet50.errors import SettingsError
 
 OPTIMIZERS = ("sgd", "lars")
-PRECISIONS = ("auto", "fp32", "none", "bf16", "fp16")
+PRECISIONS = tuple(ALIASES)
+"""auto, fp32 (alias none), bf16, fp16: what the common precision rule accepts."""
 DEVICES = ("auto", "cpu", "cuda")
 DECODERS = ("auto", "pil", "torchvision", "dali")
 REFERENCE_BATCH = 3264
