@@ -96,6 +96,8 @@ class TrainConfig:
     """torch intra-op threads per process (0 or 'auto': the CPUs this process may use / processes)."""
     finite_check_steps: int = 50
     """Steps between the checks that the loss stayed finite (each check waits for the device once)."""
+    memory_check: bool = True
+    """Refuse at start-up a batch_size the GPU's memory cannot hold (memory.py); false: try anyway."""
     # MLPerf submission fields
     submission_org: str = "mltrain"
     """Organization that ran the benchmark."""

@@ -49,6 +49,8 @@ class DeviceFacts:
     """CUDA compute capability (None on CPU)."""
     cpu_bf16_native: bool
     """Whether the CPU runs bf16 natively (AVX512-BF16 or AMX: the common rule's probe)."""
+    total_memory: int | None = None
+    """The GPU's memory in bytes (None on CPU)."""
 
 
 def resolve(requested: str, device_kind: str, capability: tuple[int, int] | None, cpu_bf16_native: bool,
@@ -106,7 +108,8 @@ def cpu_bf16_native() -> bool:
 def device_facts(device: torch.device) -> DeviceFacts:
     if device.type == "cuda":
         return DeviceFacts(kind="cuda", name=torch.cuda.get_device_name(device),
-                           capability=tuple(torch.cuda.get_device_capability(device)), cpu_bf16_native=False)
+                           capability=tuple(torch.cuda.get_device_capability(device)), cpu_bf16_native=False,
+                           total_memory=int(torch.cuda.get_device_properties(device).total_memory))
     return DeviceFacts(kind=device.type, name=cpu_name(), capability=None, cpu_bf16_native=cpu_bf16_native())
 
 

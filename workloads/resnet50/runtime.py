@@ -28,6 +28,8 @@ class Setup:
     """The input pipeline's decoding path."""
     settings: dict
     """The ``resolved_settings`` event's value (the conventions' fields, plus decode and decode_why)."""
+    device_memory: int | None = None
+    """The GPU's memory in bytes (None on a CPU)."""
 
 
 def resolve_setup(config: TrainConfig, context: Context) -> Setup:
@@ -49,4 +51,4 @@ def resolve_setup(config: TrainConfig, context: Context) -> Setup:
         "decode": choice.name, "decode_why": decode_why,
     }
     return Setup(precision=Precision(dtype=resolved.precision, channels_last=config.channels_last), decode=choice,
-                 settings=settings)
+                 settings=settings, device_memory=facts.total_memory)
