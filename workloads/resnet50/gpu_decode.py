@@ -35,6 +35,7 @@ from workloads.resnet50.data_loader import (
     DeviceBatch,
     Normalizer,
     ShardSampler,
+    empty_batch,
     random_resized_box,
     report_unreadable,
     to_tensor,
@@ -306,7 +307,7 @@ class DevicePipeline:
             said = self._say_first_refusal(tally, said)
             skipped = batch.skipped + len(batch.data) - len(kept)
             if not images:
-                yield DeviceBatch(torch.empty(0, 3, 0, 0), torch.empty(0, dtype=torch.int64), 0, skipped)
+                yield empty_batch(self.augment.crop, self.device, skipped)
                 continue
             labels = batch.labels if len(kept) == len(batch.data) else batch.labels[kept]
             pixels = self.augment(images, self.generator)

@@ -96,8 +96,8 @@ def build_pipelines(config: TrainConfig, choice: DecodeChoice, train_split: Spli
                                                                               crop=config.crop)),
                                  val_sampler, batch_size=config.eval_batch_size, workers=config.workers,
                                  seed=worker_seed, pin_memory=pin)
-        return (HostPipeline(train_loader, train_sampler, normalizer, ctx.device),
-                HostPipeline(val_loader, val_sampler, normalizer, ctx.device))
+        return (HostPipeline(train_loader, train_sampler, normalizer, ctx.device, crop=config.crop),
+                HostPipeline(val_loader, val_sampler, normalizer, ctx.device, crop=config.crop))
     decoder = torchvision_decoder()
     if decoder is None:
         raise SettingsError("decode=torchvision but torchvision cannot be imported (use decode=auto or pil)")
