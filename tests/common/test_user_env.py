@@ -85,7 +85,8 @@ def test_a_uid_without_a_passwd_entry_gets_a_user_and_a_writable_inductor_cache(
 
 def test_a_named_user_and_a_chosen_cache_are_left_alone(tmp_path: Path):
     show = 'source workloads/common/user_env.sh; echo "${USER:-unset} ${TORCHINDUCTOR_CACHE_DIR:-unset}"'
-    env = {key: value for key, value in os.environ.items() if key not in ("USER", "LOGNAME", "LNAME", "USERNAME")}
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("USER", "LOGNAME", "LNAME", "USERNAME", "TORCHINDUCTOR_CACHE_DIR")}
     named = subprocess.run(["bash", "-c", show], cwd=ROOT, capture_output=True, text=True, timeout=30,
                            env={**env, "USER": "alice", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "mine")})
     assert named.stdout.split() == ["alice", str(tmp_path / "mine")]

@@ -1,11 +1,11 @@
 """JPEG decoding and the ResNet augmentations on the GPU: nvJPEG through torchvision, crops in torch.
 
 Loader workers only read files (bytes, no decoding); the training process decodes a whole batch
-with ``torchvision.io.decode_jpeg(..., device="cuda")`` (one call for the batch from torchvision
-0.19 on, which takes a list; one call per image before: 0.18 takes a single tensor), then per image on the device: the
-random-resized crop (its box drawn on the host from the image size, by the same rule as the PIL
-path, from a generator seeded per rank), an antialiased bilinear resize to ``crop`` x ``crop`` and
-a horizontal flip with probability 0.5; evaluation resizes the shorter side and takes the centre.
+with ``torchvision.io.decode_jpeg(..., device="cuda")`` (in one call from torchvision 0.19 on,
+which takes a list; one call per image before: 0.18 takes a single tensor), then per image on the
+device: the random-resized crop (its box drawn on the host from the image size, by the same rule as
+the PIL path, from a generator seeded per rank), an antialiased bilinear resize to ``crop`` x
+``crop`` and a horizontal flip with probability 0.5; evaluation resizes the shorter side and takes the centre.
 A file nvJPEG refuses (CMYK, a PNG named .JPEG, a damaged file) is decoded by PIL on the host
 instead; one PIL cannot decode either is reported and skipped, as in the PIL path. The first
 refusal of a pass is said on stderr (file, error, PIL taking over), and every pass ends with one
@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -112,8 +112,8 @@ class DecodeTally:
     """Host time in the decoder's calls."""
     pil_seconds: float = 0.0
     """Host time in PIL's fallback decodes."""
-    refusals: list[str] = field(default_factory=list)
-    """'path: error' of the refused images whose fallback was not said yet."""
+    first_refusal: str = ""
+    """'path: error' of the first image the decoder refused ('' while none was)."""
 
     @staticmethod
     def rate(images: int, seconds: float) -> float:
@@ -210,7 +210,9 @@ def decode_batch(decoder: Decoder, batch: EncodedBatch, device: torch.device,
                 continue
             tally.by_pil += 1
             tally.pil_seconds += time.perf_counter() - started
-            tally.refusals.append(f"{batch.paths[index]}: {' '.join(str(refusal).split()) or type(refusal).__name__}")
+            if not tally.first_refusal:
+                detail = " ".join(str(refusal).split()) or type(refusal).__name__
+                tally.first_refusal = f"{batch.paths[index]}: {detail}"
         else:
             tally.by_decoder += 1
             tally.decoder_seconds += time.perf_counter() - started
@@ -265,8 +267,8 @@ class EvalAugment:
 class DevicePipeline:
     """Loader workers read bytes; decode, augment and normalize happen on ``device``.
 
-    ``report`` says a pass's first PIL fallback and, with ``summarise``, what each decoder did in
-    the pass and at what rate (one line at its end)."""
+    ``report`` says a pass's first PIL fallback and, with ``summarise``, the decoder in use (once)
+    and what each decoder did in the pass and at what rate (one line at its end)."""
 
     def __init__(self, loader: DataLoader, sampler: ShardSampler, decoder: Decoder,
                  augment: TrainAugment | EvalAugment, normalizer: Normalizer, device: torch.device, *,
@@ -276,6 +278,7 @@ class DevicePipeline:
         self.normalizer, self.device, self.name = normalizer, device, name
         self.generator = torch.Generator().manual_seed(seed)
         self.report, self.summarise = report, summarise
+        self.announced = False
 
     @property
     def how(self) -> str:
@@ -287,9 +290,9 @@ class DevicePipeline:
         return "training" if isinstance(self.augment, TrainAugment) else "evaluation"
 
     def _say_first_refusal(self, tally: DecodeTally, said: bool) -> bool:
-        if tally.refusals and not said:
-            self.report(f"{self.purpose} decode: {self.how} refused {tally.refusals[0]}; PIL decodes it on the host "
-                        "(further refusals of this pass are counted at its end)")
+        if tally.first_refusal and not said:
+            self.report(f"{self.purpose} decode: {self.how} refused {tally.first_refusal}; PIL decodes it on the "
+                        "host (further refusals of this pass are counted at its end)")
             return True
         return said
 
@@ -300,6 +303,9 @@ class DevicePipeline:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[DeviceBatch]:
+        if self.summarise and not self.announced:
+            self.report(f"{self.purpose} decode: {self.how}")
+            self.announced = True
         tally, said = DecodeTally(), False
         for batch in self.loader:
             batch: EncodedBatch
