@@ -25,7 +25,8 @@ def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
                    "orchestrator/bundled/docker/resnet50.Dockerfile", "workloads/unet3d/workload.yaml",
                    "workloads/unet3d/run_and_time.sh", "workloads/unet3d/checksum.json",
                    "workloads/unet3d/evaluation_cases.txt", "workloads/resnet50/workload.yaml",
-                   "workloads/resnet50/run_and_time.sh", "orchestrator/cli.py"):
+                   "workloads/resnet50/run_and_time.sh", "workloads/common/__init__.py",
+                   "workloads/common/precision.py", "orchestrator/cli.py"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "results/")) or "__pycache__" in n]
 

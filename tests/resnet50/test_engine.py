@@ -47,15 +47,23 @@ def run_two_ranks(tmp_path: Path, mode: str) -> list[dict]:
     return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
 
 
-def test_an_empty_batch_on_one_rank_is_skipped_by_every_rank(tmp_path: Path):
+def test_an_empty_batch_on_one_rank_is_a_zero_weight_step_and_the_ranks_stay_in_step(tmp_path: Path):
     ranks = run_two_ranks(tmp_path, "clean")
-    assert ranks == [{"steps": 5, "skipped": 0, "diverged": False}, {"steps": 5, "skipped": 4, "diverged": False}]
+    assert [(r["steps"], r["skipped"], r["diverged"]) for r in ranks] == [(6, 0, False), (6, 4, False)]
+    assert ranks[0]["weights"] == ranks[1]["weights"]  # the same steps everywhere: the same model
+
+
+def test_no_collective_per_step_only_the_finite_check(tmp_path: Path):
+    """6 steps and a finite check every 50: the check at the end of the epoch is the only host-side
+    collective; no per-step agreement on skipping, no broadcast of BatchNorm buffers per forward."""
+    ranks = run_two_ranks(tmp_path, "clean")
+    assert [r["collectives"] for r in ranks] == [{"all_reduce": 1}, {"all_reduce": 1}]
 
 
 def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path):
     ranks = run_two_ranks(tmp_path, "poison")
     assert [r["diverged"] for r in ranks] == [True, True]
-    assert ranks[0]["steps"] == ranks[1]["steps"] == 3  # steps 0, 2, 3: the check after step 3 sees it
+    assert ranks[0]["steps"] == ranks[1]["steps"] == 4  # steps 0 to 3: the check after step 3 sees it
 
 
 class NoHostReads(torch.overrides.TorchFunctionMode):

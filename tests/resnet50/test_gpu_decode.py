@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import enum
+import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image
 
+from workloads.resnet50 import gpu_decode
 from workloads.resnet50.data_loader import EvalTransform, Normalizer, ShardSampler, make_loader, to_tensor
 from workloads.resnet50.errors import SettingsError
 from workloads.resnet50.gpu_decode import (
@@ -46,13 +50,13 @@ class StandIn:
         return out
 
 
-def pipeline(samples, augment, decoder, batch_size: int) -> DevicePipeline:
+def pipeline(samples, augment, decoder, batch_size: int, report=None) -> DevicePipeline:
     sampler = ShardSampler(len(samples), rank=0, world=1, shuffle=False, seed=0, batch_size=batch_size,
                            drop_last=False)
     loader = make_loader(EncodedFolder(samples), sampler, batch_size=batch_size, workers=0, seed=0, pin_memory=False,
                          collate=collate_encoded)
     return DevicePipeline(loader, sampler, decoder, augment, Normalizer(CPU, channels_last=True), CPU, seed=3,
-                          name="stand-in")
+                          name="stand-in", **({"report": report} if report else {}))
 
 
 def test_train_batches_have_the_crop_shape_labels_and_memory_format(tiny_dataset: Path):
@@ -133,3 +137,81 @@ def test_a_forced_decoder_that_cannot_run_is_a_settings_error():
         choose_decoder("torchvision", "cuda", torchvision_ok=False, dali_ok=False)
     with pytest.raises(SettingsError, match="DALI is not installed"):
         choose_decoder("dali", "cuda", torchvision_ok=True, dali_ok=False)
+
+
+class OldTorchvision:
+    """A stand-in torchvision 0.18 (the default image's): ``decode_jpeg`` takes one tensor, never a list
+    (lists came in 0.19), and decodes with PIL here in nvJPEG's place."""
+
+    def __init__(self, version: str = "0.18.0a0") -> None:
+        self.calls: list[str] = []
+        self.version = version
+
+    def decode_jpeg(self, data, mode=None, device="cpu"):
+        if isinstance(data, list):
+            self.calls.append("list")
+            raise RuntimeError("decode_jpeg(): argument 'input' (position 1) must be Tensor, not list")
+        self.calls.append("tensor")
+        try:
+            return pil_decode(data).to(device)
+        except OSError as error:
+            raise RuntimeError(str(error)) from None
+
+    def install(self, monkeypatch) -> None:
+        package = types.ModuleType("torchvision")
+        package.__version__ = self.version
+        io_module = types.ModuleType("torchvision.io")
+        io_module.ImageReadMode = enum.Enum("ImageReadMode", {"RGB": 3})
+        io_module.decode_jpeg = self.decode_jpeg
+        package.io = io_module
+        monkeypatch.setitem(sys.modules, "torchvision", package)
+        monkeypatch.setitem(sys.modules, "torchvision.io", io_module)
+
+
+def counting_pil(monkeypatch) -> list[int]:
+    """Count the images the PIL fallback of the GPU path decodes."""
+    calls: list[int] = []
+    real = gpu_decode.pil_decode
+
+    def pil(data):
+        calls.append(1)
+        return real(data)
+
+    monkeypatch.setattr(gpu_decode, "pil_decode", pil)
+    return calls
+
+
+def test_torchvision_0_18_decodes_image_by_image_not_with_pil(tiny_dataset: Path, monkeypatch, capsys):
+    old = OldTorchvision()
+    old.install(monkeypatch)
+    pil_calls = counting_pil(monkeypatch)
+    decoder = torchvision_decoder()
+    train, _ = list_dataset(tiny_dataset)
+    batches = list(pipeline(train.samples[:6], TrainAugment(crop=16), decoder, batch_size=3))
+    assert [b.count for b in batches] == [3, 3]
+    assert pil_calls == [], "every image went to the PIL fallback in the training process"
+    assert old.calls == ["tensor"] * 6
+    assert "one image per call" in decoder.how and "0.18.0a0" in decoder.how
+
+
+def test_torchvision_0_19_decodes_the_batch_in_one_call(monkeypatch):
+    new = OldTorchvision(version="0.19.1+cu121")
+    new.install(monkeypatch)
+    decoder = torchvision_decoder()
+    assert decoder.batched and "batch" in decoder.how
+
+
+def test_the_pil_fallback_is_said_and_every_decoder_is_timed(own_dataset: Path, monkeypatch, capsys):
+    train, _ = list_dataset(own_dataset)
+    samples = train.samples[:4]
+    refused = samples[1][0]
+    decoder = StandIn(refuse={refused.stat().st_size})
+    lines: list[str] = []
+    batches = list(pipeline(samples, EvalAugment(resize=18, crop=16), decoder, batch_size=4, report=lines.append))
+    assert [b.count for b in batches] == [4]
+    said = [line for line in lines if str(refused) in line]
+    assert len(said) == 1 and "PIL" in said[0] and "nvjpeg: unsupported (stand-in)" in said[0]
+    (summary,) = [line for line in lines if "images/s" in line]
+    assert "3 images by stand-in" in summary and "1 by PIL" in summary
+    rates = [float(word) for word in summary.replace(",", " ").split() if word.replace(".", "", 1).isdigit()]
+    assert rates and all(rate >= 0 for rate in rates)

@@ -15,11 +15,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads.common.precision import ALIASES
 from workloads.resnet50 import rcp
 from workloads.resnet50.errors import SettingsError
 
 OPTIMIZERS = ("sgd", "lars")
-PRECISIONS = ("auto", "fp32", "none", "bf16", "fp16")
+PRECISIONS = tuple(ALIASES)
+"""auto, fp32 (alias none), bf16, fp16: what the common precision rule accepts."""
 DEVICES = ("auto", "cpu", "cuda")
 DECODERS = ("auto", "pil", "torchvision", "dali")
 REFERENCE_BATCH = 3264
@@ -94,6 +96,8 @@ class TrainConfig:
     """torch intra-op threads per process (0 or 'auto': the CPUs this process may use / processes)."""
     finite_check_steps: int = 50
     """Steps between the checks that the loss stayed finite (each check waits for the device once)."""
+    memory_check: bool = True
+    """Refuse at start-up a batch_size the GPU's memory cannot hold (memory.py); false: try anyway."""
     # MLPerf submission fields
     submission_org: str = "mltrain"
     """Organization that ran the benchmark."""

@@ -228,14 +228,22 @@ class DeviceBatch:
     """Unreadable images dropped from this batch."""
 
 
+def empty_batch(crop: int, device: torch.device, skipped: int) -> DeviceBatch:
+    """A batch with no readable image: (0, 3, crop, crop) images, so a step can still be shaped from it."""
+    return DeviceBatch(torch.empty(0, 3, crop, crop, device=device), torch.empty(0, dtype=torch.int64, device=device),
+                       0, skipped)
+
+
 class HostPipeline:
     """PIL decoding and augmentation in loader workers; copy to the device and normalize there."""
 
     name = "pil"
 
     def __init__(self, loader: DataLoader, sampler: ShardSampler, normalizer: Normalizer,
-                 device: torch.device) -> None:
+                 device: torch.device, *, crop: int = 0) -> None:
         self.loader, self.sampler, self.normalizer, self.device = loader, sampler, normalizer, device
+        self.crop = crop
+        """Side of the images (the shape of a batch with none readable; 0: unknown)."""
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
@@ -248,7 +256,7 @@ class HostPipeline:
             batch: Batch
             count = batch.labels.numel()
             if count == 0:
-                yield DeviceBatch(batch.images, batch.labels, 0, batch.skipped)
+                yield empty_batch(self.crop, self.device, batch.skipped)
                 continue
             images = batch.images.to(self.device, non_blocking=True)
             labels = batch.labels.to(self.device, non_blocking=True)

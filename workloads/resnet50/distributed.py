@@ -2,13 +2,18 @@
 
 ``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; without them the run is a single process and
 nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs over NCCL. Tensors
-handed to a collective live on ``Context.device`` (NCCL has no CPU tensors); host-side facts that
-all ranks must agree on without waiting for the GPU (``any_rank``) travel over a gloo group.
+handed to a collective live on ``Context.device`` (NCCL has no CPU tensors).
+
+BatchNorm statistics are per rank, as in the MLPerf reference (each replica normalises its own
+batch and keeps its own running statistics): DDP does not broadcast the buffers before every
+forward (its default), which would be a collective per step for statistics training never reads;
+``engine.sync_buffers`` gives every rank rank 0's before each evaluation instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,8 +37,6 @@ class Context:
     """Device of this process."""
     backend: str | None = None
     """'nccl', 'gloo', or None for a single process."""
-    host_group: object | None = field(default=None, compare=False, repr=False)
-    """A gloo group for host-side agreement when the main group is NCCL (None: use the main group)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
@@ -68,17 +71,26 @@ def init(device_type: str, environ: Mapping[str, str] | None = None) -> Context:
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world)
-    host_group = dist.new_group(backend="gloo") if backend == "nccl" else None
-    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend,
-                   host_group=host_group)
+    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend)
+
+
+def no_buffer_broadcast() -> dict[str, bool]:
+    """DDP's keyword for "no buffer broadcast before each forward": ``forward_sync_buffers=False``
+    where it exists (torch 2.13 on: buffers still start equal, synced once at construction), else
+    ``broadcast_buffers=False`` (every rank builds the model from the same seed, so they start equal)."""
+    if "forward_sync_buffers" in inspect.signature(nn.parallel.DistributedDataParallel.__init__).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
 
 
 def wrap(model: nn.Module, ctx: Context) -> nn.Module:
-    """DistributedDataParallel when there is more than one process, else the model itself."""
+    """DistributedDataParallel when there is more than one process, else the model itself; BatchNorm
+    statistics stay per rank (no broadcast per forward)."""
     if not ctx.is_distributed:
         return model
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True,
+                                               **no_buffer_broadcast())
 
 
 def all_reduce_sum(tensor: torch.Tensor, ctx: Context) -> torch.Tensor:
@@ -97,19 +109,6 @@ def broadcast_int(value: int, ctx: Context) -> int:
     holder = torch.tensor([value], dtype=torch.int64, device=ctx.device)
     dist.broadcast(holder, src=0)
     return int(holder.item())
-
-
-def any_rank(flag: bool, ctx: Context) -> bool:
-    """Whether ``flag`` is true on at least one rank: every rank gets the same answer, so every rank
-    takes the same branch (a step skipped on one rank only would leave DDP's all-reduce waiting).
-
-    A host-side decision: it travels over gloo and never waits for queued GPU work.
-    """
-    if not ctx.is_distributed:
-        return flag
-    holder = torch.tensor([1 if flag else 0], dtype=torch.int32)
-    dist.all_reduce(holder, op=dist.ReduceOp.SUM, group=ctx.host_group)
-    return bool(holder.item())
 
 
 def barrier(ctx: Context) -> None:

@@ -1,9 +1,13 @@
 """One training epoch and one evaluation pass; what the loop in train.py repeats.
 
-No step waits for the device: the loss is summed on the device and read once per epoch; whether
-it stayed finite is checked every ``finite_check_steps`` steps (one wait each, the same step on
-every rank); a batch with no readable image is skipped only when every rank agrees to
-(``distributed.any_rank``), so that DDP's gradient all-reduce never waits for a rank that skipped.
+No step waits for the device or for the other ranks on the host: the loss is summed on the device
+and read once per epoch; whether it stayed finite is checked every ``finite_check_steps`` steps
+and at the end of the epoch (one all-reduce and one wait each, at the same step on every rank, as
+the MLPerf references check their stop conditions), and nothing else is agreed per step. A batch
+with no readable image cannot be skipped by its rank alone (the others' gradient all-reduce would
+wait for it): in a distributed run that rank takes the step with zero weight, on a stand-in image
+in evaluation mode (BatchNorm statistics untouched), so its gradients are zeros and the others'
+batches still train; a single process simply skips it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from torch import nn
 
 from workloads.resnet50 import distributed
 from workloads.resnet50.data_loader import DeviceBatch
+from workloads.resnet50.errors import DatasetError
 from workloads.resnet50.optim import Schedule, set_lr
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -46,15 +51,19 @@ class EpochStats:
     """What one epoch did."""
 
     steps: int = 0
+    """Optimizer steps, zero-weight ones included (the schedule's position moves on with them)."""
     images: int = 0
     skipped: int = 0
     diverged: bool = False
+    zero_weight: int = 0
+    """Steps this rank took with zero weight (a batch without a readable image, in a distributed run)."""
     loss_sum: torch.Tensor | None = None
     """Sum of the step losses, on the device (read by ``mean_loss``, once)."""
 
     @property
     def mean_loss(self) -> float:
-        return float(self.loss_sum) / max(self.steps, 1) if self.loss_sum is not None else float("nan")
+        counted = max(self.steps - self.zero_weight, 1)
+        return float(self.loss_sum) / counted if self.loss_sum is not None else float("nan")
 
 
 def train_step(model: nn.Module, batch: DeviceBatch, optimizer: torch.optim.Optimizer, criterion: nn.Module,
@@ -68,6 +77,34 @@ def train_step(model: nn.Module, batch: DeviceBatch, optimizer: torch.optim.Opti
     scaler.step(optimizer)
     scaler.update()
     return loss.detach()
+
+
+def zero_weight_step(model: nn.Module, empty: DeviceBatch, optimizer: torch.optim.Optimizer, criterion: nn.Module,
+                     lr: float, precision: Precision, scaler: torch.amp.GradScaler) -> None:
+    """This rank's part of a step it has no images for: a forward and backward of one zero image,
+    in evaluation mode (BatchNorm neither uses nor updates batch statistics), scaled to zero, so that
+    DDP's gradient all-reduce gets zeros from this rank and the other ranks' batches still count."""
+    shape = (1, *empty.images.shape[1:])
+    if 0 in shape:
+        raise DatasetError("a batch had no readable image before any image size was known (run `dataset verify`)")
+    standin = DeviceBatch(torch.zeros(shape, device=empty.images.device), torch.zeros(
+        1, dtype=torch.int64, device=empty.images.device), 1, 0)
+    model.eval()
+    try:
+        train_step(model, standin, optimizer, ZeroWeight(criterion), lr, precision, scaler)
+    finally:
+        model.train()
+
+
+class ZeroWeight(nn.Module):
+    """``criterion`` times zero: the gradients it sends back are zeros (and finite)."""
+
+    def __init__(self, criterion: nn.Module) -> None:
+        super().__init__()
+        self.criterion = criterion
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.criterion(logits, labels) * 0.0
 
 
 def any_not_finite(flags: torch.Tensor, context: distributed.Context) -> bool:
@@ -86,12 +123,16 @@ def train_epoch(model: nn.Module, batches: Iterable[DeviceBatch], optimizer: tor
     not_finite = torch.zeros((), dtype=torch.int32, device=context.device)
     for batch in batches:
         stats.skipped += batch.skipped
-        if distributed.any_rank(batch.count == 0, context):
-            continue
-        loss = train_step(model, batch, optimizer, criterion, schedule.lr(first_step + stats.steps), precision,
-                          scaler)
-        loss_sum += loss.float()
-        not_finite |= ~torch.isfinite(loss)
+        lr = schedule.lr(first_step + stats.steps)
+        if batch.count == 0:
+            if not context.is_distributed:
+                continue
+            zero_weight_step(model, batch, optimizer, criterion, lr, precision, scaler)
+            stats.zero_weight += 1
+        else:
+            loss = train_step(model, batch, optimizer, criterion, lr, precision, scaler)
+            loss_sum += loss.float()
+            not_finite |= ~torch.isfinite(loss)
         stats.steps += 1
         stats.images += batch.count
         if stats.steps % finite_check_steps == 0 and any_not_finite(not_finite, context):

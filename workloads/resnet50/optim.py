@@ -7,7 +7,8 @@
   tensors with ``torch._foreach_*`` ops (a few kernels per group, not a few per tensor) and reads
   nothing back to the host; under fp16 it unscales and skips on overflow itself on the device
   (``_step_supports_amp_scaling``), so GradScaler need not wait for the device either.
-- SGD is ``torch.optim.SGD``, fused on CUDA, foreach elsewhere.
+- SGD is ``torch.optim.SGD``, fused on CUDA, foreach elsewhere, with momentum buffers that start at
+  zero (``workloads.common.sgd``: a first step skipped by the GradScaler leaves no uninitialised memory).
 - Schedule per step: linear warmup to the base rate over the warmup epochs, then polynomial decay
   (power 2) to the end rate over ``decay_steps``, then the end rate.
 """
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from workloads.common.sgd import ZeroMomentumSGD
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,7 +145,7 @@ def build_optimizer(name: str, model: nn.Module, *, lr: float, momentum: float, 
         for group in groups:
             group.pop("adapt")
         on_gpu = next(model.parameters()).is_cuda
-        return torch.optim.SGD(groups, lr=lr, momentum=momentum, weight_decay=weight_decay,
+        return ZeroMomentumSGD(groups, lr=lr, momentum=momentum, weight_decay=weight_decay,
                                fused=True if on_gpu else None, foreach=None if on_gpu else True)
     raise ValueError(f"unknown optimizer {name!r} (sgd or lars)")
 

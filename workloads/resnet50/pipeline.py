@@ -7,7 +7,7 @@ returns is logged in ``resolved_settings`` as ``decode``.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterable, Sized
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +30,7 @@ from workloads.resnet50.gpu_decode import (
     EvalAugment,
     TrainAugment,
     collate_encoded,
+    stderr_line,
     torchvision_decoder,
 )
 from workloads.resnet50.layout import Split
@@ -73,7 +74,7 @@ def choose_decoder(requested: str, device_kind: str, *, torchvision_ok: bool, da
     if device_kind != "cuda":
         return DecodeChoice(name="pil", why="auto on the CPU: PIL in loader workers")
     if torchvision_ok:
-        return DecodeChoice(name="torchvision", why="auto on a GPU: nvJPEG batch decode through torchvision")
+        return DecodeChoice(name="torchvision", why="auto on a GPU: nvJPEG through torchvision")
     return DecodeChoice(name="pil", why="auto on a GPU without an importable torchvision: PIL in loader workers")
 
 
@@ -95,20 +96,25 @@ def build_pipelines(config: TrainConfig, choice: DecodeChoice, train_split: Spli
                                                                               crop=config.crop)),
                                  val_sampler, batch_size=config.eval_batch_size, workers=config.workers,
                                  seed=worker_seed, pin_memory=pin)
-        return (HostPipeline(train_loader, train_sampler, normalizer, ctx.device),
-                HostPipeline(val_loader, val_sampler, normalizer, ctx.device))
+        return (HostPipeline(train_loader, train_sampler, normalizer, ctx.device, crop=config.crop),
+                HostPipeline(val_loader, val_sampler, normalizer, ctx.device, crop=config.crop))
     decoder = torchvision_decoder()
     if decoder is None:
         raise SettingsError("decode=torchvision but torchvision cannot be imported (use decode=auto or pil)")
+    report = rank_line(ctx)
     train_loader = make_loader(EncodedFolder(train_split.samples), train_sampler, batch_size=config.batch_size,
                                workers=config.workers, seed=worker_seed, pin_memory=pin, collate=collate_encoded)
     val_loader = make_loader(EncodedFolder(val_split.samples), val_sampler, batch_size=config.eval_batch_size,
                              workers=config.workers, seed=worker_seed, pin_memory=pin, collate=collate_encoded)
     return (DevicePipeline(train_loader, train_sampler, decoder, TrainAugment(crop=config.crop), normalizer,
-                           ctx.device, seed=worker_seed),
+                           ctx.device, seed=worker_seed, report=report, summarise=ctx.is_main),
             DevicePipeline(val_loader, val_sampler, decoder, EvalAugment(resize=config.eval_resize, crop=config.crop),
-                           normalizer, ctx.device, seed=worker_seed))
+                           normalizer, ctx.device, seed=worker_seed, report=report, summarise=ctx.is_main))
 
 
-def torchvision_importable() -> bool:
-    return torchvision_decoder() is not None
+def rank_line(ctx: Context) -> Callable[[str], None]:
+    """stderr lines of this rank's pipeline (named by rank when there are several)."""
+    if not ctx.is_distributed:
+        return stderr_line
+    return lambda message: stderr_line(f"rank {ctx.rank}: {message}")
+

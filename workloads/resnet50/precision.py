@@ -1,13 +1,12 @@
-"""Hardware-aware resolution of ``precision=auto`` and ``threads=auto`` (the workload conventions).
+"""resnet50's side of ``precision=auto`` and ``threads=auto`` (the workload conventions).
 
-- CUDA: compute capability >= 8.0 (Ampere, Ada, Hopper, ...) -> bf16 autocast; 7.x (V100, T4) ->
-  fp16 autocast with a GradScaler; fp32 when asked. A forced bf16 on a GPU without native bf16 is
-  refused (SettingsError), not silently emulated.
-- CPU: bf16 only where oneDNN runs it natively, else fp32 (emulated bf16 is several times slower).
+The precision rule is ``workloads.common.precision`` (one table of GPU generations for every
+workload: bf16 where native, fp16 + GradScaler on 7.x, fp32 below 7.0 and on a CPU without native
+bf16; a forced bf16 on a GPU without native bf16 is refused, SettingsError, not emulated). Here:
+
 - threads: the CPUs this process may use (its affinity, capped by a cgroup v2 ``cpu.max`` quota)
-  divided by the processes per node, at least 1.
-
-``resolve`` is a pure function of the facts; ``device_facts`` and ``available_cpus`` read them.
+  divided by the processes per node, at least 1;
+- ``resolve``, a pure function of the facts, and ``device_facts`` / ``available_cpus`` that read them.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from pathlib import Path
 
 import torch
 
+from workloads.common import precision as rule
 from workloads.resnet50.errors import SettingsError
 
-ALIASES = {"none": "fp32"}
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
@@ -49,41 +48,22 @@ class DeviceFacts:
     capability: tuple[int, int] | None
     """CUDA compute capability (None on CPU)."""
     cpu_bf16_native: bool
-    """Whether the CPU runs bf16 natively (AVX512-BF16 or AMX, as oneDNN reports)."""
+    """Whether the CPU runs bf16 natively (AVX512-BF16 or AMX: the common rule's probe)."""
+    total_memory: int | None = None
+    """The GPU's memory in bytes (None on CPU)."""
 
 
 def resolve(requested: str, device_kind: str, capability: tuple[int, int] | None, cpu_bf16_native: bool,
             cpus: int, nproc: int, *, threads: int = 0) -> Resolved:
     """Precision and threads for ``requested`` ('auto', 'fp32'/'none', 'bf16', 'fp16') on this device;
-    ``threads`` 0 means auto. Raises SettingsError for bf16 forced on a GPU without native bf16."""
-    wanted = ALIASES.get(requested, requested)
-    if wanted not in ("auto", "fp32", "bf16", "fp16"):
-        raise SettingsError(f"invalid precision {requested!r} (auto, fp32, bf16 or fp16)")
+    ``threads`` 0 means auto. Raises SettingsError for an unknown precision, or bf16 forced on a GPU
+    without native bf16."""
     chosen_threads = threads if threads > 0 else max(1, cpus // max(1, nproc))
-    if device_kind == "cuda":
-        if capability is None:
-            raise ValueError("a CUDA device needs its compute capability")
-        cc = f"{capability[0]}.{capability[1]}"
-        native_bf16 = capability >= (8, 0)
-        if wanted == "bf16" and not native_bf16:
-            raise SettingsError(f"precision bf16 needs a GPU with native bf16 (compute capability 8.0 or newer); "
-                                f"this one is {cc}: use precision=fp16 or fp32")
-        if wanted == "auto":
-            if native_bf16:
-                return Resolved(precision="bf16", threads=chosen_threads,
-                                why=f"auto on compute capability {cc}: bf16 autocast, native from Ampere (8.0) on")
-            return Resolved(precision="fp16", threads=chosen_threads,
-                            why=f"auto on compute capability {cc}: no native bf16 before 8.0, so fp16 autocast "
-                                f"with a GradScaler")
-        return Resolved(precision=wanted, threads=chosen_threads, why=f"{wanted} asked for (compute capability {cc})")
-    if wanted == "auto":
-        if cpu_bf16_native:
-            return Resolved(precision="bf16", threads=chosen_threads,
-                            why="auto on a CPU with native bf16: bf16 autocast")
-        return Resolved(precision="fp32", threads=chosen_threads,
-                        why="auto on a CPU without native bf16 (emulated bf16 is slower than fp32): fp32")
-    note = " (emulated on this CPU: slower than fp32)" if wanted == "bf16" and not cpu_bf16_native else ""
-    return Resolved(precision=wanted, threads=chosen_threads, why=f"{wanted} asked for{note}")
+    try:
+        choice = rule.choose(requested, device_kind, capability, cpu_bf16_native)
+    except rule.PrecisionError as exc:
+        raise SettingsError(f"precision={requested}: {exc}") from None
+    return Resolved(precision=choice.precision, threads=chosen_threads, why=choice.why)
 
 
 def cgroup_cpu_quota(text: str) -> float | None:
@@ -121,17 +101,15 @@ def cpu_name() -> str:
 
 
 def cpu_bf16_native() -> bool:
-    """Whether oneDNN runs bf16 natively on this CPU (False where the query does not exist)."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    """Whether this CPU runs bf16 natively (AVX-512 BF16 or AMX), not emulated: the common rule's probe."""
+    return rule.cpu_bf16_native()
 
 
 def device_facts(device: torch.device) -> DeviceFacts:
     if device.type == "cuda":
         return DeviceFacts(kind="cuda", name=torch.cuda.get_device_name(device),
-                           capability=tuple(torch.cuda.get_device_capability(device)), cpu_bf16_native=False)
+                           capability=tuple(torch.cuda.get_device_capability(device)), cpu_bf16_native=False,
+                           total_memory=int(torch.cuda.get_device_properties(device).total_memory))
     return DeviceFacts(kind=device.type, name=cpu_name(), capability=None, cpu_bf16_native=cpu_bf16_native())
 
 

@@ -12,6 +12,7 @@
 #   SUBMISSION_DIVISION=open  log the open division whatever the settings
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source workloads/common/user_env.sh   # USER and the inductor cache for a uid without a passwd entry
 
 if [[ $# -ne 1 || ! $1 =~ ^([0-9]+|-1)$ ]]; then
     echo "usage: run_and_time.sh SEED (a non-negative integer, or -1 to draw one)" >&2

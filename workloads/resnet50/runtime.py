@@ -13,7 +13,8 @@ import torch
 from workloads.resnet50.config import TrainConfig
 from workloads.resnet50.distributed import Context
 from workloads.resnet50.engine import Precision
-from workloads.resnet50.pipeline import DecodeChoice, choose_decoder, dali_installed, torchvision_importable
+from workloads.resnet50.gpu_decode import torchvision_decoder
+from workloads.resnet50.pipeline import DecodeChoice, choose_decoder, dali_installed
 from workloads.resnet50.precision import available_cpus, device_facts, resolve
 
 
@@ -27,6 +28,8 @@ class Setup:
     """The input pipeline's decoding path."""
     settings: dict
     """The ``resolved_settings`` event's value (the conventions' fields, plus decode and decode_why)."""
+    device_memory: int | None = None
+    """The GPU's memory in bytes (None on a CPU)."""
 
 
 def resolve_setup(config: TrainConfig, context: Context) -> Setup:
@@ -37,14 +40,15 @@ def resolve_setup(config: TrainConfig, context: Context) -> Setup:
     torch.set_num_threads(resolved.threads)
     if facts.kind == "cuda":
         torch.backends.cudnn.benchmark = True
-    choice = choose_decoder(config.decode, facts.kind, torchvision_ok=torchvision_importable(),
-                            dali_ok=dali_installed())
+    decoder = torchvision_decoder()
+    choice = choose_decoder(config.decode, facts.kind, torchvision_ok=decoder is not None, dali_ok=dali_installed())
+    decode_why = f"{choice.why} ({decoder.how})" if choice.name == "torchvision" and decoder else choice.why
     settings = {
         "precision": resolved.precision, "requested_precision": config.precision, "threads": resolved.threads,
         "nproc": context.world_size, "device": facts.kind, "device_name": facts.name,
         "capability": None if facts.capability is None else f"{facts.capability[0]}.{facts.capability[1]}",
         "channels_last": config.channels_last, "compile": config.compile, "why": resolved.why,
-        "decode": choice.name, "decode_why": choice.why,
+        "decode": choice.name, "decode_why": decode_why,
     }
     return Setup(precision=Precision(dtype=resolved.precision, channels_last=config.channels_last), decode=choice,
-                 settings=settings)
+                 settings=settings, device_memory=facts.total_memory)

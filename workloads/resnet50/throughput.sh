@@ -8,6 +8,7 @@
 #   RESNET50_PRESET, RESNET50_SET, NPROC, THREADS, MLTRAIN_PROFILE  as in run_and_time.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source workloads/common/user_env.sh   # USER and the inductor cache for a uid without a passwd entry
 
 for name in STEPS WARMUP_STEPS; do
     value=${!name:-}

@@ -47,6 +47,7 @@ from workloads.resnet50.division import decide
 from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch
 from workloads.resnet50.errors import SettingsError, WorkloadError
 from workloads.resnet50.layout import list_dataset
+from workloads.resnet50.memory import fits_or_raise
 from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, MlperfLog, optimizer_keys
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import Schedule, build_optimizer
@@ -135,6 +136,8 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     }.items():
         log.event(key, value)
     setup = resolve_setup(config, context)
+    fits_or_raise(config, setup.precision.dtype, total_memory=setup.device_memory,
+                  device_name=setup.settings["device_name"], processes=context.world_size)
     log.event(RESOLVED_SETTINGS, setup.settings)
     seed_random = environment.seeds_random
     if seed == RANDOM_SEED:

@@ -1,16 +1,15 @@
-"""Hardware-aware resolution of precision, threads and processes (``auto``), and the autocast they imply.
+"""unet3d's side of ``auto``: precision (by the common rule), threads, processes, and the autocast they imply.
 
-``resolve`` is a pure function of what was asked and what the machine is:
+The precision rule is ``workloads.common.precision`` (one table of GPU generations for every
+workload: bf16 where native, fp16 + GradScaler on 7.x, fp32 below and on a CPU without native
+bf16; a forced bf16 on a GPU without native bf16 is refused, ``SettingsError``). What stays here:
 
-- CPU: bf16 only where oneDNN runs it natively, else fp32 (an emulated bf16 is several times
-  slower than fp32); threads = the CPUs this process may use divided by the processes per node.
-- CUDA: compute capability >= 8.0 (Ampere, Ada, Hopper...) -> bf16 autocast; 7.x (V100, T4) ->
-  fp16 autocast with a GradScaler; older -> fp32. A forced bf16 on a GPU without native bf16 is
-  refused (``SettingsError``) rather than silently emulated.
-
-The probes (``usable_cpus``, ``cpu_bf16_native``, ``cuda_capability``, ``visible_cuda_devices``)
-read the machine; ``python -m workloads.unet3d.precision nproc`` prints NPROC's ``auto`` value
-for run_and_time.sh.
+- ``resolve``, a pure function of what was asked and what the machine is, adding the threads:
+  the CPUs this process may use divided by the processes per node;
+- the autocast context for the resolved precision;
+- the probes (``usable_cpus``, ``cpu_bf16_native``, ``cuda_capability``, ``visible_cuda_devices``)
+  that read the machine; ``python -m workloads.unet3d.precision nproc`` prints NPROC's ``auto``
+  value for run_and_time.sh.
 """
 
 from __future__ import annotations
@@ -23,13 +22,11 @@ from pathlib import Path
 
 import torch
 
+from workloads.common import precision as rule
 from workloads.unet3d.errors import SettingsError
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-REQUESTS = ("auto", *PRECISIONS)
-ALIASES = {"none": "fp32", "fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "auto": "auto"}
-NATIVE_BF16_CAPABILITY = (8, 0)
-TENSOR_CORE_CAPABILITY = (7, 0)
+PRECISIONS = rule.PRECISIONS
+REQUESTS = rule.REQUESTS
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
@@ -47,10 +44,7 @@ class Resolved:
 
 def normalise(requested: str) -> str:
     """'auto', 'fp32', 'bf16' or 'fp16' (``none`` is fp32); ValueError on anything else."""
-    try:
-        return ALIASES[requested.strip().lower()]
-    except KeyError:
-        raise ValueError(f"precision must be one of auto, fp32 (none), bf16, fp16; got {requested!r}") from None
+    return rule.normalise(requested)
 
 
 def resolve(
@@ -65,28 +59,12 @@ def resolve(
     """Precision and threads for ``requested`` ('auto' or a precision) on ``device_kind`` ('cpu' or
     'cuda', with its compute ``capability``), ``cpus`` usable CPUs shared by ``nproc`` processes;
     ``threads`` forces a thread count (None: auto)."""
-    wanted = normalise(requested)
     count = threads if threads is not None else max(1, cpus // max(1, nproc))
-    if device_kind == "cuda":
-        if capability is None:
-            raise ValueError("a CUDA device needs its compute capability")
-        name = f"compute capability {capability[0]}.{capability[1]}"
-        native = capability >= NATIVE_BF16_CAPABILITY
-        if wanted == "bf16" and not native:
-            raise SettingsError(f"AMP=bf16: this GPU ({name}) has no native bf16; use AMP=fp16, fp32 or auto")
-        if wanted != "auto":
-            return Resolved(wanted, count, f"{wanted} as asked on a GPU of {name}")
-        if native:
-            return Resolved("bf16", count, f"bf16 autocast: native on a GPU of {name} (>= 8.0)")
-        if capability >= TENSOR_CORE_CAPABILITY:
-            return Resolved("fp16", count, f"fp16 autocast with a GradScaler: {name} has fp16 tensor cores "
-                                           "but no native bf16")
-        return Resolved("fp32", count, f"fp32: a GPU of {name} has no tensor cores")
-    if wanted != "auto":
-        return Resolved(wanted, count, f"{wanted} as asked on the CPU")
-    if cpu_bf16_native:
-        return Resolved("bf16", count, "bf16 autocast: this CPU runs bf16 natively (oneDNN)")
-    return Resolved("fp32", count, "fp32: this CPU has no native bf16 (emulated bf16 is several times slower)")
+    try:
+        choice = rule.choose(requested, device_kind, capability, cpu_bf16_native)
+    except rule.UnsupportedPrecision as exc:
+        raise SettingsError(f"AMP={requested}: {exc}") from None
+    return Resolved(choice.precision, count, choice.why)
 
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
@@ -132,11 +110,8 @@ def usable_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
 
 
 def cpu_bf16_native() -> bool:
-    """Whether oneDNN runs bf16 natively here (AVX-512 BF16 or AMX), not emulated."""
-    try:
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    """Whether this CPU runs bf16 natively (AVX-512 BF16 or AMX), not emulated: the common rule's probe."""
+    return rule.cpu_bf16_native()
 
 
 def cuda_capability(device: torch.device) -> tuple[int, int] | None:

@@ -27,6 +27,7 @@ if [ "$#" -ne 1 ]; then
 fi
 SEED="$1"
 cd "$(dirname "$0")/../.."   # the project root: workloads/ is importable from here
+source workloads/common/user_env.sh   # USER and the inductor cache for a uid without a passwd entry
 
 DATADIR="${DATADIR:-/data}"
 RESULTS_DIR="${RESULTS_DIR:-/results}"

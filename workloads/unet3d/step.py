@@ -8,7 +8,9 @@ how the step runs:
   are applied on the device (``device_augment``);
 - ``cudnn.benchmark`` on CUDA; channels_last_3d where it pays (with compile: see settings.py);
 - autocast in the resolved precision; fp16 comes with a GradScaler, whose step the fused SGD
-  takes without a host synchronisation (``grad_scale``/``found_inf`` stay on the device);
+  takes without a host synchronisation (``grad_scale``/``found_inf`` stay on the device); its
+  momentum buffers start at zero (``workloads.common.sgd``), so a first step the scaler skips, here
+  or after ``warm_up`` emptied the state again, leaves no uninitialised memory behind;
 - ``torch.compile`` (opt-in) of the DDP-wrapped model, so DDP's bucketed all-reduce keeps
   overlapping the backward pass; compilation and cuDNN's autotuning happen in ``warm_up``,
   before run_start, on random tensors, and the weights and optimizer state are restored after;
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from workloads.common.sgd import ZeroMomentumSGD
 from workloads.unet3d import device_augment
 from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
 from workloads.unet3d.config import TrainConfig, learning_rate
@@ -69,7 +72,7 @@ def build_trainer(config: TrainConfig, settings: RunSettings, ctx: Context) -> T
         torch.backends.cudnn.benchmark = True
     base = UNet3D(config.model).to(ctx.device, memory_format=settings.memory_format)
     ddp = wrap(base, ctx)
-    optimizer = torch.optim.SGD(
+    optimizer = ZeroMomentumSGD(
         base.parameters(),
         lr=learning_rate(config, 1),
         momentum=config.momentum,

@@ -11,6 +11,7 @@
 # error is printed as PyTorch prints it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."   # the project root: workloads/ is importable from here
+source workloads/common/user_env.sh   # USER and the inductor cache for a uid without a passwd entry
 
 PYTHON="${PYTHON:-python}"
 # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other work, spinning made
