@@ -65,9 +65,11 @@ def qualify(
     folder = results_dir(results)
     from orchestrator.results.outputs import check_output_file
 
-    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus"), (record, "--record")):
+    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
         if given is not None:  # checked now: a path that cannot be written fails before the qualification
             check_output_file(given, option=flag, results=folder)
+    if record is not None:  # the fleet's own: its node jobs leave their record in the store, on purpose
+        check_output_file(record, option="--record")
     if runner is RunnerName.slurm:
         _fleet(out, asked, config, workload, folder)
     elif nodes or partition:

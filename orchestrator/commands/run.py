@@ -69,7 +69,7 @@ def run(
     from orchestrator.config.profiles import load_profiles
     from orchestrator.errors import UsageError
     from orchestrator.runners.select import RunnerOptions, make_runner
-    from orchestrator.session.plan import never_valid, plan_new, plan_resume
+    from orchestrator.session.plan import plan_new, plan_resume
 
     out = output(ctx)
     store = open_store(results)
@@ -88,9 +88,6 @@ def run(
     else:
         plan = plan_new(spec, profiles, seeds=seeds, profile=chosen, data=data, label=label,
                         retry_failed=retry_failed)
-        doomed = never_valid(len(plan.seeds), plan.profile)
-        if doomed:
-            out.warning(doomed)
     options = RunnerOptions(
         name=runner_name or "local", gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
         partition=partition, base_image=base_image, ipc=ipc.value,
@@ -106,7 +103,7 @@ def run(
     from orchestrator.render.tables import progress_table, show_score
     from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
 
-    watch = Watch(status=out.status)
+    watch = Watch(status=out.status, warning=out.warning)
     if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"
         with Live(progress_table(title, watch.seeds), console=out.err, auto_refresh=False) as live:

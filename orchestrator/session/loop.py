@@ -49,7 +49,7 @@ from orchestrator.results.records import (
 from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
 from orchestrator.runners.base import Runner, SeedJob
 from orchestrator.session import datasets
-from orchestrator.session.plan import BenchmarkPlan
+from orchestrator.session.plan import BenchmarkPlan, never_valid
 from orchestrator.session.seed import SeedProgress, run_seed
 from orchestrator.signals import signal_of
 
@@ -61,6 +61,7 @@ class Watch:
     status: Callable[[str], None] = lambda _: None
     update: Callable[[], None] = lambda: None
     seeds: dict[int, SeedProgress] = field(default_factory=dict)
+    warning: Callable[[str], None] = lambda _: None
 
 
 def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watch) -> tuple[StoredRun, Score]:
@@ -71,6 +72,9 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
     run_id = run.run_id if run is not None else new_run_id(plan.workload.name, plan.profile.name)
     try:
         check_jobs(plan, runner, store, run_id)
+        doomed = never_valid(len(plan.seeds), plan.profile) if plan.resumes is None else None
+        if doomed:  # said once the input stands, before the first seed
+            watch.warning(doomed)
         if run is not None:
             stop_leftovers(run, runner, watch.status)
             adopt_recorded_seeds(run, watch.status)
