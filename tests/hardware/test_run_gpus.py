@@ -16,7 +16,7 @@ from orchestrator.runners.base import SeedJob
 from orchestrator.runners.local import LocalRunner
 from orchestrator.runners.slurm import SlurmOptions, batch_script
 from tests.conftest import TEST_WORKLOADS
-from tests.hardware.fake_nvml import FakeNvml, eight_gpu_trace
+from tests.hardware.fake_nvml import FakeNvml, eight_gpu_trace, node_trace
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,24 @@ def test_no_gpus_flag_leaves_the_seeds_environment_alone(cli, tmp_path: Path, mo
     run = Store(results).open(run_id)
     assert "seed sees CUDA_VISIBLE_DEVICES=3" in run.paths.seed(2).output.read_text()
     assert run.manifest.runner_provenance["gpus"] is None
+
+
+@pytest.mark.parametrize("at", ["handle", "queries"])
+def test_a_run_on_a_node_with_a_lost_gpu_records_it_and_runs(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             at: str):
+    """Issue 18: sysinfo.capture (the run manifest) and the telemetry sampler meet a GPU that fell off the
+    bus: the run goes on, the manifest says which GPU and why."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    trace = node_trace(["NVIDIA H100 80GB HBM3"] * 2, faults={1: {"error": "GpuIsLost", "at": at}})
+    nvml = FakeNvml(trace)
+    monkeypatch.setattr(nvml_access, "load_nvml", lambda: nvml)
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    (run_id,) = [p.name for p in results.iterdir() if p.is_dir()]
+    run = Store(results).open(run_id)
+    devices = run.manifest.system["gpus"]["devices"]
+    assert devices[0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert devices[1]["available"] is False and devices[1]["reason"].startswith("GPU is lost"), devices[1]
+    telemetry = json.loads(run.paths.seed(1).telemetry.read_text())
+    assert list(telemetry["gpu_source"]["unavailable"]) == ["1"] and len(telemetry["gpus"]) == 1

@@ -96,6 +96,7 @@ class DockerRunner(Runner):
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
         self.sampled_gpus = self.gpus.devices(None)  # the engine numbers the host's GPUs as NVML does
+        self.gpu_numbering = "nvml"
         self.shm_size = shm_size.lower()
         self.ipc = ipc
         self.rebuild = rebuild
