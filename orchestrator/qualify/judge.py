@@ -22,7 +22,7 @@ def judge_measurement(
     status, reason = Status.PASS, ""
     if reference is not None and reference.unit != m.unit:
         status = Status.WARN
-        reason = (f"{m.metric}: reference unit {reference.unit} differs from the measured {m.unit}; not judged"
+        reason = (f"{_named(m)}: reference unit {reference.unit} differs from the measured {m.unit}; not judged"
                   f" ({reference.kind} reference: {reference.source})")
     elif reference is not None:
         status, reason = _against_bounds(m, reference)
@@ -30,13 +30,18 @@ def judge_measurement(
         worse = (median - m.value) / abs(median) if m.better == "higher" else (m.value - median) / abs(median)
         if worse * 100 > policy.regression_pct:
             status = Status.WARN
-            reason = (f"{m.metric} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
+            reason = (f"{_named(m)} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
                       f" {number(median)} (inside the bounds; {rolling.source})")  # type: ignore[union-attr]
     return m.model_copy(update={"reference": reference, "rolling_median": median, "status": status, "reason": reason})
 
 
+def _named(m: Measurement) -> str:
+    """The metric, and the GPU that measured it where it is one GPU's."""
+    return f"{m.metric} on {m.device}" if m.device else m.metric
+
+
 def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
-    value = f"{m.metric} {number(m.value)} {m.unit}"
+    value = f"{_named(m)} {number(m.value)} {m.unit}"
     source = f"{ref.kind} reference {number(ref.value)} {ref.unit}: {ref.source}"
     if ref.lower is not None and m.value < ref.lower:
         status = Status.FAIL if m.better == "higher" else Status.WARN

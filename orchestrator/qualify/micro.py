@@ -6,7 +6,7 @@ results were correct, no error) kept apart from its numbers (judged later agains
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.config.workloads import Workload
 from orchestrator.insight import resource_errors
 from orchestrator.qualify.config import DeviceKind, Suite
+from orchestrator.qualify.devices import Gpu, gpu_metric, split_metric
 from orchestrator.qualify.jobs import StepError, StepOutcome, run_step
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
 from orchestrator.runners.base import Runner
@@ -108,12 +109,31 @@ def run_probe(
     return probe
 
 
-def probe_checks(probe: ProbeRun, suite: Suite) -> list[CheckResult]:
-    """One check per probe check the suite asks for, unjudged (measurements carry no reference yet)."""
-    return [_check(name, probe, suite) for name in wanted_checks(suite)]
+def probe_checks(probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu] | None = None) -> list[CheckResult]:
+    """One check per probe check the suite asks for, unjudged (measurements carry no reference yet).
+    ``gpus``: CUDA index -> the NVML GPU it is, which names per-GPU cases by NVML's index."""
+    return [_check(name, probe, suite, gpus or {}) for name in wanted_checks(suite)]
 
 
-def _check(name: str, probe: ProbeRun, suite: Suite) -> CheckResult:
+def _measurement(result: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> Measurement:
+    """One result line as a measurement, named for the GPU that made it: a per-GPU case
+    (``"gpu": i``, CUDA's index) as ``<metric>_gpu<NVML index>``, with the GPU's label."""
+    metric, device = str(result["metric"]), ""
+    cuda = result.get("gpu")
+    if isinstance(cuda, int) and not isinstance(cuda, bool):
+        gpu = gpus.get(cuda)
+        if gpu is not None:
+            metric, device = gpu_metric(split_metric(metric)[0], gpu.index), gpu.label
+        else:
+            device = f"cuda:{cuda}"
+    elif probe.device_kind == "cuda" and 0 in gpus:
+        device = gpus[0].label
+    return Measurement(metric=metric, value=float(result["value"]), unit=str(result.get("unit", "")),
+                       better="lower" if result.get("better") == "lower" else "higher",
+                       detail=str(result.get("detail", "")), device=device)
+
+
+def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) -> CheckResult:
     seconds = probe.timings.get(name, 0.0)
 
     def result(status: Status, reasons: list[str], **extra: Any) -> CheckResult:
@@ -133,10 +153,7 @@ def _check(name: str, probe: ProbeRun, suite: Suite) -> CheckResult:
     errors = [e for e in probe.errors if e.get("check") == name]
     facts = {"device": probe.device.get("device_name"), "device_kind": probe.device_kind,
              "output": str(outcome.output)}
-    measurements = tuple(
-        Measurement(metric=str(r["metric"]), value=float(r["value"]), unit=str(r.get("unit", "")),
-                    better="lower" if r.get("better") == "lower" else "higher", detail=str(r.get("detail", "")))
-        for r in results)
+    measurements = tuple(_measurement(r, probe, gpus) for r in results)
     failures = [f"{r['metric']}: wrong result ({r.get('detail', '')})" for r in results if r.get("sane") is False]
     failures += [_error_reason(e) for e in errors]
     if name not in probe.timings and not results and not errors:

@@ -77,6 +77,8 @@ class Measurement(Record):
     unit: str
     better: Literal["higher", "lower"] = "higher"
     detail: str = ""
+    device: str = ""
+    """The GPU that measured it (index and PCI bus id, as reasons name it); "" where not one GPU's."""
     reference: Reference | None = None
     rolling_median: float | None = None
     """Median of this node's last passing runs on the same hardware and software (None: too few)."""
