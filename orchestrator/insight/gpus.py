@@ -107,6 +107,25 @@ def gpu_info(nvml: ModuleType | None = None) -> dict[str, Any]:
         nvml.nvmlShutdown()
 
 
+def gpu_count(nvml: ModuleType | None = None) -> int:
+    """How many GPUs NVML sees on this host, readable or not (0 without nvidia-ml-py or a driver)."""
+    try:
+        nvml = nvml or load_nvml()
+    except ImportError:
+        return 0
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return 0
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    except nvml.NVMLError:
+        return 0
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
 def _reader(nvml: ModuleType) -> Callable[[Callable[[], Any]], Any]:
     def read(call: Callable[[], Any]) -> Any:
         try:

@@ -66,6 +66,7 @@ class Probe:
         self.torch = torch
         self.seed = seed
         wanted = config.get("device", "auto")
+        self.wanted = wanted
         self.cuda = torch.cuda.is_available() and wanted in ("auto", "cuda")
         self.kind = "cuda" if self.cuda else "cpu"
         self.device = torch.device("cuda:0" if self.cuda else "cpu")
@@ -91,13 +92,38 @@ class Probe:
             "gpu_count": torch.cuda.device_count() if self.cuda else 0,
             "seed": self.seed,
         }
+        facts.update(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                     cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"))
         if self.cuda:
             props = torch.cuda.get_device_properties(0)
             facts.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
-                         device_memory_bytes=props.total_memory)
+                         device_memory_bytes=props.total_memory,
+                         gpus=[self.gpu_facts(i) for i in range(torch.cuda.device_count())])
         else:
-            facts.update(device_name=cpu_model(), capability=None)
+            facts.update(device_name=cpu_model(), capability=None, cuda_unavailable=self.cuda_failure())
         emit("device", **facts)
+
+    def gpu_facts(self, index: int) -> dict:
+        """What names CUDA device ``index`` for NVML: its UUID and PCI bus id (NVML's format)."""
+        props = self.torch.cuda.get_device_properties(index)
+        uuid = getattr(props, "uuid", None)
+        bus = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+        return {"index": index, "name": props.name, "uuid": f"GPU-{uuid}" if uuid is not None else None,
+                "pci_bus_id": "{:08X}:{:02X}:{:02X}.0".format(*bus) if None not in bus else None,
+                "memory_bytes": props.total_memory, "capability": f"{props.major}.{props.minor}"}
+
+    def cuda_failure(self) -> str:
+        """Why this probe runs on the CPU: told so, or what CUDA says when asked to start."""
+        torch = self.torch
+        if self.wanted == "cpu":
+            return "the probe was told to run on the CPU"
+        if torch.version.cuda is None:
+            return f"torch {torch.__version__} has no CUDA (Torch not compiled with CUDA enabled)"
+        try:
+            torch.cuda.init()
+        except Exception as exc:  # noqa: BLE001 - CUDA's reason, whatever its type, is the fact reported
+            return f"{type(exc).__name__}: {one_line(exc)}"
+        return f"torch.cuda.is_available() is False (CUDA sees {torch.cuda.device_count()} devices)"
 
     def cpu_bf16(self) -> bool:
         try:
@@ -345,7 +371,7 @@ class Probe:
         count = torch.cuda.device_count() if self.cuda else 0
         if count < 2:
             emit("skip", check="nccl", metric="allreduce_busbw_GBps",
-                 reason=f"all-reduce needs two or more GPUs; this node has {count}")
+                 reason=f"all-reduce needs two or more GPUs; CUDA sees {count} here")
             return
 
         def body() -> None:

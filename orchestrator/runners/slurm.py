@@ -172,6 +172,21 @@ def node_names(partition: str | None = None, hostlist: str | None = None) -> lis
     return sorted(set(result.stdout.split()))
 
 
+def node_gpus(node: str) -> int:
+    """The GPUs Slurm knows node ``node`` to have (the sum of its ``gpu`` generic resources: ``Gres=gpu:8``,
+    ``gpu:h100:8(S:0-1)``, ``gpu:a100:4,gpu:h100:4``); 0 for a node without any."""
+    result = _slurm(["scontrol", "show", "node", "-o", node])
+    if result.returncode != 0:
+        raise RunnerError(f"cannot read node {node} from Slurm: {_last_line(result)}")
+    found = re.search(r"\bGres=(\S+)", result.stdout)
+    total = 0
+    for entry in (found.group(1) if found else "").split(","):
+        fields = re.sub(r"\(.*?\)", "", entry).split(":")
+        if fields[0] == "gpu" and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
+
+
 def job_state(job_id: str) -> tuple[str, str] | None:
     """(state, exit code 'N:S') of a job, or None when Slurm does not know it (yet)."""
     result = _slurm(["scontrol", "show", "job", "-o", job_id])
