@@ -154,3 +154,19 @@ def test_the_fleet_asks_slurm_for_each_nodes_gpus(cli, tmp_path: Path, monkeypat
         assert "CUDA_VISIBLE_DEVICES" not in script  # nothing of the node's hidden from its qualification
     command = script.rstrip().splitlines()[-1]  # the node's own `mltrain qualify`
     assert command.startswith("exec ") and ("--gpus none" in command) == bool(node_args)
+
+
+def test_the_probe_numbers_the_gpus_of_a_mixed_node_as_nvml_does(cli, node, tmp_path: Path):
+    """An L4 in the first slot, an H100 in the second: CUDA's default puts the H100 first. mltrain starts the
+    probe with CUDA_DEVICE_ORDER=PCI_BUS_ID, so cuda:0 is NVML's GPU0, and each per-GPU case is named by the
+    GPU that made it."""
+    trace = node_trace(["NVIDIA L4", H100])
+    node(trace, cuda_probe_source(trace, RATES, per_gpu={0: {"gemm_bf16_5124x9124x2560": 100.0},
+                                                         1: {"gemm_bf16_5124x9124x2560": 650.0}}))
+    record = json.loads(qualify(cli, tmp_path, "--json").out)
+    assert record["system"]["gpu_scope"]["cuda_to_nvml"] == {"cuda:0": "GPU0 (00000000:18:00.0)",
+                                                             "cuda:1": "GPU1 (00000000:28:00.0)"}
+    assert record["system"]["probe"]["device_name"] == "NVIDIA L4"
+    gemm = {m["metric"]: m for c in record["checks"] for m in c["measurements"] if c["name"] == "gemm"}
+    assert gemm["gemm_bf16_5124x9124x2560_gpu0"]["value"] == 100.0  # the L4's, whatever CUDA called it
+    assert gemm["gemm_bf16_5124x9124x2560_gpu1"]["device"] == "GPU1 (00000000:28:00.0)"
