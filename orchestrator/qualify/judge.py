@@ -3,14 +3,15 @@ the node from its checks, and the exit code from the node.
 
 A measurement outside its bounds on the bad side FAILs; outside on the good side WARNs (the
 reference or the measurement is wrong); worse than the rolling median of the node's passing runs
-by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric, the
-value, the bound and the reference's source.
+by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric (and the
+GPU that measured it, where it is one GPU's), the value, the bound and the reference's source.
 """
 
 from __future__ import annotations
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.qualify.config import HistoryPolicy
+from orchestrator.qualify.references import References
 from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status, worst
 
@@ -54,12 +55,11 @@ def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
-def judge_check(
-    check: CheckResult, operator: dict[str, Reference], learned: dict[str, Reference], policy: HistoryPolicy,
-) -> CheckResult:
-    """The check with every measurement judged and its status made of sanity and numbers."""
-    judged = tuple(judge_measurement(m, operator.get(m.metric) or learned.get(m.metric), learned.get(m.metric),
-                                     policy) for m in check.measurements)
+def judge_check(check: CheckResult, references: References, policy: HistoryPolicy) -> CheckResult:
+    """The check with every measurement judged (against the reference `References.pick` gives it) and
+    its status made of sanity and numbers."""
+    judged = tuple(judge_measurement(m, references.pick(m), references.rolling(m), policy)
+                   for m in check.measurements)
     if check.sanity in (Status.ERROR, Status.NOT_APPLICABLE):
         return check.model_copy(update={"measurements": judged, "status": check.sanity})
     statuses = [check.status, *(m.status for m in judged)]

@@ -32,7 +32,12 @@ from orchestrator.qualify import devices, judge, micro
 from orchestrator.qualify.config import QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
 from orchestrator.qualify.health import HealthMonitor
-from orchestrator.qualify.references import OperatorReferences, comparable_history, learned_references
+from orchestrator.qualify.references import (
+    OperatorReferences,
+    References,
+    comparable_history,
+    learned_references,
+)
 from orchestrator.qualify.throughput import throughput_check
 from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
@@ -132,9 +137,13 @@ def qualify_node(
     software = _software(plan, runner.name, health, probe, provenance)
     history = store.history(plan.node).records
     comparable, why = comparable_history(history, hardware, software, plan.config.history)
-    learned = learned_references(comparable, plan.config.history)
-    operator = plan.references.for_hardware(hardware) if plan.references else {}
-    judged = [judge.judge_check(c, operator, learned, plan.config.history) for c in checks]
+    fleet, _ = comparable_history(store.history().records, hardware, software, plan.config.history)
+    references = References(
+        operator=plan.references.for_hardware(hardware) if plan.references else {},
+        node=learned_references(comparable, plan.config.history),
+        fleet=learned_references(fleet, plan.config.history, kind="fleet"),
+    )
+    judged = [judge.judge_check(c, references, plan.config.history) for c in checks]
     for check in judged:
         watch.checked(check)
     verdict, reasons = judge.node_verdict(judged)

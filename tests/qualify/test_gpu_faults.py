@@ -190,3 +190,29 @@ def test_fewer_gpus_in_cuda_than_in_nvml_fail_naming_the_missing_one(node):
     text = " | ".join(health(record).reasons)
     assert "NVML sees 2 GPUs but CUDA sees 1" in text and "GPU1 (00000000:28:00.0" in text, text
     assert "GPU0 (" not in text.split("CUDA sees 1")[1]  # GPU0 is the one CUDA has: not named as missing
+
+
+def test_one_slow_gpu_of_eight_fails_naming_it(node, tmp_path: Path):
+    """Issue 18: the largest GEMM and the memory copy run on every GPU; a reference written for the metric
+    holds for each GPU's, so GPU5 at 60% of its peers fails, by name and slot."""
+    trace = node_trace([H100] * 8)
+    per_gpu = {i: {"gemm_bf16_5124x9124x2560": 650.0, "device_copy_GBps": 2900.0} for i in range(8)}
+    per_gpu[5]["gemm_bf16_5124x9124x2560"] = 390.0
+    references = tmp_path / "refs.yaml"
+    references.write_text(
+        "systems:\n"
+        f"  - model: {H100}\n"
+        "    source: acceptance runs of 2026-01-05 on gpu[01-08], median of 5\n"
+        "    references:\n"
+        "      gemm_bf16_5124x9124x2560: [650.0, -0.10, null, TFLOP/s]\n"
+    )
+    record = node(trace, probe=cuda_probe_source(trace, per_gpu=per_gpu), references=references)
+    gemm = record.check("gemm")
+    assert gemm.status is Status.FAIL and record.verdict is Status.FAIL
+    assert gemm.reasons == (
+        "gemm_bf16_5124x9124x2560_gpu5 on GPU5 (00000000:68:00.0) 390 TFLOP/s below the lower bound 585 (operator"
+        f" reference 650 TFLOP/s: refs.yaml ({H100}): acceptance runs of 2026-01-05 on gpu[01-08], median of 5)",)
+    judged = {m.metric: m for m in gemm.measurements}
+    assert len(judged) == 8 and all(judged[f"gemm_bf16_5124x9124x2560_gpu{i}"].reference for i in range(8))
+    memory = {m.metric for m in record.check("memory").measurements}
+    assert memory == {f"device_copy_GBps_gpu{i}" for i in range(8)}
