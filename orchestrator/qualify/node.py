@@ -31,6 +31,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.qualify import devices, judge, micro
 from orchestrator.qualify.config import QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
+from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
 from orchestrator.qualify.references import (
     OperatorReferences,
@@ -142,6 +143,7 @@ def qualify_node(
         operator=plan.references.for_hardware(hardware) if plan.references else {},
         node=learned_references(comparable, plan.config.history),
         fleet=learned_references(fleet, plan.config.history, kind="fleet"),
+        floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name),
     )
     judged = [judge.judge_check(c, references, plan.config.history) for c in checks]
     for check in judged:
@@ -163,6 +165,15 @@ def qualify_node(
     )
     store.save(record)
     return record
+
+
+def _models(gpus: list[devices.Gpu], on_gpus: dict[int, devices.Gpu]) -> dict[int | None, str | None]:
+    """The model of each NVML GPU, and (key None) of the GPU the cases without a GPU index ran on:
+    CUDA's GPU 0, or the node's one model when the probe did not say which GPU that was."""
+    models: dict[int | None, str | None] = {g.index: g.name for g in gpus}
+    names = {g.name for g in gpus if g.name}
+    models[None] = on_gpus[0].name if 0 in on_gpus else (names.pop() if len(names) == 1 else None)
+    return models
 
 
 def _scope(
