@@ -216,3 +216,14 @@ def test_one_slow_gpu_of_eight_fails_naming_it(node, tmp_path: Path):
     assert len(judged) == 8 and all(judged[f"gemm_bf16_5124x9124x2560_gpu{i}"].reference for i in range(8))
     memory = {m.metric for m in record.check("memory").measurements}
     assert memory == {f"device_copy_GBps_gpu{i}" for i in range(8)}
+
+
+def test_mig_mode_on_warns_naming_the_gpu_and_explains_the_count(node):
+    """MIG on GPU0: CUDA sees its instances, not the GPU; the node's checks measured one instance."""
+    trace = node_trace([H100, H100], mig=(0,))
+    record = node(trace, probe=cuda_probe_source(trace, usable=[1]))
+    reasons = health(record).reasons
+    assert any(r.startswith("GPU0 (00000000:18:00.0): MIG mode is on") for r in reasons), reasons
+    assert any("NVML sees 2 GPUs but CUDA sees 1: CUDA cannot use GPU0 (00000000:18:00.0) (MIG mode is on for"
+               " GPU0 (00000000:18:00.0)" in r for r in reasons), reasons
+    assert health(record).status is Status.FAIL  # the count: a GPU the checks did not reach
