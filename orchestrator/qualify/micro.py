@@ -115,22 +115,31 @@ def probe_checks(probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu] | None =
     return [_check(name, probe, suite, gpus or {}) for name in wanted_checks(suite)]
 
 
+def _gpu_named(line: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> tuple[str, str]:
+    """(metric, GPU label) of a result or error line, named for the GPU that made it: a per-GPU case
+    (``<metric>_gpu<i>``, i CUDA's index) as ``<metric>_gpu<NVML index>``; a case of cuda:0 keeps its
+    name. The label is "" where the line is not one GPU's, ``cuda:<i>`` where NVML's GPU is unknown."""
+    metric = str(line.get("metric"))
+    base, cuda = split_metric(metric)
+    if isinstance(line.get("gpu"), int) and not isinstance(line.get("gpu"), bool):
+        cuda = line["gpu"]
+    if cuda is None:
+        return metric, gpus[0].label if probe.device_kind == "cuda" and 0 in gpus else ""
+    gpu = gpus.get(cuda)
+    return (gpu_metric(base, gpu.index), gpu.label) if gpu is not None else (metric, f"cuda:{cuda}")
+
+
 def _measurement(result: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> Measurement:
-    """One result line as a measurement, named for the GPU that made it: a per-GPU case
-    (``"gpu": i``, CUDA's index) as ``<metric>_gpu<NVML index>``, with the GPU's label."""
-    metric, device = str(result["metric"]), ""
-    cuda = result.get("gpu")
-    if isinstance(cuda, int) and not isinstance(cuda, bool):
-        gpu = gpus.get(cuda)
-        if gpu is not None:
-            metric, device = gpu_metric(split_metric(metric)[0], gpu.index), gpu.label
-        else:
-            device = f"cuda:{cuda}"
-    elif probe.device_kind == "cuda" and 0 in gpus:
-        device = gpus[0].label
+    metric, device = _gpu_named(result, probe, gpus)
     return Measurement(metric=metric, value=float(result["value"]), unit=str(result.get("unit", "")),
                        better="lower" if result.get("better") == "lower" else "higher",
                        detail=str(result.get("detail", "")), device=device)
+
+
+def _on(line: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> str:
+    """A line's metric for a reason, with the GPU that made it."""
+    metric, device = _gpu_named(line, probe, gpus)
+    return f"{metric} on {device}" if device else metric
 
 
 def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) -> CheckResult:
@@ -154,8 +163,9 @@ def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) ->
     facts = {"device": probe.device.get("device_name"), "device_kind": probe.device_kind,
              "output": str(outcome.output)}
     measurements = tuple(_measurement(r, probe, gpus) for r in results)
-    failures = [f"{r['metric']}: wrong result ({r.get('detail', '')})" for r in results if r.get("sane") is False]
-    failures += [_error_reason(e) for e in errors]
+    failures = [f"{_on(r, probe, gpus)}: wrong result ({r.get('detail', '')})" for r in results
+                if r.get("sane") is False]
+    failures += [_error_reason(e, _on(e, probe, gpus)) for e in errors]
     if name not in probe.timings and not results and not errors:
         ended = "timed out" if outcome.timed_out else f"ended ({_why(outcome)})"
         return result(Status.ERROR, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
@@ -167,11 +177,11 @@ def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) ->
     return result(Status.PASS, [], measurements=measurements, skipped=skips, facts=facts)
 
 
-def _error_reason(error: dict[str, Any]) -> str:
+def _error_reason(error: dict[str, Any], metric: str) -> str:
     text = str(error.get("error", ""))
     found = resource_errors.classify(text)
     summary = found[0].summary if found else ""
-    return f"{error.get('metric')}: {summary + ': ' if summary else ''}{text[:240]}"
+    return f"{metric}: {summary + ': ' if summary else ''}{text[:240]}"
 
 
 def _why(outcome: StepOutcome) -> str:

@@ -57,3 +57,33 @@ def test_a_per_gpu_result_line_says_which_gpu(monkeypatch, capsys):
     probe.dense("gemm_fp32_64x64x64_gpu3", "fp32", torch.float32, 64, 64, 64, gpu=3)
     line = json.loads(capsys.readouterr().out.removeprefix(probe_module.PREFIX))
     assert line["metric"] == "gemm_fp32_64x64x64_gpu3" and line["gpu"] == 3 and line["sane"] is True
+
+
+def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
+    """CUDA's GPU 1 is NVML's GPU 3 here (another CUDA_VISIBLE_DEVICES): its failures name GPU3 and its slot."""
+    from orchestrator.qualify import micro
+    from orchestrator.qualify.config import DeviceSuite, GemmSpec, Suite
+    from orchestrator.qualify.devices import Gpu
+    from orchestrator.qualify.jobs import StepOutcome
+    from orchestrator.results.qualification import Status
+    from orchestrator.results.records import Exit
+
+    gpus = {0: Gpu(index=2, pci_bus_id="00000000:3B:00.0"), 1: Gpu(index=3, pci_bus_id="00000000:5E:00.0")}
+    probe = micro.ProbeRun(outcome=StepOutcome(exit=Exit(code=0), output=tmp_path / "out", timed_out=False,
+                                               seconds=1.0))
+    for line in ({"kind": "device", "device": "cuda", "gpu_count": 2},
+                 {"kind": "result", "check": "gemm", "metric": "gemm_bf16_5124x9124x2560_gpu0", "gpu": 0,
+                  "value": 600.0, "unit": "TFLOP/s", "sane": True},
+                 {"kind": "result", "check": "gemm", "metric": "gemm_bf16_5124x9124x2560_gpu1", "gpu": 1,
+                  "value": 600.0, "unit": "TFLOP/s", "sane": False, "detail": "max relative error 0.4"},
+                 {"kind": "error", "check": "gemm", "metric": "gemm_fp32_5124x9124x2560_gpu1",
+                  "error": "RuntimeError: CUDA error: an illegal memory access was encountered"},
+                 {"kind": "timing", "check": "gemm", "seconds": 1.0}):
+        probe.observe(probe_module.PREFIX + json.dumps(line))
+    suite = Suite(cuda=DeviceSuite(gemm=GemmSpec(dtypes=("bf16",), dense=((5124, 9124, 2560),))))
+    (gemm,) = micro.probe_checks(probe, suite, gpus)
+    assert gemm.status is Status.FAIL
+    assert gemm.reasons[0] == ("gemm_bf16_5124x9124x2560_gpu3 on GPU3 (00000000:5E:00.0): wrong result"
+                               " (max relative error 0.4)")
+    assert gemm.reasons[1].startswith("gemm_fp32_5124x9124x2560_gpu3 on GPU3 (00000000:5E:00.0): CUDA runtime error")
+    assert [m.metric for m in gemm.measurements] == ["gemm_bf16_5124x9124x2560_gpu2", "gemm_bf16_5124x9124x2560_gpu3"]
