@@ -38,7 +38,8 @@ def qualify(
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per check)."),
     prometheus: Path = typer.Option(None, "--prometheus", help="Write a node_exporter textfile (.prom) here."),
     strict: bool = typer.Option(False, "--strict", help="WARN exits 1 too."),
-    gpus: str = typer.Option("none", "--gpus", help="Docker: all, N, 0,1 or none; Slurm: GPUs per node job."),
+    gpus: str = typer.Option(None, "--gpus", help="all, N, 0,1 or none (Slurm: N or none). Default: every GPU"
+                             " of the node (local: what this shell sees; Docker: all; Slurm: each node's own)."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     node_name: str = typer.Option(None, "--node-name", help="Name this node's records (default: the host name)."),
     record: Path = typer.Option(None, "--record", hidden=True, help="Also write the record here (fleet jobs)."),
@@ -91,7 +92,8 @@ class Asked:
     junit: Path | None
     prometheus: Path | None
     strict: bool
-    gpus: str
+    gpus: str | None
+    """As given; None: the node's GPUs (every runner's default for a qualification)."""
     base_image: str | None
     node_name: str | None
     record: Path | None
@@ -101,6 +103,7 @@ class Asked:
 def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.profiles import load_profiles
+    from orchestrator.insight.gpus import gpu_count
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references
     from orchestrator.results.outputs import write_output
@@ -112,10 +115,11 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
         node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
         config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
         references=load_references(asked.references) if asked.references else None, strict=asked.strict,
-        profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None,
+        profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None, gpus=asked.gpus,
     )
-    backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, base_image=asked.base_image),
-                          out.status)
+    default = "all" if gpu_count() else "none"  # a GPU node is qualified on its GPUs, whatever the runner
+    backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, default_gpus=default,
+                                        base_image=asked.base_image), out.status)
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
     _write_outputs(out, [result], asked.junit, asked.prometheus)
     if asked.record is not None:
@@ -130,7 +134,9 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload,
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
     from orchestrator.qualify.references import load_references
     from orchestrator.render.qualification import fleet_lines, fleet_table
+    from orchestrator.runners.slurm import SlurmOptions
 
+    SlurmOptions(gpus=asked.gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
     node_args: list[str] = []
     if asked.references:
         load_references(asked.references)  # bad input stops here, before a job is submitted

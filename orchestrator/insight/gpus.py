@@ -1,6 +1,12 @@
 """The GPUs of this host as NVML reports them: driver, CUDA version, and each device's static
-facts (name, memory, clocks, PCIe link, NVLink, ECC, MIG). The one place that loads NVML and
-turns its errors into reasons a person can act on; telemetry and qualification use it too."""
+facts (name, PCI bus id, memory, clocks, PCIe link, NVLink, ECC, MIG). The one place that loads
+NVML, opens a device, and turns its errors into reasons a person can act on; telemetry and
+qualification use it too.
+
+A GPU NVML counts may still be unreadable: `nvmlDeviceGetHandleByIndex` raises for a GPU outside
+a Slurm job's device cgroup (NoPermission) or one the driver lost, and every query raises on a GPU
+that fell off the bus after its handle was taken (GpuIsLost, Xid 79). `open_device` says which,
+so that such a GPU is one entry with its reason, never a traceback."""
 
 from __future__ import annotations
 
@@ -32,6 +38,51 @@ def nvml_failure(exc: Exception) -> str:
     return f"NVML error: {exc}"
 
 
+GONE = {
+    "GpuIsLost": "GPU is lost (fell off the bus or lost power: Xid 79): drain the node, then reset or reseat the GPU",
+    "NoPermission": "no permission to read this GPU (outside this job's device cgroup, or the device file's"
+                    " permissions): qualify the node in a job that holds every GPU",
+    "ResetRequired": "the GPU needs a reset (nvidia-smi -r) before it can be used",
+    "Unknown": "NVML cannot read this GPU (unknown error): check `nvidia-smi` and `dmesg` for Xid errors",
+}
+"""NVML errors that make a whole GPU unreadable (by pynvml's class-name suffix), and what to do."""
+
+
+def device_gone(exc: Exception) -> str | None:
+    """The reason a whole GPU is unreadable, when ``exc`` says so (None: a query this GPU lacks)."""
+    name = type(exc).__name__
+    return next((why for suffix, why in GONE.items() if name.endswith(f"_{suffix}")), None)
+
+
+def open_device(nvml: ModuleType, index: int) -> tuple[Any, str]:
+    """(handle, "") of NVML device ``index``, or (None, why) when it cannot be read at all: its
+    handle refused, or its name query failing as a lost or forbidden GPU does."""
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError as exc:
+        return None, device_gone(exc) or nvml_failure(exc)
+    why = lost(nvml, handle)
+    return (None, why) if why else (handle, "")
+
+
+def lost(nvml: ModuleType, handle: Any) -> str:
+    """Why the GPU behind ``handle`` cannot be read any more ("" while it answers)."""
+    try:
+        nvml.nvmlDeviceGetName(handle)
+    except nvml.NVMLError as exc:
+        return device_gone(exc) or ""
+    return ""
+
+
+def pci_bus_id(nvml: ModuleType, handle: Any) -> str | dict[str, Any]:
+    """The device's PCI bus id as NVML writes it (``00000000:1B:00.0``), or why not."""
+    try:
+        value = nvml.nvmlDeviceGetPciInfo(handle).busId
+    except nvml.NVMLError as exc:
+        return unavailable(nvml_failure(exc))
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def gpu_info(nvml: ModuleType | None = None) -> dict[str, Any]:
     """Driver, CUDA version and every GPU's static facts; says why when NVML is absent."""
     try:
@@ -56,6 +107,25 @@ def gpu_info(nvml: ModuleType | None = None) -> dict[str, Any]:
         nvml.nvmlShutdown()
 
 
+def gpu_count(nvml: ModuleType | None = None) -> int:
+    """How many GPUs NVML sees on this host, readable or not (0 without nvidia-ml-py or a driver)."""
+    try:
+        nvml = nvml or load_nvml()
+    except ImportError:
+        return 0
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return 0
+    try:
+        return int(nvml.nvmlDeviceGetCount())
+    except nvml.NVMLError:
+        return 0
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
 def _reader(nvml: ModuleType) -> Callable[[Callable[[], Any]], Any]:
     def read(call: Callable[[], Any]) -> Any:
         try:
@@ -72,13 +142,16 @@ def _cuda_version(encoded: int) -> str:
 
 
 def _device_info(nvml: ModuleType, read: Callable[[Callable[[], Any]], Any], index: int) -> dict[str, Any]:
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    handle, why = open_device(nvml, index)
+    if handle is None:
+        return unreadable(nvml, index, why)
     memory = read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).total)
     power_mw = read(lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle))
     return {
         "index": index,
         "name": read(lambda: nvml.nvmlDeviceGetName(handle)),
         "uuid": read(lambda: nvml.nvmlDeviceGetUUID(handle)),
+        "pci_bus_id": pci_bus_id(nvml, handle),
         "memory_bytes": memory,
         "power_limit_w": power_mw / 1000 if isinstance(power_mw, int | float) else power_mw,
         "max_clocks_mhz": {
@@ -96,6 +169,20 @@ def _device_info(nvml: ModuleType, read: Callable[[Callable[[], Any]], Any], ind
         "ecc": read(lambda: _mode_pair(nvml.nvmlDeviceGetEccMode(handle))),
         "mig": read(lambda: _mode_pair(nvml.nvmlDeviceGetMigMode(handle))),
     }
+
+
+def unreadable(nvml: ModuleType, index: int, why: str) -> dict[str, Any]:
+    """The entry of a GPU NVML counts but cannot read: its index, what NVML still says of its slot
+    (a GPU lost after its handle was taken keeps its PCI bus id), and why."""
+    entry: dict[str, Any] = {"index": index, **unavailable(why)}
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError:
+        return entry
+    bus = pci_bus_id(nvml, handle)
+    if isinstance(bus, str):
+        entry["pci_bus_id"] = bus
+    return entry
 
 
 def _mode_pair(modes: tuple[int, int]) -> dict[str, bool]:
@@ -123,7 +210,9 @@ class NvmlUnavailable(Exception):
 
 
 class NvmlSession:
-    """NVML initialised once for a qualification (health reads, load sampling, Xid events)."""
+    """NVML initialised once for a qualification (health reads, load sampling, Xid events), over
+    every GPU NVML counts: ``handles[i]`` is None for a GPU that cannot be read, ``unreadable[i]``
+    says why."""
 
     def __init__(self, nvml: ModuleType | None = None) -> None:
         try:
@@ -135,7 +224,17 @@ class NvmlSession:
         except self.nvml.NVMLError as exc:
             raise NvmlUnavailable(nvml_failure(exc)) from None
         self.read = _reader(self.nvml)
-        self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+        self.handles: list[Any] = []
+        self.unreadable: dict[int, str] = {}
+        try:
+            count = self.nvml.nvmlDeviceGetCount()
+        except self.nvml.NVMLError as exc:
+            raise NvmlUnavailable(nvml_failure(exc)) from None
+        for index in range(count):
+            handle, why = open_device(self.nvml, index)
+            self.handles.append(handle)
+            if handle is None:
+                self.unreadable[index] = why
 
     def close(self) -> None:
         with contextlib.suppress(self.nvml.NVMLError):
@@ -157,8 +256,14 @@ class NvmlSession:
     def device_health(self, index: int) -> dict[str, Any]:
         """What says whether a GPU is healthy: ECC mode and error counts, retired pages, remapped
         rows, power limits, persistence mode, temperature thresholds, PCIe maxima. A value the GPU
-        cannot report is the unavailable shape with the reason, never a zero."""
+        cannot report is the unavailable shape with the reason, never a zero; a GPU that cannot be
+        read at all (lost, forbidden) is one unavailable entry with its index and reason."""
         nvml, read, handle = self.nvml, self.read, self.handles[index]
+        if handle is None:
+            return unreadable(nvml, index, self.unreadable[index])
+        why = lost(nvml, handle)  # readable when opened, lost since (Xid 79 under load)
+        if why:
+            return unreadable(nvml, index, why)
 
         def ecc(error_type: int, counter: int) -> Any:
             return read(lambda: nvml.nvmlDeviceGetTotalEccErrors(handle, error_type, counter))
@@ -174,6 +279,8 @@ class NvmlSession:
             "index": index,
             "name": read(lambda: nvml.nvmlDeviceGetName(handle)),
             "uuid": read(lambda: nvml.nvmlDeviceGetUUID(handle)),
+            "pci_bus_id": pci_bus_id(nvml, handle),
+            "mig": read(lambda: _mode_pair(nvml.nvmlDeviceGetMigMode(handle))),
             "ecc_mode": read(lambda: _mode_pair(nvml.nvmlDeviceGetEccMode(handle))),
             "ecc_uncorrected_volatile": ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
             "ecc_uncorrected_aggregate": ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC),
@@ -195,8 +302,11 @@ class NvmlSession:
         }
 
     def load_sample(self, index: int) -> dict[str, Any]:
-        """What changes under load: clock-event (throttle) reasons, temperature, PCIe link, power."""
+        """What changes under load: clock-event (throttle) reasons, temperature, PCIe link, power
+        (all None for a GPU that cannot be read)."""
         nvml, handle = self.nvml, self.handles[index]
+        if handle is None:
+            return {}
 
         def value(call: Callable[[], Any]) -> Any:
             try:
@@ -227,7 +337,8 @@ class XidWatch:
         try:
             self.event_set = nvml.nvmlEventSetCreate()
             for handle in session.handles:
-                nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self.event_set)
+                if handle is not None:  # an unreadable GPU is already a finding of its own
+                    nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self.event_set)
         except nvml.NVMLError as exc:
             self.reason = f"Xid events not readable: {nvml_failure(exc)}"
         except AttributeError:

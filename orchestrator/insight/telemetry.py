@@ -13,9 +13,12 @@ run_stop times from the log cut it directly.
 
 Only the GPUs the run was given are sampled (the runner's `sampled_gpus`: ``--gpus`` device ids,
 the first N for a count, or ``CUDA_VISIBLE_DEVICES``), so that energy and utilisation are the
-run's, not the host's. Indices are NVML's (PCI bus order); CUDA numbers devices fastest first
-unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, which is the same order on a node of one GPU model. UUIDs
-(``GPU-...``) name a device exactly.
+run's, not the host's. An index is CUDA's for the local and Slurm runners: mltrain starts every job
+with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (CUDA's default numbers the fastest GPU first, which on a
+node of mixed models is not NVML's order), so the run's GPU k is found as the k-th in PCI bus
+order, never by NVML's index, which NVML does not promise to be that order. Docker's device ids are
+NVML's indices (the runner's `gpu_numbering`). UUIDs (``GPU-...``) name a device exactly. A GPU that
+cannot be read (lost, outside the job's cgroup) is named with its reason, not sampled.
 """
 
 from __future__ import annotations
@@ -149,31 +152,63 @@ class NoGpuSource(GpuSource):
 
 class NvmlGpuSource(GpuSource):
     """Live GPUs through NVML (``pynvml`` from nvidia-ml-py, or any module with its API): the
-    ``devices`` given (NVML indices or UUIDs), or every GPU when None."""
+    ``devices`` given, or every GPU when None.
 
-    def __init__(self, nvml: ModuleType, devices: tuple[str, ...] | None = None) -> None:
+    A device is a UUID (``GPU-...``: that GPU) or an index. An index is CUDA's when ``numbering`` is
+    "cuda" (``CUDA_VISIBLE_DEVICES``: the k-th GPU in PCI bus order, as mltrain makes CUDA number
+    them with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), so it is found by PCI bus id; NVML's own index when
+    "nvml" (the NVIDIA container toolkit's device ids, as Docker hands them out)."""
+
+    def __init__(self, nvml: ModuleType, devices: tuple[str, ...] | None = None, numbering: str = "cuda") -> None:
         self.nvml = nvml
         nvml.nvmlInit()
         self.selected = devices
-        wanted = devices if devices is not None else [str(i) for i in range(nvml.nvmlDeviceGetCount())]
+        count = nvml.nvmlDeviceGetCount()
+        by_slot = _pci_order(nvml, count) if numbering == "cuda" and devices is not None else list(range(count))
+        wanted = devices if devices is not None else [str(i) for i in range(count)]
         self.handles: list[Any] = []
+        self.bus_ids: list[Any] = []
         self.unknown: list[str] = []
+        self.unreadable: dict[str, str] = {}
         for device in wanted:
-            try:
-                self.handles.append(nvml.nvmlDeviceGetHandleByIndex(int(device)) if device.isdigit()
-                                    else nvml.nvmlDeviceGetHandleByUUID(device))
-            except nvml.NVMLError:
-                self.unknown.append(device)
+            handle, why = self._open(device, by_slot)
+            if handle is None:
+                if why:
+                    self.unreadable[device] = why
+                else:
+                    self.unknown.append(device)
+                continue
+            self.handles.append(handle)
+            self.bus_ids.append(gpus.pci_bus_id(nvml, handle))
         self.names = [self._read(lambda h=h: nvml.nvmlDeviceGetName(h)) for h in self.handles]
+        self.numbering = numbering
         self.clocks_event_reasons = clocks_event_reasons_call(nvml)
+
+    def _open(self, device: str, by_slot: list[int]) -> tuple[Any, str]:
+        """(handle, "") of one of the run's devices; (None, why) for one that cannot be read, (None, "")
+        for one this host does not have."""
+        nvml = self.nvml
+        if device.isdigit():
+            return gpus.open_device(nvml, by_slot[int(device)]) if int(device) < len(by_slot) else (None, "")
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(device)
+        except nvml.NVMLError as exc:
+            return None, gpus.device_gone(exc) or ""
+        why = gpus.lost(nvml, handle)
+        return (None, why) if why else (handle, "")
 
     def describe(self) -> dict[str, Any]:
         names = [n.decode() if isinstance(n, bytes) else n for n in self.names]
-        described: dict[str, Any] = {"available": True, "devices": names}
+        described: dict[str, Any] = {"available": True, "devices": names, "pci_bus_ids": self.bus_ids}
         if self.selected is not None:
             described["selected"] = list(self.selected)
+            described["numbering"] = (f"{self.numbering}: " + (
+                "CUDA's indices, found by PCI bus id (CUDA_DEVICE_ORDER=PCI_BUS_ID)" if self.numbering == "cuda"
+                else "NVML's indices"))
         if self.unknown:
             described["not_found"] = self.unknown
+        if self.unreadable:
+            described["unavailable"] = self.unreadable
         return described
 
     def sample(self) -> list[GpuSample]:
@@ -228,9 +263,23 @@ class TraceGpuSource(GpuSource):
         return step
 
 
-def open_gpu_source(nvml: ModuleType | None = None, devices: tuple[str, ...] | None = None) -> GpuSource:
-    """NVML for ``devices`` (None: every GPU) when it answers, otherwise a source that says why
-    there are no GPUs."""
+def _pci_order(nvml: ModuleType, count: int) -> list[int]:
+    """NVML's indices in PCI bus order, the order CUDA numbers GPUs in under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    (a GPU whose bus id cannot be read keeps its NVML place after the others)."""
+    slots: list[tuple[str, int]] = []
+    for index in range(count):
+        bus: Any = None
+        with contextlib.suppress(nvml.NVMLError):
+            bus = gpus.pci_bus_id(nvml, nvml.nvmlDeviceGetHandleByIndex(index))
+        slots.append((bus.upper() if isinstance(bus, str) else "~", index))
+    return [index for _, index in sorted(slots)]
+
+
+def open_gpu_source(
+    nvml: ModuleType | None = None, devices: tuple[str, ...] | None = None, numbering: str = "cuda",
+) -> GpuSource:
+    """NVML for ``devices`` (None: every GPU; indices numbered as ``numbering`` says, see
+    `NvmlGpuSource`) when it answers, otherwise a source that says why there are no GPUs."""
     if devices == ():
         return NoGpuSource("the run was given no GPU of this host")
     try:
@@ -238,7 +287,7 @@ def open_gpu_source(nvml: ModuleType | None = None, devices: tuple[str, ...] | N
     except ImportError:
         return NoGpuSource("nvidia-ml-py (pynvml) is not installed")
     try:
-        return NvmlGpuSource(nvml, devices)
+        return NvmlGpuSource(nvml, devices, numbering)
     except nvml.NVMLError as exc:
         return NoGpuSource(gpus.nvml_failure(exc))
 
@@ -348,6 +397,7 @@ class TelemetrySampler:
         interval_s: float = 1.0,
         *,
         gpus: tuple[str, ...] | None = None,
+        numbering: str = "cuda",
         gpu_source: GpuSource | None = None,
         host_probe: HostProbe | None = None,
     ) -> None:
@@ -357,7 +407,9 @@ class TelemetrySampler:
         self.data_dir = data_dir
         self.interval_s = interval_s
         self.gpus = gpus
-        """The run's GPUs (NVML indices or UUIDs; None: every GPU of the host)."""
+        """The run's GPUs (indices or UUIDs; None: every GPU of the host)."""
+        self.numbering = numbering
+        """Whose indices ``gpus`` holds: "cuda" (CUDA_VISIBLE_DEVICES) or "nvml" (Docker's device ids)."""
         self._gpu_source = gpu_source
         self._host_probe = host_probe
         self._disk_note = ""
@@ -372,7 +424,7 @@ class TelemetrySampler:
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         if self._gpu_source is None:
-            self._gpu_source = open_gpu_source(devices=self.gpus)
+            self._gpu_source = open_gpu_source(devices=self.gpus, numbering=self.numbering)
         if self._host_probe is None:
             disk, self._disk_note = dataset_disk(self.data_dir)
             self._host_probe = HostProbe(disk)

@@ -8,10 +8,12 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
     jobs.py        one step on a runner (output file, time limit)
     micro.py       the probe through the runner, its lines as checks
     throughput.py  the workload's throughput mode as a check
-    health.py      NVML health before, under and after the load
+    health.py      NVML health before, under and after the load, every GPU NVML sees
+    devices.py     NVML's GPUs against the ones the probe's CUDA used (UUID, PCI bus id), per-GPU names
     dcgm.py        `dcgmi diag -r N -j`, where DCGM is installed
     time_to_train.py  the full suite's one seed, run and scored by session.loop
-    references.py  operator references (ReFrame style) and references learned from history
+    references.py  operator references (ReFrame style), references learned from history, which one judges
+    floors.py      floors of known GPU models (floors.yaml: datasheets, published MLPerf rates)
     judge.py       measurement, check and node verdicts; exit codes
     node.py        one node, top to bottom
     fleet.py       one exclusive Slurm job per node, gathered and compared with the fleet

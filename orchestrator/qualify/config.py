@@ -2,7 +2,8 @@
 timed, what each suite measures per device kind, and how history and the fleet are judged.
 
 Typed and validated on load; an error names the file and the field. No reference number lives
-here: performance is judged against the operator's ``--references`` file or the node's history.
+here: performance is judged against the operator's ``--references`` file, the node's or the
+fleet's history, or a known GPU model's floor (``floors.yaml``, with its sources).
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ def dcgm_check(level: int, gpu_count: int, which: Callable[[str], str | None] = 
     started = time.monotonic()
 
     def done(status: Status, reasons: tuple[str, ...], facts: dict[str, Any] | None = None) -> CheckResult:
+        scope = {"scope": f"every GPU of the node (dcgmi diag without -i; NVML sees {gpu_count})"} if gpu_count else {}
         return CheckResult(name="dcgm_diag", kind="health", status=status, sanity=status, reasons=reasons,
-                           sanity_reasons=reasons, facts=facts or {}, duration_s=time.monotonic() - started)
+                           sanity_reasons=reasons, facts={**scope, **(facts or {})},
+                           duration_s=time.monotonic() - started)
 
     if gpu_count == 0:
         return done(Status.NOT_APPLICABLE, ("no GPU on this host",))

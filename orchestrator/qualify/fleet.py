@@ -22,7 +22,7 @@ from orchestrator.results.qualification import FleetRecord, FleetRow, Qualificat
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
 from orchestrator.results.store import now_iso
 from orchestrator.runners.base import SeedJob
-from orchestrator.runners.slurm import SlurmJob, SlurmOptions, SlurmRunner, node_names
+from orchestrator.runners.slurm import SlurmJob, SlurmOptions, SlurmRunner, node_gpus, node_names
 
 PASSED_ENV = ("MLTRAIN_WORKLOADS", "MLTRAIN_SEEDS_FILE", "MLTRAIN_QUALIFY_FILE", "XDG_CACHE_HOME")
 """Where this orchestrator finds its files: the node's qualification must find the same."""
@@ -36,7 +36,8 @@ class FleetPlan:
     nodes: str
     """all, or a Slurm hostlist (node[01-04],gpu7)."""
     partition: str | None
-    gpus: str
+    gpus: str | None
+    """--gpus per node job: None for each node's own GPUs (its Slurm gres, every one), a count, or none."""
     node_args: tuple[str, ...]
     """Options every node's `mltrain qualify` gets (--references, --data, --strict)."""
     policy: FleetPolicy
@@ -106,10 +107,16 @@ def _submit(
     plan: FleetPlan, node: str, workload: Workload, project_root: Path, results_dir: Path, record_path: Path,
 ) -> SlurmJob:
     record_path.parent.mkdir(parents=True, exist_ok=True)
-    options = SlurmOptions(partition=plan.partition, gpus=plan.gpus, nodelist=node, exclusive=True,
+    gpus = plan.gpus
+    if gpus is None:  # the node is qualified with every GPU it has: ask Slurm for all of them
+        count = node_gpus(node)
+        gpus = str(count) if count else None
+    options = SlurmOptions(partition=plan.partition, gpus=gpus, nodelist=node, exclusive=True,
                            time_limit_minutes=plan.policy.timeout_minutes)
+    told = ("--gpus", "none") if gpus == "none" else ()  # so that the node's verdict says its GPUs were left out
     command = ("python", "-m", "orchestrator.cli", "-q", "qualify", "--runner", "local", "--suite", plan.suite_name,
-               "--node-name", node, "--results", str(results_dir), "--record", str(record_path), *plan.node_args)
+               "--node-name", node, "--results", str(results_dir), "--record", str(record_path), *plan.node_args,
+               *told)
     env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
     job = SeedJob(run_id=f"qualify-{node}", seed=0, workload=workload, data_dir=record_path.parent,
                   results_dir=record_path.parent / "results", env=env,

@@ -4,10 +4,13 @@ the workload run, and after. Its verdicts are sanity (pass/fail), never performa
     monitor = HealthMonitor(policy)            # reads ECC, retired pages, remapped rows, limits ...
     with monitor.under_load():                 # samples throttle reasons, PCIe link, temperature
         ... run the load ...
-    check = monitor.result()                   # a CheckResult, every reason naming the GPU
+    check = monitor.result(cuda_findings)      # a CheckResult, every reason naming the GPU
 
-On a host without GPUs the check is not applicable (never passed); a host whose /dev/nvidia*
-devices exist but whose driver does not answer fails.
+Its scope is the node: every GPU NVML sees, whichever of them the checks ran on (the run's GPUs are
+the probe's; `orchestrator.qualify.devices` holds the two views side by side). A GPU NVML counts but
+cannot read (fallen off the bus, outside the job's device cgroup) fails, named. On a host without
+GPUs the check is not applicable (never passed); a host whose /dev/nvidia* devices exist but whose
+driver does not answer fails.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from orchestrator.insight.gpus import NvmlSession, NvmlUnavailable, XidWatch
 from orchestrator.insight.telemetry import throttle_reasons
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.qualify.config import HealthPolicy
+from orchestrator.qualify.devices import Gpu, nvml_gpus
 from orchestrator.results.qualification import CheckResult, Measurement, Status, worst
 
 HARDWARE_SLOWDOWN = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
@@ -62,9 +66,15 @@ class HealthMonitor:
         return len(self.session.handles) if self.session else 0
 
     @property
+    def gpus(self) -> list[Gpu]:
+        """Every GPU NVML sees, as read before the load (unreadable ones included)."""
+        return nvml_gpus(self.before)
+
+    @property
     def gpu_model(self) -> str | None:
-        names = [d["name"] for d in self.before if isinstance(d.get("name"), str)]
-        return names[0] if names else None
+        """The model of the node's GPUs (a node of mixed models: each, joined in NVML's order)."""
+        names = list(dict.fromkeys(g.name for g in self.gpus if g.name))
+        return " + ".join(names) if names else None
 
     @contextlib.contextmanager
     def under_load(self) -> Iterator[None]:
@@ -97,8 +107,9 @@ class HealthMonitor:
 
     # ------------------------------------------------------------ the verdict
 
-    def result(self) -> CheckResult:
-        """The verdict; its duration is the time spent reading NVML (the load is the other checks')."""
+    def result(self, more: list[tuple[Status, str]] | None = None) -> CheckResult:
+        """The verdict, with ``more`` findings (what the probe's CUDA saw of these GPUs); its duration is
+        the time spent reading NVML (the load is the other checks')."""
         started = time.monotonic()
         if self.session is None or not self.gpu_count:
             why = self.reason or "NVML reports no GPU"
@@ -114,23 +125,28 @@ class HealthMonitor:
                                duration_s=self.read_seconds + time.monotonic() - started)
         after = [self.session.device_health(i) for i in range(self.gpu_count)]
         xids = self.xids.drain() if self.xids else []
-        findings: list[tuple[Status, str]] = []
+        gpus = nvml_gpus(self.before)
+        findings: list[tuple[Status, str]] = list(more or [])
         measurements: list[Measurement] = []
         for index, (before, now) in enumerate(zip(self.before, after, strict=True)):
-            samples = [step[index] for step in self.samples]
-            findings += judge_device(index, before, now, samples, self.policy)
+            samples = [step[index] for step in self.samples if index < len(step)]
+            findings += judge_device(gpus[index].label, before, now, samples, self.policy)
             peak = max((s["temperature_c"] for s in samples if s.get("temperature_c") is not None), default=None)
             if peak is not None:
                 measurements.append(Measurement(metric=f"gpu{index}_temperature_max_C", value=float(peak), unit="C",
-                                                better="lower", detail="hottest reading under load"))
-        findings += [(Status.FAIL, f"GPU{i}: Xid {xid} during the qualification: check `dmesg` / nvidia-smi -q")
-                     for i, xid in xids]
+                                                better="lower", detail="hottest reading under load",
+                                                device=gpus[index].label))
+        named = {g.index: g.label for g in gpus}
+        findings += [(Status.FAIL, f"{named.get(i, f'GPU{i}')}: Xid {xid} during the qualification: check `dmesg` /"
+                                   " nvidia-smi -q") for i, xid in xids]
         findings.sort(key=lambda f: -f[0].rank)
         status = worst([s for s, _ in findings])
         reasons = tuple(text for s, text in findings if s is not Status.PASS)
         notes = tuple(text for s, text in findings if s is Status.PASS)
-        facts = {"driver": self.system, "devices": after, "load_samples": len(self.samples),
-                 "notes": list(notes), "xid": self.xids.reason if self.xids and self.xids.reason else "watched"}
+        facts = {"scope": f"every GPU NVML sees on this node ({len(gpus)}), not only those the checks ran on",
+                 "gpus": [g.label for g in gpus], "driver": self.system, "devices": after,
+                 "load_samples": len(self.samples), "notes": list(notes),
+                 "xid": self.xids.reason if self.xids and self.xids.reason else "watched"}
         return CheckResult(name="gpu_health", kind="health", status=status, sanity=status, reasons=reasons,
                            sanity_reasons=reasons, measurements=tuple(measurements), facts=facts,
                            duration_s=self.read_seconds + time.monotonic() - started)
@@ -141,12 +157,18 @@ def _num(value: Any) -> float | None:
 
 
 def judge_device(
-    index: int, before: dict[str, Any], now: dict[str, Any], samples: list[dict[str, Any]], policy: HealthPolicy,
+    gpu: str, before: dict[str, Any], now: dict[str, Any], samples: list[dict[str, Any]], policy: HealthPolicy,
 ) -> list[tuple[Status, str]]:
-    """Every finding about one GPU: (FAIL/WARN, reason) for faults, (PASS, note) for what is fine
-    but worth knowing."""
-    gpu = f"GPU{index}"
+    """Every finding about one GPU (``gpu``: how reasons name it): (FAIL/WARN, reason) for faults,
+    (PASS, note) for what is fine but worth knowing. A GPU NVML cannot read fails, with NVML's reason."""
+    for reading in (before, now):
+        if is_unavailable(reading):
+            return [(Status.FAIL, f"{gpu}: cannot be read through NVML: {reading['reason']}")]
     found: list[tuple[Status, str]] = []
+    mig = now.get("mig")
+    if isinstance(mig, dict) and mig.get("enabled") is True:
+        found.append((Status.WARN, f"{gpu}: MIG mode is on: CUDA sees its instances, not the whole GPU, so the"
+                                   " checks measure one instance (`nvidia-smi -i <index> -mig 0` to qualify the GPU)"))
     if now.get("retired_pages_pending") is True:
         found.append((Status.FAIL, f"{gpu}: retired pages pending (retirement waits for a GPU reset):"
                                    " drain the node and reset the GPU"))

@@ -3,14 +3,15 @@ the node from its checks, and the exit code from the node.
 
 A measurement outside its bounds on the bad side FAILs; outside on the good side WARNs (the
 reference or the measurement is wrong); worse than the rolling median of the node's passing runs
-by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric, the
-value, the bound and the reference's source.
+by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric (and the
+GPU that measured it, where it is one GPU's), the value, the bound and the reference's source.
 """
 
 from __future__ import annotations
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.qualify.config import HistoryPolicy
+from orchestrator.qualify.references import References
 from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status, worst
 
@@ -22,7 +23,7 @@ def judge_measurement(
     status, reason = Status.PASS, ""
     if reference is not None and reference.unit != m.unit:
         status = Status.WARN
-        reason = (f"{m.metric}: reference unit {reference.unit} differs from the measured {m.unit}; not judged"
+        reason = (f"{_named(m)}: reference unit {reference.unit} differs from the measured {m.unit}; not judged"
                   f" ({reference.kind} reference: {reference.source})")
     elif reference is not None:
         status, reason = _against_bounds(m, reference)
@@ -30,13 +31,18 @@ def judge_measurement(
         worse = (median - m.value) / abs(median) if m.better == "higher" else (m.value - median) / abs(median)
         if worse * 100 > policy.regression_pct:
             status = Status.WARN
-            reason = (f"{m.metric} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
+            reason = (f"{_named(m)} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
                       f" {number(median)} (inside the bounds; {rolling.source})")  # type: ignore[union-attr]
     return m.model_copy(update={"reference": reference, "rolling_median": median, "status": status, "reason": reason})
 
 
+def _named(m: Measurement) -> str:
+    """The metric, and the GPU that measured it where it is one GPU's."""
+    return f"{m.metric} on {m.device}" if m.device else m.metric
+
+
 def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
-    value = f"{m.metric} {number(m.value)} {m.unit}"
+    value = f"{_named(m)} {number(m.value)} {m.unit}"
     source = f"{ref.kind} reference {number(ref.value)} {ref.unit}: {ref.source}"
     if ref.lower is not None and m.value < ref.lower:
         status = Status.FAIL if m.better == "higher" else Status.WARN
@@ -49,12 +55,11 @@ def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
-def judge_check(
-    check: CheckResult, operator: dict[str, Reference], learned: dict[str, Reference], policy: HistoryPolicy,
-) -> CheckResult:
-    """The check with every measurement judged and its status made of sanity and numbers."""
-    judged = tuple(judge_measurement(m, operator.get(m.metric) or learned.get(m.metric), learned.get(m.metric),
-                                     policy) for m in check.measurements)
+def judge_check(check: CheckResult, references: References, policy: HistoryPolicy) -> CheckResult:
+    """The check with every measurement judged (against the reference `References.pick` gives it) and
+    its status made of sanity and numbers."""
+    judged = tuple(judge_measurement(m, references.pick(m), references.rolling(m), policy)
+                   for m in check.measurements)
     if check.sanity in (Status.ERROR, Status.NOT_APPLICABLE):
         return check.model_copy(update={"measurements": judged, "status": check.sanity})
     statuses = [check.status, *(m.status for m in judged)]

@@ -6,7 +6,7 @@ results were correct, no error) kept apart from its numbers (judged later agains
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.config.workloads import Workload
 from orchestrator.insight import resource_errors
 from orchestrator.qualify.config import DeviceKind, Suite
+from orchestrator.qualify.devices import Gpu, gpu_metric, split_metric
 from orchestrator.qualify.jobs import StepError, StepOutcome, run_step
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
 from orchestrator.runners.base import Runner
@@ -108,12 +109,40 @@ def run_probe(
     return probe
 
 
-def probe_checks(probe: ProbeRun, suite: Suite) -> list[CheckResult]:
-    """One check per probe check the suite asks for, unjudged (measurements carry no reference yet)."""
-    return [_check(name, probe, suite) for name in wanted_checks(suite)]
+def probe_checks(probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu] | None = None) -> list[CheckResult]:
+    """One check per probe check the suite asks for, unjudged (measurements carry no reference yet).
+    ``gpus``: CUDA index -> the NVML GPU it is, which names per-GPU cases by NVML's index."""
+    return [_check(name, probe, suite, gpus or {}) for name in wanted_checks(suite)]
 
 
-def _check(name: str, probe: ProbeRun, suite: Suite) -> CheckResult:
+def _gpu_named(line: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> tuple[str, str]:
+    """(metric, GPU label) of a result or error line, named for the GPU that made it: a per-GPU case
+    (``<metric>_gpu<i>``, i CUDA's index) as ``<metric>_gpu<NVML index>``; a case of cuda:0 keeps its
+    name. The label is "" where the line is not one GPU's, ``cuda:<i>`` where NVML's GPU is unknown."""
+    metric = str(line.get("metric"))
+    base, cuda = split_metric(metric)
+    if isinstance(line.get("gpu"), int) and not isinstance(line.get("gpu"), bool):
+        cuda = line["gpu"]
+    if cuda is None:
+        return metric, gpus[0].label if probe.device_kind == "cuda" and 0 in gpus else ""
+    gpu = gpus.get(cuda)
+    return (gpu_metric(base, gpu.index), gpu.label) if gpu is not None else (metric, f"cuda:{cuda}")
+
+
+def _measurement(result: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> Measurement:
+    metric, device = _gpu_named(result, probe, gpus)
+    return Measurement(metric=metric, value=float(result["value"]), unit=str(result.get("unit", "")),
+                       better="lower" if result.get("better") == "lower" else "higher",
+                       detail=str(result.get("detail", "")), device=device)
+
+
+def _on(line: dict[str, Any], probe: ProbeRun, gpus: Mapping[int, Gpu]) -> str:
+    """A line's metric for a reason, with the GPU that made it."""
+    metric, device = _gpu_named(line, probe, gpus)
+    return f"{metric} on {device}" if device else metric
+
+
+def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) -> CheckResult:
     seconds = probe.timings.get(name, 0.0)
 
     def result(status: Status, reasons: list[str], **extra: Any) -> CheckResult:
@@ -133,12 +162,10 @@ def _check(name: str, probe: ProbeRun, suite: Suite) -> CheckResult:
     errors = [e for e in probe.errors if e.get("check") == name]
     facts = {"device": probe.device.get("device_name"), "device_kind": probe.device_kind,
              "output": str(outcome.output)}
-    measurements = tuple(
-        Measurement(metric=str(r["metric"]), value=float(r["value"]), unit=str(r.get("unit", "")),
-                    better="lower" if r.get("better") == "lower" else "higher", detail=str(r.get("detail", "")))
-        for r in results)
-    failures = [f"{r['metric']}: wrong result ({r.get('detail', '')})" for r in results if r.get("sane") is False]
-    failures += [_error_reason(e) for e in errors]
+    measurements = tuple(_measurement(r, probe, gpus) for r in results)
+    failures = [f"{_on(r, probe, gpus)}: wrong result ({r.get('detail', '')})" for r in results
+                if r.get("sane") is False]
+    failures += [_error_reason(e, _on(e, probe, gpus)) for e in errors]
     if name not in probe.timings and not results and not errors:
         ended = "timed out" if outcome.timed_out else f"ended ({_why(outcome)})"
         return result(Status.ERROR, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
@@ -150,11 +177,11 @@ def _check(name: str, probe: ProbeRun, suite: Suite) -> CheckResult:
     return result(Status.PASS, [], measurements=measurements, skipped=skips, facts=facts)
 
 
-def _error_reason(error: dict[str, Any]) -> str:
+def _error_reason(error: dict[str, Any], metric: str) -> str:
     text = str(error.get("error", ""))
     found = resource_errors.classify(text)
     summary = found[0].summary if found else ""
-    return f"{error.get('metric')}: {summary + ': ' if summary else ''}{text[:240]}"
+    return f"{metric}: {summary + ': ' if summary else ''}{text[:240]}"
 
 
 def _why(outcome: StepOutcome) -> str:

@@ -1,11 +1,14 @@
 """One node's qualification, top to bottom:
 
     health reads -> runner -> [probe, workload throughput] under load -> DCGM -> time-to-train (full)
-    -> references (operator file, learned history) -> judged checks -> verdict -> stored record
+    -> the GPUs NVML sees against those the probe's CUDA used -> references (operator file, model
+    floors, learned history) -> judged checks -> verdict -> stored record
 
 Health is read here, on the node, through NVML (sampled while the load runs); everything that
 needs torch runs through the runner, where the workload runs. The orchestrator process never
-imports torch.
+imports torch. Health, DCGM and the hardware count cover every GPU NVML sees (the node); the probe
+and the throughput cover the GPUs the runner gave them (every one, unless --gpus narrowed it): a
+GPU CUDA cannot use, counts that differ, or checks that ran on the CPU of a GPU node FAIL.
 """
 
 from __future__ import annotations
@@ -25,11 +28,17 @@ from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.insight import sysinfo
-from orchestrator.qualify import judge, micro
+from orchestrator.qualify import devices, judge, micro
 from orchestrator.qualify.config import QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
+from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
-from orchestrator.qualify.references import OperatorReferences, comparable_history, learned_references
+from orchestrator.qualify.references import (
+    OperatorReferences,
+    References,
+    comparable_history,
+    learned_references,
+)
 from orchestrator.qualify.throughput import throughput_check
 from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
@@ -52,6 +61,9 @@ class NodePlan:
     strict: bool = False
     profiles: Profiles | None = None
     """seeds.yaml, for the full suite's time-to-train seed."""
+    gpus: str | None = None
+    """``--gpus`` as the runner got it: None for its default (the node's GPUs), ``none`` when the
+    operator kept the checks off the GPUs (the verdict then says they were not qualified)."""
 
 
 @dataclass
@@ -104,27 +116,36 @@ def qualify_node(
         except MltrainError as exc:
             prepare_error = f"the {runner.name} runner could not prepare {plan.workload.name}: {exc}"
         timings["runner_prepare"] = time.monotonic() - t
+        gpus = health.gpus
         with health.under_load():
             probe = _probe(plan, runner, qid, folder, scratch, probe_source, prepare_error, watch)
-            for check in micro.probe_checks(probe, plan.suite):
+            on_gpus = devices.match(gpus, probe.device)
+            for check in micro.probe_checks(probe, plan.suite, on_gpus):
                 checks.append(check)
             kind = probe.device_kind or ("cuda" if health.gpu_count else "cpu")
             checks.append(_throughput(plan, runner, qid, folder, scratch, kind, prepare_error, watch))
+        if gpus and probe.device_kind == "cpu" and plan.gpus != "none":
+            checks = [devices.not_on_the_gpus(check, gpus) for check in checks]
         checks.insert(0, _timed("dcgm_diag", timings, lambda: dcgm_check(plan.suite.dcgm_level, health.gpu_count),
                                 watch))
         if plan.suite.time_to_train is not None:
             check, ttt_run = _time_to_train(plan, runner, results_dir, prepare_error, watch)
             checks.append(check)
-        checks.insert(0, health.result())
+        checks.insert(0, health.result(devices.cuda_findings(gpus, probe.device, plan.gpus)))
     finally:
         health.close()
     hardware = _hardware(health, probe)
     software = _software(plan, runner.name, health, probe, provenance)
     history = store.history(plan.node).records
     comparable, why = comparable_history(history, hardware, software, plan.config.history)
-    learned = learned_references(comparable, plan.config.history)
-    operator = plan.references.for_hardware(hardware) if plan.references else {}
-    judged = [judge.judge_check(c, operator, learned, plan.config.history) for c in checks]
+    fleet, _ = comparable_history(store.history().records, hardware, software, plan.config.history)
+    references = References(
+        operator=plan.references.for_hardware(hardware) if plan.references else {},
+        node=learned_references(comparable, plan.config.history),
+        fleet=learned_references(fleet, plan.config.history, kind="fleet"),
+        floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name),
+    )
+    judged = [judge.judge_check(c, references, plan.config.history) for c in checks]
     for check in judged:
         watch.checked(check)
     verdict, reasons = judge.node_verdict(judged)
@@ -138,11 +159,35 @@ def qualify_node(
         system={"host": sysinfo.host_info(), "gpus": {**health.system, "devices": health.before} if health.session
                 else {"available": False, "reason": health.reason or "no GPU"},
                 "software": sysinfo.software_versions(), "probe": probe.device, "runner": provenance,
+                "gpu_scope": _scope(plan, health, probe, on_gpus),
                 "history": why or f"references learned from {len(comparable)} passing runs",
                 "data": str(plan.data) if plan.data else None},
     )
     store.save(record)
     return record
+
+
+def _models(gpus: list[devices.Gpu], on_gpus: dict[int, devices.Gpu]) -> dict[int | None, str | None]:
+    """The model of each NVML GPU, and (key None) of the GPU the cases without a GPU index ran on:
+    CUDA's GPU 0, or the node's one model when the probe did not say which GPU that was."""
+    models: dict[int | None, str | None] = {g.index: g.name for g in gpus}
+    names = {g.name for g in gpus if g.name}
+    models[None] = on_gpus[0].name if 0 in on_gpus else (names.pop() if len(names) == 1 else None)
+    return models
+
+
+def _scope(
+    plan: NodePlan, health: HealthMonitor, probe: micro.ProbeRun, on_gpus: dict[int, devices.Gpu],
+) -> dict[str, Any]:
+    """Which GPUs each part covered: health, DCGM and the count the node's; the probe and the
+    throughput the runner's (CUDA index -> the NVML GPU it is)."""
+    return {
+        "requested": plan.gpus or "the runner's default: every GPU it can hand out",
+        "node": f"health, DCGM and the hardware count: every GPU NVML sees ({health.gpu_count})",
+        "checks": (f"probe and throughput: the {probe.device.get('gpu_count', 0)} GPU(s) CUDA saw"
+                   if probe.device_kind == "cuda" else "probe and throughput: the CPU"),
+        "cuda_to_nvml": {f"cuda:{c}": g.label for c, g in sorted(on_gpus.items())},
+    }
 
 
 def _timed(name: str, timings: dict[str, float], run: Callable[[], CheckResult], watch: Watch) -> CheckResult:

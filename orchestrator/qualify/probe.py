@@ -10,10 +10,15 @@ qualifies that image's torch, CUDA and drivers too. The orchestrator hands it ov
         python orchestrator/qualify/probe.py 1
 
 Every line it means for the orchestrator starts with ``:::PROBE `` and holds one JSON object:
-``{"kind": "device", ...}`` first (what it runs on), then per case ``{"kind": "result", "check",
-"metric", "value", "unit", "better", "sane", "detail"}``, ``{"kind": "skip", "check", "metric",
-"reason"}`` for a case this device cannot run, or ``{"kind": "error", "check", "metric",
-"error"}`` (an out-of-memory error is also printed to stderr as PyTorch words it).
+``{"kind": "device", ...}`` first (what it runs on: every CUDA device with its UUID and PCI bus id,
+or why CUDA is unavailable), then per case ``{"kind": "result", "check", "metric", "value", "unit",
+"better", "sane", "detail"}``, ``{"kind": "skip", "check", "metric", "reason"}`` for a case this
+device cannot run, or ``{"kind": "error", "check", "metric", "error"}`` (an out-of-memory error is
+also printed to stderr as PyTorch words it).
+
+On two or more GPUs the largest dense GEMM of each dtype and the device memory copy run on every
+GPU, named ``<metric>_gpu<i>`` and carrying ``"gpu": i`` (CUDA's index), so that one slow GPU of
+eight is seen; the other cases run on cuda:0.
 """
 
 from __future__ import annotations
@@ -66,9 +71,11 @@ class Probe:
         self.torch = torch
         self.seed = seed
         wanted = config.get("device", "auto")
+        self.wanted = wanted
         self.cuda = torch.cuda.is_available() and wanted in ("auto", "cuda")
         self.kind = "cuda" if self.cuda else "cpu"
         self.device = torch.device("cuda:0" if self.cuda else "cpu")
+        self.gpu_count = torch.cuda.device_count() if self.cuda else 0
         self.settings = config.get(self.kind) or {}
         self.seconds = float(config.get("seconds_per_case", 0.5))
         self.max_repeats = int(config.get("max_repeats", 200))
@@ -88,16 +95,41 @@ class Probe:
             "threads": torch.get_num_threads(),
             "cpus": len(os.sched_getaffinity(0)),
             "cpu_bf16_native": self.cpu_bf16(),
-            "gpu_count": torch.cuda.device_count() if self.cuda else 0,
+            "gpu_count": self.gpu_count,
             "seed": self.seed,
         }
+        facts.update(cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                     cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"))
         if self.cuda:
             props = torch.cuda.get_device_properties(0)
             facts.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
-                         device_memory_bytes=props.total_memory)
+                         device_memory_bytes=props.total_memory,
+                         gpus=[self.gpu_facts(i) for i in range(self.gpu_count)])
         else:
-            facts.update(device_name=cpu_model(), capability=None)
+            facts.update(device_name=cpu_model(), capability=None, cuda_unavailable=self.cuda_failure())
         emit("device", **facts)
+
+    def gpu_facts(self, index: int) -> dict:
+        """What names CUDA device ``index`` for NVML: its UUID and PCI bus id (NVML's format)."""
+        props = self.torch.cuda.get_device_properties(index)
+        uuid = getattr(props, "uuid", None)
+        bus = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+        return {"index": index, "name": props.name, "uuid": f"GPU-{uuid}" if uuid is not None else None,
+                "pci_bus_id": "{:08X}:{:02X}:{:02X}.0".format(*bus) if None not in bus else None,
+                "memory_bytes": props.total_memory, "capability": f"{props.major}.{props.minor}"}
+
+    def cuda_failure(self) -> str:
+        """Why this probe runs on the CPU: told so, or what CUDA says when asked to start."""
+        torch = self.torch
+        if self.wanted == "cpu":
+            return "the probe was told to run on the CPU"
+        if torch.version.cuda is None:
+            return f"torch {torch.__version__} has no CUDA (Torch not compiled with CUDA enabled)"
+        try:
+            torch.cuda.init()
+        except Exception as exc:  # noqa: BLE001 - CUDA's reason, whatever its type, is the fact reported
+            return f"{type(exc).__name__}: {one_line(exc)}"
+        return f"torch.cuda.is_available() is False (CUDA sees {torch.cuda.device_count()} devices)"
 
     def cpu_bf16(self) -> bool:
         try:
@@ -108,6 +140,20 @@ class Probe:
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize()
+
+    def on(self, gpu: int | None):
+        """The device of a case: CUDA device ``gpu`` (None: cuda:0, or the CPU)."""
+        return self.torch.device(f"cuda:{gpu}") if self.cuda and gpu is not None else self.device
+
+    def sync_on(self, gpu: int | None):
+        """What waits for a case's kernels on its device."""
+        if gpu is None or not self.cuda:
+            return self.sync
+        return lambda: self.torch.cuda.synchronize(gpu)
+
+    def placements(self, per_gpu: bool) -> list[int | None]:
+        """Where a case runs: on each GPU of two or more when it is a per-GPU case, else once (None)."""
+        return list(range(self.gpu_count)) if per_gpu and self.gpu_count > 1 else [None]
 
     def dtype(self, name: str):
         """(torch dtype, None) or (None, why this device cannot run it natively)."""
@@ -154,36 +200,42 @@ class Probe:
         spec = self.settings.get("gemm")
         if not spec:
             return
+        dense = [tuple(shape) for shape in spec.get("dense", [])]
+        largest = max(dense, key=lambda s: s[0] * s[1] * s[2], default=None)  # per GPU: the one near peak
         for name in spec.get("dtypes", ["fp32"]):
             dtype, why = self.dtype(name)
-            for m, n, k in spec.get("dense", []):
+            for m, n, k in dense:
                 metric = f"gemm_{name}_{m}x{n}x{k}"
                 if dtype is None:
                     emit("skip", check="gemm", metric=metric, reason=why)
                     continue
-                self.run_case("gemm", metric, lambda m=m, n=n, k=k, d=dtype, t=name, mt=metric:
-                              self.dense(mt, t, d, m, n, k))
+                for gpu in self.placements((m, n, k) == largest):
+                    named = metric if gpu is None else f"{metric}_gpu{gpu}"
+                    self.run_case("gemm", named, lambda m=m, n=n, k=k, d=dtype, t=name, mt=named, g=gpu:
+                                  self.dense(mt, t, d, m, n, k, gpu=g))
         for m, n, k, sparsity in spec.get("sparse", []):  # fp32 CSR: the one sparse kernel every device has
             metric = f"spmm_fp32_{m}x{n}x{k}_s{sparsity:g}"
             self.run_case("gemm", metric, lambda m=m, n=n, k=k, s=sparsity, mt=metric: self.sparse(mt, m, n, k, s))
 
-    def dense(self, metric: str, name: str, dtype, m: int, n: int, k: int) -> None:
+    def dense(self, metric: str, name: str, dtype, m: int, n: int, k: int, gpu: int | None = None) -> None:
         torch = self.torch
-        a = torch.randn(m, k, device=self.device, dtype=dtype)
-        b = torch.randn(k, n, device=self.device, dtype=dtype)
+        device = self.on(gpu)
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
         previous = torch.backends.cuda.matmul.allow_tf32 if self.cuda else None
         if self.cuda:
             torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
         try:
             out = torch.mm(a, b)
-            times = timed(lambda: torch.mm(a, b, out=out), self.sync, self.seconds, self.max_repeats)
+            times = timed(lambda: torch.mm(a, b, out=out), self.sync_on(gpu), self.seconds, self.max_repeats)
             sane, detail = self.check_product(a, b, out, name)
         finally:
             if self.cuda:
                 torch.backends.cuda.matmul.allow_tf32 = previous
         median = statistics.median(times)
         emit("result", check="gemm", metric=metric, value=2.0 * m * n * k / median / 1e12, unit="TFLOP/s",
-             better="higher", sane=sane, detail=f"{detail}; median of {len(times)} calls {median * 1e3:.3g} ms")
+             better="higher", sane=sane, detail=f"{detail}; median of {len(times)} calls {median * 1e3:.3g} ms"
+             + (f"; on {device}" if gpu is not None else ""), **({"gpu": gpu} if gpu is not None else {}))
 
     def check_product(self, a, b, out, name: str) -> tuple[bool, str]:
         """Compare 8 rows of the product with float64: silent data corruption fails here."""
@@ -276,21 +328,28 @@ class Probe:
                 emit("skip", check="memory", metric=metric, reason="no CUDA device: host memory is the device memory")
             return
         device_mb = int(spec.get("device_mb", 1024))
-        self.run_case("memory", "device_copy_GBps", lambda: self.copy_rate(
-            "device_copy_GBps", torch.empty(device_mb << 20, dtype=torch.uint8, device=self.device),
-            "device memory copy (read + write)"))
+        for gpu in self.placements(True):
+            metric = "device_copy_GBps" if gpu is None else f"device_copy_GBps_gpu{gpu}"
+            self.run_case("memory", metric, lambda mt=metric, g=gpu: self.device_copy(mt, device_mb, g))
         copy_mb = int(spec.get("copy_mb", 256))
         self.run_case("memory", "h2d_pinned_GBps", lambda: self.transfer("h2d_pinned_GBps", copy_mb, True))
         self.run_case("memory", "d2h_pinned_GBps", lambda: self.transfer("d2h_pinned_GBps", copy_mb, False))
 
-    def copy_rate(self, metric: str, source, what: str) -> None:
+    def device_copy(self, metric: str, mb: int, gpu: int | None) -> None:
+        """Device memory bandwidth of one GPU (None: cuda:0)."""
+        source = self.torch.empty(mb << 20, dtype=self.torch.uint8, device=self.on(gpu))
+        what = "device memory copy (read + write)" + (f" on {self.on(gpu)}" if gpu is not None else "")
+        self.copy_rate(metric, source, what, gpu)
+
+    def copy_rate(self, metric: str, source, what: str, gpu: int | None = None) -> None:
         source.random_(0, 255)
         target = source.clone()
-        times = timed(lambda: target.copy_(source), self.sync, self.seconds, self.max_repeats)
+        times = timed(lambda: target.copy_(source), self.sync_on(gpu), self.seconds, self.max_repeats)
         sane = bool(self.torch.equal(target, source))
         median = statistics.median(times)
         emit("result", check="memory", metric=metric, value=2 * source.numel() / median / 1e9, unit="GB/s",
-             better="higher", sane=sane, detail=f"{what}, {source.numel() >> 20} MiB, median {median * 1e3:.3g} ms")
+             better="higher", sane=sane, detail=f"{what}, {source.numel() >> 20} MiB, median {median * 1e3:.3g} ms",
+             **({"gpu": gpu} if gpu is not None else {}))
 
     def transfer(self, metric: str, mb: int, to_device: bool) -> None:
         torch = self.torch
@@ -342,10 +401,10 @@ class Probe:
         if spec is None:
             return
         torch = self.torch
-        count = torch.cuda.device_count() if self.cuda else 0
+        count = self.gpu_count
         if count < 2:
             emit("skip", check="nccl", metric="allreduce_busbw_GBps",
-                 reason=f"all-reduce needs two or more GPUs; this node has {count}")
+                 reason=f"all-reduce needs two or more GPUs; CUDA sees {count} here")
             return
 
         def body() -> None:

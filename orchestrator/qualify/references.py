@@ -1,6 +1,11 @@
 """References, ReFrame style: metric -> (value, lower, upper, unit) per GPU model (or CPU model),
-from the operator's YAML file or learned from the node's own history. Every reference says where
-it came from; nothing here invents a number.
+from the operator's YAML file, learned from the node's own history or the fleet's, or a known GPU
+model's floor (`floors`). Every reference says where it came from; nothing here invents a number.
+
+Which one judges a measurement (`References.pick`): the operator's, where the file gives the metric
+(for a per-GPU case ``<metric>_gpu<i>``, the one given for ``<metric>``); else the strictest of the
+node's history, the fleet's history and the model's floor (the highest lower bound of a
+higher-is-better metric, the lowest upper bound of a lower-is-better one; on a tie, in that order).
 
 The operator's file (``--references FILE``); thresholds are fractions of the value, as in ReFrame
 (-0.1: 10 % below; null: unbounded), and every system names the source of its numbers:
@@ -19,13 +24,23 @@ software (`HistoryPolicy`), bounds median -+ max(k x 1.4826 x MAD, floor % of th
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.qualify.config import HistoryPolicy
-from orchestrator.results.qualification import Hardware, QualificationRecord, Reference, Status
+from orchestrator.qualify.devices import split_metric
+from orchestrator.results.qualification import (
+    Hardware,
+    Measurement,
+    QualificationRecord,
+    Reference,
+    ReferenceKind,
+    Status,
+)
 
 MAD_TO_SIGMA = 1.4826
 """MAD of a normal distribution times this is its standard deviation."""
@@ -110,8 +125,11 @@ def comparable_history(
     return passing, why
 
 
-def learned_references(history: list[QualificationRecord], policy: HistoryPolicy) -> dict[str, Reference]:
-    """Per metric: median and MAD of the passing runs' values (FAILed measurements left out)."""
+def learned_references(
+    history: list[QualificationRecord], policy: HistoryPolicy, kind: ReferenceKind = "history",
+) -> dict[str, Reference]:
+    """Per metric: median and MAD of the passing runs' values (FAILed measurements left out); of one
+    node's runs (kind history) or of the fleet's (kind fleet)."""
     values: dict[str, list[tuple[float, str, str]]] = {}
     for record in history:
         for measurement in record.measurements().values():
@@ -127,9 +145,43 @@ def learned_references(history: list[QualificationRecord], policy: HistoryPolicy
         mad = statistics.median(abs(v - median) for v in numbers) * MAD_TO_SIGMA
         tolerance = max(policy.k_mad * mad, abs(median) * policy.floor_pct / 100)
         first, last = history[0].qualification_id, history[-1].qualification_id
+        nodes = len({r.node for r in history})
+        whose = f" of {nodes} node(s) of the fleet" if kind == "fleet" else ""
         learned[metric] = Reference(
-            value=median, lower=median - tolerance, upper=median + tolerance, unit=points[-1][1], kind="history",
-            source=f"median and MAD of the last {len(numbers)} passing runs on the same hardware and software"
+            value=median, lower=median - tolerance, upper=median + tolerance, unit=points[-1][1], kind=kind,
+            source=f"median and MAD of the last {len(numbers)} passing runs{whose} on the same hardware and software"
                    f" ({first} .. {last}), +-max({policy.k_mad:g} MAD, {policy.floor_pct:g}%)",
         )
     return learned
+
+
+@dataclass(frozen=True)
+class References:
+    """Every reference a node's measurements may be judged by, and the rule that picks one."""
+
+    operator: dict[str, Reference] = field(default_factory=dict)
+    node: dict[str, Reference] = field(default_factory=dict)
+    """Learned from this node's passing runs (also the rolling median a regression is measured from)."""
+    fleet: dict[str, Reference] = field(default_factory=dict)
+    floors: dict[str, Reference] = field(default_factory=dict)
+
+    def pick(self, m: Measurement) -> Reference | None:
+        given = self.operator.get(m.metric) or self.operator.get(split_metric(m.metric)[0])
+        if given is not None:
+            return given
+        return strictest([self.node.get(m.metric), self.fleet.get(m.metric), self.floors.get(m.metric)], m.better)
+
+    def rolling(self, m: Measurement) -> Reference | None:
+        return self.node.get(m.metric)
+
+
+def strictest(candidates: Sequence[Reference | None], better: str) -> Reference | None:
+    """The reference whose bound on the bad side is the strictest (the first of equals)."""
+    found = [c for c in candidates if c is not None]
+    if better == "higher":
+        bounds = [c.lower if c.lower is not None else float("-inf") for c in found]
+        best = max(bounds, default=None)
+    else:
+        bounds = [c.upper if c.upper is not None else float("inf") for c in found]
+        best = min(bounds, default=None)
+    return next((c for c, bound in zip(found, bounds, strict=True) if bound == best), None)

@@ -53,7 +53,7 @@ def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
     return max(statuses, key=lambda s: s.rank, default=default)
 
 
-ReferenceKind = Literal["operator", "history", "fleet"]
+ReferenceKind = Literal["operator", "history", "fleet", "floor"]
 
 
 class Reference(Record):
@@ -66,7 +66,8 @@ class Reference(Record):
     unit: str
     kind: ReferenceKind
     source: str
-    """Where the numbers come from: the operator's file and its stated source, or the history runs."""
+    """Where the numbers come from: the operator's file and its stated source, the history runs, or
+    the public document a model's floor comes from."""
 
 
 class Measurement(Record):
@@ -77,6 +78,8 @@ class Measurement(Record):
     unit: str
     better: Literal["higher", "lower"] = "higher"
     detail: str = ""
+    device: str = ""
+    """The GPU that measured it (index and PCI bus id, as reasons name it); "" where not one GPU's."""
     reference: Reference | None = None
     rolling_median: float | None = None
     """Median of this node's last passing runs on the same hardware and software (None: too few)."""

@@ -136,6 +136,10 @@ class Runner(ABC):
     sampled_gpus: tuple[str, ...] | None = None
     """This host's GPUs the seeds use (indices or UUIDs), which telemetry samples; None: every
     GPU of the host, (): none of this host's (no GPU, or the run is on another machine)."""
+    gpu_numbering: str = "cuda"
+    """Whose indices `sampled_gpus` holds: "cuda" (CUDA_VISIBLE_DEVICES, PCI bus order under the
+    CUDA_DEVICE_ORDER=PCI_BUS_ID mltrain sets) or "nvml" (NVML's own, as the NVIDIA container
+    toolkit numbers a Docker device request); telemetry finds the GPUs accordingly."""
 
     @abstractmethod
     def prepare(self, workload: Workload) -> dict[str, Any]:

@@ -5,10 +5,15 @@
 into ``CUDA_VISIBLE_DEVICES``, Docker into a device request, Slurm into ``--gres=gpu:N`` (Slurm
 then sets ``CUDA_VISIBLE_DEVICES`` itself). The workloads' ``NPROC=auto`` counts the devices
 they see, so the request reaches them either way; telemetry samples the same devices.
+
+Every job mltrain starts (seeds, qualification steps, dataset commands) numbers GPUs as NVML,
+nvidia-smi and Docker's device ids do, in PCI bus order (`device_order_env`): CUDA's default puts
+the fastest GPU first, which on a node of mixed models makes CUDA's GPU 1 another GPU than NVML's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +23,7 @@ from orchestrator.errors import UsageError
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 MAX_GPUS = 256
 """More GPUs than one job of any runner can be given (a node holds at most 16 today)."""
+CUDA_DEVICE_ORDER = "CUDA_DEVICE_ORDER"
 _GPU_IDS = re.compile(r"^[0-9a-zA-Z-]+(,[0-9a-zA-Z-]+)*$")
 
 
@@ -82,3 +88,8 @@ def visible_devices(env: Mapping[str, str]) -> tuple[str, ...] | None:
     if value is None:
         return None
     return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def device_order_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``CUDA_DEVICE_ORDER`` for a job: the user's where they set one, else PCI_BUS_ID (NVML's order)."""
+    return {CUDA_DEVICE_ORDER: environ.get(CUDA_DEVICE_ORDER) or "PCI_BUS_ID"}

@@ -17,7 +17,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
 from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
-from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, parse_gpus, visible_devices
+from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env, parse_gpus, visible_devices
 
 _CHUNK = 65536
 
@@ -84,8 +84,8 @@ class LocalRunner(Runner):
 
     def submit(self, job: SeedJob) -> LocalJob:
         env = proc.child_env(
-            {**job.env, **self.gpu_env, "DATADIR": str(job.data_dir), "RESULTS_DIR": str(job.results_dir),
-             proc.MARK_ENV: job.run_id},
+            {**device_order_env(), **job.env, **self.gpu_env, "DATADIR": str(job.data_dir),
+             "RESULTS_DIR": str(job.results_dir), proc.MARK_ENV: job.run_id},
             pythonpath=self.project_root,
         )
         return LocalJob(proc.spawn(job.argv(), cwd=job.workload.folder, env=env))
@@ -93,7 +93,7 @@ class LocalRunner(Runner):
     def dataset_command(
         self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
     ) -> DatasetResult:
-        env = proc.child_env({}, pythonpath=self.project_root)
+        env = proc.child_env(device_order_env(), pythonpath=self.project_root)
         result = proc.run_streaming([*workload.data.cli, *host_argv(args)], cwd=workload.folder, env=env,
                                     timeout_s=timeout_s, on_line=on_line)
         return DatasetResult.of(result, "on this host")

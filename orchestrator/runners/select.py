@@ -19,7 +19,10 @@ class RunnerOptions:
     """local, docker or auto (docker when an engine answers, else local)."""
     gpus: str | None = None
     """all, N, device ids such as 0,1, or none (Slurm: N or none); None: the runner's default
-    (docker and Slurm no GPU, local what this shell sees)."""
+    (local: what this shell sees; Slurm: nothing requested; docker: `default_gpus`)."""
+    default_gpus: str = "none"
+    """What the docker runner asks the engine for when ``gpus`` is None: none for `mltrain run`, all
+    for a qualification of a node whose NVML sees GPUs (it qualifies them, not the CPU)."""
     shm_size: str = "1g"
     rebuild: bool = False
     drop_caches: bool = False
@@ -56,6 +59,6 @@ def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Run
     from orchestrator.runners.docker.runner import DockerRunner
 
     return DockerRunner(
-        project_files(), gpus=options.gpus or "none", shm_size=options.shm_size, rebuild=options.rebuild,
+        project_files(), gpus=options.gpus or options.default_gpus, shm_size=options.shm_size, rebuild=options.rebuild,
         drop_caches=options.drop_caches, base_image=options.base_image, ipc=options.ipc, on_status=on_status,
     )

@@ -32,7 +32,7 @@ from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
 from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
-from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES
+from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 60.0
@@ -128,6 +128,7 @@ def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, out
     if options.exclusive:
         lines.append("#SBATCH --exclusive")
     env = {
+        **device_order_env(),
         **job.env,
         "DATADIR": str(job.data_dir),
         "RESULTS_DIR": str(job.results_dir),
@@ -170,6 +171,21 @@ def node_names(partition: str | None = None, hostlist: str | None = None) -> lis
     if result.returncode != 0:
         raise RunnerError(f"cannot list Slurm nodes: {_last_line(result)}")
     return sorted(set(result.stdout.split()))
+
+
+def node_gpus(node: str) -> int:
+    """The GPUs Slurm knows node ``node`` to have (the sum of its ``gpu`` generic resources: ``Gres=gpu:8``,
+    ``gpu:h100:8(S:0-1)``, ``gpu:a100:4,gpu:h100:4``); 0 for a node without any."""
+    result = _slurm(["scontrol", "show", "node", "-o", node])
+    if result.returncode != 0:
+        raise RunnerError(f"cannot read node {node} from Slurm: {_last_line(result)}")
+    found = re.search(r"\bGres=(\S+)", result.stdout)
+    total = 0
+    for entry in (found.group(1) if found else "").split(","):
+        fields = re.sub(r"\(.*?\)", "", entry).split(":")
+        if fields[0] == "gpu" and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
 
 
 def job_state(job_id: str) -> tuple[str, str] | None:
@@ -288,7 +304,7 @@ class SlurmRunner(Runner):
         if self.options.partition:
             argv.append(f"--partition={self.options.partition}")
         argv += proc.resolve_argv([*workload.data.cli, *host_argv(args)])
-        env = proc.child_env({}, pythonpath=self.project_root)
+        env = proc.child_env(device_order_env(), pythonpath=self.project_root)  # srun passes it to the node
         try:
             result = proc.run_streaming(argv, cwd=Path.cwd(), env=env, timeout_s=timeout_s, on_line=on_line)
         except FileNotFoundError:

@@ -197,7 +197,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     started_at = now_iso()
     run.save_seed(SeedState(seed=seed, state=SeedStateName.RUNNING, started_at=started_at))
     job = seed_job(plan, run.store, run.run_id, seed)
-    with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus):
+    with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus, numbering=runner.gpu_numbering):
         record = run_seed(
             runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
             metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,

@@ -12,6 +12,13 @@ lacks them: ``ecc_uncorrected_volatile``, ``ecc_corrected_volatile``, ``ecc_unco
 pending, failed]), ``power_default_limit_w``, ``persistence_mode``, ``slowdown_temperature_c``,
 ``shutdown_temperature_c`` and ``xids`` (Xid events the event set delivers, once). A sample may carry
 ``pcie_current_generation``/``pcie_current_width`` (the link under load) over the static ones.
+
+Failures as the real driver gives them: a device's ``fault`` ({"error": "GpuIsLost" | "NoPermission",
+"at": "handle" | "queries"}) makes `nvmlDeviceGetHandleByIndex` raise for that index ("handle": a GPU
+outside a Slurm device cgroup, or one the driver already lost), or every query on its handle raise
+("queries": a GPU that fell off the bus after the handle was taken, the classic Xid 79). ``pci_bus_id``
+names a device's slot (default: one per index, in index order); `node_trace` builds a node of named
+models, in any NVML order, with MIG on where asked; `cuda_order` is the order CUDA numbers them in.
 """
 
 from __future__ import annotations
@@ -63,6 +70,23 @@ class NVMLError_InvalidArgument(NVMLError):  # noqa: N801
     pass
 
 
+class NVMLError_GpuIsLost(NVMLError):  # noqa: N801
+    """NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus (Xid 79) or is otherwise inaccessible."""
+
+    def __str__(self) -> str:
+        return "GPU is lost"
+
+
+class NVMLError_NoPermission(NVMLError):  # noqa: N801
+    """NVML_ERROR_NO_PERMISSION: e.g. a GPU outside this job's device cgroup."""
+
+    def __str__(self) -> str:
+        return "Insufficient Permissions"
+
+
+FAULTS = {"GpuIsLost": NVMLError_GpuIsLost, "NoPermission": NVMLError_NoPermission}
+
+
 # Clocks-event reason bits as nvml.h defines them, under pynvml's new and deprecated names.
 _REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
             "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80,
@@ -79,6 +103,8 @@ class FakeNvml:
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVMLError_Timeout = NVMLError_Timeout
+    NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVMLError_NoPermission = NVMLError_NoPermission
     NVML_MEMORY_ERROR_TYPE_CORRECTED = NVML_MEMORY_ERROR_TYPE_CORRECTED
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     NVML_VOLATILE_ECC = NVML_VOLATILE_ECC
@@ -119,18 +145,32 @@ class FakeNvml:
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         return len(self.trace["devices"])
 
+    def _fault(self, index: int, at: str) -> None:
+        fault = self.trace["devices"][index].get("fault")
+        if fault and fault.get("at", "queries") == at:
+            raise FAULTS[fault["error"]]()
+
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
         if not 0 <= index < len(self.trace["devices"]):
             raise NVMLError_InvalidArgument("Invalid Argument")
+        self._fault(index, "handle")
         return index
 
     def nvmlDeviceGetIndex(self, handle: int) -> int:  # noqa: N802
         return handle
+
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:  # noqa: N802
         for index, device in enumerate(self.trace["devices"]):
             if device["uuid"] == uuid:
+                self._fault(index, "handle")
                 return index
         raise NVMLError_NotFound("Not Found")
+
+    def nvmlDeviceGetPciInfo(self, h: int) -> SimpleNamespace:  # noqa: N802
+        bus_id = pci_bus_id(self.trace["devices"][h], h)
+        domain, bus, rest = bus_id.split(":")
+        return SimpleNamespace(busId=bus_id.encode(), busIdLegacy=f"{domain[-4:]}:{bus}:{rest}".encode(),
+                               domain=int(domain, 16), bus=int(bus, 16), device=int(rest.split(".")[0], 16))
 
     # -- static facts
     def _static(self, handle: int, key: str) -> Any:
@@ -275,6 +315,26 @@ class FakeNvml:
     def nvmlEventSetFree(self, event_set: str) -> None:  # noqa: N802
         pass
 
+
+def _guarded(call):  # noqa: ANN001, ANN202 - wraps the per-device queries below
+    def query(self: FakeNvml, handle: int, *args: Any) -> Any:
+        self._fault(handle, "queries")
+        return call(self, handle, *args)
+
+    query.__name__ = call.__name__
+    return query
+
+
+for _name in [n for n in vars(FakeNvml) if n.startswith("nvmlDevice") and n not in (
+        "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID")]:
+    setattr(FakeNvml, _name, _guarded(getattr(FakeNvml, _name)))
+
+
+def pci_bus_id(device: dict[str, Any], index: int) -> str:
+    """A device's PCI bus id as NVML writes it (``00000000:1B:00.0``): its own, else one per index."""
+    return device.get("pci_bus_id") or f"00000000:{0x18 + 0x10 * index:02X}:00.0"
+
+
 for _suffix, _bit in _REASONS.items():  # pynvml's constants, new and deprecated names
     setattr(FakeNvml, f"nvmlClocksEventReason{_suffix}", _bit)
     setattr(FakeNvml, f"nvmlClocksThrottleReason{_suffix}", _bit)
@@ -306,3 +366,48 @@ def eight_gpu_trace(busy: tuple[int, ...] = (2, 5), steps: int = 12) -> dict[str
                         "energy_mj": None})  # power is integrated: the test's clock is not the trace's
         samples.append(row)
     return {**base, "devices": devices, "samples": samples}
+
+
+MODELS: dict[str, dict[str, Any]] = {
+    "NVIDIA A100-SXM4-80GB": {"memory_bytes": 85899345920, "power_limit_w": 400.0, "compute_capability": [8, 0],
+                              "max_sm_mhz": 1410, "sm_count": 108},
+    "NVIDIA H100 80GB HBM3": {"memory_bytes": 85520809984, "power_limit_w": 700.0, "compute_capability": [9, 0],
+                              "max_sm_mhz": 1980, "sm_count": 132},
+    "NVIDIA L4": {"memory_bytes": 24152899584, "power_limit_w": 72.0, "compute_capability": [8, 9],
+                  "max_sm_mhz": 2040, "sm_count": 58},
+    "Tesla T4": {"memory_bytes": 16106127360, "power_limit_w": 70.0, "compute_capability": [7, 5],
+                 "max_sm_mhz": 1590, "sm_count": 40},
+}
+"""Static facts of the models `node_trace` knows (as NVML reports them), and each one's SM count."""
+
+
+def node_trace(models: list[str], *, pci_bus_ids: list[str] | None = None, mig: tuple[int, ...] = (),
+               faults: dict[int, dict[str, str]] | None = None) -> dict[str, Any]:
+    """A node of ``len(models)`` GPUs, NVML index i being ``models[i]`` in slot ``pci_bus_ids[i]``
+    (NVML's order need not be the slots' order), MIG on for the indices in ``mig``, ``faults`` by
+    index; the 2-GPU trace's other facts, one idle sample."""
+    base = json.loads(TRACE.read_text())
+    template = base["devices"][0]
+    devices, sample = [], []
+    for index, model in enumerate(models):
+        device = {**template, **{k: v for k, v in MODELS[model].items()}, "name": model,
+                  "uuid": f"GPU-{index:08x}-fake-{model.split()[-1].lower()}", "unsupported": [],
+                  "mig": [1, 1] if index in mig else [0, 0]}
+        if pci_bus_ids:
+            device["pci_bus_id"] = pci_bus_ids[index]
+        if faults and index in faults:
+            device["fault"] = faults[index]
+        devices.append(device)
+        sample.append(dict(base["samples"][0][0]))
+    return {**base, "devices": devices, "samples": [sample]}
+
+
+def cuda_order(trace: dict[str, Any], device_order: str | None) -> list[int]:
+    """The NVML indices in the order CUDA numbers the GPUs: PCI bus order under
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, else CUDA's default FASTEST_FIRST (here: more SMs first, ties
+    in PCI bus order), which differs from NVML's on a node of mixed models."""
+    devices = trace["devices"]
+    by_slot = sorted(range(len(devices)), key=lambda i: pci_bus_id(devices[i], i))
+    if device_order == "PCI_BUS_ID":
+        return by_slot
+    return sorted(by_slot, key=lambda i: -devices[i].get("sm_count", 0))

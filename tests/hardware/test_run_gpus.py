@@ -16,7 +16,7 @@ from orchestrator.runners.base import SeedJob
 from orchestrator.runners.local import LocalRunner
 from orchestrator.runners.slurm import SlurmOptions, batch_script
 from tests.conftest import TEST_WORKLOADS
-from tests.hardware.fake_nvml import FakeNvml, eight_gpu_trace
+from tests.hardware.fake_nvml import FakeNvml, eight_gpu_trace, node_trace
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,113 @@ def test_no_gpus_flag_leaves_the_seeds_environment_alone(cli, tmp_path: Path, mo
     run = Store(results).open(run_id)
     assert "seed sees CUDA_VISIBLE_DEVICES=3" in run.paths.seed(2).output.read_text()
     assert run.manifest.runner_provenance["gpus"] is None
+
+
+@pytest.mark.parametrize("at", ["handle", "queries"])
+def test_a_run_on_a_node_with_a_lost_gpu_records_it_and_runs(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             at: str):
+    """Issue 18: sysinfo.capture (the run manifest) and the telemetry sampler meet a GPU that fell off the
+    bus: the run goes on, the manifest says which GPU and why."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    trace = node_trace(["NVIDIA H100 80GB HBM3"] * 2, faults={1: {"error": "GpuIsLost", "at": at}})
+    nvml = FakeNvml(trace)
+    monkeypatch.setattr(nvml_access, "load_nvml", lambda: nvml)
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    (run_id,) = [p.name for p in results.iterdir() if p.is_dir()]
+    run = Store(results).open(run_id)
+    devices = run.manifest.system["gpus"]["devices"]
+    assert devices[0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert devices[1]["available"] is False and devices[1]["reason"].startswith("GPU is lost"), devices[1]
+    telemetry = json.loads(run.paths.seed(1).telemetry.read_text())
+    assert list(telemetry["gpu_source"]["unavailable"]) == ["1"] and len(telemetry["gpus"]) == 1
+
+
+# ---------------------------------------------------------------- CUDA_DEVICE_ORDER (issue 18)
+
+SAY_ORDER = ("python", "-c", "import os; print('order=' + os.environ.get('CUDA_DEVICE_ORDER', 'unset'))")
+
+
+def _say_order_workload():
+    workload = load_workload(TEST_WORKLOADS / "fakebench")
+    return workload.model_copy(update={"data": workload.data.model_copy(update={"cli": SAY_ORDER})})
+
+
+def _local_job_and_dataset_command(tmp_path: Path) -> list[str]:
+    runner = LocalRunner(Path("."))
+    workload = _say_order_workload()
+    job = runner.submit(SeedJob(run_id="order", seed=0, workload=workload, data_dir=tmp_path, results_dir=tmp_path,
+                                env={}, command=SAY_ORDER))
+    seen = b"".join(job.stream()).decode().split()
+    job.wait()
+    done = runner.dataset_command(workload, [], timeout_s=60, on_line=lambda line: None)
+    return [*seen, done.stdout.strip()]
+
+
+class _Containers:
+    """The part of the Docker SDK's client a seed's and a dataset command's container go through."""
+
+    def __init__(self) -> None:
+        self.created: list[dict] = []
+
+    def create(self, *image: str, **options):
+        from types import SimpleNamespace
+
+        self.created.append(options)
+        return SimpleNamespace(start=lambda: None, short_id="c0ffee", wait=lambda **kw: {"StatusCode": 0},
+                               logs=lambda stream=False, **kw: iter([]) if stream else b"", remove=lambda **kw: None)
+
+
+def _docker_environments(tmp_path: Path) -> list[dict]:
+    from types import SimpleNamespace
+
+    from orchestrator.runners.docker.runner import DockerRunner
+
+    runner = DockerRunner(Path("."), gpus="all")
+    containers = _Containers()
+    runner._client = SimpleNamespace(containers=containers)
+    runner._image = SimpleNamespace(tag="mltrain/fakebench:test")
+    workload = _say_order_workload()
+    runner.submit(SeedJob(run_id="order", seed=0, workload=workload, data_dir=tmp_path, results_dir=tmp_path / "r",
+                          env={}, command=SAY_ORDER))
+    runner.dataset_command(workload, [], timeout_s=5, on_line=lambda line: None)
+    return [options["environment"] for options in containers.created]
+
+
+def _slurm_script_and_srun_env(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import subprocess
+
+    from orchestrator.runners import proc
+    from orchestrator.runners.slurm import SlurmRunner
+
+    workload = load_workload(TEST_WORKLOADS / "fakebench")
+    job = SeedJob(run_id="r", seed=1, workload=workload, data_dir=Path("/d"), results_dir=Path("/r"), env={})
+    script = batch_script(job, SlurmOptions(gpus="2"), project_root=Path("/p"), output=Path("/o"))
+    order = [line.split("=", 1)[1] for line in script.splitlines() if line.startswith("export CUDA_DEVICE_ORDER=")]
+    seen: dict = {}
+
+    def run_streaming(argv, *, cwd, env, timeout_s, on_line):
+        seen.update(env)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(proc, "run_streaming", run_streaming)
+    SlurmRunner(Path("/p"), SlurmOptions()).dataset_command(workload, [], timeout_s=60, on_line=lambda line: None)
+    return [*order, seen.get("CUDA_DEVICE_ORDER", "unset")]
+
+
+def test_every_job_mltrain_starts_numbers_gpus_in_pci_bus_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """CUDA's default numbers the fastest GPU first; NVML (and nvidia-smi, and a Docker device id) number them
+    in PCI bus order. Seeds, probe, throughput and dataset commands get CUDA_DEVICE_ORDER=PCI_BUS_ID on every
+    runner, so that CUDA's GPU 1 is NVML's GPU 1 on a node of mixed models too."""
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert _local_job_and_dataset_command(tmp_path) == ["order=PCI_BUS_ID", "order=PCI_BUS_ID"]
+    assert [env.get("CUDA_DEVICE_ORDER") for env in _docker_environments(tmp_path)] == ["PCI_BUS_ID"] * 2
+    assert _slurm_script_and_srun_env(monkeypatch) == ["PCI_BUS_ID", "PCI_BUS_ID"]
+
+
+def test_a_device_order_the_user_set_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    assert _local_job_and_dataset_command(tmp_path) == ["order=FASTEST_FIRST", "order=FASTEST_FIRST"]
+    assert [env.get("CUDA_DEVICE_ORDER") for env in _docker_environments(tmp_path)] == ["FASTEST_FIRST"] * 2
+    assert _slurm_script_and_srun_env(monkeypatch) == ["FASTEST_FIRST", "FASTEST_FIRST"]

@@ -16,7 +16,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.insight.gpus import gpu_info
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.mlperf import system_desc
-from tests.hardware.fake_nvml import FakeNvml
+from tests.hardware.fake_nvml import FakeNvml, node_trace
 
 CPUINFO = """processor\t: 0
 physical id\t: 0
@@ -102,6 +102,29 @@ def test_gpus_through_nvml_from_a_recorded_trace() -> None:
 def test_gpu_section_without_driver_says_so_and_has_no_zeros() -> None:
     gpus = gpu_info(FakeNvml(missing_library=True))
     assert gpus == {"available": False, "reason": "NVIDIA driver not loaded (libnvidia-ml.so not found)"}
+
+
+@pytest.mark.parametrize("at", ["handle", "queries"])
+@pytest.mark.parametrize(("error", "words"), [
+    ("GpuIsLost", "GPU is lost (fell off the bus or lost power: Xid 79)"),
+    ("NoPermission", "no permission to read this GPU"),
+])
+def test_an_inaccessible_gpu_is_one_unavailable_entry_not_a_traceback(at: str, error: str, words: str) -> None:
+    """Issue 18: nvmlDeviceGetHandleByIndex raises for a GPU outside a Slurm device cgroup or one that fell
+    off the bus (or every query on its handle does): the device says unavailable and why, the others stand."""
+    trace = node_trace(["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"], faults={1: {"error": error, "at": at}})
+    gpus = gpu_info(FakeNvml(trace))
+    assert gpus["available"] is True and gpus["count"] == 2
+    healthy, lost = gpus["devices"]
+    assert healthy["name"] == "NVIDIA H100 80GB HBM3" and healthy["pci_bus_id"] == "00000000:18:00.0"
+    assert lost["index"] == 1 and lost["available"] is False and lost["reason"].startswith(words), lost
+    assert set(lost) == {"index", "available", "reason"}  # every query on it fails: no name, no slot
+
+
+def test_mig_mode_is_reported_per_gpu() -> None:
+    gpus = gpu_info(FakeNvml(node_trace(["NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"], mig=(1,))))
+    assert [d["mig"] for d in gpus["devices"]] == [{"enabled": False, "pending": False},
+                                                   {"enabled": True, "pending": True}]
 
 
 def test_gpu_section_on_this_machine() -> None:

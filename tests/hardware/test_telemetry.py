@@ -22,7 +22,7 @@ from orchestrator.insight.telemetry import (
     throttle_reasons,
 )
 from orchestrator.insight.telemetry_summary import energy_to_train, summarize
-from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace
+from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace, node_trace
 
 
 class FakeCounters:
@@ -80,7 +80,8 @@ def test_nvml_source_reads_the_recorded_trace_like_the_trace_source() -> None:
     trace = json.loads(TRACE.read_text())
     nvml = FakeNvml(trace)
     live, replay = NvmlGpuSource(nvml), TraceGpuSource(trace)
-    assert live.describe() == {"available": True, "devices": ["NVIDIA A100-SXM4-80GB"] * 2}
+    assert live.describe() == {"available": True, "devices": ["NVIDIA A100-SXM4-80GB"] * 2,
+                               "pci_bus_ids": ["00000000:18:00.0", "00000000:28:00.0"]}
     for _ in trace["samples"]:
         assert live.sample() == replay.sample()
         nvml.advance()
@@ -181,6 +182,32 @@ def test_telemetry_samples_only_the_runs_gpus_on_an_eight_gpu_host(tmp_path: Pat
 def test_a_run_given_no_gpu_samples_none(tmp_path: Path) -> None:
     source = open_gpu_source(FakeNvml(eight_gpu_trace()), ())
     assert isinstance(source, NoGpuSource) and "no GPU" in source.describe()["reason"]
+
+
+def test_a_lost_gpu_is_named_with_its_reason_and_the_others_sampled() -> None:
+    """Issue 18: a GPU that fell off the bus, or one outside the job's cgroup, is not "not found"."""
+    for at in ("handle", "queries"):
+        trace = node_trace(["NVIDIA H100 80GB HBM3"] * 3, faults={0: {"error": "GpuIsLost", "at": at}})
+        source = open_gpu_source(FakeNvml(trace), None)
+        described = source.describe()
+        assert described["unavailable"] == {"0": "GPU is lost (fell off the bus or lost power: Xid 79): drain the"
+                                                  " node, then reset or reseat the GPU"}, at
+        assert "not_found" not in described and described["devices"] == ["NVIDIA H100 80GB HBM3"] * 2
+        assert len(source.sample()) == 2
+
+
+def test_the_runs_gpus_are_found_by_pci_bus_id_not_by_nvml_index() -> None:
+    """Issue 18: CUDA numbers GPUs in PCI bus order (mltrain sets CUDA_DEVICE_ORDER=PCI_BUS_ID); NVML's own
+    index order is not promised to be that. A node whose NVML index 0 sits in the later slot: the run's
+    GPU 0 (CUDA_VISIBLE_DEVICES=0) is NVML's GPU 1. A UUID names its GPU whatever the order."""
+    trace = node_trace(["NVIDIA L4", "NVIDIA H100 80GB HBM3"], pci_bus_ids=["00000000:3B:00.0", "00000000:1B:00.0"])
+    by_cuda_index = open_gpu_source(FakeNvml(trace), ("0",))
+    assert by_cuda_index.describe()["devices"] == ["NVIDIA H100 80GB HBM3"]
+    assert by_cuda_index.describe()["pci_bus_ids"] == ["00000000:1B:00.0"]
+    by_nvml_index = open_gpu_source(FakeNvml(trace), ("0",), numbering="nvml")  # what Docker's device ids are
+    assert by_nvml_index.describe()["devices"] == ["NVIDIA L4"]
+    by_uuid = open_gpu_source(FakeNvml(trace), (trace["devices"][0]["uuid"],))
+    assert by_uuid.describe()["devices"] == ["NVIDIA L4"]
 
 
 def test_an_unknown_device_is_named_not_fatal() -> None:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.hardware.fake_nvml import TRACE, FakeNvml
+from tests.hardware.fake_nvml import TRACE, FakeNvml, cuda_order, node_trace, pci_bus_id
 
 HEALTHY_DEVICE = {
     "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
@@ -57,9 +57,76 @@ def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: fl
     return f"import time\ntime.sleep({seconds})\n{extra}\n{body}\n"
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def cuda_probe_source(trace: dict[str, Any], results: dict[str, float] | None = None, *,
+                      per_gpu: dict[int, dict[str, float]] | None = None, usable: list[int] | None = None,
+                      error: str = "CUDA driver version is insufficient for CUDA runtime version",
+                      seconds: float = 0.3) -> str:
+    """A stand-in probe that sees the fake node as CUDA would: the GPUs of ``trace`` CUDA can use
+    (``usable``, NVML indices; default all), numbered in CUDA's order (PCI bus order only under
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, else fastest first), narrowed by ``CUDA_VISIBLE_DEVICES``; none
+    left: a CPU probe that says why (``error``). ``results`` are the cases of cuda:0 (or the CPU);
+    ``per_gpu`` the per-GPU cases by NVML index, printed as the real probe prints them (``_gpu<i>``,
+    i CUDA's index, on a node of two or more GPUs)."""
+    devices = trace["devices"]
+    node = {
+        "gpus": [{"name": d["name"], "uuid": d["uuid"].removeprefix("GPU-"), "pci_bus_id": pci_bus_id(d, i)}
+                 for i, d in enumerate(devices)],
+        "pci": cuda_order(trace, "PCI_BUS_ID"), "fastest": cuda_order(trace, None),
+        "usable": list(range(len(devices))) if usable is None else usable, "error": error,
+        "results": results or {}, "per_gpu": {str(k): v for k, v in (per_gpu or {}).items()},
+    }
+    return f"""import json, os, time
+NODE = json.loads({json.dumps(json.dumps(node))})
+time.sleep({seconds})
+order = NODE["pci"] if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else NODE["fastest"]
+order = [i for i in order if i in NODE["usable"]]
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+if visible is not None:
+    picked = []
+    for part in [p.strip() for p in visible.split(",") if p.strip()]:
+        if part.isdigit():
+            if int(part) >= len(order):
+                break
+            picked.append(order[int(part)])
+        else:
+            picked += [i for i in order if NODE["gpus"][i]["uuid"] == part.removeprefix("GPU-")]
+    order = picked
+
+def emit(line):
+    print(":::PROBE " + json.dumps(line), flush=True)
+
+def result(metric, value, **more):
+    check = "gemm" if metric.startswith(("gemm", "spmm")) else "memory"
+    unit = "TFLOP/s" if check == "gemm" else "GB/s"
+    emit(dict(kind="result", check=check, metric=metric, value=value, unit=unit, better="higher", sane=True,
+              detail="stand-in", **more))
+
+if order:
+    emit(dict(kind="device", device="cuda", device_name=NODE["gpus"][order[0]]["name"], torch="2.13.0",
+              cuda_runtime="12.4", capability="9.0", gpu_count=len(order),
+              gpus=[dict(index=c, **NODE["gpus"][i]) for c, i in enumerate(order)]))
+else:
+    emit(dict(kind="device", device="cpu", device_name="Stand-in CPU", torch="2.13.0", cuda_runtime="12.4",
+              capability=None, gpu_count=0, cuda_unavailable=NODE["error"]))
+for metric, value in NODE["results"].items():
+    result(metric, value)
+for c, i in enumerate(order):
+    for metric, value in NODE["per_gpu"].get(str(i), {{}}).items():
+        if len(order) > 1:
+            result(metric + "_gpu" + str(c), value, gpu=c)
+        else:
+            result(metric, value)
+for check in ("gemm", "conv", "memory", "storage", "nccl"):
+    emit(dict(kind="timing", check=check, seconds=0.0))
+"""
+
+
 def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite: str = "quick",
              references: Path | None = None, data: Path | None = None, strict: bool = False,
-             node: str = "testnode", dev: Path | None = None):
+             node: str = "testnode", dev: Path | None = None, gpus: str | None = None):
     """One qualification of a node, in-process, on the local runner."""
     from orchestrator.commands.common import registry
     from orchestrator.config.locations import python_root
@@ -71,9 +138,9 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
     config = load_config()
     plan = NodePlan(node=node, suite_name=suite, suite=config.suite(suite), config=config,
                     workload=registry().get(config.workload), data=data,
-                    references=load_references(references) if references else None, strict=strict)
-    return qualify_node(plan, LocalRunner(python_root()), results, Watch(), nvml=nvml or FakeNvml(gpu_trace()),
-                        probe_source=probe, dev=dev or results / "no-dev")
+                    references=load_references(references) if references else None, strict=strict, gpus=gpus)
+    return qualify_node(plan, LocalRunner(python_root(), gpus=gpus), results, Watch(),
+                        nvml=nvml or FakeNvml(gpu_trace()), probe_source=probe, dev=dev or results / "no-dev")
 
 
-__all__ = ["FakeNvml", "gpu_trace", "probe_source", "run_node"]
+__all__ = ["H100", "FakeNvml", "cuda_probe_source", "gpu_trace", "node_trace", "probe_source", "run_node"]

@@ -22,7 +22,8 @@ TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "batch_script.sh"
 
 
-def test_batch_script_matches_the_golden_file():
+def test_batch_script_matches_the_golden_file(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)  # the script numbers GPUs in PCI bus order unless told
     workload = load_workload(TESTS / "workloads" / "fakebench")
     job = SeedJob(
         run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),

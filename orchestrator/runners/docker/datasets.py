@@ -18,6 +18,7 @@ from docker.types import Mount
 from orchestrator.config.workloads import Workload
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, host_text
 from orchestrator.runners.docker.engine import LABEL_WORKLOAD, run_container
+from orchestrator.runners.gpus import device_order_env
 
 MOUNT_BASE = "/mnt/mltrain"
 
@@ -65,7 +66,7 @@ def run_dataset_command(
     done = run_container(
         client, image, [*command, *argv], timeout_s=timeout_s, labels={LABEL_WORKLOAD: workload.name},
         on_stderr_line=lambda line: on_line(host_text(line, seen)), user=user, working_dir=working_dir,
-        environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1"}, mounts=mounts, init=True,
+        environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **device_order_env()}, mounts=mounts, init=True,
     )
     return DatasetResult(returncode=done.code, stdout=done.stdout, stderr_tail=tuple(done.stderr.splitlines()[-20:]),
                          where=f"in {image}", mounts=seen)

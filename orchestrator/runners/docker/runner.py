@@ -40,7 +40,7 @@ from orchestrator.runners.docker.engine import (
 from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image, image_present
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
-from orchestrator.runners.gpus import parse_gpus
+from orchestrator.runners.gpus import device_order_env, parse_gpus
 
 CONTAINER_DATA = "/data"
 CONTAINER_RESULTS = "/results"
@@ -96,6 +96,7 @@ class DockerRunner(Runner):
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
         self.sampled_gpus = self.gpus.devices(None)  # the engine numbers the host's GPUs as NVML does
+        self.gpu_numbering = "nvml"
         self.shm_size = shm_size.lower()
         self.ipc = ipc
         self.rebuild = rebuild
@@ -176,7 +177,7 @@ class DockerRunner(Runner):
             LABEL_SEED: str(job.seed),
             LABEL_WORKLOAD: job.workload.name,
         }
-        environment = {**job.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
+        environment = {**device_order_env(), **job.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
         if not self.user.startswith("0:"):
             environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
         name = container_name(job.run_id, job.seed)

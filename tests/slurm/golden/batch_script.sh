@@ -10,6 +10,7 @@
 #SBATCH --gres=gpu:8
 set -euo pipefail
 export PATH=@PYTHON_BIN@:"$PATH"
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 export DATADIR=/data/fake
 export MLTRAIN_PROFILE=qualify
 export ODD='a b'"'"'c;$(rm -rf /)'
