@@ -1,8 +1,9 @@
 """The qualification probe: microbenchmarks run where the workload runs, printed as JSON lines.
 
-A standalone script: the standard library, torch and numpy, and nothing of the orchestrator, so
-the same text runs as a local process, in the workload's image and on a Slurm node, and so
-qualifies that image's torch, CUDA and drivers too. The orchestrator hands it over as source
+A standalone script: the standard library, torch, numpy and the workloads' precision rule
+(`workloads.common.precision`, importable wherever a workload runs), and nothing of the
+orchestrator, so the same text runs as a local process, in the workload's image and on a Slurm
+node, and so qualifies that image's torch, CUDA and drivers too. The orchestrator hands it over as source
 (`BOOTSTRAP` reads it from ``MLTRAIN_PROBE_SOURCE``), with its settings as JSON in
 ``MLTRAIN_PROBE_CONFIG``; the one argument is the random seed. Run by hand:
 
@@ -68,7 +69,10 @@ class Probe:
     def __init__(self, config: dict, seed: int) -> None:
         import torch
 
+        from workloads.common import precision  # the workloads' rule; importable where they run
+
         self.torch = torch
+        self.precision = precision
         self.seed = seed
         wanted = config.get("device", "auto")
         self.wanted = wanted
@@ -132,10 +136,8 @@ class Probe:
         return f"torch.cuda.is_available() is False (CUDA sees {torch.cuda.device_count()} devices)"
 
     def cpu_bf16(self) -> bool:
-        try:
-            return bool(self.torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            return False
+        """Native bf16 on this CPU, by the workloads' own rule (the CPU's flags)."""
+        return self.precision.cpu_bf16_native()
 
     def sync(self) -> None:
         if self.cuda:
@@ -156,34 +158,36 @@ class Probe:
         return list(range(self.gpu_count)) if per_gpu and self.gpu_count > 1 else [None]
 
     def dtype(self, name: str):
-        """(torch dtype, None) or (None, why this device cannot run it natively)."""
+        """(torch dtype, None) or (None, why this device cannot run it natively): the workloads'
+        precision rule (`workloads.common.precision`), whose table of GPU generations says what runs
+        natively. ``torch.cuda.is_bf16_supported()`` is not asked: it counts emulation (V100, T4)."""
         torch = self.torch
-        capability = torch.cuda.get_device_capability(0) if self.cuda else None
         if name == "fp32":
             return torch.float32, None
-        if name == "tf32":
-            if not self.cuda:
-                return None, "TF32 is a CUDA tensor-core mode; this is a CPU"
-            if capability < (8, 0):
-                return None, f"TF32 needs compute capability 8.0, this GPU has {capability[0]}.{capability[1]}"
-            return torch.float32, None
-        if name == "bf16":
-            if self.cuda and not torch.cuda.is_bf16_supported():
-                return None, "no native bf16 on this GPU"
-            if not self.cuda and not self.cpu_bf16():
-                return None, "no native bf16 on this CPU (oneDNN reports none; it would be emulated)"
-            return torch.bfloat16, None
-        if name == "fp16":
-            if not self.cuda:
-                return None, "no native fp16 matrix multiply on CPU"
-            return torch.float16, None
-        return None, f"unknown dtype {name!r}"
+        if not self.cuda:
+            if name == "bf16" and self.cpu_bf16():
+                return torch.bfloat16, None
+            why = {"tf32": "TF32 is a CUDA tensor-core mode; this is a CPU",
+                   "bf16": "no native bf16 on this CPU (no AVX-512 BF16 or AMX flag; it would be emulated)",
+                   "fp16": "no native fp16 matrix multiply on CPU"}
+            return None, why.get(name, f"unknown dtype {name!r}")
+        capability = tuple(torch.cuda.get_device_capability(0))
+        generation = self.precision.generation(capability)
+        native = {"tf32": (generation.tf32, torch.float32), "bf16": (generation.native_bf16, torch.bfloat16),
+                  "fp16": (generation.fp16_tensor_cores, torch.float16)}
+        if name not in native:
+            return None, f"unknown dtype {name!r}"
+        supported, dtype = native[name]
+        if not supported:
+            return None, (f"no native {name} on {generation.name} (compute capability"
+                          f" {self.precision.capability_text(capability)}); it would be emulated")
+        return dtype, None
 
     def run_case(self, check: str, metric: str, body) -> None:
         torch = self.torch
         try:
             body()
-        except torch.OutOfMemoryError as exc:  # printed as PyTorch words it, for the classifier
+        except out_of_memory_error(torch) as exc:  # printed as PyTorch words it, for the classifier
             sys.stderr.write(f"torch.OutOfMemoryError: {exc}\n")
             emit("error", check=check, metric=metric, error=f"torch.OutOfMemoryError: {one_line(exc)}")
             self.free()
@@ -477,6 +481,13 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
+def out_of_memory_error(torch) -> type[BaseException]:
+    """The class PyTorch raises when a device runs out of memory: ``torch.OutOfMemoryError`` from
+    torch 2.4, ``torch.cuda.OutOfMemoryError`` before (NGC 24.04 ships torch 2.3)."""
+    found = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    return found if isinstance(found, type) else RuntimeError
+
+
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400]
 
@@ -492,6 +503,12 @@ def main(argv: list[str]) -> int:
         import torch  # noqa: F401
     except ImportError:
         sys.stderr.write("error: torch is not installed where the probe runs\n")
+        return 3
+    try:
+        import workloads.common.precision  # noqa: F401
+    except ImportError as exc:
+        sys.stderr.write(f"error: the probe needs workloads.common.precision where it runs ({exc}): run it from the"
+                         " project, or rebuild the workload's image\n")
         return 3
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     probe = Probe(config, seed)
