@@ -57,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=sorted(MODES), default="performance")
     p.add_argument("--count", type=positive(int), help="use the first N samples; N queries per test (beyond the rules)")
     p.add_argument("--time", type=positive(float), help="test duration in seconds (beyond the rules)")
+    p.add_argument("--min-query-count", type=positive(int),
+                   help="LoadGen's min_query_count, samples in Offline (beyond the rules)")
     p.add_argument("--target-qps", help="user.conf target_qps (Offline, Server): a number or auto")
     p.add_argument("--target-latency-ms", help="user.conf target_latency (SingleStream, MultiStream): a number or auto")
     p.add_argument("--max-batch", type=positive(int), help="samples per backend call (default: the model's)")
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     options = Options(model_name=args.model_name, model=args.model, data=args.data, out=args.out,
                       scenario=args.scenario, backend=args.backend, device=args.device, mode=args.mode,
-                      count=args.count, time_s=args.time, target_qps=args.target_qps,
+                      count=args.count, time_s=args.time, min_query_count=args.min_query_count,
+                      target_qps=args.target_qps,
                       target_latency_ms=args.target_latency_ms, max_batch=args.max_batch, threads=args.threads,
                       workers=args.workers, trace=args.trace, image_size=args.image_size,
                       label_offset=args.label_offset, profile=args.profile)

@@ -45,6 +45,7 @@ class Options:
     mode: str = "performance"
     count: int | None = None
     time_s: float | None = None
+    min_query_count: int | None = None
     target_qps: str | None = None
     """A number, 'auto' (measured in the warm-up) or None (mlperf.conf's placeholder)."""
     target_latency_ms: str | None = None
@@ -99,14 +100,16 @@ def user_values(options: Options, module: Any, measured: dict[str, float]) -> tu
         if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
             continue
         if text == AUTO:
+            # LoadGen generates the queries of a test from these: too high a QPS (Offline) or too low a
+            # latency only makes the test run past its duration; the other way round it ends too soon.
+            share = {"Server": 0.5, "Offline": 2.0}.get(options.scenario, 0.5)
             if key == "target_qps":
-                share = 0.5 if options.scenario == "Server" else 1.0
                 values[key] = round(measured["throughput_qps"] * share, 3)
                 sources[key] = f"auto: {share:g} x the warm-up throughput"
             else:
                 batch = "batch_ms" if options.scenario == "MultiStream" else "latency_ms"
-                values[key] = round(measured[batch], 3)
-                sources[key] = "auto: the warm-up latency"
+                values[key] = round(measured[batch] * share, 3)
+                sources[key] = f"auto: {share:g} x the warm-up latency"
         else:
             values[key], sources[key] = _number(text, f"--{key.replace('_', '-')}"), "given"
     return values, sources
@@ -134,7 +137,8 @@ def run(options: Options) -> dict[str, Any]:
     measured = warm_up(backend, samples, model.count, max_batch)
     values, sources = user_values(options, module, measured)
     requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
-                                      time_s=options.time_s, count=options.count)
+                                      time_s=options.time_s, count=options.count,
+                                      min_query_count=options.min_query_count)
     settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
     sample_count = settings.performance_sample_count_override or model.count
     if sample_count > model.count:  # LoadGen would load the same samples again to make up the number

@@ -37,6 +37,8 @@ class Requested:
     """--time: min and max duration (as the reference's --time), beyond the rules."""
     count: int | None = None
     """--count: min and max query count (as the reference's --count), beyond the rules."""
+    min_query_count: int | None = None
+    """--min-query-count: LoadGen's min_query_count (samples in Offline), beyond the rules."""
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -70,6 +72,8 @@ def build(lg: Any, requested: Requested, user_conf: Path) -> tuple[Any, dict[str
         overrides["min_duration_ms"] = overrides["max_duration_ms"] = int(requested.time_s * 1000)
     if requested.count is not None:
         overrides["min_query_count"] = overrides["max_query_count"] = requested.count
+    if requested.min_query_count is not None:
+        overrides["min_query_count"] = requested.min_query_count
     for name, value in overrides.items():
         setattr(settings, name, value)
     return settings, overrides
