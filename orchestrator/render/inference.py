@@ -5,9 +5,12 @@ comparison of inference setups (`orchestrator.inference.compare`) as tables. Num
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
+from orchestrator.inference.compare import InferenceComparison
+from orchestrator.insight.statistics import Interval
 from orchestrator.render import text
 from orchestrator.render.tables import PROFILE_CAVEAT
 from orchestrator.results.inference import InferenceRun, Performance
@@ -83,12 +86,56 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     return lines
 
 
-def comparison_table(rows: list[dict[str, object]], unit: str) -> Table:
-    """One line per setup: runs, the metric's mean with its 95% interval, the ratio to the baseline."""
-    table = Table(title=f"inference comparison ({unit})", title_justify="left")
-    for column in ("setup", "hardware", "runs", "mean", "95% CI", "vs baseline", "95% CI", "Welch p", "valid"):
+def _scaled(unit: str) -> tuple[float, str]:
+    """Latencies are logged in ns and shown in ms."""
+    return (1e6, "ms") if unit == "ns" else (1.0, unit)
+
+
+def comparison_rows(result: InferenceComparison) -> list[dict[str, Any]]:
+    """One plain row per setup (the table, --json and --csv)."""
+    scale, unit = _scaled(result.unit)
+
+    def shown(value: float | None) -> float | None:
+        return None if value is None else value / scale
+
+    rows = []
+    for row in result.rows:
+        rows.append({
+            "setup": row.setup.name, "hardware": row.setup.hardware, "runs": len(row.setup.runs),
+            "run_ids": [r.run_id for r in row.setup.runs], "valid_runs": row.valid, "unit": unit,
+            "mean": shown(row.mean.value), "ci_low": shown(row.mean.low), "ci_high": shown(row.mean.high),
+            "ratio": row.ratio.value if row.ratio else None, "ratio_low": row.ratio.low if row.ratio else None,
+            "ratio_high": row.ratio.high if row.ratio else None,
+            "p_value": row.test.p_value if row.test else None,
+        })
+    return rows
+
+
+def comparison_table(result: InferenceComparison) -> Table:
+    """One line per setup: runs, the metric's mean with its 95% interval, the ratio to the baseline
+    (> 1 better, whichever way the metric points) with its interval, Welch's p."""
+    scale, unit = _scaled(result.unit)
+    table = Table(title=f"{result.model} {result.scenario}: {result.metric} ({unit}), profile {result.profile}",
+                  title_justify="left")
+    for column in ("setup", "hardware", "runs", "LoadGen VALID", "mean", "95% CI", "vs baseline", "95% CI",
+                   "Welch p"):
         table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(row[c]) for c in ("setup", "hardware", "runs", "mean", "ci", "ratio", "ratio_ci", "p",
-                                              "valid")))
+    for row in result.rows:
+        mean = Interval(value=None if row.mean.value is None else row.mean.value / scale,
+                        low=None if row.mean.low is None else row.mean.low / scale,
+                        high=None if row.mean.high is None else row.mean.high / scale)
+        runs = len(row.setup.runs)
+        table.add_row(row.setup.name, row.setup.hardware, str(runs), f"{row.valid}/{runs}",
+                      text.number(mean.value), text.interval(mean).strip(" []") or "-",
+                      "baseline" if row.ratio is None else text.number(row.ratio.value, "x"),
+                      "" if row.ratio is None else (text.interval(row.ratio).strip(" []") or "-"),
+                      text.p_value(row.test))
     return table
+
+
+def comparison_notes(result: InferenceComparison) -> list[str]:
+    better = "higher" if result.higher_is_better else "lower"
+    notes = [f"{result.metric}: {better} is better; 'vs baseline' > 1 means better than {result.baseline}"]
+    if result.profile != "mlperf":
+        notes.append(f"profile {result.profile}: {PROFILE_CAVEAT[result.profile]}")
+    return notes
