@@ -65,9 +65,13 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
                                          for d in tensor.shape.dim)
     want = ("N", *expected.shape)
     if len(shape) != 4 or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
-        raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {list(shape)}, the model takes "
-                         f"{list(want)} (N the batch): export it for that input")
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
+                         f"{_dims(want)} (N the batch): export it for that input")
     if tensor.elem_type != onnx.TensorProto.FLOAT:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
                          f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")
     return CheckedModel(path=path, sha256=sha256(path), input_name=inputs[0].name, input_shape=shape, opset=opset)
+
+
+def _dims(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
