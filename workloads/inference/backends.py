@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from workloads.inference.errors import BackendError, HarnessError
-from workloads.inference.profile import OperatorTime, onnxruntime_operators, torch_operators
+from workloads.inference.operators import OperatorTime, onnxruntime_operators, torch_operators
 
 EXECUTION_PROVIDERS = {"cpu": ["CPUExecutionProvider"],
                        "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"],

@@ -18,7 +18,7 @@ from typing import Any
 
 from workloads.inference.backends import Loaded, version
 from workloads.inference.models.common import Accuracy
-from workloads.inference.profile import OperatorTime
+from workloads.inference.operators import OperatorTime
 
 FACTS_FILE = "harness.json"
 SCHEMA = 1
