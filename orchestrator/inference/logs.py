@@ -20,7 +20,7 @@ from orchestrator.config.files import first_problem
 from orchestrator.errors import LogError
 from orchestrator.inference.declaration import ModelFacts
 from orchestrator.mlperf import mllog
-from orchestrator.results.inference import Accuracy, Harness, Latency, OperatorShare, Performance, Profile
+from orchestrator.results.inference import Accuracy, Harness, Latency, OperatorProfile, OperatorShare, Performance
 
 DETAIL = "mlperf_log_detail.txt"
 FACTS = "harness.json"
@@ -156,7 +156,7 @@ def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts,
     return gaps
 
 
-def profile(facts: dict[str, Any], workers: int) -> Profile | None:
+def trace_summary(facts: dict[str, Any]) -> OperatorProfile | None:
     trace = facts.get("trace")
     if not isinstance(trace, dict):
         return None
@@ -167,7 +167,8 @@ def profile(facts: dict[str, Any], workers: int) -> Profile | None:
     operators = tuple(OperatorShare(op=str(o["op"]), calls=int(o["calls"]), total_us=float(o["total_us"]),
                                     share=float(o["total_us"]) / total_us if total_us else 0.0)
                       for o in trace.get("operators", []))
-    busy = test_s * max(workers, 1)
-    return Profile(source=str(trace.get("source")), file=str(trace.get("file")), operators=operators,
+    inline = facts.get("scenario") in ("SingleStream", "MultiStream")  # answered in LoadGen's thread
+    busy = test_s * (1 if inline else max(int(facts.get("workers") or 1), 1))
+    return OperatorProfile(source=str(trace.get("source")), file=str(trace.get("file")), operators=operators,
                    operator_s=total_us / 1e6, predict_s=predict_s, test_s=test_s,
                    outside_model_share=max(0.0, 1.0 - total_us / 1e6 / busy) if busy else None)

@@ -153,7 +153,7 @@ def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Pat
         reasons.append(f"accuracy {acc.percent:.3f}% < target {acc.target_percent:.3f}%")
     valid = perf.loadgen_valid and not gaps and acc is not None and acc.met
     return InferenceResult(valid=valid, reasons=tuple(reasons), official_gaps=tuple(gaps), performance=perf,
-                           accuracy=acc, harness=harness, profile=logs.profile(facts_json, workers=1), search=found)
+                           accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json), search=found)
 
 
 def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, run_id: str, command: tuple[str, ...],

@@ -75,7 +75,7 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
         trials = "; ".join(f"{t.target_qps:g} {'VALID' if t.valid else 'INVALID'}" for t in result.search.trials)
         best = "none valid" if result.search.best_qps is None else f"{result.search.best_qps:g} QPS"
         lines.append(f"Server search: {best} (trials: {trials})")
-    profile = result.profile
+    profile = result.trace
     if profile is not None:
         top = ", ".join(f"{o.op} {text.percent(o.share)}" for o in profile.operators[:SHOWN_OPERATORS])
         lines.append(f"profile ({profile.source}): {top}; outside the model {text.percent(profile.outside_model_share)}"

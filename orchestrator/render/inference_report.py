@@ -72,12 +72,12 @@ def runs_html(runs: Sequence[InferenceRun]) -> str:
 
 
 def profiles_html(runs: Sequence[InferenceRun]) -> str:
-    traced = [r for r in runs if r.result and r.result.profile]
+    traced = [r for r in runs if r.result and r.result.trace]
     if not traced:
         return '<p class="note">no run was traced (mltrain infer --trace)</p>'
     parts = []
     for run in traced:
-        profile = run.result.profile  # type: ignore[union-attr]
+        profile = run.result.trace  # type: ignore[union-attr]
         assert profile is not None
         parts.append(f"<h3>{esc(run.run_id)}: {esc(profile.source)}, outside the model "
                      f"{text.percent(profile.outside_model_share)} of the test time</h3>")

@@ -69,7 +69,7 @@ class OperatorShare(Record):
     """Of the time the backend's operators took."""
 
 
-class Profile(Record):
+class OperatorProfile(Record):
     """Where the time went (``--trace``): the top operators, and the share outside the model."""
 
     source: str
@@ -138,7 +138,8 @@ class InferenceResult(Record):
     performance: Performance | None = None
     accuracy: Accuracy | None = None
     harness: Harness
-    profile: Profile | None = None
+    trace: OperatorProfile | None = None
+    """Where the time went (--trace)."""
     search: ServerSearch | None = None
 
 

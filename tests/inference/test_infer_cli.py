@@ -65,7 +65,7 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert acc["target_percent"] == pytest.approx(76.46 * 0.99)
     assert not acc["met"] and r.code == 1  # random weights
     assert any(reason.startswith("accuracy ") for reason in record["result"]["reasons"])
-    profile = record["result"]["profile"]
+    profile = record["result"]["trace"]
     assert profile["source"] == "onnxruntime" and profile["operators"][0]["op"] in ("Conv", "Gemm", "Relu",
                                                                                     "GlobalAveragePool")
     assert (run / profile["file"]).is_file() and 0 <= profile["outside_model_share"] <= 1

@@ -16,8 +16,7 @@ from orchestrator.inference.declaration import find_model
 from orchestrator.inference.search import best_trial, search
 from orchestrator.results.inference import SearchTrial
 from workloads.inference.errors import HarnessError
-from workloads.inference.models import find
-from workloads.inference.models import retinanet, ssd_resnet34
+from workloads.inference.models import find, retinanet, ssd_resnet34
 from workloads.inference.models.detection import mean_average_precision
 
 
@@ -96,4 +95,4 @@ def test_detection_layouts_are_checked_with_one_line_naming_the_file(tmp_path: P
 def test_the_declaration_agrees_with_the_model_modules(model: str):
     facts = find_model([workloads_dir()], model).model(model)
     module = find(model)
-    assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and module.CONF_MODEL == model
+    assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and model == module.CONF_MODEL

@@ -63,7 +63,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target-latency-ms", help="user.conf target_latency (SingleStream, MultiStream): a number or auto")
     p.add_argument("--max-batch", type=positive(int), help="samples per backend call (default: the model's)")
     p.add_argument("--threads", type=int, default=0, help="backend intra-op threads (0: its default)")
-    p.add_argument("--workers", type=positive(int), default=1, help="threads answering Offline and Server queries")
+    p.add_argument("--workers", type=positive(int), default=2,
+                   help="threads answering Offline and Server queries, each calling the backend (default 2: "
+                        "two calls in flight keep the device busy while the other's inputs and outputs move)")
     p.add_argument("--trace", action="store_true", help="record the backend's per-operator profile")
     p.add_argument("--image-size", type=image_size, help="model input side N or H,W (default: the reference's)")
     p.add_argument("--label-offset", type=int, help="added to a classifier's class id (default: the reference's)")

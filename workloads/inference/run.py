@@ -51,7 +51,7 @@ class Options:
     target_latency_ms: str | None = None
     max_batch: int | None = None
     threads: int = 0
-    workers: int = 1
+    workers: int = 2
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None
