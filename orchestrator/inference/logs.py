@@ -99,6 +99,8 @@ def performance(folder: Path, scenario: str) -> Performance:
     return Performance(
         scenario=scenario, metric=metric, value=_number(values.get(key)), unit=unit, higher_is_better=higher,
         loadgen_valid=validity == "VALID", loadgen_reasons=tuple(reasons), errors=tuple(errors),
+        latency_bound_met=values.get("result_perf_constraints_met") if isinstance(
+            values.get("result_perf_constraints_met"), bool) else None,
         latency=Latency(min_ns=_number(values.get("result_min_latency_ns")),
                         mean_ns=_number(values.get("result_mean_latency_ns")),
                         max_ns=_number(values.get("result_max_latency_ns")), percentiles_ns=percentiles),

@@ -97,7 +97,9 @@ class Jobs:
                            target_qps=None if target_qps is None else f"{target_qps:g}")
         perf = logs.performance(results / "performance" / "run_1", "Server")
         qps = float(logs.read_facts(results)["user_conf"]["target_qps"])
-        return SearchTrial(number=number, target_qps=qps, valid=perf.loadgen_valid, reasons=perf.loadgen_reasons,
+        passed = perf.loadgen_valid if self.plan.options.profile == "mlperf" else bool(perf.latency_bound_met)
+        return SearchTrial(number=number, target_qps=qps, valid=perf.loadgen_valid, passed=passed,
+                           reasons=perf.loadgen_reasons,
                            completed_qps=perf.value, p99_ns=perf.latency.percentiles_ns.get("99.00"),
                            folder=str(folder.relative_to(self.handle.paths.root)))
 

@@ -72,8 +72,9 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     if h.overrides:
         lines.append("beyond the rules: " + ", ".join(f"{k}={v}" for k, v in sorted(h.overrides.items())))
     if result.search is not None:
-        trials = "; ".join(f"{t.target_qps:g} {'VALID' if t.valid else 'INVALID'}" for t in result.search.trials)
-        best = "none valid" if result.search.best_qps is None else f"{result.search.best_qps:g} QPS"
+        trials = "; ".join(f"{t.target_qps:g} {'passed' if t.passed else 'failed'} (LoadGen "
+                           f"{'VALID' if t.valid else 'INVALID'})" for t in result.search.trials)
+        best = "no trial passed" if result.search.best_qps is None else f"{result.search.best_qps:g} QPS"
         lines.append(f"Server search: {best} (trials: {trials})")
     profile = result.trace
     if profile is not None:

@@ -44,6 +44,8 @@ class Performance(Record):
     """Why LoadGen said INVALID: its unmet conditions and recommendation, in its words."""
     errors: tuple[str, ...] = ()
     """LoadGen's error events."""
+    latency_bound_met: bool | None = None
+    """Server: LoadGen's ``result_perf_constraints_met`` (the latency percentile within the bound)."""
     latency: Latency = Latency()
     queries: int | None = None
     samples_per_second: float | None = None
@@ -89,6 +91,10 @@ class SearchTrial(Record):
     number: int = Field(ge=1)
     target_qps: float = Field(gt=0)
     valid: bool
+    """LoadGen's verdict."""
+    passed: bool
+    """What the search counts: LoadGen VALID under the mlperf profile; under a profile that shortens
+    the tests (which then cannot meet the minimum duration or early stopping), the latency bound met."""
     reasons: tuple[str, ...] = ()
     completed_qps: float | None = None
     p99_ns: float | None = None
@@ -97,7 +103,7 @@ class SearchTrial(Record):
 
 
 class ServerSearch(Record):
-    """The highest target QPS at which LoadGen said VALID: bracketed, then bisected."""
+    """The highest target QPS whose trial passed: bracketed, then bisected."""
 
     trials: tuple[SearchTrial, ...]
     best_qps: float | None
