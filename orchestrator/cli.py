@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "report",
     "export",
     "qualify",
+    "infer",
 )
 
 

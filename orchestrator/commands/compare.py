@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 from orchestrator.errors import UsageError
+from orchestrator.output import Output
+
+if TYPE_CHECKING:
+    from orchestrator.results.store import Store
 
 
 def register(app: typer.Typer) -> None:
@@ -42,7 +47,13 @@ def compare_runs(
     out = output(ctx)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
-    views = load_runs(open_store(results, write=False), runs or [], label or [])
+    store = open_store(results, write=False)
+    from orchestrator.inference.compare import wants_inference
+
+    if wants_inference(store, runs or [], label or []):
+        compare_inference(out, store, runs or [], label or [], baseline, as_json=as_json, as_csv=as_csv)
+        return
+    views = load_runs(store, runs or [], label or [])
     setups = to_setups(views)
     prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
     matched: list[str] = []
@@ -75,6 +86,33 @@ def compare_runs(
     for row in result.rows:
         for note in row.notes:
             out.warning(f"{row.name}: {note}")
+
+
+def compare_inference(out: Output, store: Store, runs: list[str], labels: list[str], baseline: str | None, *,
+                      as_json: bool, as_csv: bool) -> None:
+    """Inference setups: the scenario's metric over repeated runs, its interval, the ratio to the baseline."""
+    import csv
+    import io
+
+    from orchestrator.inference import compare as comparing
+    from orchestrator.render.inference import comparison_notes, comparison_rows, comparison_table
+
+    result = comparing.compare(comparing.load(store, runs, labels), baseline=baseline)
+    rows = comparison_rows(result)
+    if as_json:
+        out.json({"model": result.model, "scenario": result.scenario, "profile": result.profile,
+                  "metric": result.metric, "baseline": result.baseline, "rows": rows})
+        return
+    if as_csv:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=[k for k in rows[0] if k != "run_ids"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        out.data(buffer.getvalue().rstrip("\n"))
+        return
+    out.table(comparison_table(result))
+    for note in comparison_notes(result):
+        out.prose(note)
 
 
 def parse_prices(values: list[str], setups: list[str]) -> dict[str, float]:

@@ -24,7 +24,8 @@ def export_run(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours."""
+    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours.
+    An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
     import socket
 
     from orchestrator.insight import sysinfo
@@ -35,6 +36,15 @@ def export_run(
     out = output(ctx)
     store = open_store(results, write=False)
     check_output_folder(mlcommons, option="--mlcommons", results=store.root)
+    from orchestrator.results import inference_store
+
+    if inference_store.is_inference(store.root, run):
+        from orchestrator.inference.export import export_inference
+
+        folder = export_inference(inference_store.open_run(store.root, run), inference_store.paths(store.root, run),
+                                  mlcommons, system_name=system_name, submitter=submitter)
+        out.json({"folder": str(folder)}) if as_json else out.data(f"MLPerf Inference layout: {folder}")
+        return
     stored = store.open(run)
     manifest = stored.manifest
     system = manifest.system

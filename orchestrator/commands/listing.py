@@ -43,12 +43,23 @@ def show(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Show one run: manifest, per-seed results and score."""
+    """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result)."""
     from orchestrator.render.tables import run_lines, show_score
+    from orchestrator.results import inference_store
     from orchestrator.session.loop import rescore
 
     out = output(ctx)
-    run = open_store(results, write=False).open(run_id)
+    store = open_store(results, write=False)
+    if inference_store.is_inference(store.root, run_id):
+        from orchestrator.render.inference import result_lines
+
+        record = inference_store.open_run(store.root, run_id)
+        if as_json:
+            out.json(record.to_json())
+        else:
+            out.lines(result_lines(record, store.root / run_id))
+        return
+    run = store.open(run_id)
     summary, score = rescore(run)
     if as_json:
         out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),

@@ -15,6 +15,15 @@ def register(app: typer.Typer) -> None:
     app.command("report")(write_report)
 
 
+def _write(out_file: Path, text: str) -> None:
+    from orchestrator.results import atomic
+
+    try:
+        atomic.write_text(out_file, text)
+    except OSError as exc:
+        raise UsageError(f"--out {out_file}: cannot write there ({exc.strerror or exc})") from None
+
+
 def write_report(
     ctx: typer.Context,
     runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
@@ -34,6 +43,18 @@ def write_report(
     out = output(ctx)
     store = open_store(results, write=False)
     check_output_file(out_file, option="--out", results=store.root)
+    from orchestrator.inference import compare as inference
+
+    if inference.wants_inference(store, runs or [], label or []):
+        from orchestrator.render import inference_report
+
+        chosen = inference.load(store, runs or [], label or [])
+        text = inference_report.render(chosen, inference.compare(chosen, baseline=baseline), title=title)
+        _write(out_file, text)
+        out.status(f"report of {len(chosen)} inference run(s) written to {out_file} ({len(text) / 1024:.0f} KiB)")
+        out.json({"file": str(out_file), "runs": [r.run_id for r in chosen], "bytes": len(text.encode())}) \
+            if as_json else out.data(str(out_file))
+        return
     views = load_runs(store, runs or [], label or [])
     setups = [setup.name for setup in to_setups(views)]
     if baseline is not None and baseline not in setups:

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from orchestrator.output import Output
-from orchestrator.render.text import seconds
+from orchestrator.render.text import number, seconds
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
 from orchestrator.session.seed import SeedProgress
@@ -38,21 +38,31 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     """`mltrain list`: one line per run from the index. Where a run's score is scaled by an RCP
     scaling factor, the MLPerf score (scaled) is shown beside the olympic mean."""
     scaled = any(_is_scaled(r) for r in rows)
+    inference = any(r.get("kind") == "inference" for r in rows)
     table = Table(title=f"{len(rows)} runs", title_justify="left")
     table.add_column("run id", no_wrap=True, overflow="fold")
     columns = ("workload", "profile", "label", "runner", "seeds", "converged", "score s",
-               *(("MLPerf s",) if scaled else ()), "valid", "state")
+               *(("MLPerf s",) if scaled else ()), *(("scenario", "inference metric") if inference else ()),
+               "valid", "state")
     for column in columns:
         table.add_column(column)
     for r in rows:
         valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
         table.add_row(
             r["run_id"], r["workload"] or "", r["profile"] or "", r["label"] or "", r["runner"] or "",
-            str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]), seconds(r["score_ms"]),
-            *((seconds(r.get("scaled_score_ms")) if _is_scaled(r) else "",) if scaled else ()), valid,
-            r["state"] or "",
+            "-" if r["seeds"] is None else str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]),
+            seconds(r["score_ms"]), *((seconds(r.get("scaled_score_ms")) if _is_scaled(r) else "",) if scaled else ()),
+            *((r.get("scenario") or "", _metric(r)) if inference else ()), valid, r["state"] or "",
         )
     return table
+
+
+def _metric(row: dict[str, Any]) -> str:
+    """An inference run's metric as `list` shows it (latencies in ms)."""
+    value, unit = row.get("metric"), row.get("metric_unit")
+    if value is None:
+        return ""
+    return f"{number(value / 1e6)} ms" if unit == "ns" else f"{number(value)} {unit}"
 
 
 def _is_scaled(row: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import StoreError
+from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
@@ -22,7 +23,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, workload TEXT, benchmark TEXT, profile TEXT, label TEXT, runner TEXT,
     host TEXT, started_at TEXT, ended_at TEXT, state TEXT, seeds INTEGER, converged INTEGER,
-    valid INTEGER, score_ms REAL, scaled_score_ms REAL, reason TEXT, synced_mtime REAL
+    valid INTEGER, score_ms REAL, scaled_score_ms REAL, reason TEXT, kind TEXT, scenario TEXT,
+    metric REAL, metric_unit TEXT, synced_mtime REAL
 );
 CREATE TABLE IF NOT EXISTS seeds (
     run_id TEXT, seed INTEGER, state TEXT, status TEXT, time_to_train_ms INTEGER,
@@ -63,7 +65,7 @@ class Index:
             self.results_dir.mkdir(parents=True, exist_ok=True)
             with closing(sqlite3.connect(self.path, timeout=30)) as db:
                 db.executescript(_SCHEMA)
-                if "scaled_score_ms" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+                if "kind" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
                     db.executescript("DROP TABLE runs; DROP TABLE seeds;" + _SCHEMA)  # older cache: rebuilt
                 db.row_factory = sqlite3.Row
                 with db:  # one transaction
@@ -93,12 +95,12 @@ class Index:
         with self._db() as db:
             db.execute("DELETE FROM seeds WHERE run_id = ?", (m.run_id,))
             db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
                     m.ended_at, m.state, len(m.seeds), s.converged if s else None,
                     None if s is None else int(s.valid), s.score_ms if s else None,
-                    s.scaled_score_ms if s else None, s.reason if s else None, mtime,
+                    s.scaled_score_ms if s else None, s.reason if s else None, "training", None, None, None, mtime,
                 ),
             )
             for seed in m.seeds:
@@ -114,6 +116,23 @@ class Index:
                         record.reason if record else None,
                     ),
                 )
+
+    def write_inference(self, run: InferenceRun, mtime: float) -> None:
+        """Replace one inference run's row: the model as its workload, the scenario's metric as its score."""
+        result = run.result
+        perf = result.performance if result else None
+        reason = "; ".join(result.reasons) if result else run.failure
+        with self._db() as db:
+            db.execute("DELETE FROM seeds WHERE run_id = ?", (run.run_id,))
+            db.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run.run_id, run.model, run.model, run.profile, run.label, run.runner, run.host, run.started_at,
+                    run.ended_at, run.state, None, None, None if result is None else int(result.valid), None, None,
+                    reason, "inference", run.scenario, perf.value if perf else None, perf.unit if perf else None,
+                    mtime,
+                ),
+            )
 
     def forget(self, run_ids: set[str]) -> None:
         if not run_ids or not self.exists:

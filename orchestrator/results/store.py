@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
 from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
-from orchestrator.results import atomic
+from orchestrator.results import atomic, inference_store
 from orchestrator.results.index import Index
 from orchestrator.results.lock import RunLock, is_held
 from orchestrator.results.paths import RunPaths, check_run_id, inside
@@ -173,19 +173,26 @@ class Store:
 
     def refresh(self, index: Index | None = None) -> list[BrokenRun]:
         """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
-        runs that changed, drop rows of runs whose folder is gone or damaged. Returns the damaged ones."""
+        runs that changed, drop rows of runs whose folder is gone or damaged. Returns the damaged ones.
+        Training runs and inference runs (`orchestrator.results.inference_store`) alike."""
         index = index or self.index
         synced = index.synced()
-        present = self.run_ids()
+        training, inference = self.run_ids(), inference_store.run_ids(self.root)
         broken: list[BrokenRun] = []
-        for run_id in present:
-            if synced.get(run_id) == _run_mtime(RunPaths(self.root / run_id)):
+        for run_id in [*training, *inference]:
+            is_training = run_id in training
+            stamp = _run_mtime(RunPaths(self.root / run_id)) if is_training else \
+                inference_store.mtime(inference_store.paths(self.root, run_id))
+            if synced.get(run_id) == stamp:
                 continue
             try:
-                self.open(run_id).sync(index)
+                if is_training:
+                    self.open(run_id).sync(index)
+                else:
+                    inference_store.sync(self.root, inference_store.open_run(self.root, run_id), index)
             except (RecordError, UsageError) as exc:
                 broken.append(BrokenRun(run_id, str(exc)))
-        index.forget((set(synced) - set(present)) | {b.run_id for b in broken})
+        index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
         return broken
 
     def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:

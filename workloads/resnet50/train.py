@@ -15,6 +15,9 @@ Run it (from the project root):
     # a seed drawn by the workload itself (what the closed division asks for)
     python -m workloads.resnet50.train --data D --seed -1 --preset closed
 
+    # keep the trained weights (a state_dict; what `workloads.inference` exports its smoke model from)
+    python -m workloads.resnet50.train --data D --seed 1 --preset smoke --save-weights /tmp/r50.pt
+
     # data parallel, 2 processes on the CPU (gloo) or one per GPU (NCCL)
     torchrun --standalone --nproc_per_node 2 -m workloads.resnet50.train --data D --seed 1 --preset smoke
 
@@ -92,6 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
     parser.add_argument("--target", type=float, default=None, help="top-1 target (default: the preset's 0.759)")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
+    parser.add_argument("--save-weights", type=Path, default=None, metavar="FILE",
+                        help="write the trained model's state_dict here after run_stop (rank 0)")
     return parser.parse_args(argv)
 
 
@@ -115,17 +120,19 @@ def block_length(config: TrainConfig, first_epoch: int) -> int:
 
 
 def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed: int,
-          context: distributed.Context, environment: Environment | None = None) -> str:
-    """Run to the target or the epoch cap; returns the run_stop status."""
+          context: distributed.Context, environment: Environment | None = None,
+          save_weights: Path | None = None) -> str:
+    """Run to the target or the epoch cap; returns the run_stop status. ``save_weights``: where rank 0
+    writes the trained model's state_dict after run_stop (outside the timed region)."""
     log = MlperfLog(enabled=context.is_main, results_dir=results_dir)
     try:
-        return _train(config, data_dir, seed, context, log, environment or Environment())
+        return _train(config, data_dir, seed, context, log, environment or Environment(), save_weights)
     finally:
         log.close()
 
 
 def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: MlperfLog,
-           environment: Environment) -> str:
+           environment: Environment, save_weights: Path | None) -> str:
     log.event(c.CACHE_CLEAR, True)
     log.start(c.INIT_START)
     for key, value in {
@@ -221,6 +228,8 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
             status = c.SUCCESS
             break
     log.end(c.RUN_STOP, metadata={c.STATUS: status})
+    if save_weights is not None and context.is_main:
+        torch.save(model.state_dict(), save_weights)
     if skipped:
         note(context, f"{skipped} unreadable images were skipped (each reported above); run `dataset verify`")
     return status
@@ -250,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with distributed.joined(device_type) as context:
             train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
-                  environment=environment)
+                  environment=environment, save_weights=args.save_weights)
     except WorkloadError as exc:
         sys.stderr.write(f"resnet50: {exc}\n")
         return exc.exit_code

@@ -1,0 +1,91 @@
+"""``mltrain infer MODEL``: one MLPerf Inference model and scenario through the real LoadGen."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, ProfileName, RunnerName, output, registry
+
+
+class Scenario(str, Enum):
+    SingleStream = "SingleStream"
+    MultiStream = "MultiStream"
+    Server = "Server"
+    Offline = "Offline"
+
+
+class Backend(str, Enum):
+    onnxruntime = "onnxruntime"
+    torch = "torch"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    tensorrt = "tensorrt"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("infer")(infer)
+
+
+def infer(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="Model (resnet50, retinanet, ssd-resnet34: the harness's inference.yaml)."),
+    scenario: Scenario = typer.Option(Scenario.Offline, "--scenario", help="LoadGen scenario."),
+    backend: Backend = typer.Option(Backend.onnxruntime, "--backend",
+                                    help="onnxruntime (an .onnx file) or torch (.pt2)."),
+    device: Device = typer.Option(Device.cpu, "--device",
+                                  help="cpu, cuda, or tensorrt (ONNX Runtime's TensorRT execution provider)."),
+    accuracy: bool = typer.Option(False, "--accuracy", help="Also the accuracy run (always with --profile mlperf)."),
+    count: int = typer.Option(None, "--count", min=1, help="Use the first N samples; N queries per test (not MLPerf)."),
+    time_s: float = typer.Option(None, "--time", min=0.001, help="Test duration in seconds (not MLPerf)."),
+    target_qps: str = typer.Option(None, "--target-qps", help="user.conf target_qps (Offline, Server): N or auto."),
+    target_latency: str = typer.Option(None, "--target-latency-ms",
+                                       help="user.conf target_latency (SingleStream, MultiStream): N or auto."),
+    model_file: Path = typer.Option(None, "--model", help="The model file (checked before anything runs)."),
+    data: Path = typer.Option(None, "--data", help="The dataset folder, in the model's layout."),
+    profile: ProfileName = typer.Option(ProfileName.qualify, "--profile", help="mlperf, qualify or smoke."),
+    search: bool = typer.Option(False, "--search",
+                                help="Server: find the highest target QPS that passes (bracket, then bisect)."),
+    trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile."),
+    max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Backend intra-op threads (0: its default)."),
+    label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the harness runs."),
+    gpus: str = typer.Option(None, "--gpus", help="GPUs the harness gets (all, N, 0,1 or none)."),
+    results: Path = RESULTS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Run MODEL in one LoadGen scenario: LoadGen's logs in the MLPerf Inference layout, read into a
+    record (metric, latencies, VALID/INVALID with LoadGen's reasons, accuracy, load and total time)."""
+    from orchestrator.commands.common import results_dir
+    from orchestrator.errors import EXIT_INVALID_RESULT
+    from orchestrator.inference.plan import InferenceOptions, plan_inference
+    from orchestrator.inference.session import run_inference
+    from orchestrator.insight import sysinfo
+    from orchestrator.render.inference import result_lines, succeeded
+    from orchestrator.results.store import new_run_id
+    from orchestrator.runners.select import RunnerOptions, make_runner
+
+    out = output(ctx)
+    options = InferenceOptions(model=model, scenario=scenario.value, profile=profile.value, backend=backend.value,
+                               device=device.value, accuracy=accuracy, count=count, time_s=time_s,
+                               target_qps=target_qps, target_latency_ms=target_latency, model_file=model_file,
+                               data=data, trace=trace, search=search, max_batch=max_batch, threads=threads,
+                               label=label)
+    plan = plan_inference(options, registry().roots)
+    root = results_dir(results)
+    chosen = make_runner(RunnerOptions(name=runner.value, gpus=gpus), out.status)
+    record = run_inference(plan, chosen, results_root=root, run_id=new_run_id(model, profile.value),
+                           command=tuple(sys.argv), system=sysinfo.capture, status=out.status, on_line=out.detail)
+    if as_json:
+        out.json(record.to_json())
+    else:
+        out.lines(result_lines(record, root / record.run_id))
+    if not succeeded(record):
+        raise typer.Exit(EXIT_INVALID_RESULT)

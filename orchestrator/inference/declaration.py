@@ -1,0 +1,134 @@
+"""What an inference harness declares (``workloads/<harness>/inference.yaml``): how to run it, its
+dataset command line, its image, the profiles' LoadGen settings and its models' facts (dataset,
+input, accuracy metric and target, scenarios). Typed and validated on load; the orchestrator names
+no harness and no model: it finds them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.config.files import read_yaml, validated
+from orchestrator.config.workloads import DataDecl, ImageDecl, Olympic, Quality, Workload
+from orchestrator.errors import ConfigError, UsageError
+
+DECLARATION = "inference.yaml"
+SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
+ACCURACY_ENV = "INFERENCE_ACCURACY_TARGET"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DatasetFacts(_Frozen):
+    name: str
+    samples: int = Field(ge=1)
+    """Samples of the full dataset: an accuracy run over fewer is not an MLPerf accuracy run."""
+
+
+class InputFacts(_Frozen):
+    shape: tuple[int, int, int]
+    """(C, H, W) of one sample; the batch axis comes first in the model file."""
+    min_opset: int = Field(default=7, ge=1)
+
+
+class AccuracyFacts(_Frozen):
+    metric: Literal["top1", "mAP"]
+    reference: float = Field(gt=0, le=100)
+    """The reference FP32 model's accuracy, in percent."""
+    fraction: float = Field(gt=0, le=1)
+    """Of the reference accuracy that a valid run must reach (0.99: the 99% target)."""
+
+    @property
+    def target(self) -> float:
+        return self.reference * self.fraction
+
+
+class ModelFacts(_Frozen):
+    description: str = ""
+    dataset: DatasetFacts
+    input: InputFacts
+    accuracy: AccuracyFacts
+    scenarios: tuple[Scenario, ...] = Field(min_length=1)
+    smoke: bool = False
+    """The harness can make a smoke model and data for it (`data.cli smoke MODEL OUT`)."""
+    how_to_get: str = ""
+
+
+class ProfileRules(_Frozen):
+    """What one profile asks of LoadGen."""
+
+    time_s: float | None = Field(default=None, gt=0)
+    """Test duration (LoadGen min and max duration) when --time is not given; None: mlperf.conf's."""
+    min_query_count: int | None = Field(default=None, ge=1)
+    """LoadGen's min_query_count (samples in Offline); None: mlperf.conf's."""
+    target: Literal["auto"] | None = None
+    """user.conf target QPS / latency when none is given: auto (the harness's warm-up) or mlperf.conf's."""
+    accuracy: bool = False
+    """The accuracy run is always made."""
+    overrides_allowed: bool = True
+    """--time and --count may change what mlperf.conf fixes."""
+    timeout_minutes: float = Field(default=60, gt=0)
+
+
+class Harness(_Frozen):
+    name: str
+    description: str = ""
+    run: tuple[str, ...] = Field(min_length=1)
+    data: DataDecl
+    image: ImageDecl | None = None
+    profiles: dict[Literal["qualify", "mlperf", "smoke"], ProfileRules]
+    models: dict[str, ModelFacts] = Field(min_length=1)
+    folder: Path = Field(default=Path("."), exclude=True)
+
+    @field_validator("profiles")
+    @classmethod
+    def _every_profile(cls, value: dict[str, ProfileRules]) -> dict[str, ProfileRules]:
+        missing = {"qualify", "mlperf", "smoke"} - set(value)
+        if missing:
+            raise ValueError(f"missing profiles {sorted(missing)}")
+        return value
+
+    def model(self, name: str) -> ModelFacts:
+        return self.models[name]
+
+    def workload(self, model: str) -> Workload:
+        """The harness as the runners take a job's workload: its folder, run argv, dataset command
+        and image are real; quality is the model's accuracy target and one run is the whole set.
+        (The runner interface takes a training workload; this adapter goes when runners take a job spec.)"""
+        facts = self.models[model]
+        return Workload(name=self.name, mlperf_benchmark=model, description=self.description, run=self.run,
+                        quality=Quality(metric=facts.accuracy.metric, target=facts.accuracy.target / 100,
+                                        env=ACCURACY_ENV),
+                        olympic=Olympic(runs=1, drop_per_end=0),
+                        data=DataDecl(cli=self.data.cli, how_to_get=facts.how_to_get), image=self.image,
+                        folder=self.folder)
+
+
+def load_harness(folder: Path) -> Harness:
+    path = folder / DECLARATION
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of fields")
+    harness = validated(Harness, {**raw, "folder": folder}, label=str(path))
+    if harness.name != folder.name:
+        raise ConfigError(f"{path}: name {harness.name!r} differs from its folder {folder.name!r}")
+    return harness
+
+
+def find_model(roots: Sequence[Path], model: str) -> Harness:
+    """The harness declaring ``model`` (earlier roots win); UsageError naming the known models."""
+    known: list[str] = []
+    for root in roots:
+        for path in sorted(root.glob(f"*/{DECLARATION}")):
+            harness = load_harness(path.parent)
+            if model in harness.models:
+                return harness
+            known += list(harness.models)
+    raise UsageError(f"unknown inference model {model!r}: known models are {', '.join(sorted(set(known))) or 'none'}")

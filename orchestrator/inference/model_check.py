@@ -1,0 +1,77 @@
+"""A model file checked before anything runs: it loads as ONNX, its opset is one ONNX Runtime can
+take, and its one image input has the model's shape (the batch axis free). One line, exit 2."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import UsageError
+from orchestrator.inference.declaration import InputFacts
+
+ONNX_SUFFIX = ".onnx"
+TORCH_SUFFIX = ".pt2"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckedModel:
+    path: Path
+    sha256: str
+    input_name: str
+    input_shape: tuple[int | str, ...]
+    opset: int | None
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_model(path: Path, backend: str, expected: InputFacts) -> CheckedModel:
+    """The file as the backend will take it; UsageError naming the file and what is wrong."""
+    if not path.is_file():
+        raise UsageError(f"--model {path}: no such file")
+    if backend == "torch":
+        if path.suffix != TORCH_SUFFIX:
+            raise UsageError(f"--model {path}: the torch backend takes a torch.export program (.pt2)")
+        return CheckedModel(path=path, sha256=sha256(path), input_name="", input_shape=(), opset=None)
+    return _check_onnx(path, expected)
+
+
+def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
+    import onnx
+    from onnx import defs
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValueError, OSError for a bad file
+        raise UsageError(f"--model {path}: not an ONNX model ({' '.join(str(exc).split())[:160]})") from None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    newest = defs.onnx_opset_version()
+    if opset is None or not expected.min_opset <= opset <= newest:
+        raise UsageError(f"--model {path}: opset {opset} is outside {expected.min_opset}..{newest} "
+                         "(what this ONNX and ONNX Runtime take)")
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        raise UsageError(f"--model {path}: {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); "
+                         "the model must take one image batch")
+    tensor = inputs[0].type.tensor_type
+    shape: tuple[int | str, ...] = tuple(d.dim_param or (d.dim_value if d.HasField("dim_value") else "?")
+                                         for d in tensor.shape.dim)
+    want = ("N", *expected.shape)
+    if len(shape) != 4 or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
+                         f"{_dims(want)} (N the batch): export it for that input")
+    if tensor.elem_type != onnx.TensorProto.FLOAT:
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
+                         f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")
+    return CheckedModel(path=path, sha256=sha256(path), input_name=inputs[0].name, input_shape=shape, opset=opset)
+
+
+def _dims(shape: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"

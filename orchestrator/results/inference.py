@@ -1,0 +1,226 @@
+"""The typed records of an inference run (``<results>/<run_id>/inference.json``): what was asked,
+where it ran, and what LoadGen's logs, the accuracy script and the harness's facts file said.
+Validated on read like every stored file (`orchestrator.results.store`).
+
+The run folder beside it is the MLPerf Inference results layout (`InferencePaths`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from orchestrator.results.records import ProfileName, Record
+
+InferenceState = Literal["running", "finished", "failed", "interrupted"]
+INFERENCE_FILE = "inference.json"
+
+
+class Latency(Record):
+    """LoadGen's latency statistics of a test, in nanoseconds."""
+
+    min_ns: float | None = None
+    mean_ns: float | None = None
+    max_ns: float | None = None
+    percentiles_ns: dict[str, float] = Field(default_factory=dict)
+    """'50.00', '90.00', ... -> ns (per query for MultiStream)."""
+
+
+class Performance(Record):
+    """A performance test as LoadGen logged it (``mlperf_log_detail.txt``)."""
+
+    scenario: str
+    metric: str
+    """The scenario's metric: samples/s (Offline, Server completed), or a latency percentile."""
+    value: float | None
+    unit: str
+    higher_is_better: bool
+    loadgen_valid: bool
+    """LoadGen's own verdict (``result_validity``) on the settings it was given."""
+    loadgen_reasons: tuple[str, ...] = ()
+    """Why LoadGen said INVALID: its unmet conditions and recommendation, in its words."""
+    errors: tuple[str, ...] = ()
+    """LoadGen's error events."""
+    latency_bound_met: bool | None = None
+    """Server: LoadGen's ``result_perf_constraints_met`` (the latency percentile within the bound)."""
+    latency: Latency = Latency()
+    queries: int | None = None
+    samples_per_second: float | None = None
+    effective: dict[str, Any] = Field(default_factory=dict)
+    """LoadGen's ``effective_*`` settings."""
+
+
+class Accuracy(Record):
+    metric: str
+    percent: float
+    target_percent: float
+    met: bool
+    samples: int = Field(ge=0)
+    line: str
+    """The accuracy script's line (``accuracy.txt``)."""
+
+
+class OperatorShare(Record):
+    op: str
+    calls: int = Field(ge=0)
+    total_us: float = Field(ge=0)
+    share: float
+    """Of the time the backend's operators took."""
+
+
+class OperatorProfile(Record):
+    """Where the time went (``--trace``): the top operators, and the share outside the model."""
+
+    source: str
+    file: str
+    """The raw profile, relative to the run folder."""
+    operators: tuple[OperatorShare, ...]
+    operator_s: float
+    predict_s: float
+    """Time in the backend's calls (operators plus the runtime's own work)."""
+    test_s: float
+    """The tests' wall time while the profile was taken."""
+    outside_model_share: float | None
+    """1 - operator time / (test wall time x workers): pre/post-processing, queueing, the harness."""
+
+
+class SearchTrial(Record):
+    number: int = Field(ge=1)
+    target_qps: float = Field(gt=0)
+    valid: bool
+    """LoadGen's verdict."""
+    passed: bool
+    """What the search counts: LoadGen VALID under the mlperf profile; under a profile that shortens
+    the tests (which then cannot meet the minimum duration or early stopping), the latency bound met."""
+    reasons: tuple[str, ...] = ()
+    completed_qps: float | None = None
+    p99_ns: float | None = None
+    folder: str
+    """The trial's folder, relative to the run folder."""
+
+
+class ServerSearch(Record):
+    """The highest target QPS whose trial passed: bracketed, then bisected."""
+
+    trials: tuple[SearchTrial, ...]
+    best_qps: float | None
+    """None: no trial was valid."""
+    precision: float = Field(gt=0)
+    """The bisection stopped when the bracket was narrower than this fraction of its lower end."""
+
+
+class Harness(Record):
+    """What the harness's facts file said of itself."""
+
+    backend: str
+    device: str
+    providers: tuple[str, ...]
+    versions: dict[str, str] = Field(default_factory=dict)
+    model_sha256: str = ""
+    model_load_s: float = Field(ge=0)
+    total_inference_s: float = Field(ge=0)
+    """Model loading plus the last test over the data (the accuracy pass when there was one)."""
+    preprocess_s: float = Field(ge=0)
+    max_batch: int = Field(ge=1)
+    samples: int = Field(ge=1)
+    user_conf: dict[str, float] = Field(default_factory=dict)
+    user_conf_sources: dict[str, str] = Field(default_factory=dict)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Settings changed beyond user.conf (--time, --count), as the reference's options do."""
+    official: dict[str, Any] = Field(default_factory=dict)
+    """The built-in mlperf.conf's values for this model and scenario, as LoadGen read them."""
+
+
+class InferenceResult(Record):
+    valid: bool
+    """An MLPerf-valid result: LoadGen VALID, every official minimum met, the accuracy target met."""
+    reasons: tuple[str, ...] = ()
+    """Why not (LoadGen's, then the official minimums, then accuracy)."""
+    official_gaps: tuple[str, ...] = ()
+    """Where the run fell short of what mlperf.conf and the rules fix."""
+    performance: Performance | None = None
+    accuracy: Accuracy | None = None
+    harness: Harness
+    trace: OperatorProfile | None = None
+    """Where the time went (--trace)."""
+    search: ServerSearch | None = None
+
+
+class InferenceRun(Record):
+    """``inference.json``: one model, one scenario, on one setup."""
+
+    kind: Literal["inference"] = "inference"
+    run_id: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    harness: str
+    profile: ProfileName
+    label: str | None = None
+    scenario: str
+    backend: str
+    device: str
+    accuracy_requested: bool
+    count: int | None = None
+    time_s: float | None = None
+    target_qps: str | None = None
+    target_latency_ms: str | None = None
+    trace: bool = False
+    search: bool = False
+    model_file: str
+    model_sha256: str
+    data_dir: str
+    runner: str
+    host: str = ""
+    command: tuple[str, ...] = ()
+    started_at: str
+    ended_at: str | None = None
+    state: InferenceState
+    failure: str | None = None
+    """Why the run has no result (the harness's last line, a runner fault)."""
+    system: dict[str, Any] = Field(default_factory=dict)
+    runner_provenance: dict[str, Any] = Field(default_factory=dict)
+    result: InferenceResult | None = None
+
+    @property
+    def setup_name(self) -> str:
+        return self.label or self.run_id
+
+
+@dataclass(frozen=True)
+class InferencePaths:
+    """The folder of an inference run: the MLPerf Inference results layout of one model and scenario.
+
+        inference.json               the record
+        user.conf                    what LoadGen was given beside mlperf.conf
+        performance/run_1/           mlperf_log_summary.txt, mlperf_log_detail.txt
+        accuracy/                    the same, mlperf_log_accuracy.json, accuracy.txt
+        trace/                       the backend's per-operator profile (--trace)
+        search/trial_<n>/            each Server QPS trial (--search): its user.conf and logs
+        jobs/<name>/output.log       what each harness job printed; its harness.json
+    """
+
+    root: Path
+
+    @property
+    def record(self) -> Path:
+        return self.root / INFERENCE_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
+
+    @property
+    def performance(self) -> Path:
+        return self.root / "performance" / "run_1"
+
+    @property
+    def accuracy(self) -> Path:
+        return self.root / "accuracy"
+
+    def job(self, name: str) -> Path:
+        return self.root / "jobs" / name
+
+    def trial(self, number: int) -> Path:
+        return self.root / "search" / f"trial_{number}"

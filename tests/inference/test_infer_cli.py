@@ -1,0 +1,119 @@
+"""`mltrain infer` through the real LoadGen and ONNX Runtime on this CPU, with a tiny model and
+short tests: every scenario, the record against LoadGen's own summary, INVALID where the official
+minimums are not met, bad model and data refused before anything is written, and the store's
+verbs (list, show, compare, report, export) on inference runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.inference import tiny
+
+SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("tiny")
+    return tiny.export(folder / "tiny.onnx"), tiny.dataset(folder / "data")
+
+
+def infer(cli, assets: tuple[Path, Path], results: Path, *args: str):
+    model, data = assets
+    return cli("infer", "resnet50", "--profile", "qualify", "--model", str(model), "--data", str(data),
+               "--results", str(results), "--count", str(tiny.IMAGES), "--json", *args)
+
+
+def summary_verdict(run: Path) -> str:
+    text = (run / "performance" / "run_1" / "mlperf_log_summary.txt").read_text()
+    return next(line.split(":")[1].strip() for line in text.splitlines() if line.startswith("Result is"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_scenario_runs_the_real_loadgen_and_says_invalid_where_the_official_minimums_are_not_met(
+        cli, assets, tmp_path: Path, scenario: str):
+    r = infer(cli, assets, tmp_path / "r", "--scenario", scenario, "--time", "1", "--target-qps", "auto",
+              "--target-latency-ms", "auto")
+    assert r.code in (0, 1), r.err
+    record = json.loads(r.out)
+    run = tmp_path / "r" / record["run_id"]
+    result = record["result"]
+    perf = result["performance"]
+    assert record["state"] == "finished" and perf["scenario"] == scenario
+    assert perf["value"] > 0 and perf["latency"]["percentiles_ns"]["50.00"] > 0
+    assert summary_verdict(run) == ("VALID" if perf["loadgen_valid"] else "INVALID")
+    assert perf["loadgen_valid"] or perf["loadgen_reasons"]
+    assert result["valid"] is False
+    assert "min_duration_ms 1000 < 600000 (mlperf.conf)" in result["official_gaps"]
+    assert "no accuracy run" in result["official_gaps"]
+    assert result["harness"]["providers"][0] == "CPUExecutionProvider" and result["harness"]["model_load_s"] > 0
+    assert r.code == (0 if perf["loadgen_valid"] else 1)
+    assert (run / "user.conf").is_file() and (run / "jobs" / "main" / "output.log").is_file()
+    assert not (run / "jobs" / "main" / "results" / "model").exists()  # the staged model is gone
+
+
+def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli, assets, tmp_path: Path):
+    r = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--time", "0.5", "--accuracy", "--trace")
+    record = json.loads(r.out)
+    run = tmp_path / "r" / record["run_id"]
+    acc = record["result"]["accuracy"]
+    assert acc["samples"] == tiny.IMAGES and acc["line"] == (run / "accuracy" / "accuracy.txt").read_text().strip()
+    assert all((run / "accuracy" / name).is_file() for name in ("mlperf_log_accuracy.json", "mlperf_log_detail.txt"))
+    assert acc["target_percent"] == pytest.approx(76.46 * 0.99)
+    assert not acc["met"] and r.code == 1  # random weights
+    assert any(reason.startswith("accuracy ") for reason in record["result"]["reasons"])
+    profile = record["result"]["trace"]
+    assert profile["source"] == "onnxruntime" and profile["operators"][0]["op"] in ("Conv", "Gemm", "Relu",
+                                                                                    "GlobalAveragePool")
+    assert (run / profile["file"]).is_file() and 0 <= profile["outside_model_share"] <= 1
+
+
+def test_a_model_with_the_wrong_input_shape_is_refused_before_anything_is_written(cli, assets, tmp_path: Path):
+    wrong = tiny.export(tmp_path / "wrong.onnx", side=128)
+    r = cli("infer", "resnet50", "--profile", "qualify", "--model", str(wrong), "--data", str(assets[1]),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2
+    assert r.err.count("\n") == 1 and "shape [batch, 3, 128, 128]" in r.err and "[N, 3, 224, 224]" in r.err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_dataset_in_the_wrong_layout_is_refused_before_anything_is_written(cli, assets, tmp_path: Path):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    r = cli("infer", "resnet50", "--profile", "qualify", "--model", str(assets[0]), "--data", str(empty),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and r.err.count("\n") == 1 and "val_map.txt: missing" in r.err
+    assert not (tmp_path / "r").exists()
+
+
+def test_mlperf_profile_refuses_shortened_tests(cli, assets, tmp_path: Path):
+    r = infer(cli, assets, tmp_path / "r", "--profile", "mlperf")
+    assert r.code == 2 and "drop --time and --count" in r.err and not (tmp_path / "r").exists()
+
+
+def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tmp_path: Path):
+    results = tmp_path / "r"
+    ids: dict[str, list[str]] = {"a": [], "b": []}
+    for label, threads in (("a", "1"), ("b", "2"), ("a", "1"), ("b", "2")):
+        r = infer(cli, assets, results, "--scenario", "Offline", "--time", "0.5", "--label", label,
+                  "--threads", threads)
+        assert r.code in (0, 1), r.err
+        ids[label].append(json.loads(r.out)["run_id"])
+    listed = json.loads(cli("list", "--results", str(results), "--json").out)
+    assert {row["kind"] for row in listed} == {"inference"} and all(row["metric"] > 0 for row in listed)
+    shown = cli("show", ids["a"][0], "--results", str(results))
+    assert shown.code == 0 and "as an MLPerf result: INVALID" in shown.out
+    compared = cli("compare", "--label", "a", "--label", "b", "--results", str(results), "--json")
+    assert compared.code == 0, compared.err
+    rows = {row["setup"]: row for row in json.loads(compared.out)["rows"]}
+    assert rows["a"]["runs"] == rows["b"]["runs"] == 2 and rows["a"]["ratio"] is None
+    assert rows["b"]["ratio"] > 0 and rows["b"]["ci_low"] is not None and rows["b"]["ratio_low"] is not None
+    report = cli("report", "--label", "a", "--label", "b", "--results", str(results), "--out", str(tmp_path / "r.html"))
+    assert report.code == 0 and "samples per second" in (tmp_path / "r.html").read_text()
+    exported = cli("export", ids["a"][0], "--results", str(results), "--mlcommons", str(tmp_path / "sub"), "--json")
+    folder = Path(json.loads(exported.out)["folder"])
+    assert folder.parts[-6:] == ("open", "mltrain", "results", folder.parts[-3], "resnet50", "Offline")
+    assert (folder / "performance" / "run_1" / "mlperf_log_detail.txt").is_file() and (folder / "user.conf").is_file()

@@ -1,0 +1,99 @@
+"""The parts of `mltrain infer` that need no LoadGen run: the Server search's bracket and bisection,
+COCO mAP through pycocotools on a made-up annotation file, the detection datasets' layout checks,
+and the harness's declaration agreeing with its per-model modules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from orchestrator.config.locations import workloads_dir
+from orchestrator.inference.declaration import find_model
+from orchestrator.inference.search import best_trial, search
+from orchestrator.results.inference import SearchTrial
+from workloads.inference.errors import HarnessError
+from workloads.inference.models import find, retinanet, ssd_resnet34
+from workloads.inference.models.detection import mean_average_precision
+
+
+def trials_against(limit: float, first: float):
+    """A trial function whose run is VALID at or below ``limit`` QPS."""
+    asked: list[float] = []
+
+    def trial(number: int, qps: float | None) -> SearchTrial:
+        qps = first if qps is None else qps
+        asked.append(qps)
+        return SearchTrial(number=number, target_qps=qps, valid=qps <= limit, passed=qps <= limit,
+                           folder=f"search/trial_{number}")
+
+    return trial, asked
+
+
+@pytest.mark.parametrize(("limit", "first"), [(730.0, 100.0), (730.0, 5000.0), (50.0, 50.0)])
+def test_search_brackets_then_bisects_to_the_highest_valid_qps(limit: float, first: float):
+    trial, asked = trials_against(limit, first)
+    found = search(trial, precision=0.05)
+    assert found.best_qps is not None and found.best_qps <= limit
+    invalid_above = [t.target_qps for t in found.trials if not t.passed and t.target_qps > found.best_qps]
+    assert invalid_above and min(invalid_above) - found.best_qps <= 0.05 * found.best_qps
+    assert [t.number for t in found.trials] == list(range(1, len(asked) + 1))
+    assert best_trial(found).target_qps == found.best_qps
+
+
+def test_search_with_no_valid_trial_says_none_within_its_trial_budget():
+    trial, asked = trials_against(0.0, 100.0)
+    found = search(trial, max_trials=6)
+    assert found.best_qps is None and len(found.trials) == 6 and not best_trial(found).passed
+
+
+def coco_folder(root: Path, images: int = 3) -> Path:
+    """A COCO-format annotation file, its images under val2017/, one box per image."""
+    (root / "val2017").mkdir(parents=True)
+    (root / "annotations").mkdir()
+    entries, annotations = [], []
+    for k in range(images):
+        Image.fromarray(np.zeros((100, 200, 3), dtype=np.uint8)).save(root / "val2017" / f"{k}.jpg")
+        entries.append({"id": 10 + k, "file_name": f"{k}.jpg", "height": 100, "width": 200})
+        annotations.append({"id": k + 1, "image_id": 10 + k, "category_id": 3 if k % 2 else 7, "iscrowd": 0,
+                            "bbox": [20.0 + k, 10.0, 100.0, 50.0], "area": 5000.0})
+    categories = [{"id": 3, "name": "car"}, {"id": 7, "name": "train"}]
+    (root / "annotations" / "instances_val2017.json").write_text(json.dumps(
+        {"images": entries, "annotations": annotations, "categories": categories}))
+    return root
+
+
+def response(index: int, box: list[float], label: int) -> bytes:
+    """The reference's payload: index, ymin, xmin, ymax, xmax (normalised), score, class."""
+    x, y, w, h = box
+    return np.array([index, y / 100, x / 200, (y + h) / 100, (x + w) / 200, 0.9, label], np.float32).tobytes()
+
+
+def test_coco_map_of_exact_boxes_is_100_and_of_wrong_classes_0(tmp_path: Path):
+    folder = coco_folder(tmp_path / "coco")
+    model = ssd_resnet34.Model(folder, count=None)
+    truth = json.loads((folder / "annotations" / "instances_val2017.json").read_text())["annotations"]
+    inverse = {3: 1, 7: 2}  # the ONNX model's labels 1..80 are COCO's categories in order
+    exact = [(k, response(k, a["bbox"], inverse[a["category_id"]])) for k, a in enumerate(truth)]
+    assert model.accuracy(exact).percent == pytest.approx(100.0)
+    wrong = [(k, response(k, a["bbox"], 3 - inverse[a["category_id"]])) for k, a in enumerate(truth)]
+    assert mean_average_precision(model.annotation_file, model.images, wrong, inverse_map=True).percent == 0.0
+
+
+def test_detection_layouts_are_checked_with_one_line_naming_the_file(tmp_path: Path):
+    with pytest.raises(HarnessError, match="openimages-mlperf.json: missing annotation file"):
+        retinanet.check(tmp_path)
+    folder = coco_folder(tmp_path / "coco")
+    (folder / "val2017" / "0.jpg").unlink()
+    with pytest.raises(HarnessError, match=r"0.jpg: missing image"):
+        ssd_resnet34.check(folder)
+
+
+@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34"])
+def test_the_declaration_agrees_with_the_model_modules(model: str):
+    facts = find_model([workloads_dir()], model).model(model)
+    module = find(model)
+    assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and model == module.CONF_MODEL

@@ -1,0 +1,38 @@
+"""A tiny model and dataset in resnet50's inference layout, made in a second: random weights behind
+the reference's input (N, 3, 224, 224), 1001 outputs; 24 small JPEGs listed in val_map.txt."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import nn
+
+IMAGES = 24
+
+
+def export(path: Path, side: int = 224, classes: int = 1001) -> Path:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 7, stride=8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, classes)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, 3, side, side),), str(path), dynamo=False, opset_version=17,
+                          input_names=["input_tensor"], output_names=["logits"],
+                          dynamic_axes={"input_tensor": {0: "batch"}, "logits": {0: "batch"}})
+    return path
+
+
+def dataset(folder: Path) -> Path:
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True)
+    lines = []
+    for k in range(IMAGES):
+        pixels = rng.integers(0, 256, size=(48 + k, 64, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"img_{k:03d}.jpg", quality=90)
+        lines.append(f"img_{k:03d}.jpg {k % 4}")
+    (folder / "val_map.txt").write_text("\n".join(lines) + "\n")
+    return folder

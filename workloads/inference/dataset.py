@@ -1,0 +1,48 @@
+"""The inference harness's dataset command line (``inference.yaml`` ``data.cli``), run where the
+harness runs:
+
+    python -m workloads.inference.dataset check MODEL DIR   # the model's layout, first images there
+    python -m workloads.inference.dataset smoke MODEL OUT   # the smoke model and data, made once
+
+Exit codes: 0 ok (the folder on stdout, alone, for smoke), 2 bad input or data (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workloads.inference.errors import HarnessError
+from workloads.inference.models import MODULES, find
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.inference.dataset", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="check that DIR holds MODEL's dataset")
+    check.add_argument("model", choices=sorted(MODULES))
+    check.add_argument("dir", type=Path)
+    smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
+    smoke.add_argument("model", choices=sorted(MODULES))
+    smoke.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            if not args.dir.is_dir():
+                raise HarnessError(f"{args.dir}: no such dataset folder")
+            sys.stdout.write(find(args.model).check(args.dir) + "\n")
+        else:
+            from workloads.inference.smoke import make
+
+            made = make(args.model, args.out)
+            sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
+            sys.stdout.write(f"{args.out}\n")
+    except HarnessError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""What every model module shares: the reference's image reading and resizing (OpenCV, as the
+MLPerf reference uses), the accuracy log LoadGen writes, and the accuracy line each script prints.
+
+A model module defines a class ``Model`` with ``NAME``, ``IMAGE_SIZE``, ``count`` (samples in the
+dataset as used), ``load(index) -> (3, H, W) float32``, ``respond(outputs, indices) -> per-sample
+float32 payloads`` and ``accuracy(entries) -> Accuracy``, and a module function ``check(data)``
+that raises HarnessError naming what is wrong with a dataset folder (one line).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from workloads.inference.errors import HarnessError
+
+ACCURACY_FILE = "mlperf_log_accuracy.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accuracy:
+    """What a model's accuracy script says of LoadGen's accuracy log."""
+
+    metric: str
+    """'top1' or 'mAP'."""
+    percent: float
+    samples: int
+    """Distinct samples the log holds."""
+    line: str
+    """The line the reference's script prints ('accuracy=76.456%, good=38228, total=50000')."""
+
+
+def read_image(path: Path) -> np.ndarray:
+    """(H, W, 3) uint8 BGR, as ``cv2.imread`` gives it; HarnessError naming a file that does not decode."""
+    image = cv2.imread(str(path))
+    if image is None:
+        raise HarnessError(f"{path}: cannot read this image")
+    if image.ndim == 2:  # a greyscale file
+        image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    return image
+
+
+def resize_with_aspect_ratio(image: np.ndarray, height: int, width: int, *, scale: float = 87.5,
+                             interpolation: int = cv2.INTER_AREA) -> np.ndarray:
+    """The shorter side to ``100 / scale`` of the output side, the aspect ratio kept (the reference's
+    ``resize_with_aspectratio``)."""
+    h, w = image.shape[:2]
+    new_height, new_width = int(100.0 * height / scale), int(100.0 * width / scale)
+    size = (new_width, int(new_height * h / w)) if h > w else (int(new_width * w / h), new_height)  # (W, H)
+    return cv2.resize(image, size, interpolation=interpolation)
+
+
+def center_crop(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    h, w = image.shape[:2]
+    left, top = int((w - width) / 2), int((h - height) / 2)
+    return image[top:top + height, left:left + width]
+
+
+def resized_rgb(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """(H, W, 3) float32 RGB resized to exactly height x width (the reference's ``maybe_resize``)."""
+    image = cv2.cvtColor(image.astype(np.float32), cv2.COLOR_BGR2RGB)
+    return cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)
+
+
+def read_accuracy_log(path: Path) -> list[tuple[int, bytes]]:
+    """(sample index, response bytes) of every entry of LoadGen's accuracy log, first entry of a
+    sample only (the reference scripts de-duplicate the same way)."""
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: unreadable LoadGen accuracy log ({exc})") from None
+    seen: dict[int, bytes] = {}
+    for entry in entries:
+        seen.setdefault(int(entry["qsl_idx"]), bytes.fromhex(entry["data"]))
+    return sorted(seen.items())
+
+
+def first_files(items: list[Path], limit: int = 50) -> list[Path]:
+    """The files a fast check looks at: the first ``limit``."""
+    return items[:limit]
+
+
+def require_files(paths: list[Path], what: str) -> None:
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise HarnessError(f"{missing[0]}: missing {what}{more}")

@@ -1,0 +1,104 @@
+"""COCO-format detection datasets (COCO 2017 for ssd-resnet34, the MLPerf OpenImages subset for
+retinanet) and their accuracy: the reference's ``tools/accuracy-coco.py`` and
+``tools/accuracy-openimages.py``, COCO mAP@[0.5:0.95] through pycocotools.
+
+A response is float32 groups of seven, one per detection: ``index, ymin, xmin, ymax, xmax, score,
+class`` with the box normalised to [0, 1] (the reference's payload); fewer than seven floats means
+no detection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workloads.inference.errors import HarnessError
+from workloads.inference.models.common import Accuracy, first_files, require_files
+
+
+@dataclass(frozen=True, kw_only=True)
+class Image:
+    id: int
+    path: Path
+    height: int
+    width: int
+
+
+def read_annotations(path: Path) -> dict:
+    if not path.is_file():
+        raise HarnessError(f"{path}: missing annotation file")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: not a readable JSON annotation file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not data["images"]:
+        raise HarnessError(f"{path}: no 'images' list (a COCO-format annotation file is expected)")
+    return data
+
+
+def list_images(annotations: dict, folders: list[Path], where: Path) -> list[Image]:
+    """Every image of the annotation file, in its order, found under the first of ``folders`` that
+    holds the first image (the reference's layouts differ by model)."""
+    first = annotations["images"][0]["file_name"]
+    folder = next((f for f in folders if (f / first).is_file()), folders[0])
+    try:
+        images = [Image(id=int(i["id"]), path=folder / i["file_name"], height=int(i["height"]), width=int(i["width"]))
+                  for i in annotations["images"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HarnessError(f"{where}: an image entry lacks id, file_name, height or width ({exc})") from None
+    require_files(first_files([i.path for i in images]), f"image (looked in {folder})")
+    return images
+
+
+def payload(index: int, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, *, threshold: float,
+            box: Callable[[np.ndarray], tuple[float, float, float, float]]) -> np.ndarray:
+    """The float32 response of one image: detections in the model's order until the first score
+    below ``threshold`` (the reference's loop breaks there), ``box`` mapping the model's box to
+    normalised (ymin, xmin, ymax, xmax)."""
+    rows = []
+    for k in range(len(scores)):
+        if scores[k] < threshold:
+            break
+        rows.append([float(index), *box(boxes[k]), float(scores[k]), float(classes[k])])
+    return np.asarray(rows, dtype=np.float32).reshape(-1)
+
+
+def mean_average_precision(annotation_file: Path, images: list[Image], entries: list[tuple[int, bytes]],
+                           *, inverse_map: bool) -> Accuracy:
+    """The reference script: boxes scaled to each image's size, class ids mapped through the
+    annotation's category ids when ``inverse_map``, evaluated over the images the log holds."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = COCO(str(annotation_file))
+    inverse = [0, *truth.getCatIds()]
+    detections, image_ids = [], set()
+    for index, data in entries:
+        image = images[index]
+        image_ids.add(image.id)
+        values = np.frombuffer(data, np.float32)
+        for start in range(0, len(values) - len(values) % 7, 7):
+            _, ymin, xmin, ymax, xmax, score, label = (float(v) for v in values[start:start + 7])
+            category = inverse[int(label)] if inverse_map else int(label)
+            ymin, ymax = ymin * image.height, ymax * image.height
+            xmin, xmax = xmin * image.width, xmax * image.width
+            detections.append({"image_id": image.id, "category_id": category, "score": score,
+                               "bbox": [xmin, ymin, xmax - xmin, ymax - ymin]})
+    percent = 0.0
+    if detections:
+        with contextlib.redirect_stdout(io.StringIO()):
+            found = truth.loadRes(detections)
+            evaluation = COCOeval(truth, found, iouType="bbox")
+            evaluation.params.imgIds = sorted(image_ids)
+            evaluation.evaluate()
+            evaluation.accumulate()
+            evaluation.summarize()
+        percent = 100.0 * max(float(evaluation.stats[0]), 0.0)
+    return Accuracy(metric="mAP", percent=percent, samples=len(entries), line=f"mAP={percent:.3f}%")

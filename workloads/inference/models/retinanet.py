@@ -1,0 +1,80 @@
+"""retinanet: the MLPerf OpenImages subset (264 classes), mAP, as the MLPerf Inference reference runs
+it (``openimages.py``, ``pre_process_openimages_retinanet``, ``PostProcessOpenImagesRetinanet`` for
+the ONNX model, ``tools/accuracy-openimages.py``).
+
+Dataset layout: ``DIR/annotations/openimages-mlperf.json``; images where its ``file_name`` points,
+under ``DIR`` or ``DIR/validation/data``. Preprocessing: BGR to RGB, resized to 800x800 (linear),
+divided by 255, NCHW. The ONNX model takes one image and gives boxes (xmin, ymin, xmax, ymax in
+input pixels), labels and scores; detections below a score of 0.05 are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from workloads.inference.errors import HarnessError
+from workloads.inference.models.common import Accuracy, read_image, resized_rgb
+from workloads.inference.models.detection import list_images, mean_average_precision, payload, read_annotations
+
+NAME = "retinanet"
+IMAGE_SIZE = (800, 800)
+SCORE_THRESHOLD = 0.05
+ANNOTATIONS = Path("annotations") / "openimages-mlperf.json"
+
+
+def folders(data: Path) -> list[Path]:
+    return [data, data / "validation" / "data"]
+
+
+def check(data: Path) -> str:
+    images = list_images(read_annotations(data / ANNOTATIONS), folders(data), data / ANNOTATIONS)
+    return f"ok {data}: {len(images)} images in {ANNOTATIONS}"
+
+
+def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The reference's ``pre_process_openimages_retinanet`` (NCHW)."""
+    return np.ascontiguousarray((resized_rgb(image, *size) / 255.0).transpose(2, 0, 1), dtype=np.float32)
+CONF_MODEL = "retinanet"
+"""The model's key in mlperf.conf."""
+RETIRED_CONF: dict[str, dict[str, float]] = {}
+"""Per scenario, settings a retired round gave the model (none: mlperf.conf has it)."""
+MAX_BATCH = 1
+"""Samples per backend call by default (the reference's --max-batchsize for this model)."""
+
+
+
+class Model:
+    NAME = NAME
+    IMAGE_SIZE = IMAGE_SIZE
+
+    def __init__(self, data: Path, *, count: int | None, image_size: tuple[int, int] = IMAGE_SIZE,
+                 label_offset: int = 0) -> None:
+        if label_offset:
+            raise HarnessError("retinanet takes no label offset")
+        self.annotation_file = data / ANNOTATIONS
+        images = list_images(read_annotations(self.annotation_file), folders(data), self.annotation_file)
+        self.images = images[:count] if count else images
+        self.image_size = image_size
+
+    @property
+    def count(self) -> int:
+        return len(self.images)
+
+    def load(self, index: int) -> np.ndarray:
+        return preprocess(read_image(self.images[index].path), self.image_size)
+
+    def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
+        """One image per call (the ONNX model has no batch axis): boxes scaled to [0, 1]."""
+        boxes, labels, scores = (np.asarray(o) for o in outputs[:3])
+        if boxes.ndim == 2:  # (K, 4): one image
+            boxes, labels, scores = boxes[None], labels[None], scores[None]
+        height, width = self.image_size
+        return [payload(indices[i], boxes[i], scores[i], labels[i], threshold=SCORE_THRESHOLD,
+                        box=lambda b: (b[1] / height, b[0] / width, b[3] / height, b[2] / width))
+                for i in range(len(indices))]
+
+    def accuracy(self, entries: list[tuple[int, bytes]]) -> Accuracy:
+        return mean_average_precision(self.annotation_file, self.images, entries, inverse_map=False)

@@ -1,0 +1,179 @@
+"""One harness invocation: load the model, warm up, make LoadGen's settings, run the performance
+test and/or the accuracy test, score the accuracy log, write the facts file.
+
+The results folder it fills (``--out``), in the MLPerf Inference results layout::
+
+    user.conf                      what the run wrote for LoadGen (beside the built-in mlperf.conf)
+    performance/run_1/             mlperf_log_summary.txt, mlperf_log_detail.txt (LoadGen's)
+    accuracy/                      the same, mlperf_log_accuracy.json, accuracy.txt (the script's line)
+    trace/                         the backend's per-operator profile (--trace)
+    harness.json                   the facts file (workloads.inference.facts)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workloads.inference import backends, facts
+from workloads.inference import settings as lg_settings
+from workloads.inference.errors import HarnessError
+from workloads.inference.models import find
+from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
+from workloads.inference.sut import Samples, Server
+
+MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("performance", "accuracy")}
+PERFORMANCE_DIR = Path("performance") / "run_1"
+ACCURACY_DIR = Path("accuracy")
+AUTO = "auto"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Everything one invocation is told (the command line, `workloads.inference.__main__`)."""
+
+    model_name: str
+    model: Path
+    data: Path
+    out: Path
+    scenario: str
+    backend: str = "onnxruntime"
+    device: str = "cpu"
+    mode: str = "performance"
+    count: int | None = None
+    time_s: float | None = None
+    min_query_count: int | None = None
+    target_qps: str | None = None
+    """A number, 'auto' (measured in the warm-up) or None (mlperf.conf's placeholder)."""
+    target_latency_ms: str | None = None
+    max_batch: int | None = None
+    threads: int = 0
+    workers: int = 2
+    trace: bool = False
+    image_size: tuple[int, int] | None = None
+    label_offset: int | None = None
+    profile: str = ""
+    """The orchestrator's profile name, recorded only."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise HarnessError(f"{what} {text!r}: give a positive number or auto") from None
+    if not value > 0:
+        raise HarnessError(f"{what} {text!r}: give a positive number or auto")
+    return value
+
+
+def warm_up(backend: backends.Backend, samples: Samples, count: int, max_batch: int) -> dict[str, float]:
+    """Five single-sample calls and three full batches after the first of each: the latency and
+    throughput 'auto' targets take (LoadGen's query generation needs a rough expectation)."""
+    samples.load(list(range(min(count, max_batch))))
+    rows = list(samples.rows)
+    single, full = samples.batch(rows[:1]), samples.batch(rows)
+    timings: dict[str, list[float]] = {"single": [], "batch": []}
+    for name, batch, repeats in (("single", single, 6), ("batch", full, 4)):
+        for _ in range(repeats):
+            started = time.perf_counter()
+            backend.predict(batch)
+            timings[name].append(time.perf_counter() - started)
+    samples.unload(rows)
+    latency = statistics.median(timings["single"][1:])
+    return {"latency_ms": latency * 1000, "batch_ms": statistics.median(timings["batch"][1:]) * 1000,
+            "throughput_qps": len(rows) / statistics.median(timings["batch"][1:])}
+
+
+def user_values(options: Options, module: Any, measured: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """user.conf values and, per value, where it came from."""
+    values: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for scope in ("*", options.scenario):
+        for key, value in module.RETIRED_CONF.get(scope, {}).items():
+            values[key], sources[key] = float(value), "the settings of the round that retired the model"
+    given = {"target_qps": options.target_qps, "target_latency": options.target_latency_ms}
+    for key, text in given.items():
+        if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
+            continue
+        if text == AUTO:
+            # LoadGen generates the queries of a test from these: too high a QPS (Offline) or too low a
+            # latency only makes the test run past its duration; the other way round it ends too soon.
+            share = {"Server": 0.5, "Offline": 2.0}.get(options.scenario, 0.5)
+            if key == "target_qps":
+                values[key] = round(measured["throughput_qps"] * share, 3)
+                sources[key] = f"auto: {share:g} x the warm-up throughput"
+            else:
+                batch = "batch_ms" if options.scenario == "MultiStream" else "latency_ms"
+                values[key] = round(measured[batch] * share, 3)
+                sources[key] = f"auto: {share:g} x the warm-up latency"
+        else:
+            values[key], sources[key] = _number(text, f"--{key.replace('_', '-')}"), "given"
+    return values, sources
+
+
+def run(options: Options) -> dict[str, Any]:
+    """Run the tests; return the facts written to ``harness.json``."""
+    import mlperf_loadgen as lg
+
+    if options.mode not in MODES:
+        raise HarnessError(f"unknown mode {options.mode!r}: performance, accuracy or both")
+    module = find(options.model_name)
+    kwargs: dict[str, Any] = {"count": options.count}
+    if options.image_size is not None:
+        kwargs["image_size"] = options.image_size
+    if options.label_offset is not None:
+        kwargs["label_offset"] = options.label_offset
+    model = module.Model(options.data, **kwargs)
+    max_batch = options.max_batch or module.MAX_BATCH
+    options.out.mkdir(parents=True, exist_ok=True)
+    trace_dir = options.out / "trace" if options.trace else None
+    backend = backends.load(options.backend, options.model, device=options.device, threads=options.threads,
+                            trace_dir=trace_dir)
+    samples = Samples(model)
+    measured = warm_up(backend, samples, model.count, max_batch)
+    values, sources = user_values(options, module, measured)
+    requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
+                                      time_s=options.time_s, count=options.count,
+                                      min_query_count=options.min_query_count)
+    settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
+    sample_count = settings.performance_sample_count_override or model.count
+    if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
+        settings.performance_sample_count_override = sample_count = model.count
+        overrides["performance_sample_count_override"] = model.count
+    server = Server(lg, model, backend, samples, scenario=options.scenario, max_batch=max_batch,
+                    workers=options.workers)
+    sut = lg.ConstructSUT(server.issue, server.flush)
+    qsl = lg.ConstructQSL(model.count, sample_count, samples.load, samples.unload)
+    tests: dict[str, Any] = {}
+    accuracy = None
+    try:
+        for mode in MODES[options.mode]:
+            folder = options.out / (PERFORMANCE_DIR if mode == "performance" else ACCURACY_DIR)
+            folder.mkdir(parents=True, exist_ok=True)
+            settings.mode = lg.TestMode.PerformanceOnly if mode == "performance" else lg.TestMode.AccuracyOnly
+            log_settings = lg.LogSettings()
+            log_settings.log_output.outdir = str(folder)
+            log_settings.log_output.copy_summary_to_stdout = False
+            started = time.perf_counter()
+            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
+            tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
+        if "accuracy" in tests:
+            folder = options.out / ACCURACY_DIR
+            accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
+            facts.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    finally:
+        server.close()
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    trace_file, operators = backend.stop_trace()
+    record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
+                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario),
+                           user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
+                           tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
+                           samples=model.count, trace_file=trace_file, operators=operators)
+    facts.write_json(options.out / facts.FACTS_FILE, record)
+    return record

@@ -1,0 +1,141 @@
+"""LoadGen's system under test and query sample library over one model and one backend.
+
+The QSL loads preprocessed samples into one contiguous array when LoadGen asks (outside the timed
+run, as the rules allow) and drops them when it says so. The SUT answers each query with the
+model's response bytes: SingleStream and MultiStream queries run in LoadGen's issuing thread (one
+query is in flight at a time, so a hand-off would only add latency); Offline and Server queries go
+to worker threads that batch what is waiting, up to ``max_batch`` samples per backend call.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workloads.inference.backends import Backend
+
+INLINE_SCENARIOS = ("SingleStream", "MultiStream")
+
+
+@dataclass
+class Timings:
+    """Where the time of one test went, summed over its batches (seconds)."""
+
+    predict_s: float = 0.0
+    respond_s: float = 0.0
+    batches: int = 0
+    samples: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"predict_s": self.predict_s, "respond_s": self.respond_s, "batches": self.batches,
+                "samples": self.samples}
+
+
+class Samples:
+    """The QSL's memory: preprocessed samples, each made once per process, the loaded set contiguous."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.made: dict[int, np.ndarray] = {}
+        self.rows: dict[int, int] = {}
+        self.array = np.empty((0,), dtype=np.float32)
+        self.preprocess_s = 0.0
+
+    def load(self, indices: Sequence[int]) -> None:
+        started = time.perf_counter()
+        wanted = list(dict.fromkeys(indices))
+        for index in wanted:
+            if index not in self.made:
+                self.made[index] = self.model.load(index)
+        self.array = np.stack([self.made[i] for i in wanted]) if wanted else np.empty((0,), dtype=np.float32)
+        self.rows = {index: row for row, index in enumerate(wanted)}
+        self.preprocess_s += time.perf_counter() - started
+
+    def unload(self, indices: Sequence[int]) -> None:
+        self.rows = {}
+        self.array = np.empty((0,), dtype=np.float32)
+
+    def batch(self, indices: Sequence[int]) -> np.ndarray:
+        if len(indices) == 1:
+            row = self.rows[indices[0]]
+            return self.array[row:row + 1]
+        return np.take(self.array, [self.rows[i] for i in indices], axis=0)
+
+
+class Server:
+    """Turns LoadGen's queries into backend calls and responses."""
+
+    def __init__(self, lg: Any, model: Any, backend: Backend, samples: Samples, *, scenario: str, max_batch: int,
+                 workers: int) -> None:
+        self.lg, self.model, self.backend, self.samples = lg, model, backend, samples
+        self.inline = scenario in INLINE_SCENARIOS
+        self.max_batch = max_batch
+        self.timings = Timings()
+        self.lock = threading.Lock()
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.threads = [] if self.inline else [threading.Thread(target=self._work, name=f"sut-{n}", daemon=True)
+                                               for n in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    def reset(self) -> Timings:
+        """The timings so far, and a fresh count for the next test."""
+        with self.lock:
+            done, self.timings = self.timings, Timings()
+        return done
+
+    def issue(self, queries: Sequence[Any]) -> None:
+        if self.inline:
+            self._answer(list(queries))
+            return
+        for start in range(0, len(queries), self.max_batch):
+            self.queue.put(queries[start:start + self.max_batch])
+
+    def flush(self) -> None:
+        pass
+
+    def _work(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is None:
+                return
+            queries = list(first)
+            while len(queries) < self.max_batch:  # what else waits joins this batch (Server's dynamic batching)
+                try:
+                    more = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self.queue.put(None)
+                    break
+                queries += list(more)
+            for start in range(0, len(queries), self.max_batch):
+                self._answer(queries[start:start + self.max_batch])
+
+    def _answer(self, queries: list[Any]) -> None:
+        indices = [q.index for q in queries]
+        started = time.perf_counter()
+        outputs = self.backend.predict(self.samples.batch(indices))
+        predicted = time.perf_counter()
+        payloads = self.model.respond(outputs, indices)
+        responses = [self.lg.QuerySampleResponse(q.id, p.ctypes.data, p.nbytes) for q, p in zip(queries, payloads,
+                                                                                                  strict=True)]
+        self.lg.QuerySamplesComplete(responses)
+        ended = time.perf_counter()
+        with self.lock:
+            self.timings.predict_s += predicted - started
+            self.timings.respond_s += ended - predicted
+            self.timings.batches += 1
+            self.timings.samples += len(indices)
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.queue.put(None)
+        for thread in self.threads:
+            thread.join()
