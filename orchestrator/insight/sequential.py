@@ -19,6 +19,9 @@ by the reference's Student-t interval at alpha/2 (`scoring.t_interval`): both ho
 probability >= 1 - alpha (a union bound), whatever the two spreads are (no equal-variance
 assumption). A setup alone (`--seeds auto`): the sequence of its mean log at alpha.
 
+The guarantee takes the per-seed log values to be normal; tests/hardware/test_sequential.py
+measures the rule on seeds drawn from MLCommons' published unet3d runs, which are not.
+
 Pure functions of numbers; the arrays may carry leading axes (simulations), seeds on the last.
 """
 
@@ -125,7 +128,7 @@ def verdicts(low: np.ndarray, high: np.ndarray, margin: float, *, higher_is_bett
 
 
 @dataclass(frozen=True, kw_only=True)
-class Comparison:
+class Standing:
     """One quantity of the new setup against the reference, after the seeds so far."""
 
     n: int
@@ -140,15 +143,15 @@ class Comparison:
     kept the spread they have (infinite while there are too few to say)."""
 
 
-def against_reference(values: Sequence[float], reference: Sequence[float], *, higher_is_better: bool, margin: float,
-            budget: int, alpha: float = ALPHA) -> Comparison:
+def against_reference(values: Sequence[float], reference: Sequence[float], *, higher_is_better: bool,
+                      margin: float, budget: int, alpha: float = ALPHA) -> Standing:
     """Where the new setup's per-seed ``values`` stand against the ``reference`` values (positive
     numbers; at least two reference values), and the width they would reach at ``budget`` values."""
     if len(reference) < 2:
         raise ValueError("a comparison needs at least two reference values")
     ref_mean, ref_half = reference_interval(np.log(reference), alpha)
     if not values:
-        return Comparison(n=0, reference_n=len(reference), speed=Interval(value=None, low=None, high=None),
+        return Standing(n=0, reference_n=len(reference), speed=Interval(value=None, low=None, high=None),
                           verdict=Verdict.UNDECIDED, reach=math.inf)
     logs = np.log(np.asarray(values, dtype=float))
     path = difference_path(logs, ref_mean, ref_half, alpha)
@@ -160,17 +163,17 @@ def against_reference(values: Sequence[float], reference: Sequence[float], *, hi
     spread = float(np.var(logs, ddof=1)) if len(logs) > 1 else math.nan
     reach = (float(half_width(budget, (budget - 1) * spread, alpha / 2)) + ref_half
              if budget > len(logs) and math.isfinite(spread) else high - estimate)
-    return Comparison(n=len(logs), reference_n=len(reference), speed=speed, verdict=verdict, reach=reach)
+    return Standing(n=len(logs), reference_n=len(reference), speed=speed, verdict=verdict, reach=reach)
 
 
-def can_still_decide(comparison: Comparison, margin: float) -> bool:
+def can_still_decide(standing: Standing, margin: float) -> bool:
     """Whether the interval could still decide by the budget at the spread seen: narrower than the
     difference seen (a difference) or than the margin (equivalence)."""
-    if comparison.verdict is not Verdict.UNDECIDED:
+    if standing.verdict is not Verdict.UNDECIDED:
         return False
-    if comparison.speed.value is None or not math.isfinite(comparison.reach):
+    if standing.speed.value is None or not math.isfinite(standing.reach):
         return True
-    return comparison.reach < max(abs(math.log(comparison.speed.value)), math.log1p(margin))
+    return standing.reach < max(abs(math.log(standing.speed.value)), math.log1p(margin))
 
 
 def geometric_mean_sequence(values: Sequence[float], alpha: float = ALPHA) -> Interval:

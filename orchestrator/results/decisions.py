@@ -110,7 +110,7 @@ class DecisionStep(Record):
     seeds: PositiveInt
     """Seeds finished so far."""
     seed: int
-    """The seed that finished last."""
+    """The last seed the run has taken (the manifest's last)."""
     comparisons: tuple[QuantityDecision, ...] = ()
     mean: MeanDecision | None = None
     outcome: Literal["going_on", "decided", "budget_spent"]
