@@ -27,6 +27,7 @@ from orchestrator.insight import sequential
 from orchestrator.insight.compare import Setup, per_seed_values
 from orchestrator.insight.runs import load_runs, seed_result, to_setups
 from orchestrator.insight.statistics import ALPHA
+from orchestrator.results import inference_store
 from orchestrator.results.decisions import (
     QUANTITIES,
     DecisionLog,
@@ -137,12 +138,15 @@ def with_decider(plan: BenchmarkPlan, request: Request, store: Store) -> Benchma
 
 def reference_setup(store: Store, against: str, workload: str) -> Setup:
     """The stored setup --against names: a run id, else a label (as `mltrain compare` takes them)."""
-    if _names_a_run(store, against):
-        views = load_runs(store, [against])
-    elif store.list(label=against).rows:
-        views = load_runs(store, [], [against])
+    if _names_a_run(store, against) or _names_a_run(store, against, inference=True):
+        named = [against]
     else:
-        raise UsageError(f"--against {against!r}: no run and no label {against!r} in {store.root}")
+        named = [row["run_id"] for row in store.list(label=against).rows]
+    training = [run_id for run_id in reversed(named) if _names_a_run(store, run_id)]  # oldest first
+    if not training:
+        what = f"{named[0]} is an inference run" if named else f"no run and no label {against!r} in {store.root}"
+        raise UsageError(f"--against {against!r}: {what}; compare with a stored training run or its label")
+    views = load_runs(store, training)
     for view in views:
         if view.manifest.workload != workload:
             raise UsageError(f"--against {against!r}: run {view.run_id} is a {view.manifest.workload} run,"
@@ -150,9 +154,10 @@ def reference_setup(store: Store, against: str, workload: str) -> Setup:
     return to_setups(views)[0]
 
 
-def _names_a_run(store: Store, name: str) -> bool:
+def _names_a_run(store: Store, name: str, *, inference: bool = False) -> bool:
+    """A training run's id (or, with ``inference``, an inference run's: it has no manifest.json)."""
     try:
-        return store.paths(name).manifest.is_file()
+        return inference_store.is_inference(store.root, name) if inference else store.paths(name).manifest.is_file()
     except UsageError:  # not even a run id: a label
         return False
 
