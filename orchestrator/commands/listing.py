@@ -43,7 +43,8 @@ def show(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result)."""
+    """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result; a
+    run that decided its own seed count: its rule and decisions too)."""
     from orchestrator.render.tables import run_lines, show_score
     from orchestrator.results import inference_store
     from orchestrator.session.loop import rescore
@@ -62,8 +63,9 @@ def show(
     run = store.open(run_id)
     summary, score = rescore(run)
     if as_json:
+        decisions = {"decisions": run.decisions.to_json()} if run.decisions is not None else {}
         out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),
-                  "records": {s: r.to_json() for s, r in sorted(run.records.items())}})
+                  "records": {s: r.to_json() for s, r in sorted(run.records.items())}, **decisions})
         return
     out.lines(run_lines(run))
-    show_score(out, summary, score, as_json=False)
+    show_score(out, summary, score, as_json=False, decisions=run.decisions)

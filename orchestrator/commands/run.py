@@ -31,7 +31,11 @@ def register(app: typer.Typer) -> None:
 def run(
     ctx: typer.Context,
     workload: str = typer.Argument(..., help="Workload name (a folder of workloads/)."),
-    seeds: str = typer.Option(None, "--seeds", help="1-9, 1,3,5-7 or random:40 (default: the profile's)."),
+    seeds: str = typer.Option(
+        None, "--seeds",
+        help="1-9, 1,3,5-7 or random:40 (default: the profile's); auto: seeds until the mean time-to-train is known"
+        " to --width (a confidence sequence, valid however many seeds it looks at).",
+    ),
     profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
     runner: RunnerName = typer.Option(
         None, "--runner", help="Where seeds run (default: local; with --resume, where the run ran)."
@@ -57,9 +61,27 @@ def run(
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
     drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
+    until_decided: bool = typer.Option(
+        False, "--until-decided",
+        help="Run seeds one at a time until the comparison with --against is decided: faster, slower or"
+        " equivalent within --margin, per epoch (and in time-to-train where its spread allows), or --max-seeds"
+        " is spent. The rule is a 95% confidence sequence on log values (Wang & Ramdas 2024, arXiv:2310.03722,"
+        " after Lai 1976): its error rate holds although it is applied after every seed.",
+    ),
+    against: str = typer.Option(None, "--against", metavar="RUN|LABEL",
+                                help="With --until-decided: the stored setup to compare with (a run id or a label)."),
+    margin: float = typer.Option(None, "--margin", metavar="PCT",
+                                 help="With --until-decided: equivalent when within this many percent (default 3)."),
+    max_seeds: int = typer.Option(None, "--max-seeds",
+                                  help="With --until-decided or --seeds auto: the most seeds to run (default 20)."),
+    width: float = typer.Option(None, "--width", metavar="PCT",
+                                help="With --seeds auto: stop when the interval is within +-PCT percent (default 5)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run WORKLOAD once per seed until its quality target, then score the set.
+
+    With --until-decided --against REF (or --seeds auto) the run decides its own seed count after
+    each seed; its rule and every decision are kept in decisions.json and shown by `mltrain show`.
 
     Exit status: 0 a valid result; 1 the result is invalid; 2 bad input (nothing run or written);
     3 an infrastructure fault ended a seed (resume with --retry-failed); 130/143/129 stopped by a
@@ -69,6 +91,7 @@ def run(
     from orchestrator.config.profiles import load_profiles
     from orchestrator.errors import UsageError
     from orchestrator.runners.select import RunnerOptions, make_runner
+    from orchestrator.session.deciding import request_of, with_decider
     from orchestrator.session.plan import plan_new, plan_resume
 
     out = output(ctx)
@@ -77,6 +100,11 @@ def run(
     profiles = load_profiles(seeds_file())
     chosen = profile.value if profile else None
     runner_name = runner.value if runner else None
+    request = request_of(seeds=seeds, until_decided=until_decided, against=against, margin=margin,
+                         max_seeds=max_seeds, width=width)
+    if resume and request is not None:
+        raise UsageError("--resume goes on under the run's own seed rule: drop --until-decided, --seeds auto and"
+                         " their options")
     if resume:
         previous = store.open(resume)
         plan = plan_resume(spec, profiles, previous, seeds=seeds, profile=chosen, data=data, label=label,
@@ -86,8 +114,10 @@ def run(
                              f" (drop --runner or give --runner {previous.manifest.runner})")
         runner_name = previous.manifest.runner
     else:
-        plan = plan_new(spec, profiles, seeds=seeds, profile=chosen, data=data, label=label,
+        plan = plan_new(spec, profiles, seeds=None if request else seeds, profile=chosen, data=data, label=label,
                         retry_failed=retry_failed)
+        if request is not None:
+            plan = with_decider(plan, request, store)
     options = RunnerOptions(
         name=runner_name or "local", gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
         partition=partition, base_image=base_image, ipc=ipc.value,
@@ -100,10 +130,11 @@ def run(
             out.warning(plan.resumes.lock.note)
     from rich.live import Live  # the heavy imports wait until a live run's resume has been refused
 
+    from orchestrator.render.decisions import step_line
     from orchestrator.render.tables import progress_table, show_score
     from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
 
-    watch = Watch(status=out.status, warning=out.warning)
+    watch = Watch(status=out.status, warning=out.warning, decided=lambda log: out.status(step_line(log)))
     if out.err.is_terminal and not out.quiet:
         title = f"{spec.name} · {plan.profile.name}"
         with Live(progress_table(title, watch.seeds), console=out.err, auto_refresh=False) as live:
@@ -112,7 +143,7 @@ def run(
     else:
         watch.update = lambda: _announce_finished(out, watch)
         stored, score = run_benchmark(plan, backend, store, watch)
-    show_score(out, stored.summary, score, as_json=as_json)
+    show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions)
     if retry_hint(stored):
         out.warning(retry_hint(stored))
     code = exit_code(stored, score)

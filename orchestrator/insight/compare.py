@@ -233,7 +233,8 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
         scaling_factor=setup.scaling_factor,
         mlperf_score_ms=scaled,
         speedup=speedup_interval(base, setup) if base is not None else None,
-        ttt_test=welch(_values(base, "time_to_train_s"), _values(setup, "time_to_train_s")) if base else None,
+        ttt_test=(welch(per_seed_values(base, "time_to_train_s"), per_seed_values(setup, "time_to_train_s"))
+                  if base else None),
         time_to_train_s=quantity(setup, base, "time_to_train_s", higher_is_better=False),
         epochs_to_target=quantity(setup, base, "epochs_to_target", higher_is_better=False),
         seconds_per_epoch=quantity(setup, base, "seconds_per_epoch", higher_is_better=False),
@@ -316,10 +317,10 @@ def _converged_times(setup: Setup) -> np.ndarray:
 
 
 def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: bool) -> Quantity:
-    values = _values(setup, name)
+    values = per_seed_values(setup, name)
     if base is None:
         return Quantity(n=len(values), mean=mean_interval(values), cv=cv(values), ratio=None, test=None)
-    base_values = _values(base, name)
+    base_values = per_seed_values(base, name)
     return Quantity(
         n=len(values),
         mean=mean_interval(values),
@@ -329,7 +330,7 @@ def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: b
     )
 
 
-def _values(setup: Setup | None, name: str) -> list[float]:
+def per_seed_values(setup: Setup | None, name: str) -> list[float]:
     """One per-seed quantity over the converged seeds that have it."""
     if setup is None:
         return []

@@ -136,16 +136,20 @@ def _rule(view: RunView) -> tuple[int, int]:
 
 
 def _seed_result(view: SeedView) -> SeedResult:
-    record = view.record
     energy = view.telemetry.energy.joules if view.telemetry is not None else None
+    return seed_result(view.seed, view.record, energy)
+
+
+def seed_result(seed: int, record: RunRecord, energy_j: float | None = None) -> SeedResult:
+    """One stored seed as a comparison takes it (a converged run needs a time to count as one)."""
     converged = record.converged and bool(record.time_to_train_ms)
     return SeedResult(
-        seed=view.seed,
+        seed=seed,
         converged=converged,
         time_to_train_ms=float(record.time_to_train_ms) if record.time_to_train_ms is not None else None,
         epochs_to_target=record.epochs_to_target if converged and record.epochs_to_target else None,
         samples_per_epoch=record.samples_per_epoch,
-        energy_j=energy,
+        energy_j=energy_j,
     )
 
 

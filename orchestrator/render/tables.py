@@ -8,7 +8,9 @@ from typing import Any
 from rich.table import Table
 
 from orchestrator.output import Output
+from orchestrator.render.decisions import decision_lines
 from orchestrator.render.text import number, seconds
+from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
 from orchestrator.session.seed import SeedProgress
@@ -137,13 +139,16 @@ def seeds_table(score: Score) -> Table:
     return table
 
 
-def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool) -> None:
-    """A scored run as commands print it: the summary as JSON, or the per-seed table and score lines."""
+def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool,
+               decisions: DecisionLog | None = None) -> None:
+    """A scored run as commands print it: the summary as JSON (with the seed rule's decisions under
+    "decisions" for a run that decided its own seed count), or the per-seed table and score lines."""
     if as_json:
-        out.json(summary.to_json() if summary else score.to_json())
+        found = summary.to_json() if summary else score.to_json()
+        out.json({**found, "decisions": decisions.to_json()} if decisions is not None else found)
         return
     out.table(seeds_table(score))
-    out.lines(score_lines(summary, score))
+    out.lines(score_lines(summary, score) + (decision_lines(decisions) if decisions is not None else []))
 
 
 def score_lines(summary: Summary | None, score: Score) -> list[str]:

@@ -42,11 +42,14 @@ def energy(joules: float | None) -> str:
 
 def interval(value: Interval, fmt: Format = number, *, label: str = "") -> str:
     """' [low, high]' after a value (' [95% CI low, high]' with a label), '' when unknown."""
-    if value.low is None and value.high is None:
+    return bounds(value.low, value.high, fmt, label=label)
+
+
+def bounds(low: float | None, high: float | None, fmt: Format = number, *, label: str = "") -> str:
+    """`interval` of two ends given apart: ' [low, high]', '?' for an unknown end, '' when both are."""
+    if low is None and high is None:
         return ""
-    low = fmt(value.low) if value.low is not None else "?"
-    high = fmt(value.high) if value.high is not None else "?"
-    return f" [{label}{low}, {high}]"
+    return f" [{label}{fmt(low) if low is not None else '?'}, {fmt(high) if high is not None else '?'}]"
 
 
 def with_interval(value: Interval, fmt: Format = number) -> str:

@@ -4,6 +4,7 @@
     <results>/<run_id>/manifest.json        workload, profile, seeds, runner, host, times, versions
     <results>/<run_id>/run.lock             held (fcntl) by the process running the run: host, PID, start
     <results>/<run_id>/summary.json         the scored result
+    <results>/<run_id>/decisions.json       a sequential rule's decision after each seed (--until-decided, --seeds auto)
     <results>/<run_id>/seeds/<seed>/state.json    lifecycle of one seed (pending ... finished)
     <results>/<run_id>/seeds/<seed>/output.log    everything the run printed, as it arrived
     <results>/<run_id>/seeds/<seed>/run.json      the run record parsed from its MLLOG lines
@@ -65,6 +66,10 @@ class RunPaths:
     @property
     def summary(self) -> Path:
         return self.root / "summary.json"
+
+    @property
+    def decisions(self) -> Path:
+        return self.root / "decisions.json"
 
     @property
     def lock(self) -> Path:

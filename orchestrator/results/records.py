@@ -250,7 +250,9 @@ class ImportedFolder(Record):
 
 
 class Manifest(Record):
-    """``manifest.json``: what was run, where, how, and with what (fixed before the first seed)."""
+    """``manifest.json``: what was run, where, how, and with what (fixed before the first seed, but
+    for the seeds of a run that decides its own seed count: they are added one at a time as its
+    rule asks for them, see `orchestrator.results.decisions`)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")  # later versions may add fields
 

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from orchestrator.config.files import first_problem
 from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
 from orchestrator.results import atomic, inference_store
+from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.index import Index
 from orchestrator.results.lock import RunLock, is_held
 from orchestrator.results.paths import RunPaths, check_run_id, inside
@@ -169,7 +170,12 @@ class Store:
             record = read_record(seed_paths.record, RunRecord)
             if record is not None:
                 records[seed] = record
-        return StoredRun(self, paths, manifest, read_record(paths.summary, Summary), records, states)
+        decisions = read_record(paths.decisions, DecisionLog)
+        if decisions is not None and manifest.seeds != decisions.rule.seed_order[:len(manifest.seeds)]:
+            raise RecordError(f"{paths.decisions}: field rule.seed_order: the manifest's seeds {list(manifest.seeds)}"
+                              " are not where it begins; repair or remove the run folder")
+        return StoredRun(self, paths, manifest, read_record(paths.summary, Summary), records, states,
+                         decisions=decisions)
 
     def refresh(self, index: Index | None = None) -> list[BrokenRun]:
         """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
@@ -223,6 +229,8 @@ class StoredRun:
     states: dict[int, SeedState] = field(default_factory=dict)
     lock: RunLock | None = None
     """Held while this process may write the run."""
+    decisions: DecisionLog | None = None
+    """A sequential rule's record (`decisions.json`), for runs that decide their own seed count."""
 
     @property
     def run_id(self) -> str:
@@ -269,6 +277,20 @@ class StoredRun:
             atomic.write_json(self.paths.summary, summary.to_json())
         self.summary = summary
         self.sync()
+
+    def save_decisions(self, decisions: DecisionLog) -> None:
+        with _writing(self.paths.decisions):
+            atomic.write_json(self.paths.decisions, decisions.to_json())
+        self.decisions = decisions
+
+    def add_seed(self, seed: int) -> None:
+        """One more seed for a run whose rule asks for it: its pending state, then the manifest
+        listing it (a state without the manifest's mention is ignored, and overwritten here)."""
+        state = SeedState(seed=seed, state=SeedStateName.PENDING)
+        with _writing(self.paths.seed(seed).state):
+            atomic.write_json(self.paths.seed(seed).state, state.to_json())
+        self.states[seed] = state
+        self.save_manifest(self.manifest.model_copy(update={"seeds": (*self.manifest.seeds, seed)}))
 
     def save_seed(self, state: SeedState, record: RunRecord | None = None) -> None:
         """Write a seed's record (if any), then its state: the state is what says it finished."""

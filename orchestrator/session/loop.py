@@ -23,7 +23,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
 from orchestrator.mlperf.scoring import score_runs
+from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import (
     INFRASTRUCTURE_FAULTS,
@@ -56,12 +57,14 @@ from orchestrator.signals import signal_of
 
 @dataclass
 class Watch:
-    """How the caller follows a run: per-seed progress, a callback when it changes, status lines."""
+    """How the caller follows a run: per-seed progress, a callback when it changes, status lines,
+    warnings, and each new decision of a run that decides its own seed count."""
 
     status: Callable[[str], None] = lambda _: None
     update: Callable[[], None] = lambda: None
     seeds: dict[int, SeedProgress] = field(default_factory=dict)
     warning: Callable[[str], None] = lambda _: None
+    decided: Callable[[DecisionLog], None] = lambda _: None
 
 
 def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watch) -> tuple[StoredRun, Score]:
@@ -72,7 +75,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
     run_id = run.run_id if run is not None else new_run_id(plan.workload.name, plan.profile.name)
     try:
         check_jobs(plan, runner, store, run_id)
-        doomed = never_valid(len(plan.seeds), plan.profile) if plan.resumes is None else None
+        doomed = never_valid(len(plan.seeds), plan.profile) if plan.resumes is None and plan.decider is None else None
         if doomed:  # said once the input stands, before the first seed
             watch.warning(doomed)
         if run is not None:
@@ -87,18 +90,18 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
         to_run = seeds_to_run(run, plan)
         if plan.resumes is not None and not to_run:
             watch.status(f"run {run.run_id}: every seed has finished already; scoring it")
-        watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {len(plan.seeds)} seeds,"
+        watch.status(f"run {run.run_id}: {plan.workload.name}, profile {plan.profile.name}, {plan.seeds_said},"
                      f" runner {runner.name}")
         for seed in plan.seeds:
             progress = watch.seeds.setdefault(seed, SeedProgress(seed=seed))
             state = run.states.get(seed)
             if seed not in to_run and state is not None and state.finished:
                 progress.state, progress.status = "finished", state.status.value if state.status else ""
-        for seed in to_run:
+        for seed in seeds_in_turn(run, plan, watch, to_run):
             run_one_seed(run, seed, plan, runner, watch)
         return finish(run, plan.workload.olympic.drop_per_end)
     except KeyboardInterrupt as stop:
-        release_jobs(runner, run_id, plan.seeds)
+        release_jobs(runner, run_id, plan.possible_seeds)
         raise interrupted(run, plan, signal_of(stop)) from None
     except Exception:
         if run is not None:
@@ -120,7 +123,7 @@ def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> SeedJ
 
 def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> None:
     """Every seed's job as the runner would take it, checked before anything is written."""
-    for seed in plan.seeds:
+    for seed in plan.possible_seeds:
         runner.check_job(seed_job(plan, store, run_id, seed))
 
 
@@ -161,6 +164,18 @@ def seeds_to_run(run: StoredRun, plan: BenchmarkPlan) -> list[int]:
     """The seeds that did not finish, and with ``--retry-failed`` those an infrastructure fault ended."""
     retry = set(failed_runs(run)) if plan.retry_failed else set()
     return [s for s in run.manifest.seeds if not run.finished(s) or s in retry]
+
+
+def seeds_in_turn(run: StoredRun, plan: BenchmarkPlan, watch: Watch, planned: Sequence[int]) -> Iterator[int]:
+    """The planned seeds, then, for a run that decides its own seed count, the seeds its rule asks
+    for, one at a time, each once the seeds before it have finished."""
+    if plan.decider is not None:
+        plan.decider.start(run)
+    yield from planned
+    while plan.decider is not None and (seed := plan.decider.next_seed(run, watch.decided)) is not None:
+        run.add_seed(seed)
+        watch.seeds[seed] = SeedProgress(seed=seed)
+        yield seed
 
 
 def new_manifest(plan: BenchmarkPlan, run_id: str, runner: str, provenance: dict[str, Any]) -> Manifest:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.config.profiles import Profile, Profiles
 from orchestrator.config.seedspec import parse_seeds
@@ -13,6 +14,9 @@ from orchestrator.errors import UsageError
 from orchestrator.results.records import ScoringRule
 from orchestrator.results.store import StoredRun
 from orchestrator.session import datasets
+
+if TYPE_CHECKING:
+    from orchestrator.session.deciding import Decider
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +37,24 @@ class BenchmarkPlan:
     """The stored run this plan completes, if it is a resume."""
     retry_failed: bool = False
     """Resume: also rerun the seeds an infrastructure fault ended (each attempt is kept)."""
+    decider: Decider | None = None
+    """A run that decides its own seed count (`session.deciding`): after each finished seed it
+    names the next one or stops; None: the plan's seeds are all there is."""
+
+    @property
+    def possible_seeds(self) -> tuple[int, ...]:
+        """Every seed the run may take: the plan's, and those its rule may ask for."""
+        later = self.decider.rule.seed_order if self.decider is not None else ()
+        return (*self.seeds, *(s for s in later if s not in self.seeds))
+
+    @property
+    def seeds_said(self) -> str:
+        """'9 seeds', or 'up to 20 seeds until decided' for a run that decides its own count."""
+        if self.decider is None:
+            return f"{len(self.seeds)} seeds"
+        rule = self.decider.rule
+        until = f"decided against {rule.against}" if rule.mode == "until_decided" else "the interval is narrow enough"
+        return f"up to {rule.max_seeds} seeds, until {until}"
 
     @property
     def target(self) -> float:
@@ -104,8 +126,8 @@ def plan_resume(
     workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: str | None, profile: str | None,
     data: Path | None, label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
-    """Complete a stored run: its seeds, profile and data stay what they were; only a moved
-    dataset (--data) and the label may be given again. Nothing is written: the caller locks the
+    """Complete a stored run: its seeds, profile, data and seed rule stay what they were; only a
+    moved dataset (--data) and the label may be given again. Nothing is written: the caller locks the
     run (`StoredRun.locked`) once the plan stands."""
     check_label(label)
     m = previous.manifest
@@ -121,8 +143,13 @@ def plan_resume(
         data_dir = recorded  # made again there if it was removed meanwhile
     else:
         data_dir = datasets.resolve_data_dir(workload, chosen, data or recorded)
+    decider = None
+    if previous.decisions is not None:  # it goes on under its own rule
+        from orchestrator.session.deciding import Decider
+
+        decider = Decider(previous.decisions.rule)
     return BenchmarkPlan(
         workload=workload, profile=chosen, seeds=m.seeds, seeds_random=m.seeds_random,
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
-        makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
+        makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
     )

@@ -150,6 +150,18 @@ def _outside_seed(box: Sandbox) -> None:
     (box.results / "index.db").unlink(missing_ok=True)
 
 
+def _run_of_one_seed(box: Sandbox) -> None:
+    make_run(box.results, label="one", seeds=[1])
+    (box.results / "index.db").unlink()
+
+
+def _damage_decisions(**rule: object) -> Prepare:
+    """run-bad with a decisions.json whose rule, valid in itself, has ``rule``'s fields."""
+    good = {"mode": "width", "method": "test", "alpha": 0.05, "max_seeds": 4, "least_seeds": 4,
+            "seed_order": [1, 2, 3, 4], "width": 0.05}
+    return _damage("decisions.json", {"rule": {**good, **rule}})
+
+
 def _link(name: str, target: str) -> Prepare:
     return lambda box: (box.tmp / name).symlink_to(box.sub(target))
 
@@ -253,6 +265,47 @@ CASES: dict[str, Bad] = {
     "run slurm results path with a newline": Bad(
         ("run", "fakebench", "--runner", "slurm", "--results", "{T}/r\necho pwned"), "control character",
         results_option=False),
+    # run: a run that decides its own seed count
+    "run until-decided without against": Bad(("run", "fakebench", "--until-decided"), "needs --against RUN|LABEL"),
+    "run against without until-decided": Bad(("run", "fakebench", "--against", "good"),
+                                              "--against goes with --until-decided or --seeds auto"),
+    "run against naming nothing": Bad(("run", "fakebench", "--until-decided", "--against", "nosuch"),
+                                      "--against 'nosuch': no run and no label 'nosuch'"),
+    "run against an empty name": Bad(("run", "fakebench", "--until-decided", "--against", ""),
+                                     "--against '': no run and no label ''"),
+    "run against a run of one seed": Bad(("run", "fakebench", "--until-decided", "--against", "one"),
+                                         "a comparison needs at least 2",
+                                         prepare=_run_of_one_seed),
+    "run against its own label": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--label", "good"),
+                                     "is the label this run gets"),
+    "run against another workload's run": Bad(("run", "oddbench", "--until-decided", "--against", GOOD),
+                                              "is a fakebench run, not oddbench", prepare=_workload(
+                                                  WORKLOAD_YAML.format(run="[bash, run.sh]", data="[python3, d.py]"))),
+    "run until-decided with seeds": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--seeds", "1-5"),
+                                        "drop --seeds"),
+    "run margin nan": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--margin", "nan"),
+                          "--margin nan: give a finite percent"),
+    "run margin infinite": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--margin", "inf"),
+                               "--margin inf: give a finite percent"),
+    "run margin zero": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--margin", "0"),
+                           "--margin 0: give a finite percent above 0"),
+    "run margin negative": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--margin=-3"),
+                               "--margin -3: give a finite percent above 0"),
+    "run margin a word": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--margin", "some"),
+                             "--margin"),
+    "run max-seeds below what the rule needs": Bad(
+        ("run", "fakebench", "--until-decided", "--against", "good", "--max-seeds", "3"),
+        "--max-seeds 3: the rule cannot decide before 4 seeds"),
+    "run max-seeds zero": Bad(("run", "fakebench", "--seeds", "auto", "--max-seeds", "0"), "--max-seeds 0: give 1 to"),
+    "run seeds auto with against": Bad(("run", "fakebench", "--seeds", "auto", "--against", "good"),
+                                       "--seeds auto measures one setup"),
+    "run seeds auto width nan": Bad(("run", "fakebench", "--seeds", "auto", "--width", "nan"), "--width nan"),
+    "run width with until-decided": Bad(("run", "fakebench", "--until-decided", "--against", "good", "--width", "5"),
+                                        "--width goes with --seeds auto"),
+    "run seeds auto under a fixed run count": Bad(("run", "fakebench", "--seeds", "auto", "--profile", "mlperf"),
+                                                  "the mlperf profile needs exactly 40 runs"),
+    "resume with until-decided": Bad(("run", "fakebench", "--resume", GOOD, "--until-decided", "--against", "good"),
+                                     "--resume goes on under the run's own seed rule"),
     # run --resume
     "resume unknown run": Bad(("run", "fakebench", "--resume", "nosuch"), "no run 'nosuch'"),
     "resume a path": Bad(("run", "fakebench", "--resume", "../../etc"), "bad run id"),
@@ -334,6 +387,10 @@ CASES: dict[str, Bad] = {
         "seeds/3/run.json", {"status": "converged", "reason": "x"})),
     "show run folder linked from outside": Bad(("show", "run-linked"), "outside", prepare=_outside_run),
     "show seed folder linked from outside": Bad(("show", "run-seedlink"), "outside", prepare=_outside_seed),
+    "show decisions without their rule": Bad(("show", "run-bad"), "decisions.json: field rule",
+                                             prepare=_damage("decisions.json", {"steps": []})),
+    "show decisions of other seeds": Bad(("show", "run-bad"), "decisions.json: field rule.seed_order",
+                                         prepare=_damage_decisions(seed_order=[7, 8, 9, 10])),
     "score unknown run": Bad(("score", "nosuch"), "no run 'nosuch'"),
     "score damaged summary": Bad(("score", "run-bad"), "summary.json", prepare=_damage("summary.json", [1])),
     "score seed state a number": Bad(("score", "run-bad"), "field (top level)", prepare=_damage(

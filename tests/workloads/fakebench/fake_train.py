@@ -7,6 +7,8 @@ Variables (all optional):
   QUALITY_THRESHOLD  target accuracy (default 0.908)
   FAKE_BASE_EPOCHS   epochs-to-target of seed 0; seed s needs BASE + (s * 7) % 11 (default 20)
   FAKE_EPOCH_MS      logged milliseconds per epoch (default 1000)
+  FAKE_EPOCH_JITTER  seed s logs FAKE_EPOCH_MS x (1 + FAKE_EPOCH_JITTER x z_s) per epoch, z_s a standard normal
+                     drawn from s (default 0: every seed alike)
   FAKE_INIT_MS       logged milliseconds between init_start and run_start (default 500)
   FAKE_SLEEP_S       real seconds slept per epoch (default 0.005)
   FAKE_MAX_EPOCHS    epoch cap; reaching it stops with status aborted (default 100)
@@ -20,6 +22,7 @@ Variables (all optional):
 
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -58,6 +61,7 @@ def main() -> int:
     target = float(env.get("QUALITY_THRESHOLD", "0.908"))
     epochs_needed = int(env.get("FAKE_BASE_EPOCHS", "20")) + (seed * 7) % 11
     epoch_ms = int(env.get("FAKE_EPOCH_MS", "1000"))
+    epoch_ms = round(epoch_ms * (1 + float(env.get("FAKE_EPOCH_JITTER", "0")) * random.Random(seed).gauss(0, 1)))
     init_ms = int(env.get("FAKE_INIT_MS", "500"))
     sleep_s = float(env.get("FAKE_SLEEP_S", "0.005"))
     max_epochs = int(env.get("FAKE_MAX_EPOCHS", "100"))
