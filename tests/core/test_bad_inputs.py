@@ -468,6 +468,18 @@ CASES: dict[str, Bad] = {
                                           prepare=_logs(lambda n, log: log, ("result_0.txt", f"result_{10**30}.txt"))),
     "import result_1 beside result_01": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "result_01",
                                             prepare=_logs(lambda n, log: log, ("result_1.txt", "result_01.txt"))),
+    # infer
+    "infer unknown model": Bad(("infer", "nosuch"), "nosuch"),
+    "infer unknown scenario": Bad(("infer", "resnet50", "--scenario", "Burst"), "'Burst' is not one of"),
+    "infer search outside Server": Bad(("infer", "resnet50", "--search"), "--search finds the Server scenario's"),
+    "infer target qps a word": Bad(("infer", "resnet50", "--target-qps", "lots"), "--target-qps 'lots'"),
+    "infer tensorrt with torch": Bad(("infer", "resnet50", "--backend", "torch", "--device", "tensorrt"),
+                                     "use --backend onnxruntime"),
+    "infer mlperf shortened": Bad(("infer", "resnet50", "--profile", "mlperf", "--time", "1", "--model", "{T}/m.onnx",
+                                   "--data", "{T}"), "drop --time and --count", prepare=_a_file("m.onnx")),
+    "infer model file missing": Bad(("infer", "resnet50", "--model", "{T}/none.onnx", "--data", "{T}"), "none.onnx"),
+    "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"), "m.onnx",
+                                prepare=_a_file("m.onnx")),
     # data, build, clean, sysinfo
     "data unknown workload": Bad(("data", "nosuch", "check", "/tmp"), "unknown workload 'nosuch'",
                                  results_option=False),
