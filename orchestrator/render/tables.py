@@ -3,7 +3,7 @@ one function here that writes, through the `Output` it is given)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -13,7 +13,9 @@ from orchestrator.render.text import number, seconds
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
-from orchestrator.session.seed import SeedProgress
+
+if TYPE_CHECKING:
+    from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
 
 PROFILE_CAVEAT = {
     "mlperf": "MLPerf rules, unofficial until submitted and reviewed",
@@ -36,12 +38,14 @@ def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
     return table
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`mltrain list`: one line per run from the index. Where a run's score is scaled by an RCP
-    scaling factor, the MLPerf score (scaled) is shown beside the olympic mean."""
+def runs_table(rows: list[dict[str, Any]], *, total: int | None = None) -> Table:
+    """`mltrain list`: one line per run from the index (``total``: how many the store holds, where
+    ``rows`` are the newest of them). Where a run's score is scaled by an RCP scaling factor, the
+    MLPerf score (scaled) is shown beside the olympic mean."""
     scaled = any(_is_scaled(r) for r in rows)
     inference = any(r.get("kind") == "inference" for r in rows)
-    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    title = f"{len(rows)} runs" if total is None or total == len(rows) else f"the newest {len(rows)} of {total:,} runs"
+    table = Table(title=title, title_justify="left")
     table.add_column("run id", no_wrap=True, overflow="fold")
     columns = ("workload", "profile", "label", "runner", "seeds", "converged", "score s",
                *(("MLPerf s",) if scaled else ()), *(("scenario", "inference metric") if inference else ()),
