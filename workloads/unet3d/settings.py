@@ -11,11 +11,12 @@ Loader workers (``auto_workers``), per rank:
   ``MIN_GPU_WORKERS`` and at most ``MAX_WORKERS``. The reference runs 8 workers per process
   whatever the node (its ``--num_workers`` default); NVIDIA's v4.0 H100 submissions run 4 DALI
   threads per GPU with 32 logical CPUs each. The floor: a worker crops a case it has seen in a few
-  milliseconds (2.5 ms for 128^3 out of a 256x320x320 case: several times the ~60 samples/s an H100
-  trains on), but its first foreground crop of a case labels the connected components (0.4 s there; cached afterwards,
-  per worker), and batches are handed over in order: with one worker each such stall reaches the
-  GPU once its 2 prefetched batches are used up; two keep 4 batches in flight and fill their caches
-  in half the time. One more, mostly idle, process on a 2-CPU share costs less than an idle GPU.
+  milliseconds (2.5 ms for 128^3 out of a 256x320x320 case: several times the ~60 samples/s an
+  H100 trains on), but its first foreground crop of a case labels the connected components (0.4 s
+  there; cached afterwards, per worker), and batches are handed over in order: with one worker
+  each such stall reaches the GPU once its 2 prefetched batches are used up; two keep 4 batches in
+  flight and fill their caches in half the time. One more, mostly idle, process on a 2-CPU share
+  costs less than an idle GPU.
 - on a CPU: none. The training process needs every core and the crop is cheap next to a CPU step.
 """
 
@@ -125,6 +126,10 @@ def auto_workers(device_type: str, cpus: int, local_ranks: int) -> Workers:
     return Workers(count, f"{count} on a GPU: {basis}")
 
 
+def asked_workers(count: int) -> Workers:
+    return Workers(count, f"{count} as asked")
+
+
 def auto_channels_last(device_type: str, compile_model: bool) -> bool:
     """channels_last_3d for ``auto``: on CUDA with torch.compile only. In eager mode PyTorch's
     InstanceNorm3d (and GroupNorm on CUDA) makes its input contiguous, so every norm would copy a
@@ -150,8 +155,7 @@ def resolve_settings(
     capability = P.cuda_capability(device)
     resolved = P.resolve(requested_precision, device.type, capability, P.cpu_bf16_native(), cpus, nproc, threads)
     cuda = device.type == "cuda"
-    workers = auto_workers(device.type, cpus, nproc) if num_workers is None else Workers(num_workers,
-                                                                                         f"{num_workers} as asked")
+    workers = auto_workers(device.type, cpus, nproc) if num_workers is None else asked_workers(num_workers)
     return RunSettings(
         device=device,
         device_name=P.device_name(device),
