@@ -10,7 +10,8 @@
 #   LEARNING_RATE (0.8)  INIT_LEARNING_RATE (1e-4)  LR_WARMUP_EPOCHS (200)  LR_DECAY_EPOCHS ()
 #   LR_DECAY_FACTOR (1.0)  MAX_EPOCHS / START_EVAL_AT / EVALUATE_EVERY (rules' scaling)
 #   OVERSAMPLING (0.4)  COMPILE (0|1)
-#   AMP (auto|fp32|none|bf16|fp16)  THREADS (auto|N)  NUM_WORKERS (auto|N)  CHANNELS_LAST (auto|0|1)
+#   AMP (auto|fp32|none|bf16|fp16)  THREADS (auto|N)  CHANNELS_LAST (auto|0|1)
+#   NUM_WORKERS (auto: on a GPU the CPUs per local rank - 1, at least 2, at most 8; 0 on a CPU | N)
 #   EVAL_BATCH (auto|N windows per forward pass in evaluation)
 #   NPROC (auto: one process per visible GPU, 1 on a CPU; > 1 runs torchrun on this node)
 #   SUBMISSION_ORG, SUBMISSION_PLATFORM (default: the device's name), SUBMISSION_STATUS,
