@@ -28,15 +28,13 @@ CONFIG_ENV = "MLTRAIN_PROBE_CONFIG"
 """Where the probe reads its settings (JSON): workloads/common/probe/settings.py."""
 
 
-def probe_config(suite: Suite, checks: tuple[str, ...], seed_threads: int | None = None) -> dict[str, Any]:
+def probe_config(suite: Suite, checks: tuple[str, ...]) -> dict[str, Any]:
     """The probe's settings: both device kinds' (it picks the one it finds) and the order of checks."""
     config: dict[str, Any] = {"seconds_per_case": suite.probe_seconds_per_case, "order": list(checks)}
     for kind in ("cpu", "cuda"):
         device = suite.device(kind)  # type: ignore[arg-type]
         config[kind] = {name: getattr(device, name).model_dump(mode="json") for name in checks
                         if getattr(device, name) is not None}
-    if seed_threads:
-        config["threads"] = seed_threads
     return config
 
 
