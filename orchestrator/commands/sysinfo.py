@@ -35,7 +35,7 @@ def show_sysinfo(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the host, every GPU (through NVML), the dataset storage and the container engine."""
-    from orchestrator.insight import sysinfo, telemetry
+    from orchestrator.insight import gpu_trace, sysinfo
     from orchestrator.mlperf import system_desc
 
     out = output(ctx)
@@ -48,7 +48,7 @@ def show_sysinfo(
     if system_desc_dir is not None:
         check_output_folder(system_desc_dir, option="--system-desc", results=store)
     if record_gpu_trace is not None:
-        telemetry.record_trace_file(record_gpu_trace, samples, interval_s, out.status)
+        gpu_trace.record_trace_file(record_gpu_trace, samples, interval_s, out.status)
         if as_json:
             out.json({"file": str(record_gpu_trace), "samples": samples})
         else:
