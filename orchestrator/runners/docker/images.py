@@ -110,7 +110,7 @@ def build_spec(workload: Workload, project_root: Path, *, base_image: str | None
 
 
 KIT = Path("workloads") / "common"
-"""mltrain's kit of the code every image needs (the precision rule the qualification probe shares)."""
+"""mltrain's kit of the code every image needs: the qualification probe and the precision rule it shares."""
 
 
 def context_files(workload: Workload, *, kit: Path | None = None) -> Iterator[ContextFile]:
