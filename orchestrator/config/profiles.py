@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,7 +13,15 @@ from orchestrator.config.numbers import Positive
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
 
-PROFILE_NAMES = ("qualify", "mlperf", "smoke")
+ProfileName = Literal["qualify", "mlperf", "smoke"]
+"""The profiles every workload has: the names are defined here and nowhere else."""
+PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
+DEFAULT_PROFILE: ProfileName = "qualify"
+MLPERF: ProfileName = "mlperf"
+"""The profile that follows MLPerf's rules: its runs and drops are the benchmark's
+(`orchestrator.mlperf.benchmarks`), never written in seeds.yaml."""
+OFFICIAL_FIELDS = ("runs", "drop_per_end", "max_non_converged")
+"""What the mlperf profile takes from MLPerf's rules for the benchmark."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from orchestrator.config.profiles import ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
 from orchestrator.render.text import number, seconds
@@ -17,7 +18,7 @@ from orchestrator.results.store import StoredRun
 if TYPE_CHECKING:
     from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
 
-PROFILE_CAVEAT = {
+PROFILE_CAVEAT: dict[ProfileName, str] = {
     "mlperf": "MLPerf rules, unofficial until submitted and reviewed",
     "qualify": "qualify profile: not an MLPerf result",
     "smoke": "smoke profile: synthetic data and a scaled-down model, comparable with nothing",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 from orchestrator.config.numbers import Finite, NonNegative, Positive
+from orchestrator.config.profiles import ProfileName
 
 
 class Record(BaseModel):
@@ -204,7 +205,6 @@ class Score(Record):
 
 # ---- the files of a run folder -------------------------------------------------------------
 
-ProfileName = Literal["qualify", "mlperf", "smoke"]
 RunState = Literal["running", "finished", "incomplete", "interrupted"]
 
 
