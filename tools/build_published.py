@@ -42,6 +42,7 @@ from orchestrator.mlperf.published import (  # noqa: E402
     write,
 )
 from orchestrator.mlperf.scoring import olympic_mean  # noqa: E402
+from orchestrator.units import minutes as in_minutes  # noqa: E402
 
 BENCHMARKS = ("unet3d", "resnet")
 TARGETS = {"unet3d": 0.908, "resnet": 0.759}
@@ -84,7 +85,7 @@ def _system(folder: Path, round_: str, submitter: str, check_summarizer: bool) -
         record = mllog.build_record(mllog.parse_file(path), target=target)
         batch_sizes.add(record.global_batch_size)
         if record.converged and record.time_to_train_ms:
-            minutes.append(round(record.time_to_train_ms / 60000, 4))
+            minutes.append(round(in_minutes(record.time_to_train_ms) or 0.0, 4))
             epochs.append(record.epochs_to_target)
         else:
             failed += 1

@@ -28,9 +28,11 @@ def export_run(
     An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
     import socket
 
+    from orchestrator import units
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
+    from orchestrator.render import text
     from orchestrator.results.outputs import check_output_folder
 
     out = output(ctx)
@@ -60,7 +62,7 @@ def export_run(
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     theirs = written.summarizer_minutes
     ours_ms = stored.summary.scaled_score_ms if stored.summary else None
-    ours = ours_ms / 60000 if ours_ms is not None else None
+    ours = units.minutes(ours_ms)
     same = parity.agrees(theirs, ours)
     if as_json:
         out.json({
@@ -83,10 +85,7 @@ def export_run(
                         f"{'; '.join(result.messages) or 'see mlperf_logging.compliance_checker'}")
     for warning in written.warnings:
         out.warning(warning)
-    out.data(f"result_summarizer ({written.ruleset}): {_minutes(theirs)}; mltrain: {_minutes(ours)}"
+    out.data(f"result_summarizer ({written.ruleset}): {text.summarizer_minutes(theirs)};"
+             f" mltrain: {text.summarizer_minutes(ours)}"
              f" -> {'same score' if same else 'DIFFERENT'}")
     out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
-
-
-def _minutes(value: float | None) -> str:
-    return "no score" if value is None else f"{value:.6f} min"

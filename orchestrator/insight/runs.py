@@ -21,6 +21,7 @@ from orchestrator.mlperf import published
 from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord, RunStatus
 from orchestrator.results.store import Listing, Store, StoredRun
+from orchestrator.units import ms_from_minutes
 
 AUTO = "auto"
 """`--published auto`: the published systems like each of the user's setups."""
@@ -265,8 +266,8 @@ def published_setup(system: published.PublishedSystem) -> Setup:
     """A published result as a setup: its converged runs' times and epochs, its non-converged
     count, its scaling factor; labelled as published."""
     per_epoch = published.TRAIN_SAMPLES.get(system.benchmark)
-    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=minutes * 60000, epochs_to_target=epochs or None,
-                        samples_per_epoch=per_epoch)
+    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=ms_from_minutes(minutes),
+                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch)
              for i, (minutes, epochs) in enumerate(zip(system.run_minutes, system.run_epochs, strict=True))]
     seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None)
               for i in range(system.nonconverged)]

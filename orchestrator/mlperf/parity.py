@@ -24,9 +24,10 @@ from pathlib import Path
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import checkers, export
 from orchestrator.mlperf.layout import RESULT_FILE
-from orchestrator.mlperf.scoring import minutes, score_runs
+from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results.records import MlcommonsCheck, PackageCheck, RcpCheck, RunRecord
 from orchestrator.results.store import StoredRun
+from orchestrator.units import minutes
 
 RELATIVE_TOLERANCE = 1e-9
 EXPORT_FOLDER = "mlcommons"

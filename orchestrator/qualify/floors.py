@@ -27,6 +27,7 @@ from orchestrator.mlperf import published
 from orchestrator.qualify.devices import split_metric
 from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Reference
+from orchestrator.units import ms_from_minutes
 
 FILE = "floors.yaml"
 _GEMM = re.compile(r"^gemm_(?P<dtype>fp32|tf32|fp16|bf16)_(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)$")
@@ -114,7 +115,8 @@ def published_rate(benchmark: str, accelerators: Sequence[str], table: Sequence[
             continue
         runs = [(m, e) for m, e in zip(system.run_minutes, system.run_epochs, strict=False) if e is not None]
         if runs:
-            per_gpu = sum(e for _, e in runs) * samples / (sum(m for m, _ in runs) * 60) / system.accelerators
+            seconds = ms_from_minutes(sum(m for m, _ in runs)) / 1000
+            per_gpu = sum(e for _, e in runs) * samples / seconds / system.accelerators
             rates.append((per_gpu, system.name, system.round))
     if not rates:
         return None
