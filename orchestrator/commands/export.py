@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output, registry
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,7 @@ def export_run(
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
     ruleset: str = typer.Option(None, "--ruleset",
-                                help="mlperf_logging ruleset (default: 4.0.0, the benchmark's last)."),
+                                help="mlperf_logging ruleset (default: the one the run was checked under)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -53,9 +53,8 @@ def export_run(
     described_now = not system and manifest.imported is None and manifest.host == socket.gethostname()
     if described_now:
         system = sysinfo.capture(Path(manifest.data_dir) if manifest.data_dir else None)
-    official = registry().get(manifest.workload).olympic.drop_per_end
     verdict = stored.summary.mlcommons if stored.summary else None
-    written = exporting.export_run(stored, mlcommons, official_drop_per_end=official, system_name=system_name,
+    written = exporting.export_run(stored, mlcommons, system_name=system_name,
                                    submitter=submitter, ruleset=ruleset, system=system,
                                    scaling_factor=verdict.scaling_factor if verdict and not manifest.imported else None)
     if described_now:  # said once the export is made: bad input is one line and nothing else
@@ -89,3 +88,4 @@ def export_run(
              f" mltrain: {text.summarizer_minutes(ours)}"
              f" -> {'same score' if same else 'DIFFERENT'}")
     out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
+

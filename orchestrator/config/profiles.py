@@ -86,6 +86,16 @@ class Profile(_Frozen):
             raise ValueError(f"{bad[0]!r} is not an environment variable name (letters, digits, '_')")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mlperf_takes_the_rules(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("name") == MLPERF:
+            stated = [field for field in OFFICIAL_FIELDS if field in data]
+            if stated:
+                raise ValueError(f"{', '.join(stated)}: the {MLPERF} profile takes the runs and drops from MLPerf's"
+                                 " rules for the benchmark (orchestrator/mlperf/benchmarks.py); remove them")
+        return data
+
     @model_validator(mode="after")
     def _non_converged_fits_drops(self) -> Profile:
         if self.max_non_converged > self.drop_per_end:
@@ -97,14 +107,22 @@ class Profile(_Frozen):
 
     @property
     def is_mlperf(self) -> bool:
-        return self.name == "mlperf"
+        return self.name == MLPERF
+
+    def following(self, *, runs: int, drop_per_end: int, max_non_converged: int) -> Profile:
+        """The mlperf profile under MLPerf's rule for the benchmark: exactly ``runs`` runs, scored
+        dropping ``drop_per_end`` at each end; its seeds are ``runs`` drawn at random unless
+        seeds.yaml names them."""
+        seeds = self.seeds if "seeds" in self.model_fields_set else f"random:{runs}"
+        return self.model_copy(update={"runs": runs, "drop_per_end": drop_per_end,
+                                       "max_non_converged": max_non_converged, "seeds": seeds})
 
 
 class Profiles(_Frozen):
     """All profiles of all workloads."""
 
-    default_profile: Literal["qualify", "mlperf", "smoke"] = "qualify"
-    workloads: dict[str, dict[Literal["qualify", "mlperf", "smoke"], Profile]]
+    default_profile: ProfileName = DEFAULT_PROFILE
+    workloads: dict[str, dict[ProfileName, Profile]]
 
     @model_validator(mode="before")
     @classmethod

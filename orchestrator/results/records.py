@@ -269,6 +269,9 @@ class Manifest(Record):
     metric: str = "eval_accuracy"
     target: Finite
     rule: ScoringRule
+    ruleset: str | None = None
+    """The mlperf_logging ruleset the seeds' logs are checked under (the workload's); None in runs
+    recorded before it was kept, which were checked under their benchmark's default."""
     timeout_minutes: Positive | None = None
     data_dir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
