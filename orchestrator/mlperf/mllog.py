@@ -236,6 +236,7 @@ def build_record(
     divisor = train_samples or samples_per_epoch
     in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and epochs_counted_in_samples(log, divisor))
     evals: list[EvalPoint] = []
+    reached = False
     epochs_to_target: float | None = None
     for event in log.all(metric):
         if start is None or not is_number(event.value) and not _is_nan(event.value):
@@ -247,9 +248,8 @@ def build_record(
             time_ms=int(event.time_ms - start.time_ms),
         )
         evals.append(point)
-        before_stop = stop is None or event.time_ms <= stop.time_ms
-        if epochs_to_target is None and goal.reached(point.accuracy) and before_stop:
-            epochs_to_target = epoch
+        if not reached and goal.reached(point.accuracy) and (stop is None or event.time_ms <= stop.time_ms):
+            reached, epochs_to_target = True, epoch  # None: the log counts neither epochs nor samples we can divide
     epochs_seen = [float(e.metadata[C.EPOCH_NUM]) / (divisor if in_samples and divisor else 1)
                    for e in log.events if e.key in (C.EPOCH_STOP, C.EPOCH_START) and C.EPOCH_NUM in e.metadata]
     epochs_run = max([*epochs_seen, *(p.epoch for p in evals if p.epoch == p.epoch)], default=None)
@@ -258,7 +258,7 @@ def build_record(
     gbs = _positive_int(log.first(C.GLOBAL_BATCH_SIZE))
     division = log.first(C.SUBMISSION_DIVISION)
     settings = log.first(RESOLVED_SETTINGS)
-    status, reason = _classify(log, start, stop, goal, evals, epochs_to_target, epochs_run, exit, ended)
+    status, reason = _classify(log, start, stop, goal, evals, reached, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
         metadata["epoch_unit"] = "samples"
@@ -310,6 +310,7 @@ def _classify(
     stop: Event | None,
     goal: Goal,
     evals: list[EvalPoint],
+    reached: bool,
     epochs_to_target: float | None,
     epochs_run: float | None,
     exit: Exit | None,
@@ -332,8 +333,9 @@ def _classify(
         return RunStatus.CRASHED, "run_stop is logged before run_start"
     status = str(stop.metadata.get(C.STATUS, "")).lower()
     metric, target = goal.metric, goal.target
-    if status == C.SUCCESS and epochs_to_target is not None:
-        return RunStatus.CONVERGED, f"{metric} reached {target:g} at epoch {epochs_to_target:g}"
+    if status == C.SUCCESS and reached:
+        where = f"at epoch {epochs_to_target:g}" if epochs_to_target is not None else "(its epoch unknown)"
+        return RunStatus.CONVERGED, f"{metric} reached {target:g} {where}"
     if status == C.SUCCESS:
         return RunStatus.NOT_CONVERGED, f"run_stop says success but no {metric} reached {target:g}"
     if evals and goal.collapsed(evals[-1].accuracy):

@@ -142,3 +142,24 @@ def test_a_lower_is_better_metric_converges_at_its_first_value_at_or_below_the_t
     nan = build_record(parse_lines(run_log(evals=[(5000, 1, 1.4), (6000, 2, float("nan"))], status="aborted")),
                        goal=LOSS)
     assert nan.status is RunStatus.DIVERGED
+
+
+def samples_only_log() -> list[str]:
+    """A log that counts its progress in samples and states no epoch size (no train_samples)."""
+    return [line("init_start", 0), line("init_stop", 9), line("run_start", 10),
+            line("eval_accuracy", 1010, 1.2, samples_count=400), line("eval_accuracy", 2010, 0.9, samples_count=800),
+            line("run_stop", 2011, status="success")]
+
+
+def test_a_run_that_reaches_the_target_converges_though_its_log_counts_no_epochs():
+    r = build_record(parse_lines(samples_only_log()), goal=LOSS)
+    assert r.status is RunStatus.CONVERGED and r.reason == "eval_accuracy reached 0.925 (its epoch unknown)"
+    assert r.time_to_train_ms == 2001 and r.epochs_to_target is None
+
+
+def test_the_declared_samples_per_epoch_divides_a_log_that_states_none():
+    r = build_record(parse_lines(samples_only_log()), goal=LOSS, samples_per_epoch=400)
+    assert r.epochs_to_target == 2 and r.samples_per_epoch == 400 and [p.epoch for p in r.evals] == [1, 2]
+    stated = build_record(parse_lines([*samples_only_log()[:3], line("train_samples", 10, 800),
+                                       *samples_only_log()[3:]]), goal=LOSS, samples_per_epoch=400)
+    assert stated.epochs_to_target == 1 and stated.samples_per_epoch == 800  # the log is believed
