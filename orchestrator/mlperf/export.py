@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 from collections import Counter
@@ -143,8 +142,8 @@ def export_run(
         system_file.parent.mkdir(parents=True, exist_ok=True)
         if benchmark_dir.exists():
             benchmark_dir.rmdir()  # an empty leftover (no result files, checked above)
-        os.replace(staged_dir, benchmark_dir)
-        os.replace(stage / "systems" / f"{name}.json", system_file)
+        atomic.move(staged_dir, benchmark_dir)
+        atomic.move(stage / "systems" / f"{name}.json", system_file)
     try:
         accepted, score = _summarize(benchmark_dir, benchmark, ruleset)
     except checkers.ToolFailed as exc:

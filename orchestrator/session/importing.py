@@ -10,7 +10,6 @@ failed import leaves the store as it was.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import tempfile
@@ -23,6 +22,7 @@ from orchestrator.errors import StoreError
 from orchestrator.insight import sysinfo
 from orchestrator.mlperf import benchmarks, compliance, layout, mllog
 from orchestrator.mlperf.quality import Goal
+from orchestrator.results import atomic
 from orchestrator.results.lock import is_held
 from orchestrator.results.records import (
     ImportedFolder,
@@ -98,7 +98,7 @@ def import_folder(
         _, score = finish(staged)
         target = store.paths(manifest.run_id).root
         try:
-            os.rename(staged.paths.root, target)
+            atomic.move(staged.paths.root, target)
         except OSError as exc:
             raise StoreError(f"cannot move the imported run into {target}: {exc.strerror}") from None
     finally:

@@ -35,6 +35,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
 from orchestrator.mlperf.scoring import score_runs
+from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import (
@@ -241,7 +242,7 @@ def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:
     if seed.state.is_file():
         shutil.copy2(seed.state, target / seed.state.name)
     for path in sorted(leftovers, key=lambda p: p == seed.record):
-        shutil.move(str(path), target / path.name)
+        atomic.move(path, target / path.name)
     run.forget_record(seed.seed)
 
 
