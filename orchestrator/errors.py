@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_INVALID_RESULT = 1  # the benchmark ran, but the result is invalid
 EXIT_USAGE = 2  # bad usage or bad input: nothing was run, nothing was written
 EXIT_INFRASTRUCTURE = 3  # an infrastructure fault (crash, kill, OOM, engine, disk) kept a result from being measured
+EXIT_WARN = 4  # it ran and passed with a warning (qualify: a WARN verdict, unless warn_exit_code says 0)
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: stopped by Ctrl-C; resumable
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: stopped by SIGTERM (a scheduler, systemd, kill); resumable
 EXIT_HANGUP = 128 + signal.SIGHUP  # 129: the terminal went away; resumable

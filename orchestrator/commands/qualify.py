@@ -37,7 +37,8 @@ def qualify(
     data: Path = typer.Option(None, "--data", help="Dataset folder: its storage and input pipeline are timed."),
     junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per check)."),
     prometheus: Path = typer.Option(None, "--prometheus", help="Write a node_exporter textfile (.prom) here."),
-    strict: bool = typer.Option(False, "--strict", help="WARN exits 1 too."),
+    strict: bool = typer.Option(False, "--strict", help="WARN exits 1, as FAIL does (else 4, or qualify.yaml's"
+                                " warn_exit_code)."),
     gpus: str = typer.Option(None, "--gpus", help="all, N, 0,1 or none (Slurm: N or none). Default: every GPU"
                              " of the node (local: what this shell sees; Docker: all; Slurm: each node's own)."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
@@ -46,8 +47,9 @@ def qualify(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Qualify this node, or with --runner slurm every node: PASS/WARN exit 0 (WARN 1 with --strict),
-    FAIL 1, bad input 2, could not run 3."""
+    """Qualify this node, or with --runner slurm every node. Exit codes: PASS 0, FAIL 1, bad input 2,
+    INCONCLUSIVE 3, WARN 4 (INCONCLUSIVE: could not measure; a WARN exits 1 with --strict, 0 where
+    qualify.yaml sets warn_exit_code: 0)."""
     if ctx.invoked_subcommand is not None:
         return
     from orchestrator.qualify.config import load_config

@@ -16,6 +16,9 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
     references.py  operator references (ReFrame style), references learned from history, which one judges
     floors.py      floors of known GPU models (floors.yaml: datasheets, published MLPerf rates)
     judge.py       measurement, check and node verdicts; exit codes
+    quorum.py      a number that failed its reference measured again before it FAILs (remeasure.py:
+                   the repeats on a node)
+    drift.py       CUSUM on each number's nightly series: a slow fall WARNs before the floor
     node.py        one node, top to bottom
     fleet.py       one exclusive Slurm job per node, gathered and compared with the fleet
 """

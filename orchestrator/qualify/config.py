@@ -149,6 +149,44 @@ class HistoryPolicy(_Frozen):
         return self
 
 
+class QuorumPolicy(_Frozen):
+    """A performance number (microbenchmark, workload throughput) that fails its reference is measured
+    again before it FAILs the node: a noisy minute does not drain a healthy node. Health and sanity
+    failures (a lost GPU, a wrong result) are never repeated away; time-to-train is not repeated."""
+
+    repeats: int = Field(default=2, ge=0, le=10)
+    """Re-measurements at most (0: the first reading decides)."""
+    rule: Literal["majority", "all"] = "majority"
+    """FAIL when more than half (majority) or every one (all) of the repeats fail too; it stops as soon
+    as that is decided. Otherwise the number is judged on the median of the repeats that passed; where
+    too few repeats could measure it at all, it is INCONCLUSIVE."""
+
+    @property
+    def needed(self) -> int:
+        return self.repeats if self.rule == "all" else self.repeats // 2 + 1
+
+
+class DriftPolicy(_Frozen):
+    """A slow fall of a performance number over nights, caught by a one-sided tabular CUSUM on the
+    node's own series (Page 1954, "Continuous inspection schemes", Biometrika 41:100-115; Montgomery,
+    Introduction to Statistical Quality Control, ch. 9): each night's shortfall from the baseline, in
+    units of the series' night-to-night noise sigma, less the allowance k, summed and floored at 0;
+    above h it WARNs, inside the bounds, before the floor is crossed (`qualify.drift`)."""
+
+    baseline_runs: int = Field(default=10, ge=2)
+    """The baseline: the median of the first this many passing runs on this hardware and software."""
+    window: int = Field(default=30, ge=2)
+    """The CUSUM sums the last this many nights after the baseline."""
+    allowance_sigma: float = Field(default=0.5, ge=0)
+    """k: Montgomery's half of the shift worth catching (one sigma)."""
+    threshold_sigma: float = Field(default=7.5, gt=0)
+    """h: above Montgomery's 4-5 because the baseline is itself estimated from a few nights (Jones,
+    Champ and Rigdon 2004: estimated parameters shorten the in-control run length)."""
+    noise_floor_pct: float = Field(default=1.0, gt=0)
+    """Sigma is at least this percent of the baseline: numbers that repeat to the digit would make any
+    wobble a drift."""
+
+
 class FleetPolicy(_Frozen):
     k_mad: float = Field(default=3.0, gt=0)
     """A node slower than the fleet median of its hardware by more than k MADs is flagged."""
@@ -168,9 +206,12 @@ class HealthPolicy(_Frozen):
 class QualifyConfig(_Frozen):
     workload: str | None = None
     """The workload whose throughput mode is timed (and whose image the docker runner uses)."""
-    warn_exit_code: int = Field(default=0, ge=0, le=1)
-    """Exit code of a WARN verdict (--strict makes it 1)."""
+    warn_exit_code: Literal[0, 1, 4] = 4
+    """Exit code of a WARN verdict: 4, its own (default); 0 where whatever reads it drains a node on
+    any other code; 1 as always under --strict (WARN counts as FAIL)."""
     history: HistoryPolicy = HistoryPolicy()
+    quorum: QuorumPolicy = QuorumPolicy()
+    drift: DriftPolicy = DriftPolicy()
     fleet: FleetPolicy = FleetPolicy()
     health: HealthPolicy = HealthPolicy()
     probe: ProbeSettings = ProbeSettings()

@@ -39,12 +39,12 @@ def dcgm_check(level: int, gpu_count: int, which: Callable[[str], str | None] = 
     try:
         result = proc.run(argv, cwd=Path.cwd(), env=proc.child_env({}), timeout_s=LEVEL_TIMEOUT_S.get(level, 3600))
     except subprocess.TimeoutExpired:
-        return done(Status.ERROR, (f"dcgmi diag -r {level} did not finish in {LEVEL_TIMEOUT_S[level]} s",))
+        return done(Status.INCONCLUSIVE, (f"dcgmi diag -r {level} did not finish in {LEVEL_TIMEOUT_S[level]} s",))
     try:
         report = json.loads(result.stdout)
     except ValueError:
         last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.returncode}"]
-        return done(Status.ERROR, (f"dcgmi diag -r {level} gave no JSON: {last[0][:200]}",))
+        return done(Status.INCONCLUSIVE, (f"dcgmi diag -r {level} gave no JSON: {last[0][:200]}",))
     return done(*judge_report(report, level))
 
 
@@ -52,7 +52,7 @@ def judge_report(report: Any, level: int) -> tuple[Status, tuple[str, ...], dict
     """(status, reasons, facts) of a parsed `dcgmi diag -j` report."""
     tests = list(_tests(report))
     if not tests:
-        return Status.ERROR, (f"dcgmi diag -r {level}: no test results in its JSON",), {"report": report}
+        return Status.INCONCLUSIVE, (f"dcgmi diag -r {level}: no test results in its JSON",), {"report": report}
     statuses: list[Status] = []
     reasons: list[str] = []
     for name, status, info in tests:

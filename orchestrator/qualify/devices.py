@@ -131,7 +131,7 @@ def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str 
 
 def not_on_the_gpus(check: CheckResult, gpus: Sequence[Gpu]) -> CheckResult:
     """A device check that ran on the CPU of a node whose NVML sees GPUs: FAIL, whatever its numbers."""
-    if check.name not in DEVICE_CHECKS or check.status is Status.ERROR:
+    if check.name not in DEVICE_CHECKS or check.status is Status.INCONCLUSIVE:
         return check
     why = (f"ran on the CPU, not on the node's {len(gpus)} GPUs ({labels(gpus)}): CUDA cannot use them"
            " (see gpu_health)")

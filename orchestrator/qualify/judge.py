@@ -3,21 +3,34 @@ the node from its checks, and the exit code from the node.
 
 A measurement outside its bounds on the bad side FAILs; outside on the good side WARNs (the
 reference or the measurement is wrong); worse than the rolling median of the node's passing runs
-by more than `regression_pct` WARNs even inside the bounds. Every reason names the metric (and the
-GPU that measured it, where it is one GPU's), the value, the bound and the reference's source.
+by more than `regression_pct` WARNs even inside the bounds, and so does one whose nightly series has
+been falling (`drift`). A FAIL re-measured by the quorum (`quorum`) says so, and stays FAIL only
+where the repeats confirmed it (INCONCLUSIVE where they could not measure it). Every reason names
+the metric (and the GPU that measured it, where it is one GPU's), the value, the bound and the
+reference's source.
 """
 
 from __future__ import annotations
 
-from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.qualify.config import HistoryPolicy
+from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.references import References
 from orchestrator.render.text import number
-from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status, worst
+from orchestrator.render.verdicts import drift_note, quorum_note
+from orchestrator.results.qualification import (
+    VERDICT_EXIT_CODES,
+    CheckResult,
+    Measurement,
+    Reference,
+    Status,
+    worst,
+)
 
 
 def judge_measurement(
     m: Measurement, reference: Reference | None, rolling: Reference | None, policy: HistoryPolicy,
+    drift: Drift | None = None,
 ) -> Measurement:
     median = rolling.value if rolling is not None else None
     status, reason = Status.PASS, ""
@@ -33,6 +46,14 @@ def judge_measurement(
             status = Status.WARN
             reason = (f"{_named(m)} {number(m.value)} {m.unit} is {worse:.1%} worse than its rolling median"
                       f" {number(median)} (inside the bounds; {rolling.source})")  # type: ignore[union-attr]
+    fall = drift.fall(m) if drift is not None and status is not Status.FAIL else None
+    if fall is not None:
+        note = drift_note(_named(m), m.value, m.unit, fall, drift.policy)  # type: ignore[union-attr]
+        status, reason = Status.WARN, f"{reason}; {note}" if reason else note
+    if m.quorum is not None and m.quorum.outcome != "overturned":
+        if m.quorum.outcome == "inconclusive" and status is Status.FAIL:
+            status = Status.INCONCLUSIVE
+        reason = f"{reason}; {quorum_note(m.quorum, m.unit)}"
     return m.model_copy(update={"reference": reference, "rolling_median": median, "status": status, "reason": reason})
 
 
@@ -55,16 +76,18 @@ def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
     return Status.PASS, ""
 
 
-def judge_check(check: CheckResult, references: References, policy: HistoryPolicy) -> CheckResult:
+def judge_check(
+    check: CheckResult, references: References, policy: HistoryPolicy, drift: Drift | None = None,
+) -> CheckResult:
     """The check with every measurement judged (against the reference `References.pick` gives it) and
     its status made of sanity and numbers, sanity first (ReFrame's order): a check that could not run
     or does not apply keeps that status whatever its numbers; a sanity FAIL (a wrong result: its number
     is no measurement, `micro`) stays FAIL whatever the others' speed, its reasons first; a right
     result's number is judged against its reference, and a slow one fails on performance alone (its
     ``sanity`` stays PASS)."""
-    judged = tuple(judge_measurement(m, references.pick(m), references.rolling(m), policy)
+    judged = tuple(judge_measurement(m, references.pick(m), references.rolling(m), policy, drift)
                    for m in check.measurements)
-    if check.sanity in (Status.ERROR, Status.NOT_APPLICABLE):
+    if check.sanity in (Status.INCONCLUSIVE, Status.NOT_APPLICABLE):
         return check.model_copy(update={"measurements": judged, "status": check.sanity})
     statuses = [check.status, *(m.status for m in judged)]
     reasons = [(check.status, r) for r in check.reasons] + [(m.status, m.reason) for m in judged if m.reason]
@@ -75,23 +98,21 @@ def judge_check(check: CheckResult, references: References, policy: HistoryPolic
 
 
 def node_verdict(checks: list[CheckResult]) -> tuple[Status, tuple[str, ...]]:
-    """FAIL if a check failed, else ERROR if one could not run, else WARN, else PASS; the reasons of
-    the checks that made it, most severe first, each prefixed with its check."""
+    """FAIL if a check failed, else INCONCLUSIVE if one could not measure, else WARN, else PASS; the
+    reasons of the checks that made it, most severe first, each prefixed with its check."""
     verdict = worst([c.status for c in checks])
     if verdict is Status.NOT_APPLICABLE:
         verdict = Status.PASS
-    reasons = [(c.status, f"{c.name}: {r}") for c in checks if c.status in (Status.FAIL, Status.ERROR, Status.WARN)
-               for r in c.reasons]
+    reasons = [(c.status, f"{c.name}: {r}") for c in checks
+               if c.status in (Status.FAIL, Status.INCONCLUSIVE, Status.WARN) for r in c.reasons]
     reasons.sort(key=lambda item: -item[0].rank)
     return verdict, tuple(r for _, r in reasons)
 
 
-def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = EXIT_OK) -> int:
-    """0 PASS (WARN too, unless strict or configured), 1 FAIL, 3 could not run. Never 0 on a failed check."""
-    if verdict is Status.FAIL:
-        return EXIT_INVALID_RESULT
-    if verdict is Status.ERROR:
-        return EXIT_INFRASTRUCTURE
+def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = VERDICT_EXIT_CODES[Status.WARN]) -> int:
+    """The verdict's own code (`VERDICT_EXIT_CODES`: PASS 0, FAIL 1, INCONCLUSIVE 3, WARN 4); a WARN
+    exits ``warn_exit_code`` (qualify.yaml), and 1 as a FAIL does under ``strict``. Never 0 unless
+    it passed (or a WARN was configured to)."""
     if verdict is Status.WARN:
         return EXIT_INVALID_RESULT if strict else warn_exit_code
-    return EXIT_OK
+    return VERDICT_EXIT_CODES[verdict]

@@ -28,9 +28,10 @@ from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.insight import sysinfo
-from orchestrator.qualify import devices, judge, micro
+from orchestrator.qualify import devices, judge, micro, quorum
 from orchestrator.qualify.config import QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
+from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
 from orchestrator.qualify.probe_lines import ProbeRun
@@ -39,7 +40,9 @@ from orchestrator.qualify.references import (
     References,
     comparable_history,
     learned_references,
+    passing_runs,
 )
+from orchestrator.qualify.remeasure import NodeRepeats
 from orchestrator.qualify.throughput import throughput_check
 from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
@@ -145,7 +148,11 @@ def qualify_node(
         fleet=learned_references(fleet, plan.config.history, kind="fleet"),
         floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name),
     )
-    judged = [judge.judge_check(c, references, plan.config.history) for c in checks]
+    drift = Drift(passing_runs(history, hardware, software), plan.config.drift)
+    repeats = NodeRepeats(runner=runner, workload=plan.workload, suite=plan.suite, probe=plan.config.probe, run_id=qid,
+                          folder=folder, scratch=scratch, data=plan.data, kind=kind, gpus=on_gpus, status=watch.status)
+    judged = quorum.confirm(checks, lambda c: judge.judge_check(c, references, plan.config.history, drift), repeats,
+                            plan.config.quorum, watch.status)
     for check in judged:
         watch.checked(check)
     verdict, reasons = judge.node_verdict(judged)
@@ -237,7 +244,7 @@ def _throughput(
     watch: Watch,
 ) -> CheckResult:
     if prepare_error:
-        return CheckResult(name="throughput", kind="workload", status=Status.ERROR, sanity=Status.ERROR,
+        return CheckResult(name="throughput", kind="workload", status=Status.INCONCLUSIVE, sanity=Status.INCONCLUSIVE,
                            reasons=(prepare_error,), sanity_reasons=(prepare_error,))
     spec = plan.suite.device(kind).throughput  # type: ignore[arg-type]
     return _timed("throughput", watch.timings, lambda: throughput_check(
@@ -254,8 +261,8 @@ def _time_to_train(
     assert spec is not None
     if prepare_error or plan.profiles is None:
         why = prepare_error or "no profiles (seeds.yaml) to run the time-to-train seed under"
-        return CheckResult(name="time_to_train", kind="time_to_train", status=Status.ERROR, sanity=Status.ERROR,
-                           reasons=(why,), sanity_reasons=(why,)), None
+        return CheckResult(name="time_to_train", kind="time_to_train", status=Status.INCONCLUSIVE,
+                           sanity=Status.INCONCLUSIVE, reasons=(why,), sanity_reasons=(why,)), None
     watch.status(f"time_to_train: {plan.workload.name} seed {spec.seed}, profile {spec.profile} ...")
     t = time.monotonic()
     check, run_id = time_to_train_check(runner, workload=plan.workload, profiles=plan.profiles, spec=spec,

@@ -112,7 +112,7 @@ def comparable_history(
     saying why there are not more."""
     same_hardware = [r for r in history if r.hardware.key == hardware.key]
     same = [r for r in same_hardware if r.software == software]
-    passing = [r for r in same if r.verdict in (Status.PASS, Status.WARN)][-policy.runs:]
+    passing = passing_runs(history, hardware, software)[-policy.runs:]
     if len(passing) >= policy.min_runs:
         return passing, ""
     changed = ""
@@ -123,6 +123,15 @@ def comparable_history(
     why = (f"{len(passing)} of the {policy.min_runs} passing runs on this hardware and software needed to learn"
            f" references{changed}")
     return passing, why
+
+
+def passing_runs(
+    history: list[QualificationRecord], hardware: Hardware, software: dict[str, str],
+) -> list[QualificationRecord]:
+    """Every run that PASSed or WARNed on the same hardware and software, oldest first: the runs a
+    node's numbers are learned from (and its drift measured on)."""
+    return [r for r in history if r.hardware.key == hardware.key and r.software == software
+            and r.verdict in (Status.PASS, Status.WARN)]
 
 
 def learned_references(

@@ -42,12 +42,12 @@ def time_to_train_check(
         plan = BenchmarkPlan(**{**plan.__dict__, "profile": one_seed})
         stored, score = run_benchmark(plan, runner, store, Watch(status=status))
     except MltrainError as exc:
-        return result(Status.ERROR, [f"could not run the time-to-train seed: {exc}"]), None
+        return result(Status.INCONCLUSIVE, [f"could not run the time-to-train seed: {exc}"]), None
     record = stored.records.get(spec.seed)
     facts = {"run_id": stored.run_id, "profile": spec.profile, "rule": ScoringRule(
         drop_per_end=0, max_non_converged=0).model_dump()}
     if record is None:
-        return result(Status.ERROR, ["the time-to-train seed left no record"], facts=facts), stored.run_id
+        return result(Status.INCONCLUSIVE, ["the time-to-train seed left no record"], facts=facts), stored.run_id
     facts["status"] = record.status.value
     if not record.converged or score.score_ms is None:
         kind = Status.FAIL if record.status in INFRASTRUCTURE_FAULTS else Status.WARN

@@ -1,6 +1,8 @@
 """A qualification as JUnit XML, the format CI servers and test dashboards read: one testsuite per
-node, one testcase per check. FAIL is a <failure>, could-not-run an <error>, not applicable a
-<skipped> (never a pass); a WARN passes with its reasons in <system-out> and a `warn` property.
+node, one testcase per check. FAIL is a <failure>, INCONCLUSIVE (could not measure) an <error>,
+not applicable a <skipped> (never a pass); a WARN passes with its reasons in <system-out> and a
+`warn` property. Each testsuite's properties carry the node's verdict and its exit code, as the
+record's JSON and the Prometheus textfile do.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from orchestrator.render.text import number
+from orchestrator.render.verdicts import quorum_note
 from orchestrator.results.qualification import CheckResult, QualificationRecord, Status
 
 
@@ -35,11 +38,12 @@ def _suite(record: QualificationRecord) -> ET.Element:
         "time": f"{record.duration_s:.3f}",
         "tests": str(len(checks)),
         "failures": str(sum(c.status is Status.FAIL for c in checks)),
-        "errors": str(sum(c.status is Status.ERROR for c in checks)),
+        "errors": str(sum(c.status is Status.INCONCLUSIVE for c in checks)),
         "skipped": str(sum(c.status is Status.NOT_APPLICABLE for c in checks)),
     })
     properties = ET.SubElement(suite, "properties")
-    for name, value in (("verdict", record.verdict.value), ("qualification_id", record.qualification_id),
+    for name, value in (("verdict", record.verdict.value), ("exit_code", record.exit_code),
+                        ("qualification_id", record.qualification_id),
                         ("hardware", record.hardware.key), ("runner", record.runner),
                         *((f"software.{k}", v) for k, v in sorted(record.software.items()))):
         ET.SubElement(properties, "property", name=name, value=str(value))
@@ -54,8 +58,8 @@ def _case(record: QualificationRecord, check: CheckResult) -> ET.Element:
     message = check.reason or check.status.value
     if check.status is Status.FAIL:
         ET.SubElement(case, "failure", message=message, type="fail").text = "\n".join(check.reasons)
-    elif check.status is Status.ERROR:
-        ET.SubElement(case, "error", message=message, type="could_not_run").text = "\n".join(check.reasons)
+    elif check.status is Status.INCONCLUSIVE:
+        ET.SubElement(case, "error", message=message, type=Status.INCONCLUSIVE.value).text = "\n".join(check.reasons)
     elif check.status is Status.NOT_APPLICABLE:
         ET.SubElement(case, "skipped", message=f"not applicable: {message}")
     if check.status is Status.WARN:
@@ -66,7 +70,8 @@ def _case(record: QualificationRecord, check: CheckResult) -> ET.Element:
         ref = m.reference
         bounds = "" if ref is None else (f" bounds [{number(ref.lower)}, {number(ref.upper)}] ({ref.kind}:"
                                          f" {ref.source})")
-        lines.append(f"{m.metric} = {number(m.value)} {m.unit} [{m.status.value}]{bounds}")
+        repeated = f"; {quorum_note(m.quorum, m.unit)}" if m.quorum is not None else ""
+        lines.append(f"{m.metric} = {number(m.value)} {m.unit} [{m.status.value}]{bounds}{repeated}")
     lines += [f"{metric}: not applicable: {why}" for metric, why in sorted(check.skipped.items())]
     ET.SubElement(case, "system-out").text = "\n".join(lines)
     return case

@@ -2,10 +2,12 @@
 (``--collector.textfile.directory``), written with prometheus_client's own exposition code.
 
     mltrain_qualify_verdict{node,suite,verdict}            1 for the node's verdict, 0 for the others
+    mltrain_qualify_exit_code{node,suite}                  the exit code that verdict gave
     mltrain_qualify_check_status{node,suite,check,status}  1 for each check's status, 0 for the others
     mltrain_qualify_metric{node,suite,check,metric,unit}   each measured number
     mltrain_qualify_metric_lower_bound / _upper_bound       its reference's bounds (where it has them)
     mltrain_qualify_metric_status{...,status}              1 for the measurement's status
+    mltrain_qualify_metric_repeats{...}                    re-measurements of a number that failed first
     mltrain_qualify_duration_seconds{node,suite}           wall time of the qualification
     mltrain_qualify_last_run_timestamp_seconds{node,suite} when it ended (alert on a stale node)
 """
@@ -17,7 +19,8 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from orchestrator.results.qualification import QualificationRecord, Status
+from orchestrator.render.verdicts import exit_code_help
+from orchestrator.results.qualification import VERDICTS, QualificationRecord, Status
 
 STATUSES = tuple(s.value for s in Status)
 
@@ -27,6 +30,8 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
     node_labels = ["node", "suite"]
     verdict = Gauge("mltrain_qualify_verdict", "Node qualification verdict (1 for the current one)",
                     [*node_labels, "verdict"], registry=registry)
+    code = Gauge("mltrain_qualify_exit_code", f"Exit code of the qualification ({exit_code_help()})", node_labels,
+                 registry=registry)
     check_status = Gauge("mltrain_qualify_check_status", "Status of each qualification check (1 for the current one)",
                          [*node_labels, "check", "status"], registry=registry)
     metric_labels = [*node_labels, "check", "metric", "unit"]
@@ -38,14 +43,17 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
                   registry=registry)
     metric_status = Gauge("mltrain_qualify_metric_status", "Status of each measured number (1 for the current one)",
                           [*metric_labels, "status"], registry=registry)
+    repeats = Gauge("mltrain_qualify_metric_repeats", "Re-measurements of a number that failed its first reading",
+                    metric_labels, registry=registry)
     duration = Gauge("mltrain_qualify_duration_seconds", "Wall time of the qualification", node_labels,
                      registry=registry)
     last = Gauge("mltrain_qualify_last_run_timestamp_seconds", "When the qualification ended (Unix time)",
                  node_labels, registry=registry)
     for record in records:
         node = (record.node, record.suite)
-        for status in ("pass", "warn", "fail", "error"):
-            verdict.labels(*node, status).set(1 if record.verdict.value == status else 0)
+        for status in VERDICTS:
+            verdict.labels(*node, status.value).set(1 if record.verdict is status else 0)
+        code.labels(*node).set(record.exit_code)
         duration.labels(*node).set(record.duration_s)
         last.labels(*node).set(datetime.fromisoformat(record.ended_at).timestamp())
         for check in record.checks:
@@ -58,6 +66,7 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
                     lower.labels(*labels).set(m.reference.lower)
                 if m.reference is not None and m.reference.upper is not None:
                     upper.labels(*labels).set(m.reference.upper)
-                for status in ("pass", "warn", "fail"):
-                    metric_status.labels(*labels, status).set(1 if m.status.value == status else 0)
+                for status in VERDICTS:
+                    metric_status.labels(*labels, status.value).set(1 if m.status is status else 0)
+                repeats.labels(*labels).set(len(m.quorum.repeats) if m.quorum is not None else 0)
     return generate_latest(registry)

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from orchestrator.render.text import number
+from orchestrator.render.verdicts import quorum_note
 from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
 
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.ERROR: "magenta",
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta",
          Status.NOT_APPLICABLE: "dim"}
 
 
@@ -53,6 +54,8 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
     lines += [f"  {reason}" for reason in record.reasons[:12]]
     if len(record.reasons) > 12:
         lines.append(f"  ... and {len(record.reasons) - 12} more (see --json)")
+    lines += [f"  {c.name}: {m.metric}: {quorum_note(m.quorum, m.unit)}" for c in record.checks
+              for m in c.measurements if m.quorum is not None and m.quorum.outcome == "overturned"]
     unjudged = sum(m.reference is None for c in record.checks for m in c.measurements)
     if unjudged:
         lines.append(f"{unjudged} numbers without a reference: {record.system.get('history', '')}")

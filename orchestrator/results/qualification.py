@@ -11,11 +11,14 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK, EXIT_WARN
+from orchestrator.results.qualification_v1 import upgrade_fleet, upgrade_node
 from orchestrator.results.records import Record
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: "could not run" is INCONCLUSIVE (``inconclusive``); version 1 said ``error`` (upgraded on read)."""
 
 
 class Status(str, Enum):
@@ -25,8 +28,11 @@ class Status(str, Enum):
     NOT_APPLICABLE = "not_applicable"
     """The check does not apply here (no GPU, one GPU for all-reduce, no throughput entry): never a pass."""
     WARN = "warn"
-    ERROR = "error"
-    """The check could not run (engine down, image broken, runner refused): an infrastructure fault."""
+    INCONCLUSIVE = "inconclusive"
+    """Could not measure (a tool missing, a probe crashed, the engine down, a runner refused): the node
+    is neither passed nor failed."""
+    ERROR = "inconclusive"
+    """The old name of INCONCLUSIVE (an alias: the same member), for code not yet renamed."""
     FAIL = "fail"
 
     @property
@@ -38,7 +44,14 @@ class Status(str, Enum):
         return "N/A" if self is Status.NOT_APPLICABLE else self.value.upper()
 
 
-_RANK = {Status.PASS: 0, Status.NOT_APPLICABLE: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 3}
+_RANK = {Status.PASS: 0, Status.NOT_APPLICABLE: 0, Status.WARN: 1, Status.INCONCLUSIVE: 2, Status.FAIL: 3}
+
+VERDICT_EXIT_CODES = {Status.PASS: EXIT_OK, Status.WARN: EXIT_WARN, Status.FAIL: EXIT_INVALID_RESULT,
+                      Status.INCONCLUSIVE: EXIT_INFRASTRUCTURE}
+"""A node's (or a fleet's) verdict -> the exit code of `mltrain qualify`: the one mapping, which the
+record, its JSON, JUnit and Prometheus all carry (`judge.exit_code` applies --strict and
+``warn_exit_code``). 2 stays bad input (nothing was qualified)."""
+VERDICTS = tuple(VERDICT_EXIT_CODES)
 
 
 def finite(value: Any) -> float | None:
@@ -49,7 +62,7 @@ def finite(value: Any) -> float | None:
 
 
 def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
-    """The most severe status (FAIL > ERROR > WARN > PASS); `default` when there are none."""
+    """The most severe status (FAIL > INCONCLUSIVE > WARN > PASS); `default` when there are none."""
     return max(statuses, key=lambda s: s.rank, default=default)
 
 
@@ -70,6 +83,25 @@ class Reference(Record):
     the public document a model's floor comes from."""
 
 
+QuorumOutcome = Literal["confirmed", "overturned", "inconclusive"]
+
+
+class Quorum(Record):
+    """A performance number that failed its reference on its first reading, measured again."""
+
+    first: float
+    """The first reading, which failed."""
+    repeats: tuple[float | None, ...]
+    """Each re-measurement in order (None: that repeat could not measure it)."""
+    below: int = Field(ge=0)
+    """How many of the repeats failed the reference too."""
+    needed: int = Field(ge=1)
+    """How many had to, for the failure to stand."""
+    outcome: QuorumOutcome
+    """confirmed: it FAILs (the first value kept); overturned: judged on the median of the passing
+    repeats; inconclusive: too few repeats could measure it."""
+
+
 class Measurement(Record):
     """One performance number of a check, judged."""
 
@@ -83,6 +115,8 @@ class Measurement(Record):
     reference: Reference | None = None
     rolling_median: float | None = None
     """Median of this node's last passing runs on the same hardware and software (None: too few)."""
+    quorum: Quorum | None = None
+    """Re-measured because its first reading failed its reference (`qualify.quorum`); None: not repeated."""
     status: Status = Status.PASS
     reason: str = ""
     """Why the status: metric, value, bound, and the reference's source."""
@@ -107,7 +141,7 @@ class CheckResult(Record):
     reasons: tuple[str, ...] = ()
     """Why the status, most severe first ('' reasons are never kept)."""
     sanity: Status
-    """PASS, FAIL (the hardware or a result is wrong), ERROR (could not run) or NOT_APPLICABLE."""
+    """PASS, FAIL (the hardware or a result is wrong), INCONCLUSIVE (could not run) or NOT_APPLICABLE."""
     sanity_reasons: tuple[str, ...] = ()
     measurements: tuple[Measurement, ...] = ()
     skipped: dict[str, str] = Field(default_factory=dict)
@@ -170,11 +204,16 @@ class QualificationRecord(Record):
     """Wall seconds per phase (health reads, probe start-up and each probe check, throughput ...)."""
     system: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        return upgrade_node(data)
+
     @field_validator("verdict")
     @classmethod
     def _node_verdict(cls, value: Status) -> Status:
-        if value is Status.NOT_APPLICABLE:
-            raise ValueError("a node's verdict is pass, warn, fail or error")
+        if value not in VERDICTS:
+            raise ValueError(f"a node's verdict is {', '.join(v.value for v in VERDICTS)}")
         return value
 
     def check(self, name: str) -> CheckResult | None:
@@ -212,3 +251,8 @@ class FleetRecord(Record):
     rows: tuple[FleetRow, ...]
     jobs: dict[str, str] = Field(default_factory=dict)
     """node -> Slurm job id."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        return upgrade_fleet(data)

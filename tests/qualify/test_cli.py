@@ -47,7 +47,7 @@ def test_quick_suite_writes_a_verdict_junit_prometheus_and_json(cli, tmp_path: P
     assert cases["gemm"].find("failure") is None and "gemm_fp32_256x256x256" in cases["gemm"].findtext("system-out")
     assert "gemm_tf32_256x256x256: not applicable" in cases["gemm"].findtext("system-out")
     verdict = {s.labels["verdict"]: s.value for s in families["mltrain_qualify_verdict"]}
-    assert verdict == {"pass": 1.0, "warn": 0.0, "fail": 0.0, "error": 0.0}
+    assert verdict == {"pass": 1.0, "warn": 0.0, "fail": 0.0, "inconclusive": 0.0}
     metrics = {s.labels["metric"] for s in families["mltrain_qualify_metric"]}
     assert {"gemm_fp32_256x256x256", "throughput_samples_per_s", "storage_read_MBps"} <= metrics
     # stdout held only the JSON; progress went to stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK, EXIT_WARN
 from orchestrator.results.qualification import Status
 from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, gpu_trace, node_trace, probe_source, run_node
 
@@ -56,7 +56,7 @@ def test_hardware_throttle_under_load_fails(node, bits: int, reason: str):
 
 def test_thermal_software_slowdown_and_a_lowered_power_cap_warn(node):
     record = node(gpu_trace(sample={"throttle_bits": 0x20}, gpu=0))
-    assert health(record).status is Status.WARN and record.verdict is Status.WARN and record.exit_code == EXIT_OK
+    assert health(record).status is Status.WARN and record.verdict is Status.WARN and record.exit_code == EXIT_WARN
     assert "GPU0 (00000000:18:00.0): sw_thermal_slowdown under load in 100% of readings" in health(record).reasons[0]
     capped = gpu_trace(device={"power_limit_w": 300.0}, gpu=1)
     record = node(capped)
@@ -121,7 +121,8 @@ def test_gemm_rate_below_the_operators_lower_bound_fails_naming_the_reference(no
     assert gemm.status is Status.FAIL and record.verdict is Status.FAIL and record.exit_code == EXIT_INVALID_RESULT
     assert gemm.reasons == (
         "gemm_bf16_5124x9124x2560 180 TFLOP/s below the lower bound 237.5 (operator reference 250 TFLOP/s:"
-        " refs.yaml (NVIDIA A100-SXM4-80GB): acceptance runs of 2026-01-05 on gpu[01-08], median of 5)",
+        " refs.yaml (NVIDIA A100-SXM4-80GB): acceptance runs of 2026-01-05 on gpu[01-08], median of 5); measured"
+        " again: first 180 TFLOP/s, then 180, 180: 2 of 2 repeat(s) failed too (2 needed): FAIL confirmed",
     )
     fp32 = next(m for m in gemm.measurements if m.metric == "gemm_fp32_5124x9124x2560")
     assert fp32.status is Status.PASS and fp32.reference.lower == pytest.approx(17.55)
@@ -211,7 +212,8 @@ def test_one_slow_gpu_of_eight_fails_naming_it(node, tmp_path: Path):
     assert gemm.status is Status.FAIL and record.verdict is Status.FAIL
     assert gemm.reasons == (
         "gemm_bf16_5124x9124x2560_gpu5 on GPU5 (00000000:68:00.0) 390 TFLOP/s below the lower bound 585 (operator"
-        f" reference 650 TFLOP/s: refs.yaml ({H100}): acceptance runs of 2026-01-05 on gpu[01-08], median of 5)",)
+        f" reference 650 TFLOP/s: refs.yaml ({H100}): acceptance runs of 2026-01-05 on gpu[01-08], median of 5);"
+        " measured again: first 390 TFLOP/s, then 390, 390: 2 of 2 repeat(s) failed too (2 needed): FAIL confirmed",)
     judged = {m.metric: m for m in gemm.measurements}
     assert len(judged) == 8 and all(judged[f"gemm_bf16_5124x9124x2560_gpu{i}"].reference for i in range(8))
     memory = {m.metric for m in record.check("memory").measurements}

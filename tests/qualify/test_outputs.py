@@ -47,7 +47,7 @@ def every_status() -> QualificationRecord:
                     reasons=("gemm_bf16: 4% worse than its rolling median",),
                     measurements=(Measurement(metric="gemm_bf16", value=290, unit="TFLOP/s", reference=ref,
                                               status=Status.WARN, reason="..."),)),
-        CheckResult(name="throughput", kind="workload", status=Status.ERROR, sanity=Status.ERROR,
+        CheckResult(name="throughput", kind="workload", status=Status.INCONCLUSIVE, sanity=Status.ERROR,
                     reasons=("could not run: the engine is down",)),
         CheckResult(name="memory", kind="microbenchmark", status=Status.PASS, sanity=Status.PASS),
     )
@@ -60,7 +60,7 @@ def test_junit_has_one_testcase_per_check_with_failure_error_and_skipped():
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("5", "1", "1", "1")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["gpu_health"].find("failure").get("message") == "GPU0: PCIe link x8 of x16 under load"
-    assert cases["throughput"].find("error").get("type") == "could_not_run"
+    assert cases["throughput"].find("error").get("type") == "inconclusive"
     assert cases["dcgm_diag"].find("skipped").get("message").startswith("not applicable: skipped: DCGM")
     assert cases["gemm"].find("properties/property").get("name") == "warn"
     assert "bounds [270, -] (operator: refs.yaml: acceptance)" in cases["gemm"].findtext("system-out")
@@ -71,7 +71,7 @@ def test_prometheus_textfile_parses_and_carries_bounds():
     families = {f.name: f.samples for f in text_string_to_metric_families(textfile([every_status()]).decode())}
     status = {(s.labels["check"], s.labels["status"]): s.value for s in families["mltrain_qualify_check_status"]}
     assert status["gpu_health", "fail"] == 1 and status["dcgm_diag", "not_applicable"] == 1
-    assert status["throughput", "error"] == 1 and status["gemm", "pass"] == 0
+    assert status["throughput", "inconclusive"] == 1 and status["gemm", "pass"] == 0
     lower = {s.labels["metric"]: s.value for s in families["mltrain_qualify_metric_lower_bound"]}
     assert lower == {"gemm_bf16": 270.0} and "mltrain_qualify_metric_upper_bound" not in families or \
         not families["mltrain_qualify_metric_upper_bound"]
@@ -81,7 +81,7 @@ def test_prometheus_textfile_parses_and_carries_bounds():
 def test_records_refuse_what_they_cannot_hold():
     with pytest.raises(ValidationError, match="finite"):
         Measurement(metric="m", value=float("nan"), unit="s")
-    with pytest.raises(ValidationError, match="a node's verdict is pass, warn, fail or error"):
+    with pytest.raises(ValidationError, match="a node.s verdict is pass, warn, fail, inconclusive"):
         make_record(verdict=Status.NOT_APPLICABLE)
     record = make_record()
     assert QualificationRecord.model_validate(record.to_json()) == record

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import EXIT_WARN
 from tests.conftest import TEST_WORKLOADS
 
 
@@ -35,7 +36,7 @@ def test_an_input_bound_node_warns_naming_both_rates(cli, tmp_path: Path, monkey
     (data / "case.bin").write_bytes(b"x" * 1000)
     monkeypatch.setenv("FAKE_LOADER_RATE", "40")
     code, check = throughput(cli, tmp_path, "--data", str(data))
-    assert code == 0 and check["status"] == "warn"
+    assert code == EXIT_WARN and check["status"] == "warn"
     assert check["reasons"] == ["input-bound: the loader delivers 40 samples/s, the steps consume 100 samples/s"
                                 " (more loader workers or faster storage)"]
 
@@ -44,7 +45,8 @@ def test_an_input_bound_node_warns_naming_both_rates(cli, tmp_path: Path, monkey
     ("oom", 1, "fail", "fakebench throughput: GPU out of memory: lower the per-GPU batch size"),
     ("crash", 1, "fail", "fakebench throughput exited with status 1: RuntimeError: fakebench throughput crashed"),
     ("no_result", 1, "fail", "fakebench throughput exited 0 without its final `throughput` MLLOG line"),
-    ("bad_input", 3, "error", "fakebench throughput refused the suite's settings (exit 2): error: STEPS must be"),
+    ("bad_input", 3, "inconclusive",
+     "fakebench throughput refused the suite's settings (exit 2): error: STEPS must be"),
 ])
 def test_failures_are_classified(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode, code, status, reason):
     monkeypatch.setenv("FAKE_THROUGHPUT_MODE", mode)
