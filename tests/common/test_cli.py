@@ -1,7 +1,12 @@
 """The kit's ``main()`` wrapper and parser (workloads/common/cli.py, errors.py): the contract's exit
-codes, one line on stderr, a traceback only for a crash or when asked for."""
+codes, one line on stderr, a traceback only for a crash or when asked for; and every command line of
+the workloads going through them."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +20,8 @@ from workloads.common.errors import (
     SettingsError,
     WorkloadError,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def raising(exc: BaseException):
@@ -78,3 +85,19 @@ def test_usage_errors_are_one_line_in_subcommands_too(capsys):
         assert stop.value.code == EXIT_BAD_INPUT
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and err.endswith("(see --help)\n"), err
+
+
+# Each command line of the workloads, given a bad argument: the contract's one line and exit 2.
+# unet3d's train used argparse's own parser, which prints its usage block (27 lines) before the error.
+BAD_ARGUMENTS = [
+    ["workloads.unet3d.train", "--data-dir", "/nonexistent", "--results-dir", "/nonexistent", "--batch-size", "x"],
+    ["workloads.unet3d.throughput", "--steps", "many"],
+    ["workloads.unet3d.dataset", "check"],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_ARGUMENTS, ids=[argv[0] for argv in BAD_ARGUMENTS])
+def test_every_command_line_says_bad_arguments_in_one_line(argv):
+    done = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr

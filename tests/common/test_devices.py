@@ -1,5 +1,6 @@
 """The kit's device facts (workloads/common/devices.py): names, capability, NPROC=auto, the device a
-run asks for."""
+run asks for. unet3d named a CPU without a ``model name`` line in /proc/cpuinfo (Arm: Grace,
+Graviton) 'cpu' in resolved_settings and submission_platform; resnet50 named it by its machine."""
 
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ def test_the_cpu_s_model_name(tmp_path: Path, monkeypatch):
     assert devices.cpu_name(tmp_path / "absent") == "aarch64"
     monkeypatch.setattr(platform, "machine", lambda: "")
     assert devices.cpu_name(cpuinfo) == "cpu"
+
+
+def test_both_workloads_name_the_device_the_same_way(monkeypatch):
+    from workloads.unet3d import precision as unet3d
+
+    monkeypatch.setattr(devices, "cpu_name", lambda cpuinfo=devices.CPUINFO: "aarch64")
+    cpu = torch.device("cpu")
+    assert unet3d.device_name(cpu) == devices.device_facts(cpu).name == "aarch64"
 
 
 def test_the_facts_of_this_cpu():

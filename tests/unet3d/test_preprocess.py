@@ -9,7 +9,7 @@ import nibabel
 import numpy as np
 import pytest
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import (
     PreprocessConfig,
     preprocess_case,

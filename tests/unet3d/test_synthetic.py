@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import preprocess_case
 from workloads.unet3d.raw_check import verify_raw
 from workloads.unet3d.synthetic import generate_case, generate_raw, parse_size

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workloads.common.cli import Parser
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.precision import REQUESTS, normalise
 
@@ -226,7 +227,7 @@ def learning_rate(config: TrainConfig, epoch: int) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads.unet3d.train", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m workloads.unet3d.train", description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--results-dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=-1)

@@ -30,8 +30,8 @@ import torch
 from scipy import ndimage
 from torch.nn.functional import interpolate
 
-from workloads.unet3d.atomic import write_json
-from workloads.unet3d.errors import DataError
+from workloads.common.atomic import write_json
+from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.raw_check import IMAGE_NAME, KITS_JSON, LABEL_NAME
 from workloads.unet3d.split import MAX_CASE_ID, case_name
