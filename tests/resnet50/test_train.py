@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.resnet50 import distributed
+from workloads.common import distributed
 from workloads.resnet50.mlperf_log import LOG_FILE
 from workloads.resnet50.train import Environment, main, train
 

@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads.common.errors import SettingsError
 from workloads.common.precision import ALIASES
 from workloads.resnet50 import rcp
-from workloads.resnet50.errors import SettingsError
 
 OPTIMIZERS = ("sgd", "lars")
 PRECISIONS = tuple(ALIASES)

@@ -44,18 +44,20 @@ import torch
 from mlperf_logging.mllog import constants as c
 from torch import nn
 
-from workloads.resnet50 import distributed
+from workloads.common import distributed
+from workloads.common.cli import Parser, run_main
+from workloads.common.devices import pick_device
+from workloads.common.errors import SettingsError
+from workloads.common.mllog import RESOLVED_SETTINGS, MlperfLog
 from workloads.resnet50.config import PRESETS, TrainConfig, build
 from workloads.resnet50.division import decide
-from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch
-from workloads.resnet50.errors import SettingsError, WorkloadError
+from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch, wrap
 from workloads.resnet50.layout import list_dataset
 from workloads.resnet50.memory import fits_or_raise
-from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, MlperfLog, optimizer_keys
+from workloads.resnet50.mlperf_log import LOG_FILE, optimizer_keys
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import Schedule, build_optimizer
 from workloads.resnet50.pipeline import build_pipelines
-from workloads.resnet50.precision import pick_device
 from workloads.resnet50.runtime import resolve_setup
 
 RANDOM_SEED = -1
@@ -87,7 +89,7 @@ def note(context: distributed.Context, message: str) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="dataset in the ImageNet folder layout")
     parser.add_argument("--results", type=Path, default=None, help="folder for the MLLOG file")
     parser.add_argument("--seed", type=int, required=True,
@@ -124,11 +126,8 @@ def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed
           save_weights: Path | None = None) -> str:
     """Run to the target or the epoch cap; returns the run_stop status. ``save_weights``: where rank 0
     writes the trained model's state_dict after run_stop (outside the timed region)."""
-    log = MlperfLog(enabled=context.is_main, results_dir=results_dir)
-    try:
+    with MlperfLog(results_dir / LOG_FILE if results_dir else None, enabled=context.is_main) as log:
         return _train(config, data_dir, seed, context, log, environment or Environment(), save_weights)
-    finally:
-        log.close()
 
 
 def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: MlperfLog,
@@ -178,7 +177,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
                                 weight_decay=config.weight_decay, lars_eta=config.lars_eta,
                                 lars_epsilon=config.lars_epsilon)
-    network = distributed.wrap(model, context)
+    network = wrap(model, context)
     if config.compile:
         network = torch.compile(network)  # the DDP-wrapped model, so that DDP's hooks stay outside the graph
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
@@ -245,25 +244,19 @@ def config_from_args(args: argparse.Namespace, processes: int) -> TrainConfig:
     return config
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> None:
     args = parse_args(argv)
-    try:
-        if args.seed < RANDOM_SEED:
-            raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
-        environment = Environment.read(os.environ)
-        config = config_from_args(args, int(os.environ.get("WORLD_SIZE", "1")))
-        device_type = pick_device(config.device)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50: {exc}\n")
-        return exc.exit_code
-    try:
-        with distributed.joined(device_type) as context:
-            train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
-                  environment=environment, save_weights=args.save_weights)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50: {exc}\n")
-        return exc.exit_code
-    return 0
+    if args.seed < RANDOM_SEED:
+        raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
+    environment = Environment.read(os.environ)
+    config = config_from_args(args, distributed.env_world_size())
+    with distributed.joined(pick_device(config.device)) as context:
+        train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
+              environment=environment, save_weights=args.save_weights)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(lambda: _main(argv), prefix="resnet50")
 
 
 if __name__ == "__main__":
