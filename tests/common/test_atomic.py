@@ -1,5 +1,7 @@
 """The kit's atomic writes (workloads/common/atomic.py): a file or folder appears complete or not at
-all, readable by other users."""
+all, readable by other users. Every workload writes through it: unet3d's dataset, resnet50's
+synthetic set, the inference harness's results (whose own writer left its temporary file behind on
+a failed write, unreadable by others: mode 0600)."""
 
 from __future__ import annotations
 

@@ -88,8 +88,8 @@ def test_usage_errors_are_one_line_in_subcommands_too(capsys):
 
 
 # Each command line of the workloads, given a bad argument: the contract's one line and exit 2.
-# unet3d's train and resnet50's command lines used argparse's own parser, which prints its usage
-# block (27 lines for unet3d train, 7 for resnet50 train) before the error.
+# resnet50's and the inference harness's used argparse's own parser, which prints its usage block
+# (7 lines for resnet50 train) before the error.
 BAD_ARGUMENTS = [
     ["workloads.resnet50.train", "--data", "/nonexistent", "--seed", "one"],
     ["workloads.resnet50.throughput", "--steps", "many"],
@@ -97,6 +97,8 @@ BAD_ARGUMENTS = [
     ["workloads.unet3d.train", "--data-dir", "/nonexistent", "--results-dir", "/nonexistent", "--batch-size", "x"],
     ["workloads.unet3d.throughput", "--steps", "many"],
     ["workloads.unet3d.dataset", "check"],
+    ["workloads.inference", "--model-name", "resnet50"],
+    ["workloads.inference.dataset", "check", "resnet50"],
 ]
 
 
