@@ -15,6 +15,7 @@ left as PyTorch prints it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,15 @@ from workloads.common.devices import pick_device
 from workloads.common.errors import SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
 from workloads.common.throughput import synchronize, timed_steps
-from workloads.resnet50.config import PRESETS, TrainConfig, build
+from workloads.resnet50.config import (
+    INPUT_SHAPE_ENV,
+    PRESETS,
+    TrainConfig,
+    build,
+    env_assignments,
+    env_count,
+    preset_from,
+)
 from workloads.resnet50.data_loader import DeviceBatch, Normalizer
 from workloads.resnet50.engine import train_step, wrap
 from workloads.resnet50.layout import list_dataset
@@ -43,13 +52,17 @@ RANDOM_CLASSES = 1000
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = Parser(prog="python -m workloads.resnet50.throughput", description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
+    parser.add_argument("--steps", type=int, default=None, help="timed training steps (default: $STEPS, else 20)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed steps before them (default: $WARMUP_STEPS, else 5)")
     parser.add_argument("--data", default="",
                         help="dataset: also time the input pipeline alone (an empty folder: random batches only)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
-    parser.add_argument("--input-shape", default="", help="crop side N (or N,N): the image size of the steps")
-    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="starting configuration (default: as train's, from the environment)")
+    parser.add_argument("--input-shape", default=None,
+                        help="crop side N (or N,N): the steps' image size (default: $INPUT_SHAPE, else the preset's)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="override TrainConfig fields (after the environment's, as train's)")
     return parser.parse_args(argv)
 
 
@@ -141,10 +154,15 @@ def run(args: argparse.Namespace, context: distributed.Context, config: TrainCon
 
 def _main(argv: list[str] | None) -> None:
     args = parse_args(argv)
+    env = os.environ
+    args.steps = env_count(env, "STEPS") if args.steps is None else args.steps
+    args.warmup = env_count(env, "WARMUP_STEPS") if args.warmup is None else args.warmup
     if args.steps < 1 or args.warmup < 0:
         raise SettingsError(f"STEPS must be >= 1 and WARMUP_STEPS >= 0, got {args.steps} and {args.warmup}")
     args.data = Path(args.data) if throughput.holds_data(args.data) else None
-    config = build(args.preset, distributed.env_world_size(), [*shape_settings(args.input_shape), *args.set])
+    shape = args.input_shape if args.input_shape is not None else env.get(INPUT_SHAPE_ENV, "")
+    config = build(args.preset or preset_from(env), distributed.env_world_size(),
+                   [*env_assignments(env), *shape_settings(shape), *args.set])
     with distributed.joined(pick_device(config.device)) as context:
         run(args, context, config)
 

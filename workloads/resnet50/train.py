@@ -37,7 +37,6 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -49,7 +48,15 @@ from workloads.common.cli import Parser, run_main
 from workloads.common.devices import pick_device
 from workloads.common.errors import SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, MlperfLog
-from workloads.resnet50.config import PRESETS, TrainConfig, build
+from workloads.resnet50.config import (
+    PRESETS,
+    TARGET_ENV,
+    Environment,
+    TrainConfig,
+    build,
+    env_assignments,
+    preset_from,
+)
 from workloads.resnet50.division import decide
 from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch, wrap
 from workloads.resnet50.layout import list_dataset
@@ -62,23 +69,6 @@ from workloads.resnet50.runtime import resolve_setup
 
 RANDOM_SEED = -1
 """--seed value that makes the workload draw the seed itself."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Environment:
-    """What the caller says through the environment."""
-
-    seeds_random: bool = False
-    """MLTRAIN_SEEDS_RANDOM=1: the caller drew the seed at random."""
-    force_open: bool = False
-    """SUBMISSION_DIVISION=open."""
-
-    @classmethod
-    def read(cls, env: Mapping[str, str]) -> Environment:
-        division = env.get("SUBMISSION_DIVISION", "")
-        if division not in ("", "open", "closed"):
-            raise SettingsError(f"SUBMISSION_DIVISION must be open or closed, got {division!r}")
-        return cls(seeds_random=env.get("MLTRAIN_SEEDS_RANDOM", "") == "1", force_open=division == "open")
 
 
 def note(context: distributed.Context, message: str) -> None:
@@ -94,9 +84,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=None, help="folder for the MLLOG file")
     parser.add_argument("--seed", type=int, required=True,
                         help="seed of initialization, shuffling and augmentation (-1: drawn at random)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
-    parser.add_argument("--target", type=float, default=None, help="top-1 target (default: the preset's 0.759)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="starting configuration (default: $RESNET50_PRESET, smoke under MLTRAIN_PROFILE=smoke, "
+                             "else closed)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="top-1 target (default: $QUALITY_THRESHOLD, else the preset's 0.759)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="override TrainConfig fields (after $RESNET50_SET, $RESNET50_PLATFORM and $THREADS)")
     parser.add_argument("--save-weights", type=Path, default=None, metavar="FILE",
                         help="write the trained model's state_dict here after run_stop (rank 0)")
     return parser.parse_args(argv)
@@ -234,13 +228,16 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     return status
 
 
-def config_from_args(args: argparse.Namespace, processes: int) -> TrainConfig:
-    assignments = list(args.set)
-    if args.target is not None:
-        assignments.append(f"target={args.target}")
-    config = build(args.preset, processes, assignments)
+def config_from_args(args: argparse.Namespace, processes: int, env: Mapping[str, str]) -> TrainConfig:
+    """The preset and assignments of the environment (config.py's knobs), then the command line's."""
+    preset = args.preset or preset_from(env)
+    assignments = [*env_assignments(env), *args.set]
+    target = args.target if args.target is not None else env.get(TARGET_ENV)
+    if target:
+        assignments.append(f"target={target}")
+    config = build(preset, processes, assignments)
     if config.submission_platform == "unknown":
-        config = build(args.preset, processes, [*assignments, f"submission_platform={platform.node() or 'unknown'}"])
+        config = build(preset, processes, [*assignments, f"submission_platform={platform.node() or 'unknown'}"])
     return config
 
 
@@ -249,7 +246,7 @@ def _main(argv: list[str] | None) -> None:
     if args.seed < RANDOM_SEED:
         raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
     environment = Environment.read(os.environ)
-    config = config_from_args(args, distributed.env_world_size())
+    config = config_from_args(args, distributed.env_world_size(), os.environ)
     with distributed.joined(pick_device(config.device)) as context:
         train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
               environment=environment, save_weights=args.save_weights)
