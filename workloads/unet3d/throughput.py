@@ -18,6 +18,7 @@ PyTorch's own message (the orchestrator classifies it).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -32,7 +33,17 @@ from workloads.common.distributed import Context, all_reduce_sum, env_rank, join
 from workloads.common.errors import DataError, SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
 from workloads.unet3d.augment import BalancedCrop
-from workloads.unet3d.config import TrainConfig, auto_bool, auto_int, int_list, precision_arg, triple
+from workloads.unet3d.config import (
+    THROUGHPUT_KNOBS,
+    TrainConfig,
+    auto_bool,
+    auto_int,
+    default,
+    env_argv,
+    int_list,
+    precision_arg,
+    triple,
+)
 from workloads.unet3d.data_loader import (
     LoaderSettings,
     ShardedShuffleSampler,
@@ -47,16 +58,18 @@ from workloads.unet3d.step import Trainer, build_trainer, random_batch, to_devic
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options (defaults: training's, ``config.default``); the environment's knobs come first
+    (``config.THROUGHPUT_KNOBS``), so that an option given wins."""
     p = Parser(prog="python -m workloads.unet3d.throughput", description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--data-dir", default="", help="a preprocessed dataset: also time the input pipeline")
     p.add_argument("--filters", type=int_list, default=CLOSED_FILTERS)
-    p.add_argument("--input-shape", type=triple, default=(128, 128, 128))
-    p.add_argument("--batch-size", type=int, default=2)
-    p.add_argument("--learning-rate", type=float, default=0.8)
-    p.add_argument("--oversampling", type=float, default=0.4)
-    p.add_argument("--amp", type=precision_arg, default="auto")
+    p.add_argument("--input-shape", type=triple, default=default("input_shape"))
+    p.add_argument("--batch-size", type=int, default=default("batch_size"))
+    p.add_argument("--learning-rate", type=float, default=default("learning_rate"))
+    p.add_argument("--oversampling", type=float, default=default("oversampling"))
+    p.add_argument("--amp", type=precision_arg, default=default("precision"))
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--num-workers", type=auto_int, default=None)
@@ -144,7 +157,8 @@ def configure(args: argparse.Namespace) -> TrainConfig:
 
 
 def _main(argv: Sequence[str] | None) -> None:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args([*env_argv(os.environ, THROUGHPUT_KNOBS), *given])
     config = configure(args)
     with MlperfLog(enabled=env_rank() == 0) as log, joined(pick_device("auto")) as ctx:
         measure(args, config, log, ctx)
