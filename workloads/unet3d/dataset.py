@@ -138,7 +138,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_generate_raw(args: argparse.Namespace) -> int:
-    from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_size
+    from workloads.unet3d.synthetic import parse_size
+    from workloads.unet3d.synthetic_raw import check_case_count, generate_raw
 
     check_case_count(args.cases)
     size = parse_size(args.size)

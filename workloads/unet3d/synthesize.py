@@ -23,7 +23,8 @@ from workloads.common.cpus import usable_cpus
 from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import CaseResult, PreprocessConfig, preprocess_dataset
 from workloads.unet3d.split import case_name, choose_eval_cases, write_split
-from workloads.unet3d.synthetic import check_case_count, check_tumour_contrast, generate_raw, parse_size
+from workloads.unet3d.synthetic import parse_size
+from workloads.unet3d.synthetic_raw import check_case_count, check_tumour_contrast, generate_raw
 
 READY_MARKER = ".mltrain-ready"
 SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
