@@ -25,9 +25,11 @@ import torch
 from torch import nn
 
 from workloads.common import distributed
+from workloads.resnet50.config import TrainConfig
 from workloads.resnet50.data_loader import DeviceBatch
 from workloads.resnet50.errors import DatasetError
-from workloads.resnet50.optim import Schedule, set_lr
+from workloads.resnet50.model import ModelConfig, ResNet50
+from workloads.resnet50.optim import Schedule, build_optimizer, set_lr
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -168,6 +170,34 @@ def wrap(model: nn.Module, context: distributed.Context) -> nn.Module:
     """DDP for more than one process (the kit's ``wrap``), BatchNorm statistics per rank: no
     broadcast of rank 0's buffers before each forward (``sync_buffers`` before each evaluation)."""
     return distributed.wrap(model, context, buffers_every_forward=False)
+
+
+@dataclass(frozen=True)
+class Network:
+    """The model a run trains, what a step calls and what steps it."""
+
+    model: nn.Module
+    """The bare model on the device (BatchNorm sync, evaluation and the saved state_dict use it)."""
+    network: nn.Module
+    """What a training step calls: ``wrap(model)``, compiled when the config asks (the DDP-wrapped
+    model, so that DDP's hooks stay outside the graph)."""
+    optimizer: torch.optim.Optimizer
+
+
+def build_network(config: TrainConfig, classes: int, context: distributed.Context) -> Network:
+    """ResNet-50 as ``config`` shapes it for ``classes`` classes, on ``context``'s device (channels
+    last when asked), its optimizer, and the network the steps call."""
+    model: nn.Module = ResNet50(ModelConfig(num_classes=classes, width=config.width, layers=config.layers))
+    model = model.to(context.device)
+    if config.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
+                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
+                                lars_epsilon=config.lars_epsilon)
+    network = wrap(model, context)
+    if config.compile:
+        network = torch.compile(network)
+    return Network(model=model, network=network, optimizer=optimizer)
 
 
 def sync_buffers(model: nn.Module, context: distributed.Context) -> None:

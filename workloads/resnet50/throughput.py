@@ -39,10 +39,8 @@ from workloads.resnet50.config import (
     preset_from,
 )
 from workloads.resnet50.data_loader import DeviceBatch, Normalizer
-from workloads.resnet50.engine import train_step, wrap
+from workloads.resnet50.engine import build_network, train_step
 from workloads.resnet50.layout import list_dataset
-from workloads.resnet50.model import ModelConfig, ResNet50
-from workloads.resnet50.optim import build_optimizer
 from workloads.resnet50.pipeline import build_pipelines
 from workloads.resnet50.runtime import Setup, resolve_setup
 
@@ -80,16 +78,8 @@ def shape_settings(text: str) -> list[str]:
 def model_bound(config: TrainConfig, setup: Setup, context: distributed.Context, classes: int, *, steps: int,
                 warmup: int) -> tuple[float, list[float]]:
     """Timed training steps on one random batch already on the device."""
-    model: nn.Module = ResNet50(ModelConfig(num_classes=classes, width=config.width, layers=config.layers))
-    model = model.to(context.device)
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
-                                lars_epsilon=config.lars_epsilon)
-    network = wrap(model, context)
-    if config.compile:
-        network = torch.compile(network)
+    built = build_network(config, classes, context)
+    model, network, optimizer = built.model, built.network, built.optimizer
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
     scaler = setup.precision.scaler(context.device)
     normalizer = Normalizer(context.device, channels_last=config.channels_last)

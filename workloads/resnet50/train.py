@@ -58,12 +58,11 @@ from workloads.resnet50.config import (
     preset_from,
 )
 from workloads.resnet50.division import decide
-from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch, wrap
+from workloads.resnet50.engine import build_network, evaluate, sync_buffers, train_epoch
 from workloads.resnet50.layout import list_dataset
 from workloads.resnet50.memory import fits_or_raise
 from workloads.resnet50.mlperf_log import LOG_FILE, optimizer_keys
-from workloads.resnet50.model import ModelConfig, ResNet50
-from workloads.resnet50.optim import Schedule, build_optimizer
+from workloads.resnet50.optim import Schedule
 from workloads.resnet50.pipeline import build_pipelines
 from workloads.resnet50.runtime import resolve_setup
 
@@ -164,16 +163,8 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     ).items():
         log.event(key, value)
 
-    model: nn.Module = ResNet50(ModelConfig(num_classes=len(train_split.classes), width=config.width,
-                                            layers=config.layers)).to(context.device)
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
-                                lars_epsilon=config.lars_epsilon)
-    network = wrap(model, context)
-    if config.compile:
-        network = torch.compile(network)  # the DDP-wrapped model, so that DDP's hooks stay outside the graph
+    built = build_network(config, len(train_split.classes), context)
+    model, network, optimizer = built.model, built.network, built.optimizer
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
     precision = setup.precision
     scaler = precision.scaler(context.device)
