@@ -6,9 +6,16 @@
     # on a CPU (CI): the closed model at 64^3, batch 1, few steps
     python benchmarks/unet3d_gpu_throughput.py --reference DIR --small
 
+    # on a shared CPU: one step per timed region, 7 regions each, the contenders taking turns
+    python benchmarks/unet3d_gpu_throughput.py --reference DIR --small --device cpu --steps 1 --repeats 7
+
 Contenders, each on the same input tensors (a pinned host batch, copied to the device every step
 as a loader would hand it over), the same number of steps, warm-up excluded, the device
-synchronised around each timed region, the median of ``--repeats`` timed regions:
+synchronised around each timed region, the median of ``--repeats`` timed regions (the slowest and
+fastest region's rate printed beside it in brackets). ``--interleave`` (the default on a CPU) builds
+the contenders first and lets their timed regions take turns, A B then B A..., so that other jobs on
+the machine slow them alike; without it (the default on a GPU) one contender at a time is built,
+timed and freed, and only one model holds the GPU's memory at a time:
 
 - ``reference``: the MLPerf reference (mlcommons/training ``retired_benchmarks/unet3d/pytorch``)
   as its run_and_time.sh runs it: its Unet3D, DiceCELoss and sliding_window_inference imported from
@@ -49,6 +56,7 @@ import importlib.machinery
 import importlib.util
 import json
 import logging
+import os
 import statistics
 import sys
 import threading
@@ -185,8 +193,10 @@ class GpuSampler:
                 "power_limit_w": nv.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0,
                 "driver": nv.nvmlSystemGetDriverVersion()}
 
-    def __enter__(self) -> GpuSampler:
+    def reset(self) -> None:
         self.samples = []
+
+    def __enter__(self) -> GpuSampler:
         if self._nvml is not None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, daemon=True)
@@ -218,24 +228,32 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def warm_up(fn: Callable[[], None], calls: int, device: torch.device) -> float:
+    """Seconds of ``calls`` untimed calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def timed_region(fn: Callable[[], None], calls: int, device: torch.device, sampler: GpuSampler) -> float:
+    """Seconds of ``calls`` calls, the device synchronised around them."""
+    with sampler:
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync(device)
+        return time.perf_counter() - start
+
+
 def timed(fn: Callable[[], None], *, calls: int, repeats: int, warmup: int, device: torch.device,
           sampler: GpuSampler) -> tuple[list[float], float]:
     """(seconds per timed region of ``calls`` calls, for each repeat; seconds of the warm-up calls)."""
-    start = time.perf_counter()
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    warm = time.perf_counter() - start
-    seconds = []
-    with sampler:
-        for _ in range(repeats):
-            sync(device)
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            sync(device)
-            seconds.append(time.perf_counter() - start)
-    return seconds, warm
+    warm = warm_up(fn, warmup, device)
+    sampler.reset()
+    return [timed_region(fn, calls, device, sampler) for _ in range(repeats)], warm
 
 
 @dataclass
@@ -280,10 +298,23 @@ def make_inputs(batch: int, patch: tuple[int, int, int], case_shape: tuple[int, 
 # ---- contenders -----------------------------------------------------------------------------------------
 
 
-def run_reference(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device, amp: bool,
-                  sampler: GpuSampler) -> Result:
+@dataclass
+class Contender:
+    """One implementation's training step and case evaluation, ready to be timed."""
+
+    name: str
+    step: Callable[[], None]
+    """One training step on the benchmark's batch (sets the model's train mode and the flags it runs with)."""
+    evaluate: Callable[[], None]
+    """One evaluation of the benchmark's case (sets eval mode)."""
+    batch: int
+    details: dict[str, object]
+    sampler: GpuSampler
+
+
+def reference_contender(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device, amp: bool
+                        ) -> Contender:
     """The reference's step (runtime/training.py) and evaluation (runtime/inference.py)."""
-    torch.backends.cudnn.benchmark = amp  # its run_and_time.sh passes no --cudnn_benchmark; with --amp we add it
     torch.manual_seed(0)
     model = ref.unet3d(1, 3, normalization="instancenorm", activation="relu").to(device)
     loss_fn = ref.dice_ce_loss(to_onehot_y=True, use_softmax=True, layout="NCDHW", include_background=False)
@@ -293,6 +324,8 @@ def run_reference(ref: Reference, inputs: Inputs, args: argparse.Namespace, devi
     cast = (lambda: torch.autocast(device.type, dtype=torch.float16)) if amp else contextlib.nullcontext
 
     def step() -> None:
+        torch.backends.cudnn.benchmark = amp  # its run_and_time.sh passes no --cudnn_benchmark; with --amp we add it
+        model.train()
         image, label = inputs.image.to(device), inputs.label.to(device)
         with cast():
             output = model(image)
@@ -304,25 +337,17 @@ def run_reference(ref: Reference, inputs: Inputs, args: argparse.Namespace, devi
         optimizer.zero_grad()
         ref.reduce_tensor(loss_value, 1).detach().cpu().numpy()  # the reference reads the loss every step
 
-    model.train()
-    seconds, warm = timed(step, calls=args.steps, repeats=args.repeats, warmup=args.warmup, device=device,
-                          sampler=sampler)
-    train_rate = args.steps * inputs.image.shape[0] / statistics.median(seconds)
-    train_gpu = sampler.summary()
-
     def evaluate() -> None:
+        torch.backends.cudnn.benchmark = amp
+        model.eval()
         image, label = inputs.case_image[None].to(device), inputs.case_label[None].to(device)
         with torch.no_grad(), cast():
             output, label = ref.sliding_window_inference(inputs=image, labels=label, roi_shape=args.patch,
                                                          model=model, overlap=0.5, mode="gaussian", padding_val=-2.2)
             score_fn(output, label).cpu()
 
-    model.eval()
-    eval_seconds, _ = timed(evaluate, calls=1, repeats=args.repeats, warmup=1, device=device, sampler=sampler)
-    name = "reference-amp" if amp else "reference"
-    details = {"precision": "fp16" if amp else "fp32", "cudnn_benchmark": amp, "train_gpu": train_gpu,
-               "eval_gpu": sampler.summary()}
-    return Result(name, train_rate, inputs.windows / statistics.median(eval_seconds), warm, details)
+    return Contender("reference-amp" if amp else "reference", step, evaluate, args.batch,
+                     {"precision": "fp16" if amp else "fp32", "cudnn_benchmark": amp}, GpuSampler(device))
 
 
 def our_settings(device: torch.device, precision: str, compile_model: bool,
@@ -332,8 +357,8 @@ def our_settings(device: torch.device, precision: str, compile_model: bool,
                             eval_batch=None)
 
 
-def run_ours(name: str, settings: RunSettings, inputs: Inputs, args: argparse.Namespace,
-             sampler: GpuSampler) -> Result:
+def our_contender(name: str, settings: RunSettings, inputs: Inputs, args: argparse.Namespace) -> Contender:
+    """This workload's step (step.py) and evaluation (evaluate.py)."""
     device = settings.device
     patch = tuple(args.patch)
     config = TrainConfig(data_dir=Path("."), results_dir=Path("."), batch_size=args.batch, input_shape=patch,
@@ -342,29 +367,71 @@ def run_ours(name: str, settings: RunSettings, inputs: Inputs, args: argparse.Na
     trainer = build_trainer(config, settings, Context(device=device))
     params = torch.zeros((args.batch, N_PARAMS), dtype=torch.float64)
     params[:, SCALE_COLUMN] = 1.0  # no flip, brightness unchanged, no noise: the tensors the reference gets
+    cudnn_benchmark = device.type == "cuda"  # what build_trainer sets
 
     def step() -> None:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+        trainer.model.train()
         train_step(trainer, *to_device((inputs.image, inputs.label, params), settings))
 
-    trainer.model.train()
-    seconds, warm = timed(step, calls=args.steps, repeats=args.repeats, warmup=args.warmup, device=device,
-                          sampler=sampler)
-    train_rate = args.steps * args.batch / statistics.median(seconds)
-    train_gpu = sampler.summary()
-
     def evaluate() -> None:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
         trainer.eval_model.eval()
         with torch.inference_mode(), autocast(settings.precision, device):
             evaluate_case(trainer.eval_model, inputs.case_image, inputs.case_label, patch, 0.5, device=device,
                           batch=settings.eval_batch, memory_format=settings.memory_format,
                           fixed_batch=settings.compile).cpu()
 
-    eval_seconds, eval_warm = timed(evaluate, calls=1, repeats=args.repeats, warmup=1, device=device,
-                                    sampler=sampler)
     details = {"precision": settings.precision, "channels_last": settings.channels_last,
-               "compile": settings.compile, "eval_batch": settings.eval_batch, "eval_warmup_s": eval_warm,
-               "train_gpu": train_gpu, "eval_gpu": sampler.summary()}
-    return Result(name, train_rate, inputs.windows / statistics.median(eval_seconds), warm, details)
+               "compile": settings.compile, "eval_batch": settings.eval_batch}
+    return Contender(name, step, evaluate, args.batch, details, GpuSampler(device))
+
+
+def result_of(contender: Contender, inputs: Inputs, args: argparse.Namespace, train_seconds: list[float],
+              eval_seconds: list[float], warm: float, eval_warm: float, train_gpu: dict) -> Result:
+    """Rates from the medians of the timed regions; every region's seconds in the details (the spread)."""
+    details = {**contender.details, "train_region_s": train_seconds, "eval_region_s": eval_seconds,
+               "eval_warmup_s": eval_warm, "train_gpu": train_gpu, "eval_gpu": contender.sampler.summary()}
+    return Result(contender.name, args.steps * contender.batch / statistics.median(train_seconds),
+                  inputs.windows / statistics.median(eval_seconds), warm, details)
+
+
+def measure(contender: Contender, inputs: Inputs, args: argparse.Namespace, device: torch.device) -> Result:
+    """All of one contender's timed regions in a row: training, then evaluation."""
+    train_seconds, warm = timed(contender.step, calls=args.steps, repeats=args.repeats, warmup=args.warmup,
+                                device=device, sampler=contender.sampler)
+    train_gpu = contender.sampler.summary()
+    eval_seconds, eval_warm = timed(contender.evaluate, calls=1, repeats=args.repeats, warmup=1, device=device,
+                                    sampler=contender.sampler)
+    return result_of(contender, inputs, args, train_seconds, eval_seconds, warm, eval_warm, train_gpu)
+
+
+def interleaved_order(contenders: list[Contender], repeat: int) -> list[Contender]:
+    """A B C, then C B A, then A B C...: no contender always runs first or after the same one."""
+    return contenders if repeat % 2 == 0 else contenders[::-1]
+
+
+def measure_interleaved(contenders: list[Contender], inputs: Inputs, args: argparse.Namespace,
+                        device: torch.device) -> list[Result]:
+    """Every contender's timed regions taking turns (one region each per repeat), training then evaluation,
+    so a drift of the machine (other jobs, clocks) falls on all of them alike."""
+    warm = {c.name: warm_up(c.step, args.warmup, device) for c in contenders}
+    train: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for c in contenders:
+        c.sampler.reset()
+    for repeat in range(args.repeats):
+        for c in interleaved_order(contenders, repeat):
+            train[c.name].append(timed_region(c.step, args.steps, device, c.sampler))
+    train_gpu = {c.name: c.sampler.summary() for c in contenders}
+    eval_warm = {c.name: warm_up(c.evaluate, 1, device) for c in contenders}
+    evaluation: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for c in contenders:
+        c.sampler.reset()
+    for repeat in range(args.repeats):
+        for c in interleaved_order(contenders, repeat):
+            evaluation[c.name].append(timed_region(c.evaluate, 1, device, c.sampler))
+    return [result_of(c, inputs, args, train[c.name], evaluation[c.name], warm[c.name], eval_warm[c.name],
+                      train_gpu[c.name]) for c in contenders]
 
 
 def dice_check(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device) -> dict[str, object]:
@@ -415,13 +482,23 @@ def describe(device: torch.device) -> dict[str, object]:
     return info
 
 
+def spread(result: Result, phase: str, header: dict[str, object]) -> str:
+    """' [slowest-fastest]' rate of the timed regions, when there are several."""
+    seconds = result.details.get(f"{phase}_region_s") or []
+    if len(seconds) < 2:
+        return ""
+    work = header["steps"] * header["batch"] if phase == "train" else header["windows"]
+    return f" [{work / max(seconds):.3f}-{work / min(seconds):.3f}]"
+
+
 def report(results: list[Result], check: dict[str, object] | None, header: dict[str, object]) -> None:
     print(f"device: {header['device_info'].get('name')} ({header['device_info']})")
     if header.get("gpu_static"):
         print(f"gpu: {header['gpu_static']}")
     print(f"shapes: batch {header['batch']} x {header['patch']}, eval case {header['case_shape']} "
           f"({header['windows']} windows), {header['steps']} steps x {header['repeats']} repeats, "
-          f"warm-up {header['warmup']}")
+          f"warm-up {header['warmup']}, {'interleaved' if header.get('interleaved') else 'one after the other'}, "
+          f"load average at start {tuple(round(v, 2) for v in header.get('load_average', ()))}")
     base = next((r for r in results if r.name == "reference"), None)
     for r in results:
         ratio = ""
@@ -431,7 +508,8 @@ def report(results: list[Result], check: dict[str, object] | None, header: dict[
         gpu = r.details.get("train_gpu") or {}
         clocks = (f"  [SM {gpu['sm_clock_mhz']:.0f} MHz, mem {gpu['mem_clock_mhz']:.0f} MHz, "
                   f"{gpu['power_w']:.0f} W]") if gpu else ""
-        print(f"{r.name:20s} train {r.train_samples_per_s:9.3f} samples/s  eval {r.eval_windows_per_s:9.3f} windows/s"
+        print(f"{r.name:20s} train {r.train_samples_per_s:9.3f} samples/s{spread(r, 'train', header)}  "
+              f"eval {r.eval_windows_per_s:9.3f} windows/s{spread(r, 'eval', header)}"
               f"  (warm-up {r.warmup_s:.1f} s, {r.details.get('precision')}){ratio}{clocks}", flush=True)
     ours = [r for r in results if r.name.startswith("ours-best")]
     if base and ours and header["full"]:
@@ -466,11 +544,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-compile", action="store_true", help="skip ours-best-compiled")
     p.add_argument("--no-reference-amp", action="store_true", help="skip reference-amp")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    p.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=None,
+                   help="time the contenders' regions in turns (default on a CPU, whose cores other jobs share; "
+                        "off on a GPU, where the contenders would hold the GPU's memory together)")
     args = p.parse_args(argv)
     args.batch, args.patch = (1, [64, 64, 64]) if args.small else (2, [128, 128, 128])
     args.steps = args.steps or (1 if args.small else 10)
     args.repeats = args.repeats or (1 if args.small else 3)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.small else 3)
+    if args.interleave is None:
+        args.interleave = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     default_case = "64,64,96" if args.small else "192,256,256"
     args.case_shape = tuple(int(v) for v in (args.case_shape or default_case).split(","))
     return args
@@ -482,11 +565,11 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     ref = import_reference(args.reference.resolve())
-    sampler = GpuSampler(device)
     inputs = make_inputs(args.batch, tuple(args.patch), args.case_shape, device)
-    header = {"device_info": describe(device), "gpu_static": sampler.static(), "batch": args.batch,
+    header = {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
               "patch": args.patch, "case_shape": args.case_shape, "windows": inputs.windows, "steps": args.steps,
-              "repeats": args.repeats, "warmup": args.warmup, "full": not args.small}
+              "repeats": args.repeats, "warmup": args.warmup, "full": not args.small, "interleaved": args.interleave,
+              "load_average": os.getloadavg()}
     results: list[Result] = []
     check = None
 
@@ -499,24 +582,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  measured {result.name}: {result.train_samples_per_s:.3f} samples/s, "
               f"{result.eval_windows_per_s:.3f} windows/s", file=sys.stderr, flush=True)
 
-    done(run_reference(ref, inputs, args, device, amp=False, sampler=sampler))
-    if device.type == "cuda" and not args.no_reference_amp:
-        done(run_reference(ref, inputs, args, device, amp=True, sampler=sampler))
-    fp32 = our_settings(device, "fp32", False)
-    done(run_ours("ours-fp32", fp32, inputs, args, sampler))
-    best = our_settings(device, "auto", False)
+    cuda = device.type == "cuda"
+    fp32, best = our_settings(device, "fp32", False), our_settings(device, "auto", False)
+    builders: list[Callable[[], Contender]] = [lambda: reference_contender(ref, inputs, args, device, amp=False)]
+    if cuda and not args.no_reference_amp:
+        builders.append(lambda: reference_contender(ref, inputs, args, device, amp=True))
+    builders.append(lambda: our_contender("ours-fp32", fp32, inputs, args))
     if best.precision != fp32.precision:
-        done(run_ours("ours-best", best, inputs, args, sampler))
+        builders.append(lambda: our_contender("ours-best", best, inputs, args))
+    if cuda:
+        builders.append(lambda: our_contender("ours-best-cl", our_settings(device, "auto", False, channels_last=True),
+                                              inputs, args))
+    if args.interleave:
+        for result in measure_interleaved([build() for build in builders], inputs, args, device):
+            done(result)
     else:
-        results.append(Result("ours-best", results[-1].train_samples_per_s, results[-1].eval_windows_per_s,
-                              results[-1].warmup_s, {**results[-1].details, "same_as": "ours-fp32"}))
-    if device.type == "cuda":
-        done(run_ours("ours-best-cl", our_settings(device, "auto", False, channels_last=True), inputs, args, sampler))
+        for build in builders:  # one contender alive at a time
+            done(measure(build(), inputs, args, device))
+    if best.precision == fp32.precision:
+        mine = next(r for r in results if r.name == "ours-fp32")
+        results.insert(results.index(mine) + 1, Result("ours-best", mine.train_samples_per_s, mine.eval_windows_per_s,
+                                                       mine.warmup_s, {**mine.details, "same_as": "ours-fp32"}))
     check = dice_check(ref, inputs, args, device)
     write_json(args.json, header, results, check)
     report(results, check, header)
-    if device.type == "cuda" and not args.no_compile:  # last: compiling takes minutes
-        done(run_ours("ours-best-compiled", our_settings(device, "auto", True), inputs, args, sampler))
+    if cuda and not args.no_compile:  # last and alone: compiling takes minutes
+        done(measure(our_contender("ours-best-compiled", our_settings(device, "auto", True), inputs, args), inputs,
+                     args, device))
         print("with torch.compile:")
         report(results, check, header)
     return 0

@@ -31,7 +31,14 @@ class Output:
         self._to_stdout(lambda: self.out.print(text, markup=False))
 
     def json(self, value: Any) -> None:
-        text = json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+        """A document (indented), or a list one item per line: a listing of thousands of runs is
+        written by the C encoder (an indented dump goes through the slow pure-Python one) and still
+        reads, and greps, line by line."""
+        if isinstance(value, list) and value:
+            items = (json.dumps(item, sort_keys=True, default=str) for item in value)
+            text = "[\n" + ",\n".join(items) + "\n]\n"
+        else:
+            text = json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
         self._to_stdout(lambda: (sys.stdout.write(text), sys.stdout.flush()))
 
     def prose(self, text: str) -> None:

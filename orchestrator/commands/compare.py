@@ -41,20 +41,21 @@ def compare_runs(
     """Compare setups: olympic time-to-train with intervals, speedup, Welch tests, energy, cost;
     beside published MLPerf results with --published."""
     from orchestrator.insight import compare as comparing
-    from orchestrator.insight.runs import load_runs, published_beside, to_setups
-    from orchestrator.render.comparison import comparison_tables, csv_text, verdict
+    from orchestrator.insight.runs import load_setups, published_beside
+    from orchestrator.render.comparison import comparison_tables, csv_text, runs_text, verdict
 
     out = output(ctx)
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
     store = open_store(results, write=False)
     from orchestrator.inference.compare import wants_inference
+    from orchestrator.insight.runs import chosen_runs
 
-    if wants_inference(store, runs or [], label or []):
-        compare_inference(out, store, runs or [], label or [], baseline, as_json=as_json, as_csv=as_csv)
+    chosen, listing = chosen_runs(store, runs or [], label or [])
+    if wants_inference(chosen, listing):
+        compare_inference(out, store, chosen, baseline, as_json=as_json, as_csv=as_csv)
         return
-    views = load_runs(store, runs or [], label or [])
-    setups = to_setups(views)
+    setups = load_setups(store, chosen, listing)
     prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
     matched: list[str] = []
     if published:
@@ -79,7 +80,7 @@ def compare_runs(
         out.prose("published results are MLCommons' (training_results_<round>), recomputed from their per-run"
                   " times in mltrain's table; they were not run here")
     for row in result.rows:
-        out.prose(f"{row.name}: {row.hardware}; runs {', '.join(row.run_ids)}")
+        out.prose(f"{row.name}: {row.hardware}; {runs_text(row.run_ids)}")
     for row in result.rows:
         if row.name != result.baseline:
             out.prose(verdict(row, result.baseline))
@@ -88,27 +89,21 @@ def compare_runs(
             out.warning(f"{row.name}: {note}")
 
 
-def compare_inference(out: Output, store: Store, runs: list[str], labels: list[str], baseline: str | None, *,
+def compare_inference(out: Output, store: Store, chosen: list[str], baseline: str | None, *,
                       as_json: bool, as_csv: bool) -> None:
     """Inference setups: the scenario's metric over repeated runs, its interval, the ratio to the baseline."""
-    import csv
-    import io
-
     from orchestrator.inference import compare as comparing
+    from orchestrator.render.comparison import csv_rows
     from orchestrator.render.inference import comparison_notes, comparison_rows, comparison_table
 
-    result = comparing.compare(comparing.load(store, runs, labels), baseline=baseline)
+    result = comparing.compare(comparing.load(store, chosen), baseline=baseline)
     rows = comparison_rows(result)
     if as_json:
         out.json({"model": result.model, "scenario": result.scenario, "profile": result.profile,
                   "metric": result.metric, "baseline": result.baseline, "rows": rows})
         return
     if as_csv:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=[k for k in rows[0] if k != "run_ids"], extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        out.data(buffer.getvalue().rstrip("\n"))
+        out.data(csv_rows([k for k in rows[0] if k != "run_ids"], rows).rstrip("\n"))
         return
     out.table(comparison_table(result))
     for note in comparison_notes(result):

@@ -14,11 +14,17 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
 
 
+SHOWN = 50
+"""Runs the table shows by default (a store may hold thousands; --json lists them all)."""
+
+
 def list_runs(
     ctx: typer.Context,
     results: Path = RESULTS_OPTION,
     workload: str = typer.Option(None, "--workload", help="Only runs of this workload."),
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
+    last: int = typer.Option(SHOWN, "--last", min=1, help="The table shows this many, newest first."),
+    every: bool = typer.Option(False, "--all", help="The table shows every run (--json always does)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List benchmark runs, newest first (damaged run folders are named, and the exit code is 2)."""
@@ -27,10 +33,15 @@ def list_runs(
 
     out = output(ctx)
     listing = open_store(results, write=False).list(label=label, workload=workload)
+    if listing.note:
+        out.warning(listing.note)
     if as_json:
         out.json(listing.rows)
     else:
-        out.table(runs_table(listing.rows))
+        shown = listing.rows if every else listing.rows[:last]
+        out.table(runs_table(shown, total=len(listing.rows)))
+        if len(shown) < len(listing.rows):
+            out.prose(f"{len(listing.rows) - len(shown):,} older run(s) not shown: --last N, --all or --json")
     for broken in listing.broken:
         out.error(f"run {broken.run_id} cannot be read: {broken.problem}")
     if listing.broken:

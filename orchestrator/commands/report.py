@@ -36,7 +36,7 @@ def write_report(
 ) -> None:
     """Write one HTML file: comparison, per-seed time-to-train, accuracy and power plots, systems.
     The file is opened for writing before anything is rendered: a path that cannot be written fails at once."""
-    from orchestrator.insight.runs import load_runs, to_setups
+    from orchestrator.insight.runs import chosen_runs, to_setups, view_of
     from orchestrator.results import atomic
     from orchestrator.results.outputs import check_output_file
 
@@ -45,17 +45,18 @@ def write_report(
     check_output_file(out_file, option="--out", results=store.root)
     from orchestrator.inference import compare as inference
 
-    if inference.wants_inference(store, runs or [], label or []):
+    named, listing = chosen_runs(store, runs or [], label or [])
+    if inference.wants_inference(named, listing):
         from orchestrator.render import inference_report
 
-        chosen = inference.load(store, runs or [], label or [])
+        chosen = inference.load(store, named)
         text = inference_report.render(chosen, inference.compare(chosen, baseline=baseline), title=title)
         _write(out_file, text)
         out.status(f"report of {len(chosen)} inference run(s) written to {out_file} ({len(text) / 1024:.0f} KiB)")
         out.json({"file": str(out_file), "runs": [r.run_id for r in chosen], "bytes": len(text.encode())}) \
             if as_json else out.data(str(out_file))
         return
-    views = load_runs(store, runs or [], label or [])
+    views = [view_of(store.open(run_id)) for run_id in named]
     setups = [setup.name for setup in to_setups(views)]
     if baseline is not None and baseline not in setups:
         raise UsageError(f"--baseline {baseline!r} is not one of the setups ({', '.join(setups)})")

@@ -146,6 +146,8 @@ def run(
     show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions)
     if retry_hint(stored):
         out.warning(retry_hint(stored))
+    if stored.index_note:
+        out.warning(stored.index_note)
     code = exit_code(stored, score)
     if code:
         raise typer.Exit(code)

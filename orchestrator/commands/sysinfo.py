@@ -35,8 +35,8 @@ def show_sysinfo(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the host, every GPU (through NVML), the dataset storage and the container engine."""
-    from orchestrator.insight import sysinfo, telemetry
-    from orchestrator.mlperf import system_desc
+    from orchestrator.insight import gpu_trace, sysinfo
+    from orchestrator.mlperf import benchmarks, system_desc
 
     out = output(ctx)
     from orchestrator.config.locations import default_results_dir
@@ -48,7 +48,7 @@ def show_sysinfo(
     if system_desc_dir is not None:
         check_output_folder(system_desc_dir, option="--system-desc", results=store)
     if record_gpu_trace is not None:
-        telemetry.record_trace_file(record_gpu_trace, samples, interval_s, out.status)
+        gpu_trace.record_trace_file(record_gpu_trace, samples, interval_s, out.status)
         if as_json:
             out.json({"file": str(record_gpu_trace), "samples": samples})
         else:
@@ -62,7 +62,8 @@ def show_sysinfo(
         description = system_desc.system_description(
             system, submitter=submitter, system_name=name, division=division, status=status
         )
-        path = system_desc.write_checked(system_desc_dir / f"{name}.json", description)
+        path = system_desc.write_checked(system_desc_dir / f"{name}.json", description,
+                                         benchmarks.latest_ruleset())
         out.status(f"system description written to {path} (system_desc_checker: passed)")
     if as_json:
         out.json(system)

@@ -15,7 +15,7 @@ from orchestrator.insight.runs import hardware_summary
 from orchestrator.insight.statistics import Interval, Test, mean_interval, ratio_interval, welch
 from orchestrator.results import inference_store
 from orchestrator.results.inference import InferenceRun
-from orchestrator.results.store import Store
+from orchestrator.results.store import Listing, Store
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,30 +53,22 @@ class InferenceComparison:
     rows: tuple[SetupRow, ...]
 
 
-def selected(store: Store, run_ids: Sequence[str], labels: Sequence[str]) -> list[str]:
-    """The inference runs among ``run_ids`` and those carrying ``labels``, in order, without repeats."""
-    chosen = [r for r in dict.fromkeys(run_ids) if inference_store.is_inference(store.root, r)]
-    for label in labels:
-        rows = [row for row in store.list(label=label).rows if row.get("kind") == "inference"]
-        chosen += [row["run_id"] for row in reversed(rows) if row["run_id"] not in chosen]
-    return chosen
-
-
-def wants_inference(store: Store, run_ids: Sequence[str], labels: Sequence[str]) -> bool:
-    """Whether the runs named are inference runs; UsageError when training and inference runs are mixed."""
-    inference = selected(store, run_ids, labels)
+def wants_inference(chosen: Sequence[str], listing: Listing) -> bool:
+    """Whether the chosen runs (`insight.runs.chosen_runs`) are inference runs; UsageError when
+    training and inference runs are mixed."""
+    kinds = {row["run_id"]: row.get("kind") for row in listing.rows}
+    inference = [r for r in chosen if kinds.get(r) == "inference"]
     if not inference:
         return False
-    training = [r for r in run_ids if r not in inference]
-    for label in labels:
-        training += [row["run_id"] for row in store.list(label=label).rows if row.get("kind") != "inference"]
+    training = [r for r in chosen if kinds.get(r) != "inference"]
     if training:
         raise UsageError(f"{training[0]} is a training run and {inference[0]} an inference run: compare them apart")
     return True
 
 
-def load(store: Store, run_ids: Sequence[str], labels: Sequence[str]) -> list[InferenceRun]:
-    runs = [inference_store.open_run(store.root, r) for r in selected(store, run_ids, labels)]
+def load(store: Store, chosen: Sequence[str]) -> list[InferenceRun]:
+    """The chosen inference runs, read; they must share one model, scenario and profile."""
+    runs = [inference_store.open_run(store.root, r) for r in chosen]
     if not runs:
         raise UsageError("name at least one inference run (RUN...) or --label")
     first = runs[0]

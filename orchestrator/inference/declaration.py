@@ -13,7 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config.files import read_yaml, validated
-from orchestrator.config.workloads import DataDecl, ImageDecl, Olympic, Quality, Workload
+from orchestrator.config.profiles import PROFILE_NAMES, ProfileName
+from orchestrator.config.workloads import DataDecl, ImageDecl, Quality, Workload
 from orchestrator.errors import ConfigError, UsageError
 
 DECLARATION = "inference.yaml"
@@ -83,14 +84,14 @@ class Harness(_Frozen):
     run: tuple[str, ...] = Field(min_length=1)
     data: DataDecl
     image: ImageDecl | None = None
-    profiles: dict[Literal["qualify", "mlperf", "smoke"], ProfileRules]
+    profiles: dict[ProfileName, ProfileRules]
     models: dict[str, ModelFacts] = Field(min_length=1)
     folder: Path = Field(default=Path("."), exclude=True)
 
     @field_validator("profiles")
     @classmethod
     def _every_profile(cls, value: dict[str, ProfileRules]) -> dict[str, ProfileRules]:
-        missing = {"qualify", "mlperf", "smoke"} - set(value)
+        missing = set(PROFILE_NAMES) - set(value)
         if missing:
             raise ValueError(f"missing profiles {sorted(missing)}")
         return value
@@ -100,13 +101,12 @@ class Harness(_Frozen):
 
     def workload(self, model: str) -> Workload:
         """The harness as the runners take a job's workload: its folder, run argv, dataset command
-        and image are real; quality is the model's accuracy target and one run is the whole set.
+        and image are real; quality is the model's accuracy target (top-1 and mAP: higher is better).
         (The runner interface takes a training workload; this adapter goes when runners take a job spec.)"""
         facts = self.models[model]
         return Workload(name=self.name, mlperf_benchmark=model, description=self.description, run=self.run,
-                        quality=Quality(metric=facts.accuracy.metric, target=facts.accuracy.target / 100,
-                                        env=ACCURACY_ENV),
-                        olympic=Olympic(runs=1, drop_per_end=0),
+                        quality=Quality(metric=facts.accuracy.metric, better="higher",
+                                        target=facts.accuracy.target / 100, env=ACCURACY_ENV),
                         data=DataDecl(cli=self.data.cli, how_to_get=facts.how_to_get), image=self.image,
                         folder=self.folder)
 

@@ -37,8 +37,18 @@ from orchestrator.insight.statistics import (
     welch,
 )
 from orchestrator.mlperf.scoring import olympic_kept, olympic_mean, olympic_mean_along
+from orchestrator.units import minutes
 
 BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_BUDGET = 2_000_000
+"""Resampled values per interval at most: a setup pooling thousands of runs gets fewer resamples
+(at least `BOOTSTRAP_MIN`), each of which averages thousands of times; below 500 runs, all 4000."""
+BOOTSTRAP_MIN = 999
+
+
+def resamples(*sizes: int) -> int:
+    """How many bootstrap resamples for samples of ``sizes`` (see `BOOTSTRAP_BUDGET`)."""
+    return max(BOOTSTRAP_MIN, min(BOOTSTRAP_RESAMPLES, BOOTSTRAP_BUDGET // max(sum(sizes), 1)))
 BOOTSTRAP_SEED = 20240607
 
 
@@ -260,7 +270,7 @@ def per_accelerator(count: int | None, score: Interval, samples: Quantity) -> Pe
         return None
     return PerAccelerator(
         accelerators=count,
-        accelerator_minutes=score.value / 60000 * count if score.value is not None else None,
+        accelerator_minutes=minutes(score.value) * count if score.value is not None else None,
         samples_per_second=samples.mean.value / count if samples.mean.value is not None else None,
     )
 
@@ -279,7 +289,7 @@ def olympic_interval(setup: Setup) -> Interval:
         return Interval(value=value, low=None, high=None)
     result = stats.bootstrap(
         (converged,), lambda x, axis: olympic_mean_along(x, failures, setup.drop_per_end, axis), vectorized=True,
-        method="percentile", n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED),
+        method="percentile", n_resamples=resamples(len(converged)), rng=np.random.default_rng(BOOTSTRAP_SEED),
     )
     return Interval(value=value, low=_finite(result.confidence_interval.low),
                     high=_finite(result.confidence_interval.high))
@@ -303,7 +313,7 @@ def speedup_interval(base: Setup, setup: Setup) -> Interval:
 
     result = stats.bootstrap(
         (base_times, times), ratio, vectorized=True, paired=False, method="percentile",
-        n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED),
+        n_resamples=resamples(len(base_times), len(times)), rng=np.random.default_rng(BOOTSTRAP_SEED),
     )
     return Interval(value=value, low=_finite(result.confidence_interval.low),
                     high=_finite(result.confidence_interval.high))

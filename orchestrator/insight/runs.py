@@ -7,20 +7,21 @@ downstream works on the plain values built here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import RecordError, UsageError
 from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.mlperf import published
+from orchestrator.mlperf import benchmarks, published
 from orchestrator.mlperf.layout import accelerators as described_accelerators
-from orchestrator.results.records import Manifest, RunRecord
-from orchestrator.results.store import Store, StoredRun
+from orchestrator.results.records import Manifest, RunRecord, RunStatus
+from orchestrator.results.store import Listing, Store, StoredRun
+from orchestrator.units import ms_from_minutes
 
 AUTO = "auto"
 """`--published auto`: the published systems like each of the user's setups."""
@@ -59,17 +60,70 @@ class RunView:
         return self.run.manifest.setup_name
 
 
-def load_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:
-    """The named runs plus every run carrying one of ``labels``, oldest first, without repeats."""
+def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) -> tuple[list[str], Listing]:
+    """The named runs plus every run carrying one of ``labels``, oldest first, without repeats, from
+    one listing of the store (one refresh of its index, however many labels)."""
+    if not run_ids and not labels:
+        raise UsageError("name at least one run (RUN...) or --label")
+    listing = store.list()
+    broken = {b.run_id: b.problem for b in listing.broken}
+    known = {row["run_id"] for row in listing.rows}
     chosen = list(dict.fromkeys(run_ids))
+    for run_id in chosen:
+        if run_id in broken:
+            raise RecordError(broken[run_id])
+        if run_id not in known:
+            store.paths(run_id)  # a malformed id is named as such
+            hint = f" (runs here: {', '.join(sorted(known)[-5:])})" if known else ""
+            raise UsageError(f"no run {run_id!r} in {store.root}{hint}")
     for label in labels:
-        found = [row["run_id"] for row in store.list(label=label).rows]
+        found = [row["run_id"] for row in listing.rows if row["label"] == label]
         if not found:
             raise UsageError(f"no run in {store.root} carries the label {label!r}")
         chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
-    if not chosen:
-        raise UsageError("name at least one run (RUN...) or --label")
+    return chosen, listing
+
+
+def load_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:
+    """The chosen runs (`chosen_runs`), each read whole with its telemetry (report, plots)."""
+    chosen, _ = chosen_runs(store, run_ids, labels)
     return [view_of(store.open(run_id)) for run_id in chosen]
+
+
+def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[Setup]:
+    """The chosen runs (`chosen_runs`) as comparison setups, from the index's rows: a run is opened
+    only where its seeds' energy must be read from their telemetry, and the first run of each
+    setup's manifest for its hardware. The setups ``to_setups(load_runs(...))`` makes, in a
+    fraction of the reads."""
+    rows = {row["run_id"]: row for row in listing.rows}
+    seed_rows = listing.index.seeds_of(chosen) if listing.index is not None else {}
+    runs = []
+    for run_id in chosen:
+        row, seeds = rows[run_id], seed_rows.get(run_id, [])
+        if row["kind"] != "training":
+            raise UsageError(f"run {run_id} is an inference run: compare it with inference runs only")
+        if any(seed["telemetry"] for seed in seeds):
+            runs.append(_pooled(view_of(store.open(run_id))))
+            continue
+        runs.append(PooledRun(
+            run_id=run_id, setup_name=row["label"] or run_id, rule=(row["drop_per_end"], row["max_non_converged"]),
+            scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
+            seeds=tuple(_indexed_seed(seed) for seed in seeds if seed["state"] == "finished" and seed["status"]),
+        ))
+    return setups_of(runs, lambda run_id: store.manifest(run_id))
+
+
+@dataclass(frozen=True)
+class PooledRun:
+    """What a setup takes from one stored run."""
+
+    run_id: str
+    setup_name: str
+    rule: tuple[int, int]
+    """(drop_per_end, max_non_converged)."""
+    scaling_factor: float
+    seeds: tuple[SeedResult, ...]
+    """Its finished seeds."""
 
 
 def view_of(run: StoredRun) -> RunView:
@@ -96,48 +150,65 @@ def _read_series(path: Path) -> dict[str, Any] | None:
 
 def to_setups(runs: Sequence[RunView]) -> list[Setup]:
     """One setup per label (runs without a label stand alone), in order of first appearance."""
-    groups: dict[str, list[RunView]] = {}
-    for view in runs:
-        groups.setdefault(view.setup_name, []).append(view)
+    by_id = {view.run_id: view.manifest for view in runs}
+    return setups_of([_pooled(view) for view in runs], by_id.__getitem__)
+
+
+def setups_of(runs: Sequence[PooledRun], manifest_of: Callable[[str], Manifest]) -> list[Setup]:
+    """Pool runs into setups by name; every run of a setup must be scored by the same rule and
+    scaling factor. ``manifest_of`` gives the first run's manifest (its hardware)."""
+    groups: dict[str, list[PooledRun]] = {}
+    for run in runs:
+        groups.setdefault(run.setup_name, []).append(run)
     setups = []
     for name, members in groups.items():
-        rules = {_rule(view) for view in members}
+        rules = {run.rule for run in members}
         if len(rules) > 1:
             raise UsageError(f"setup {name!r} pools runs scored by different rules {sorted(rules)}: label them apart")
-        factors = {_scaling_factor(view) for view in members}
+        factors = {run.scaling_factor for run in members}
         if len(factors) > 1:
             raise UsageError(f"setup {name!r} pools runs with different RCP scaling factors {sorted(factors)}:"
                              " label them apart")
         drop, max_failures = rules.pop()
-        accelerator, count = accelerators_of(members[0].manifest)
+        first = manifest_of(members[0].run_id)
+        accelerator, count = accelerators_of(first)
         setups.append(Setup(
             name=name,
-            seeds=tuple(_seed_result(s) for view in members for s in view.seeds),
+            seeds=tuple(seed for run in members for seed in run.seeds),
             drop_per_end=drop,
             max_non_converged=max_failures,
-            hardware=hardware_of(members[0].manifest),
-            run_ids=tuple(view.run_id for view in members),
+            hardware=hardware_of(first),
+            run_ids=tuple(run.run_id for run in members),
             scaling_factor=factors.pop(),
-            benchmark=members[0].manifest.benchmark,
+            benchmark=first.benchmark,
             accelerator=accelerator,
             accelerators=count,
         ))
     return setups
 
 
-def _scaling_factor(view: RunView) -> float:
-    summary = view.run.summary
-    return summary.mlcommons.scaling_factor if summary is not None and summary.mlcommons is not None else 1.0
-
-
-def _rule(view: RunView) -> tuple[int, int]:
+def _pooled(view: RunView) -> PooledRun:
     rule = view.manifest.rule
-    return rule.drop_per_end, rule.max_non_converged
+    summary = view.run.summary
+    factor = summary.mlcommons.scaling_factor if summary is not None and summary.mlcommons is not None else 1.0
+    return PooledRun(run_id=view.run_id, setup_name=view.setup_name, rule=(rule.drop_per_end, rule.max_non_converged),
+                     scaling_factor=factor, seeds=tuple(_seed_result(s) for s in view.seeds))
 
 
 def _seed_result(view: SeedView) -> SeedResult:
     energy = view.telemetry.energy.joules if view.telemetry is not None else None
     return seed_result(view.seed, view.record, energy)
+
+
+def _indexed_seed(row: dict[str, Any]) -> SeedResult:
+    """A finished seed from its index row, as `seed_result` makes it from its record."""
+    converged = row["status"] == RunStatus.CONVERGED.value and bool(row["time_to_train_ms"])
+    return SeedResult(
+        seed=row["seed"], converged=converged,
+        time_to_train_ms=float(row["time_to_train_ms"]) if row["time_to_train_ms"] is not None else None,
+        epochs_to_target=row["epochs_to_target"] if converged and row["epochs_to_target"] else None,
+        samples_per_epoch=row["samples_per_epoch"],
+    )
 
 
 def seed_result(seed: int, record: RunRecord, energy_j: float | None = None) -> SeedResult:
@@ -194,9 +265,9 @@ def hardware_summary(system: dict[str, Any]) -> str:
 def published_setup(system: published.PublishedSystem) -> Setup:
     """A published result as a setup: its converged runs' times and epochs, its non-converged
     count, its scaling factor; labelled as published."""
-    per_epoch = published.TRAIN_SAMPLES.get(system.benchmark)
-    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=minutes * 60000, epochs_to_target=epochs or None,
-                        samples_per_epoch=per_epoch)
+    per_epoch = benchmarks.get(system.benchmark).train_samples
+    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=ms_from_minutes(minutes),
+                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch)
              for i, (minutes, epochs) in enumerate(zip(system.run_minutes, system.run_epochs, strict=True))]
     seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None)
               for i in range(system.nonconverged)]
@@ -238,9 +309,10 @@ def _auto_queries(setups: Sequence[Setup]) -> list[published.Query]:
     for setup in setups:
         if setup.published:
             continue
-        if setup.benchmark not in published.DROP_PER_END:
+        shipped = benchmarks.with_published_results()
+        if setup.benchmark not in shipped:
             raise UsageError(f"--published auto: setup {setup.name!r} runs {setup.benchmark!r}, which has no"
-                             f" published results here (the table holds {', '.join(sorted(published.DROP_PER_END))})")
+                             f" published results here (the table holds {', '.join(shipped)})")
         family = published.accelerator_class(setup.accelerator) or setup.accelerator
         if family is None:
             raise UsageError(f"--published auto: setup {setup.name!r} ran on a CPU; name what to compare with,"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import integrate
 
-from orchestrator.insight.telemetry import REAL_THROTTLING, throttle_reasons
+from orchestrator.insight.throttle import REAL_THROTTLING, throttle_reasons
 
 MIN_COVERAGE = 0.9
 """Below this share of [run_start, run_stop] covered by samples, energy is not reported."""

@@ -4,9 +4,10 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
 (the operator's file or the node's own history), one verdict per node, and the fleet on Slurm.
 
     config.py      qualify.yaml: suites per device kind, history and fleet policies
-    probe.py       the standalone probe (stdlib + torch): GEMM, conv, memory, storage, NCCL
     jobs.py        one step on a runner (output file, time limit)
-    micro.py       the probe through the runner, its lines as checks
+    micro.py       the probe (workloads/common/probe/: GEMM, conv, memory, storage, NCCL) through the
+                   runner, its cases as checks: sanity (right results) apart from numbers
+    probe_lines.py the probe's :::PROBE lines read back (protocol 2)
     throughput.py  the workload's throughput mode as a check
     health.py      NVML health before, under and after the load, every GPU NVML sees
     devices.py     NVML's GPUs against the ones the probe's CUDA used (UUID, PCI bus id), per-GPU names

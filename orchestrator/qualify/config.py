@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
+from orchestrator.config.profiles import ProfileName
 from orchestrator.errors import UsageError
 
 QUALIFY_FILE_ENV = "MLTRAIN_QUALIFY_FILE"
@@ -67,6 +68,34 @@ class ThroughputSpec(_Frozen):
     timeout_minutes: float = Field(default=10, gt=0)
 
 
+PROBE_CHECKS = ("gemm", "conv", "memory", "storage", "nccl")
+"""The probe's checks (each a module of workloads/common/probe/), in their default order; each has
+its settings' type below and a field of `DeviceSuite`."""
+
+
+class ProbeSettings(_Frozen):
+    """How the probe runs where the workload runs (``qualify.yaml`` ``probe:``)."""
+
+    command: tuple[str, ...] = ("python", "-m", "workloads.common.probe")
+    """Its argv there (a leading ``python``: the interpreter there; locally mltrain's own); the seed is
+    appended and its settings travel as JSON in ``MLTRAIN_PROBE_CONFIG``. Tests name a stand-in here."""
+    seed: int = Field(default=0, ge=0)
+    """The seed of the probe's random inputs: the same every run, so that runs compare."""
+    checks: tuple[str, ...] = PROBE_CHECKS
+    """The checks the probe runs, in this order (a check the suite gives no settings is not run)."""
+
+    @model_validator(mode="after")
+    def _known(self) -> ProbeSettings:
+        if not self.command or not self.command[0]:
+            raise ValueError("command is empty")
+        for name in self.checks:
+            if name not in PROBE_CHECKS:
+                raise ValueError(f"unknown check {name!r} (the probe's checks: {', '.join(PROBE_CHECKS)})")
+        if len(set(self.checks)) != len(self.checks):
+            raise ValueError("a check is named twice")
+        return self
+
+
 class DeviceSuite(_Frozen):
     """What a suite measures on one kind of device; a missing part is not run."""
 
@@ -79,7 +108,7 @@ class DeviceSuite(_Frozen):
 
 
 class TimeToTrainSpec(_Frozen):
-    profile: Literal["qualify", "mlperf", "smoke"] = "smoke"
+    profile: ProfileName = "smoke"
     """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
     seed: int = Field(default=1, ge=0)
 
@@ -144,6 +173,7 @@ class QualifyConfig(_Frozen):
     history: HistoryPolicy = HistoryPolicy()
     fleet: FleetPolicy = FleetPolicy()
     health: HealthPolicy = HealthPolicy()
+    probe: ProbeSettings = ProbeSettings()
     suites: dict[str, Suite]
 
     @model_validator(mode="before")

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from orchestrator.insight.gpus import NvmlSession, NvmlUnavailable, XidWatch
-from orchestrator.insight.telemetry import throttle_reasons
+from orchestrator.insight.throttle import throttle_reasons
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.qualify.config import HealthPolicy
 from orchestrator.qualify.devices import Gpu, nvml_gpus

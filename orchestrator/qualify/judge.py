@@ -57,7 +57,11 @@ def _against_bounds(m: Measurement, ref: Reference) -> tuple[Status, str]:
 
 def judge_check(check: CheckResult, references: References, policy: HistoryPolicy) -> CheckResult:
     """The check with every measurement judged (against the reference `References.pick` gives it) and
-    its status made of sanity and numbers."""
+    its status made of sanity and numbers, sanity first (ReFrame's order): a check that could not run
+    or does not apply keeps that status whatever its numbers; a sanity FAIL (a wrong result: its number
+    is no measurement, `micro`) stays FAIL whatever the others' speed, its reasons first; a right
+    result's number is judged against its reference, and a slow one fails on performance alone (its
+    ``sanity`` stays PASS)."""
     judged = tuple(judge_measurement(m, references.pick(m), references.rolling(m), policy)
                    for m in check.measurements)
     if check.sanity in (Status.ERROR, Status.NOT_APPLICABLE):

@@ -33,6 +33,7 @@ from orchestrator.qualify.config import QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
 from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
+from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import (
     OperatorReferences,
     References,
@@ -87,7 +88,6 @@ def qualify_node(
     watch: Watch,
     *,
     nvml: ModuleType | None = None,
-    probe_source: str | None = None,
     dev: Path = Path("/dev"),
 ) -> QualificationRecord:
     """Run the suite on this node and store its judged record."""
@@ -118,9 +118,9 @@ def qualify_node(
         timings["runner_prepare"] = time.monotonic() - t
         gpus = health.gpus
         with health.under_load():
-            probe = _probe(plan, runner, qid, folder, scratch, probe_source, prepare_error, watch)
+            probe = _probe(plan, runner, qid, folder, scratch, prepare_error, watch)
             on_gpus = devices.match(gpus, probe.device)
-            for check in micro.probe_checks(probe, plan.suite, on_gpus):
+            for check in micro.probe_checks(probe, plan.suite, plan.config.probe, on_gpus):
                 checks.append(check)
             kind = probe.device_kind or ("cuda" if health.gpu_count else "cpu")
             checks.append(_throughput(plan, runner, qid, folder, scratch, kind, prepare_error, watch))
@@ -177,7 +177,7 @@ def _models(gpus: list[devices.Gpu], on_gpus: dict[int, devices.Gpu]) -> dict[in
 
 
 def _scope(
-    plan: NodePlan, health: HealthMonitor, probe: micro.ProbeRun, on_gpus: dict[int, devices.Gpu],
+    plan: NodePlan, health: HealthMonitor, probe: ProbeRun, on_gpus: dict[int, devices.Gpu],
 ) -> dict[str, Any]:
     """Which GPUs each part covered: health, DCGM and the count the node's; the probe and the
     throughput the runner's (CUDA index -> the NVML GPU it is)."""
@@ -200,14 +200,13 @@ def _timed(name: str, timings: dict[str, float], run: Callable[[], CheckResult],
 
 
 def _probe(
-    plan: NodePlan, runner: Runner, qid: str, folder: Path, scratch: Path, source: str | None, prepare_error: str,
-    watch: Watch,
-) -> micro.ProbeRun:
-    wanted = micro.wanted_checks(plan.suite)
+    plan: NodePlan, runner: Runner, qid: str, folder: Path, scratch: Path, prepare_error: str, watch: Watch,
+) -> ProbeRun:
+    wanted = micro.wanted_checks(plan.suite, plan.config.probe)
     if not wanted:
-        return micro.ProbeRun()
+        return ProbeRun()
     if prepare_error:
-        return micro.ProbeRun(failure=prepare_error)
+        return ProbeRun(failure=prepare_error)
     watch.status(f"microbenchmarks ({', '.join(wanted)}) through the {runner.name} runner ...")
     t = time.monotonic()
     done: list[str] = []
@@ -219,10 +218,12 @@ def _probe(
             done.append(str(event.get("check")))
             watch.status(f"  [{len(done)}/{len(wanted)}] {event.get('check')} done in {event.get('seconds', 0):.1f} s")
         elif event.get("kind") == "result":
-            watch.detail(f"    {event.get('metric')}: {event.get('value'):.4g} {event.get('unit')}")
+            performance, sanity = event["performance"], event["sanity"]
+            watch.detail(f"    {event.get('metric')}: {performance['value']:.4g} {performance.get('unit')}"
+                         + ("" if sanity["passed"] else f" WRONG RESULT ({sanity.get('detail')})"))
 
-    probe = micro.run_probe(runner, suite=plan.suite, workload=plan.workload, run_id=qid,
-                            data_dir=plan.data or scratch, folder=folder / "probe", source=source, on_event=progress)
+    probe = micro.run_probe(runner, suite=plan.suite, probe=plan.config.probe, workload=plan.workload, run_id=qid,
+                            data_dir=plan.data or scratch, folder=folder / "probe", on_event=progress)
     elapsed = time.monotonic() - t
     watch.timings["probe_total"] = elapsed
     watch.timings["probe_startup"] = max(elapsed - sum(probe.timings.values()), 0.0)
@@ -264,7 +265,7 @@ def _time_to_train(
     return check, run_id
 
 
-def _hardware(health: HealthMonitor, probe: micro.ProbeRun) -> Hardware:
+def _hardware(health: HealthMonitor, probe: ProbeRun) -> Hardware:
     host = sysinfo.host_info()
     cpu = host.get("cpu_model")
     return Hardware(
@@ -275,7 +276,7 @@ def _hardware(health: HealthMonitor, probe: micro.ProbeRun) -> Hardware:
 
 
 def _software(
-    plan: NodePlan, runner: str, health: HealthMonitor, probe: micro.ProbeRun, provenance: dict[str, Any],
+    plan: NodePlan, runner: str, health: HealthMonitor, probe: ProbeRun, provenance: dict[str, Any],
 ) -> dict[str, str]:
     """What learned references must share: the stack the numbers came from, and the suite itself."""
     suite = json.dumps(plan.suite.model_dump(mode="json"), sort_keys=True)

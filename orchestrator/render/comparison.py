@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -83,11 +84,16 @@ def _three(value: float | None) -> str:
 
 
 def csv_text(result: Comparison) -> str:
+    return csv_rows(list(CSV_COLUMNS), [flat_row(row) for row in result.rows])
+
+
+def csv_rows(columns: list[str], rows: Sequence[Mapping[str, object]]) -> str:
+    """CSV with a header, each cell as a spreadsheet shows it (`spreadsheet_safe`); extra keys ignored."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    for row in result.rows:
-        writer.writerow({k: spreadsheet_safe(v) for k, v in flat_row(row).items()})
+    for row in rows:
+        writer.writerow({k: spreadsheet_safe(v) for k, v in row.items()})
     return buffer.getvalue()
 
 
@@ -219,3 +225,15 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool) -> Table:
     if with_cost:
         table.add_row("cost-to-train", text.number(row.cost), "", "")
     return table
+
+
+RUNS_NAMED = 5
+"""Run ids named per setup in the text output (a setup may pool thousands)."""
+
+
+def runs_text(run_ids: tuple[str, ...]) -> str:
+    """'runs a, b' or, for a setup of many, 'runs a, b, c, d, e and 4,995 more (5,000 runs)'."""
+    if len(run_ids) <= RUNS_NAMED:
+        return f"runs {', '.join(run_ids)}"
+    return (f"runs {', '.join(run_ids[:RUNS_NAMED])} and {len(run_ids) - RUNS_NAMED:,} more"
+            f" ({len(run_ids):,} runs)")

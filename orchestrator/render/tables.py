@@ -3,19 +3,22 @@ one function here that writes, through the `Output` it is given)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from orchestrator.config.profiles import ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
-from orchestrator.render.text import number, seconds
+from orchestrator.render.text import minutes, number, seconds
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
-from orchestrator.session.seed import SeedProgress
 
-PROFILE_CAVEAT = {
+if TYPE_CHECKING:
+    from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
+
+PROFILE_CAVEAT: dict[ProfileName, str] = {
     "mlperf": "MLPerf rules, unofficial until submitted and reviewed",
     "qualify": "qualify profile: not an MLPerf result",
     "smoke": "smoke profile: synthetic data and a scaled-down model, comparable with nothing",
@@ -36,12 +39,14 @@ def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
     return table
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`mltrain list`: one line per run from the index. Where a run's score is scaled by an RCP
-    scaling factor, the MLPerf score (scaled) is shown beside the olympic mean."""
+def runs_table(rows: list[dict[str, Any]], *, total: int | None = None) -> Table:
+    """`mltrain list`: one line per run from the index (``total``: how many the store holds, where
+    ``rows`` are the newest of them). Where a run's score is scaled by an RCP scaling factor, the
+    MLPerf score (scaled) is shown beside the olympic mean."""
     scaled = any(_is_scaled(r) for r in rows)
     inference = any(r.get("kind") == "inference" for r in rows)
-    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    title = f"{len(rows)} runs" if total is None or total == len(rows) else f"the newest {len(rows)} of {total:,} runs"
+    table = Table(title=title, title_justify="left")
     table.add_column("run id", no_wrap=True, overflow="fold")
     columns = ("workload", "profile", "label", "runner", "seeds", "converged", "score s",
                *(("MLPerf s",) if scaled else ()), *(("scenario", "inference metric") if inference else ()),
@@ -163,12 +168,12 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
     if score.score_ms is not None:
         kept = len(score.counted_seeds)
         lines.append(
-            f"time-to-train (olympic mean of {kept}): {score.score_ms / 1000:.2f} s = {score.score_ms / 60000:.3f} min"
+            f"time-to-train (olympic mean of {kept}): {score.score_ms / 1000:.2f} s = {minutes(score.score_ms)}"
         )
         if score.scaled_score_ms is not None and score.scaling_factor != 1.0:
             source = f" ({mlcommons.scaling_source})" if mlcommons is not None and mlcommons.scaling_source else ""
             lines.append(f"MLPerf score: olympic mean x RCP scaling factor {score.scaling_factor:.6g}{source}"
-                         f" = {score.scaled_score_ms / 1000:.2f} s = {score.scaled_score_ms / 60000:.3f} min")
+                         f" = {score.scaled_score_ms / 1000:.2f} s = {minutes(score.scaled_score_ms)}")
     if ttt.n:
         ci = f"95% CI {seconds(ttt.ci95_low)}-{seconds(ttt.ci95_high)} s" if ttt.ci95_low is not None else "CI n/a"
         cv = f"CV {ttt.cv:.1%}" if ttt.cv is not None else "CV n/a"

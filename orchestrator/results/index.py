@@ -1,13 +1,19 @@
-"""The SQLite index of a results folder: one row per run and per seed, for fast listing.
+"""The SQLite index of a results folder: one row per run and per seed, for fast listing and comparing.
 
 A cache, never the truth: every row is rebuilt from the run folders (`orchestrator.results.store`)
-whenever they are newer than what the index holds, and the file can be deleted at any time. Only
-a command that writes a run makes the file; a listing without one is built in memory
-(`Index.in_memory`), so that reading a results folder never writes to it.
+whenever they are newer than what the index holds, and the file can be deleted at any time. The
+first read of a writable results folder saves the index it rebuilt, so that the next read only
+looks at what changed; a read-only folder is indexed in memory (`Index.in_memory`).
+
+The file is mltrain's own: a damaged one (not a database, a malformed page) is replaced by a new
+one and rebuilt; one that another process holds locked is `IndexBusy`, which a run writing its
+seeds outlives (the folders are written; the index catches up at the next read) and a listing
+answers by indexing the folders in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -19,28 +25,44 @@ from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
+SCHEMA_VERSION = 3
+"""Bumped whenever the tables change: an index of another version is dropped and rebuilt."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, workload TEXT, benchmark TEXT, profile TEXT, label TEXT, runner TEXT,
     host TEXT, started_at TEXT, ended_at TEXT, state TEXT, seeds INTEGER, converged INTEGER,
     valid INTEGER, score_ms REAL, scaled_score_ms REAL, reason TEXT, kind TEXT, scenario TEXT,
-    metric REAL, metric_unit TEXT, synced_mtime REAL
+    metric REAL, metric_unit TEXT, drop_per_end INTEGER, max_non_converged INTEGER, scaling_factor REAL,
+    synced_mtime REAL
 );
 CREATE TABLE IF NOT EXISTS seeds (
     run_id TEXT, seed INTEGER, state TEXT, status TEXT, time_to_train_ms INTEGER,
-    epochs_to_target REAL, reason TEXT, PRIMARY KEY (run_id, seed)
+    epochs_to_target REAL, reason TEXT, samples_per_epoch INTEGER, telemetry INTEGER,
+    PRIMARY KEY (run_id, seed)
 );
+CREATE INDEX IF NOT EXISTS runs_label ON runs (label);
 """
+_RUN_COLUMNS = 24
+_SEED_COLUMNS = 9
 _INT64_MAX = 2**63 - 1
+READ_WAIT_S = 5.0
+"""How long a reader or a run's write waits for another process's write lock before giving up."""
+
+
+class IndexBusy(StoreError):
+    """Another process holds the index's write lock longer than a read or a seed's write waits."""
 
 
 class Index:
-    """The index file of one results folder. Opened per operation (one transaction each)."""
+    """The index file of one results folder: one connection and transaction per operation, or one
+    for a whole batch of writes (`batch`)."""
 
-    def __init__(self, results_dir: Path) -> None:
+    def __init__(self, results_dir: Path, *, wait_s: float | None = None) -> None:
         self.results_dir = results_dir
         self.path = results_dir / INDEX_NAME
+        self.wait_s = READ_WAIT_S if wait_s is None else wait_s
         self._memory: sqlite3.Connection | None = None
+        self._held: sqlite3.Connection | None = None
 
     @classmethod
     def in_memory(cls, results_dir: Path) -> Index:
@@ -56,24 +78,68 @@ class Index:
         return self._memory is not None or self.path.exists()
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every operation inside shares one connection and one transaction (a refresh of thousands
+        of runs is one commit, not thousands)."""
+        if self._memory is not None or self._held is not None:
+            yield
+            return
+        with self._connection() as db:
+            self._held = db
+            try:
+                yield
+            finally:
+                self._held = None
+
+    @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         if self._memory is not None:
             with self._memory:
                 yield self._memory
-            return
+        elif self._held is not None:
+            yield self._held
+        else:
+            with self._connection() as db:
+                yield db
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
         try:
             self.results_dir.mkdir(parents=True, exist_ok=True)
-            with closing(sqlite3.connect(self.path, timeout=30)) as db:
-                db.executescript(_SCHEMA)
-                if "kind" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
-                    db.executescript("DROP TABLE runs; DROP TABLE seeds;" + _SCHEMA)  # older cache: rebuilt
-                db.row_factory = sqlite3.Row
-                with db:  # one transaction
-                    yield db
+            with closing(self._open()) as db, db:  # one transaction
+                yield db
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise IndexBusy(f"index {self.path} is held by another process (it waited {self.wait_s:g} s)") \
+                    from None
+            raise StoreError(f"index {self.path}: {exc}") from None
         except sqlite3.Error as exc:
-            raise StoreError(f"index {self.path}: {exc} (it is a cache: delete it and it is rebuilt)") from None
+            raise StoreError(f"index {self.path}: {exc}") from None
         except OSError as exc:
             raise StoreError(f"results folder {self.results_dir}: {exc.strerror}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to a usable index: a damaged or older file is replaced (it is a cache)."""
+        for attempt in (1, 2):
+            db = sqlite3.connect(self.path, timeout=self.wait_s)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version != SCHEMA_VERSION:
+                    db.executescript("DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS seeds;" + _SCHEMA +
+                                     f"PRAGMA user_version = {SCHEMA_VERSION};")
+                db.row_factory = sqlite3.Row
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                if isinstance(exc, sqlite3.OperationalError) or attempt == 2:
+                    raise
+                self._discard()  # not a database, or a malformed one: start again
+        raise AssertionError("unreachable")
+
+    def _discard(self) -> None:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{self.path}{suffix}").unlink()
 
     def synced(self) -> dict[str, float]:
         """run id -> the folder time its rows were written from."""
@@ -89,33 +155,29 @@ class Index:
         states: dict[int, SeedState],
         records: dict[int, RunRecord],
         mtime: float,
+        *,
+        telemetry: frozenset[int] = frozenset(),
     ) -> None:
-        """Replace one run's rows."""
+        """Replace one run's rows (``telemetry``: the seeds that have a telemetry series)."""
         m, s = manifest, summary
+        scaling = s.mlcommons.scaling_factor if s is not None and s.mlcommons is not None else 1.0
         with self._db() as db:
             db.execute("DELETE FROM seeds WHERE run_id = ?", (m.run_id,))
             db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * _RUN_COLUMNS)})",
                 (
                     m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
                     m.ended_at, m.state, len(m.seeds), s.converged if s else None,
                     None if s is None else int(s.valid), s.score_ms if s else None,
-                    s.scaled_score_ms if s else None, s.reason if s else None, "training", None, None, None, mtime,
+                    s.scaled_score_ms if s else None, s.reason if s else None, "training", None, None, None,
+                    m.rule.drop_per_end, m.rule.max_non_converged, scaling, mtime,
                 ),
             )
-            for seed in m.seeds:
-                record = records.get(seed)
-                state = states.get(seed)
-                db.execute(
-                    "INSERT INTO seeds VALUES (?,?,?,?,?,?,?)",
-                    (
-                        m.run_id, seed, (state.state if state else SeedStateName.PENDING).value,
-                        record.status.value if record else None,
-                        _integer(record.time_to_train_ms) if record else None,
-                        record.epochs_to_target if record else None,
-                        record.reason if record else None,
-                    ),
-                )
+            db.executemany(
+                f"INSERT INTO seeds VALUES ({','.join('?' * _SEED_COLUMNS)})",
+                [_seed_row(m.run_id, seed, states.get(seed), records.get(seed), seed in telemetry)
+                 for seed in m.seeds],
+            )
 
     def write_inference(self, run: InferenceRun, mtime: float) -> None:
         """Replace one inference run's row: the model as its workload, the scenario's metric as its score."""
@@ -125,12 +187,12 @@ class Index:
         with self._db() as db:
             db.execute("DELETE FROM seeds WHERE run_id = ?", (run.run_id,))
             db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * _RUN_COLUMNS)})",
                 (
                     run.run_id, run.model, run.model, run.profile, run.label, run.runner, run.host, run.started_at,
                     run.ended_at, run.state, None, None, None if result is None else int(result.valid), None, None,
                     reason, "inference", run.scenario, perf.value if perf else None, perf.unit if perf else None,
-                    mtime,
+                    None, None, None, mtime,
                 ),
             )
 
@@ -138,9 +200,18 @@ class Index:
         if not run_ids or not self.exists:
             return
         with self._db() as db:
-            for run_id in run_ids:
-                db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                db.execute("DELETE FROM seeds WHERE run_id = ?", (run_id,))
+            db.executemany("DELETE FROM runs WHERE run_id = ?", [(r,) for r in run_ids])
+            db.executemany("DELETE FROM seeds WHERE run_id = ?", [(r,) for r in run_ids])
+
+    def seed_numbers(self) -> dict[str, list[int]]:
+        """Each indexed run's seeds."""
+        if not self.exists:
+            return {}
+        found: dict[str, list[int]] = {}
+        with self._db() as db:
+            for run_id, seed in db.execute("SELECT run_id, seed FROM seeds"):
+                found.setdefault(run_id, []).append(seed)
+        return found
 
     def runs(self, *, label: str | None = None, workload: str | None = None) -> list[dict[str, Any]]:
         """Run rows, newest first."""
@@ -158,7 +229,31 @@ class Index:
             rows = db.execute("SELECT * FROM seeds WHERE run_id = ? ORDER BY seed", (run_id,)).fetchall()
         return [dict(row) for row in rows]
 
+    def seeds_of(self, run_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The seed rows of many runs at once, by run id (in seed order)."""
+        found: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+        with self._db() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (run_id TEXT PRIMARY KEY)")
+            db.execute("DELETE FROM wanted")
+            db.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", [(r,) for r in run_ids])
+            for row in db.execute("SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed"):
+                found[row["run_id"]].append(dict(row))
+        return found
 
-def _integer(value: int | None) -> int | None:
+
+def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,
+              telemetry: bool) -> tuple[Any, ...]:
+    return (
+        run_id, seed, (state.state if state else SeedStateName.PENDING).value,
+        record.status.value if record else None,
+        _integer(record.time_to_train_ms) if record else None,
+        record.epochs_to_target if record else None,
+        record.reason if record else None,
+        record.samples_per_epoch if record else None,
+        int(telemetry),
+    )
+
+
+def _integer(value: int | float | None) -> int | float | None:
     """SQLite holds 64-bit integers; a larger value (a hostile log) is kept out of the cache."""
     return value if value is None or abs(value) <= _INT64_MAX else None

@@ -26,6 +26,10 @@ from pathlib import Path
 from orchestrator.errors import RecordError, UsageError
 
 INDEX_NAME = "index.db"
+MANIFEST_NAME = "manifest.json"
+SUMMARY_NAME = "summary.json"
+STATE_NAME = "state.json"
+RECORD_NAME = "run.json"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """What mltrain names runs (`<workload>-<profile>-<stamp>-<hex>`), and all a run id may be."""
 
@@ -61,11 +65,11 @@ class RunPaths:
 
     @property
     def manifest(self) -> Path:
-        return self.root / "manifest.json"
+        return self.root / MANIFEST_NAME
 
     @property
     def summary(self) -> Path:
-        return self.root / "summary.json"
+        return self.root / SUMMARY_NAME
 
     @property
     def decisions(self) -> Path:
@@ -97,7 +101,7 @@ class SeedPaths:
 
     @property
     def state(self) -> Path:
-        return self.root / "state.json"
+        return self.root / STATE_NAME
 
     @property
     def output(self) -> Path:
@@ -105,7 +109,7 @@ class SeedPaths:
 
     @property
     def record(self) -> Path:
-        return self.root / "run.json"
+        return self.root / RECORD_NAME
 
     @property
     def results(self) -> Path:

@@ -27,9 +27,18 @@ from orchestrator.config.files import first_problem
 from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.decisions import DecisionLog
-from orchestrator.results.index import Index
+from orchestrator.results.index import Index, IndexBusy
+from orchestrator.results.inference import INFERENCE_FILE
 from orchestrator.results.lock import RunLock, is_held
-from orchestrator.results.paths import RunPaths, check_run_id, inside
+from orchestrator.results.paths import (
+    MANIFEST_NAME,
+    RECORD_NAME,
+    STATE_NAME,
+    SUMMARY_NAME,
+    RunPaths,
+    check_run_id,
+    inside,
+)
 from orchestrator.results.records import Manifest, Record, RunRecord, SeedState, SeedStateName, Summary
 
 R = TypeVar("R", bound=Record)
@@ -103,6 +112,10 @@ class Listing:
     """One row per readable run, newest first."""
     broken: list[BrokenRun]
     """Run folders that could not be read."""
+    index: Index | None = None
+    """The refreshed index the rows came from (its seed rows answer comparisons without opening runs)."""
+    note: str = ""
+    """Why the rows came from an index built in memory where a saved one would have served."""
 
 
 class Store:
@@ -147,7 +160,8 @@ class Store:
         run.sync()
         return run
 
-    def open(self, run_id: str) -> StoredRun:
+    def manifest(self, run_id: str) -> Manifest:
+        """A run's manifest alone, validated (what a comparison needs of a run besides its index rows)."""
         paths = self.paths(run_id)
         manifest = read_record(paths.manifest, Manifest)
         if manifest is None:
@@ -156,6 +170,11 @@ class Store:
             raise UsageError(f"no run {run_id!r} in {self.root}{hint}")
         if manifest.run_id != paths.run_id:
             raise RecordError(f"{paths.manifest}: field run_id: {manifest.run_id!r} is not its folder's name")
+        return manifest
+
+    def open(self, run_id: str) -> StoredRun:
+        paths = self.paths(run_id)
+        manifest = self.manifest(run_id)
         records: dict[int, RunRecord] = {}
         states: dict[int, SeedState] = {}
         for seed in manifest.seeds:
@@ -179,41 +198,71 @@ class Store:
 
     def refresh(self, index: Index | None = None) -> list[BrokenRun]:
         """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
-        runs that changed, drop rows of runs whose folder is gone or damaged. Returns the damaged ones.
-        Training runs and inference runs (`orchestrator.results.inference_store`) alike."""
+        runs that changed, drop rows of runs whose folder is gone or damaged, all in one transaction.
+        Returns the damaged ones. Training runs and inference runs
+        (`orchestrator.results.inference_store`) alike."""
         index = index or self.index
-        synced = index.synced()
-        training, inference = self.run_ids(), inference_store.run_ids(self.root)
-        broken: list[BrokenRun] = []
-        for run_id in [*training, *inference]:
-            is_training = run_id in training
-            stamp = _run_mtime(RunPaths(self.root / run_id)) if is_training else \
-                inference_store.mtime(inference_store.paths(self.root, run_id))
-            if synced.get(run_id) == stamp:
-                continue
-            try:
-                if is_training:
-                    self.open(run_id).sync(index)
-                else:
-                    inference_store.sync(self.root, inference_store.open_run(self.root, run_id), index)
-            except (RecordError, UsageError) as exc:
-                broken.append(BrokenRun(run_id, str(exc)))
-        index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
+        with index.batch():
+            synced = index.synced()
+            training, inference = self._stamps(index.seed_numbers())
+            broken: list[BrokenRun] = []
+            for run_id, stamp in [*training.items(), *inference.items()]:
+                is_training = run_id in training
+                if synced.get(run_id) == stamp:
+                    continue
+                try:
+                    if is_training:
+                        self.open(run_id).sync(index)
+                    else:
+                        inference_store.sync(self.root, inference_store.open_run(self.root, run_id), index)
+                except (RecordError, UsageError) as exc:
+                    broken.append(BrokenRun(run_id, str(exc)))
+            index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
         return broken
+
+    def _stamps(self, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float]]:
+        """Each run folder's time (`_run_mtime`), training runs and inference runs apart: one pass
+        over the folder, a few system calls per run (thousands of runs are listed in a blink).
+        ``seeds``: each indexed run's seeds (a run that gains a seed rewrites its manifest, so the
+        seed folders of a run the index knows need no listing)."""
+        training: dict[str, float] = {}
+        inference: dict[str, float] = {}
+        with os.scandir(self.root) as entries:
+            names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+        for name in names:
+            folder = os.path.join(self.root, name)
+            try:
+                training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
+                                            seeds.get(name))
+            except FileNotFoundError:
+                with contextlib.suppress(FileNotFoundError):
+                    inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
+        return training, inference
 
     def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:
         """Runs, newest first, from the refreshed index, and the folders that could not be read.
-        Without an index file the listing is built in memory: reading never creates one."""
+        The index a writable folder keeps is saved by the first read; a read-only folder, or one
+        whose index another process holds, is indexed in memory (nothing is written)."""
         if not self.root.is_dir():
             return Listing([], [])
-        writable = self.index.exists and os.access(self.index.path, os.W_OK) and os.access(self.root, os.W_OK)
-        index = self.index if writable else Index.in_memory(self.root)  # a read-only store is read, never written
-        broken = self.refresh(index)
+        note = ""
+        index = self.index if self._may_write_index() else Index.in_memory(self.root)
+        try:
+            broken = self.refresh(index)
+        except IndexBusy as exc:
+            note = f"{exc}: listed from the run folders"
+            index = Index.in_memory(self.root)
+            broken = self.refresh(index)
         rows = index.runs(label=label, workload=workload)
         for row in rows:  # 'running' on disk, but nobody holds its lock: its process is gone
             if row["state"] == "running" and not is_held(RunPaths(self.root / row["run_id"]).lock):
                 row["state"] = "stopped"
-        return Listing(rows, broken)
+        return Listing(rows, broken, index, note)
+
+    def _may_write_index(self) -> bool:
+        if not os.access(self.root, os.W_OK):
+            return False
+        return not self.index.path.exists() or os.access(self.index.path, os.W_OK)
 
 
 @dataclass
@@ -231,6 +280,8 @@ class StoredRun:
     """Held while this process may write the run."""
     decisions: DecisionLog | None = None
     """A sequential rule's record (`decisions.json`), for runs that decide their own seed count."""
+    index_note: str = ""
+    """Set when a write of this run could not update the index (another process held it)."""
 
     @property
     def run_id(self) -> str:
@@ -308,13 +359,36 @@ class StoredRun:
         self.records.pop(seed, None)
 
     def sync(self, index: Index | None = None) -> None:
-        """Write this run's rows into the index (the store's, or ``index``), from what this handle holds."""
-        (index or self.store.index).write(self.manifest, self.summary, self.states, self.records,
-                                          _run_mtime(self.paths))
+        """Write this run's rows into the index (the store's, or ``index``), from what this handle
+        holds. While the run is written under its lock, an index another process holds does not stop
+        it: the folders are written, and the next read catches the index up (`Store.refresh`)."""
+        target = index or self.store.index
+        telemetry = frozenset(seed for seed in self.manifest.seeds if self.paths.seed(seed).telemetry.is_file())
+        try:
+            target.write(self.manifest, self.summary, self.states, self.records, _run_mtime(self.paths.root),
+                         telemetry=telemetry)
+        except IndexBusy:
+            if index is not None or self.lock is None:
+                raise
+            self.index_note = f"the index {target.path} was busy; it catches up at the next listing"
 
 
-def _run_mtime(paths: RunPaths) -> float:
-    stamps = [p.stat().st_mtime for p in (paths.manifest, paths.summary) if p.exists()]
-    stamps += [f.stat().st_mtime for s in paths.seed_dirs() for f in (s.state, s.record) if f.exists()]
+def _run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: list[int] | None = None) -> float:
+    """The newest modification time of the files a run's index rows come from (its manifest and
+    summary, each seed's state and record): one stat each; the seed folders are listed unless
+    ``seeds`` names them."""
+    stamps = [manifest_mtime] if manifest_mtime is not None else []
+    names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
+    files = [os.path.join(folder, name) for name in names]
+    seeds_folder = os.path.join(folder, "seeds")
+    if seeds is not None:
+        folders = [os.path.join(seeds_folder, str(seed)) for seed in seeds]
+    else:
+        folders = []
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
+            folders = [entry.path for entry in entries if entry.is_dir()]
+    files += [os.path.join(seed, name) for seed in folders for name in (STATE_NAME, RECORD_NAME)]
+    for path in files:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            stamps.append(os.stat(path).st_mtime)
     return max(stamps, default=0.0)
-

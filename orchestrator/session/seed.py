@@ -17,6 +17,7 @@ from mlperf_logging.mllog import constants as C
 from orchestrator.errors import LogError
 from orchestrator.insight import resource_errors
 from orchestrator.mlperf import mllog
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit, RunRecord, RunStatus
 from orchestrator.runners.base import Job, Runner, SeedJob
@@ -102,8 +103,8 @@ def run_seed(
     paths: SeedPaths,
     *,
     timeout_s: float,
-    target: float,
-    metric: str,
+    goal: Goal,
+    samples_per_epoch: int | None,
     progress: SeedProgress,
     on_update: Callable[[], None] = lambda: None,
 ) -> RunRecord:
@@ -150,7 +151,7 @@ def run_seed(
         if not fault:
             raise
         log = mllog.parse_lines([])
-    record = mllog.build_record(log, target=target, metric=metric, exit=exit, ended=ended)
+    record = mllog.build_record(log, goal=goal, exit=exit, ended=ended, samples_per_epoch=samples_per_epoch)
     if fault:  # the log is not whole: whatever it says, the run was not measured
         record = record.model_copy(update={"status": RunStatus.CRASHED, "reason": fault})
     progress.state, progress.ended, progress.status = "finished", time.monotonic(), record.status.value

@@ -89,9 +89,11 @@ def test_resume_refuses_new_seeds(cli, tmp_path: Path):
     assert r.code == 2 and "drop --seeds" in r.err
 
 
-def test_corrupt_index_is_a_one_line_error(cli, tmp_path: Path):
+def test_a_corrupt_index_is_replaced_not_an_error(cli, tmp_path: Path):
+    """The index is mltrain's cache: a damaged one is rebuilt (issue 22: it used to be exit 2, and
+    every `run` tried against it left a stopped run behind)."""
     results = tmp_path / "results"
     results.mkdir()
     (results / "index.db").write_text("not a database")
     r = cli("list", "--results", str(results))
-    assert r.code == 2 and "index" in r.err and r.err.count("\n") == 1
+    assert r.code == 0 and r.err == "", r.err

@@ -174,3 +174,56 @@ def test_a_killed_imports_staging_folder_is_swept_by_the_next_import(tmp_path: P
         assert not left.exists() and live.exists()
     finally:
         lock.release()
+
+
+def test_a_damaged_index_is_replaced_and_rebuilt_by_the_next_command(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    run_id = make_run(results, label="a", seeds=[1, 2, 3])
+    (results / "index.db").write_bytes(b"this is not a SQLite database" * 100)
+    listed = cli("list", "--results", str(results), "--json")
+    assert listed.code == 0 and [r["run_id"] for r in json.loads(listed.out)] == [run_id], listed.err
+    ran = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert ran.code == 0, ran.err
+    assert len(json.loads(cli("list", "--results", str(results), "--json").out)) == 2  # no stopped run left
+
+
+def test_the_first_read_saves_the_index_it_rebuilt(cli, tmp_path: Path):
+    results = tmp_path / "results"
+    make_run(results, label="a", seeds=[1, 2, 3])
+    (results / "index.db").unlink()
+    assert cli("list", "--results", str(results)).code == 0
+    assert (results / "index.db").is_file()
+
+
+@pytest.fixture
+def index_held(tmp_path: Path):
+    """Another process holding the index's write lock (an exclusive transaction) until released."""
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results"
+    make_run(results, label="a", seeds=[1, 2, 3])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "db.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(600)", str(results / "index.db")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    yield results, started
+    holder.kill()
+    holder.wait()
+
+
+def test_a_run_outlives_an_index_another_process_holds(cli, index_held, monkeypatch):
+    from orchestrator.results import index as index_module
+
+    monkeypatch.setattr(index_module, "READ_WAIT_S", 0.5)  # the real wait is seconds; the behaviour is the same
+    results, _ = index_held
+    ran = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert ran.code == 0, ran.err  # not stopped after a seed with exit 2, as it was
+    assert "result: VALID" in ran.out and "was busy; it catches up at the next listing" in ran.err
+    listed = cli("list", "--results", str(results), "--json")
+    assert listed.code == 0 and len(json.loads(listed.out)) == 2
+    assert "held by another process" in listed.err and "listed from the run folders" in listed.err

@@ -126,15 +126,16 @@ def test_sysinfo_through_the_cli(hw_cli) -> None:
 
 
 def test_record_gpu_trace(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.insight import gpus, telemetry
-    from orchestrator.insight.telemetry import NvmlGpuSource, TraceGpuSource
+    from orchestrator.insight import gpu_trace, gpus
+    from orchestrator.insight.gpu_source import NvmlGpuSource
+    from orchestrator.insight.gpu_trace import TraceGpuSource
     from tests.hardware.fake_nvml import FakeNvml
 
     missing = hw_cli("sysinfo", "--record-gpu-trace", str(tmp_path / "t.json"))
-    if telemetry.open_gpu_source().describe().get("available") is False:
+    if gpu_trace.open_gpu_source().describe().get("available") is False:
         assert missing.code == 2 and "cannot record a GPU trace" in missing.err
     nvml = FakeNvml()
-    monkeypatch.setattr(telemetry, "open_gpu_source", lambda: NvmlGpuSource(nvml))
+    monkeypatch.setattr(gpu_trace, "open_gpu_source", lambda: NvmlGpuSource(nvml))
     monkeypatch.setattr(gpus, "gpu_info", lambda: {"available": True, "count": 2})
     path = tmp_path / "trace.json"
     r = hw_cli("sysinfo", "--record-gpu-trace", str(path), "--samples", "3", "--interval", "0.05")

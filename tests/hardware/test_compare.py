@@ -215,3 +215,22 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_quoted() -> None
     assert [r["setup"] for r in rows] == ["'=HYPERLINK(\"http://x\",\"click\")", "'@SUM(A1)", "'-2+3", "plain"]
     assert all(not cell.startswith(("=", "+", "@")) for r in rows for cell in r.values())
     assert float(rows[1]["speedup"]) > 1.5  # numbers stay numbers
+
+
+def test_setups_from_the_index_equal_setups_from_the_run_folders(tmp_path: Path) -> None:
+    """compare reads a store of thousands of runs from its index; the setups must be the ones the
+    run folders make (`to_setups(load_runs(...))`): every seed, status, time and rule."""
+    from orchestrator.insight.runs import chosen_runs, load_runs, load_setups, to_setups
+    from orchestrator.results.store import Store
+    from tests.hardware.stored_runs import make_run
+
+    results = tmp_path / "results"
+    for label, seeds in (("a", [1, 2, 3, 4]), ("a", [5, 6, 7]), ("b", [1, 2, 3])):
+        make_run(results, label=label, seeds=seeds, env={"FAKE_MODE": "no_converge", "FAKE_MODE_SEEDS": "2"})
+    make_run(results, label="c", seeds=[1, 2, 3], power_w=300.0)  # telemetry: its energy is read from the series
+    store = Store(results)
+    chosen, listing = chosen_runs(store, [], ["a", "b", "c"])
+    indexed = load_setups(store, chosen, listing)
+    assert indexed == to_setups(load_runs(store, [], ["a", "b", "c"]))
+    assert sum(not seed.converged for seed in indexed[0].seeds) == 1  # seed 2 of its first run
+    assert all(seed.energy_j for seed in indexed[2].seeds)

@@ -9,19 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.insight.telemetry import (
-    GPU_FIELDS,
-    HostProbe,
-    NoGpuSource,
-    NvmlGpuSource,
-    TelemetrySampler,
-    TraceGpuSource,
-    load_series,
-    open_gpu_source,
-    record_gpu_trace,
-    throttle_reasons,
-)
+from orchestrator.insight.gpu_source import GPU_FIELDS, NoGpuSource, NvmlGpuSource, open_gpu_source
+from orchestrator.insight.gpu_trace import TraceGpuSource, record_gpu_trace
+from orchestrator.insight.host_probe import HostProbe
+from orchestrator.insight.telemetry import TelemetrySampler, load_series
 from orchestrator.insight.telemetry_summary import energy_to_train, summarize
+from orchestrator.insight.throttle import throttle_reasons
 from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace, node_trace
 
 

@@ -42,19 +42,42 @@ def gpu_trace(device: dict[str, Any] | None = None, sample: dict[str, Any] | Non
     return trace
 
 
+STAND_IN_HEAD = """import json, os, time
+from workloads.common.probe import protocol
+
+def emit_result(check, metric, value, unit, **more):
+    protocol.result(check, metric, protocol.Outcome(
+        sanity=protocol.Sanity(passed=True, detail="stand-in"),
+        performance=protocol.Performance(value=value, unit=unit, detail="stand-in")), **more)
+"""
+"""What the stand-in probes share: the probe's own line writer (workloads/common/probe/protocol.py,
+importable where the local runner runs them), so that they speak the protocol the orchestrator reads."""
+
+
 def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: float = 0.3,
                  extra: str = "") -> str:
-    """A stand-in probe: prints a GPU probe's lines (gemm results as given) without torch."""
-    lines = [{"kind": "device", "device": device, "device_name": "NVIDIA A100-SXM4-80GB", "torch": "2.13.0",
-              "cuda_runtime": "12.4", "capability": "8.0", "gpu_count": 2}]
-    for metric, value in results.items():
-        lines.append({"kind": "result", "check": "gemm", "metric": metric, "value": value, "unit": "TFLOP/s",
-                      "better": "higher", "sane": True, "detail": "canned"})
-    lines.append({"kind": "timing", "check": "gemm", "seconds": seconds})
-    for check in ("conv", "memory", "storage", "nccl"):
-        lines.append({"kind": "timing", "check": check, "seconds": 0.0})
-    body = "\n".join(f"print(':::PROBE ' + {json.dumps(json.dumps(line))})" for line in lines)
-    return f"import time\ntime.sleep({seconds})\n{extra}\n{body}\n"
+    """The text of a stand-in probe script: prints a GPU probe's lines (gemm results as given) without torch."""
+    facts = {"device": device, "device_name": "NVIDIA A100-SXM4-80GB", "torch": "2.13.0", "cuda_runtime": "12.4",
+             "capability": "8.0", "gpu_count": 2}
+    body = [f"protocol.device(json.loads({json.dumps(json.dumps(facts))}))"]
+    body += [f"emit_result('gemm', {metric!r}, {value!r}, 'TFLOP/s')" for metric, value in results.items()]
+    body += [f"protocol.timing('gemm', {seconds})"]
+    body += [f"protocol.timing({check!r}, 0.0)" for check in ("conv", "memory", "storage", "nccl")]
+    return STAND_IN_HEAD + f"time.sleep({seconds})\n{extra}\n" + "\n".join(body) + "\n"
+
+
+def stand_in_config(folder: Path, source: str) -> Path:
+    """A qualify.yaml: the test workloads' (tests/workloads/qualify.yaml) whose probe command runs the
+    stand-in probe script ``source``, written beside it. Point MLTRAIN_QUALIFY_FILE at it."""
+    from tests.conftest import TEST_WORKLOADS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "stand_in_probe.py"
+    script.write_text(source)
+    config = folder / "qualify.yaml"
+    config.write_text((TEST_WORKLOADS / "qualify.yaml").read_text()
+                      + f"probe: {{command: [python, {json.dumps(str(script))}]}}\n")
+    return config
 
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -64,7 +87,7 @@ def cuda_probe_source(trace: dict[str, Any], results: dict[str, float] | None = 
                       per_gpu: dict[int, dict[str, float]] | None = None, usable: list[int] | None = None,
                       error: str = "CUDA driver version is insufficient for CUDA runtime version",
                       seconds: float = 0.3) -> str:
-    """A stand-in probe that sees the fake node as CUDA would: the GPUs of ``trace`` CUDA can use
+    """The text of a stand-in probe script that sees the fake node as CUDA would: the GPUs of ``trace`` CUDA can use
     (``usable``, NVML indices; default all), numbered in CUDA's order (PCI bus order only under
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, else fastest first), narrowed by ``CUDA_VISIBLE_DEVICES``; none
     left: a CPU probe that says why (``error``). ``results`` are the cases of cuda:0 (or the CPU);
@@ -78,8 +101,7 @@ def cuda_probe_source(trace: dict[str, Any], results: dict[str, float] | None = 
         "usable": list(range(len(devices))) if usable is None else usable, "error": error,
         "results": results or {}, "per_gpu": {str(k): v for k, v in (per_gpu or {}).items()},
     }
-    return f"""import json, os, time
-NODE = json.loads({json.dumps(json.dumps(node))})
+    return STAND_IN_HEAD + f"""NODE = json.loads({json.dumps(json.dumps(node))})
 time.sleep({seconds})
 order = NODE["pci"] if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else NODE["fastest"]
 order = [i for i in order if i in NODE["usable"]]
@@ -95,22 +117,19 @@ if visible is not None:
             picked += [i for i in order if NODE["gpus"][i]["uuid"] == part.removeprefix("GPU-")]
     order = picked
 
-def emit(line):
-    print(":::PROBE " + json.dumps(line), flush=True)
-
 def result(metric, value, **more):
-    check = "gemm" if metric.startswith(("gemm", "spmm")) else "memory"
-    unit = "TFLOP/s" if check == "gemm" else "GB/s"
-    emit(dict(kind="result", check=check, metric=metric, value=value, unit=unit, better="higher", sane=True,
-              detail="stand-in", **more))
+    if metric.startswith(("gemm", "spmm")):
+        emit_result("gemm", metric, value, "TFLOP/s", **more)
+    else:
+        emit_result("memory", metric, value, "GB/s", **more)
 
 if order:
-    emit(dict(kind="device", device="cuda", device_name=NODE["gpus"][order[0]]["name"], torch="2.13.0",
-              cuda_runtime="12.4", capability="9.0", gpu_count=len(order),
-              gpus=[dict(index=c, **NODE["gpus"][i]) for c, i in enumerate(order)]))
+    protocol.device(dict(device="cuda", device_name=NODE["gpus"][order[0]]["name"], torch="2.13.0",
+                         cuda_runtime="12.4", capability="9.0", gpu_count=len(order),
+                         gpus=[dict(index=c, **NODE["gpus"][i]) for c, i in enumerate(order)]))
 else:
-    emit(dict(kind="device", device="cpu", device_name="Stand-in CPU", torch="2.13.0", cuda_runtime="12.4",
-              capability=None, gpu_count=0, cuda_unavailable=NODE["error"]))
+    protocol.device(dict(device="cpu", device_name="Stand-in CPU", torch="2.13.0", cuda_runtime="12.4",
+                         capability=None, gpu_count=0, cuda_unavailable=NODE["error"]))
 for metric, value in NODE["results"].items():
     result(metric, value)
 for c, i in enumerate(order):
@@ -120,14 +139,15 @@ for c, i in enumerate(order):
         else:
             result(metric, value)
 for check in ("gemm", "conv", "memory", "storage", "nccl"):
-    emit(dict(kind="timing", check=check, seconds=0.0))
+    protocol.timing(check, 0.0)
 """
 
 
 def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite: str = "quick",
              references: Path | None = None, data: Path | None = None, strict: bool = False,
              node: str = "testnode", dev: Path | None = None, gpus: str | None = None):
-    """One qualification of a node, in-process, on the local runner."""
+    """One qualification of a node, in-process, on the local runner; ``probe``: the text of a stand-in
+    probe script run in the real probe's place (None: the real probe)."""
     from orchestrator.commands.common import registry
     from orchestrator.config.locations import python_root
     from orchestrator.qualify.config import load_config
@@ -135,12 +155,13 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
     from orchestrator.qualify.references import load_references
     from orchestrator.runners.local import LocalRunner
 
-    config = load_config()
+    config = load_config(stand_in_config(results.parent / "stand-in-probe", probe) if probe is not None else None)
     plan = NodePlan(node=node, suite_name=suite, suite=config.suite(suite), config=config,
                     workload=registry().get(config.workload), data=data,
                     references=load_references(references) if references else None, strict=strict, gpus=gpus)
     return qualify_node(plan, LocalRunner(python_root(), gpus=gpus), results, Watch(),
-                        nvml=nvml or FakeNvml(gpu_trace()), probe_source=probe, dev=dev or results / "no-dev")
+                        nvml=nvml or FakeNvml(gpu_trace()), dev=dev or results / "no-dev")
 
 
-__all__ = ["H100", "FakeNvml", "cuda_probe_source", "gpu_trace", "node_trace", "probe_source", "run_node"]
+__all__ = ["H100", "FakeNvml", "cuda_probe_source", "gpu_trace", "node_trace", "probe_source", "run_node",
+           "stand_in_config"]

@@ -23,6 +23,8 @@ def test_an_image_without_torch_cannot_run_the_probe_but_runs_the_throughput_mod
 
 
 def test_in_a_torch_image_the_probe_measures(docker_cli, torch_base_image: str, tmp_path: Path):
+    """The probe the image carries (``python -m workloads.common.probe``, copied with workloads/) runs in
+    the container: every case's sanity checked apart from its number."""
     r = docker_cli("qualify", "--runner", "docker", "--base-image", torch_base_image, "--results",
                    str(tmp_path / "r"), "--node-name", "n1", "--json")
     assert r.code == 0, r.err
@@ -30,4 +32,9 @@ def test_in_a_torch_image_the_probe_measures(docker_cli, torch_base_image: str, 
     checks = {c["name"]: c for c in record["checks"]}
     assert checks["gemm"]["status"] == "pass" and checks["gemm"]["measurements"]
     assert record["software"]["torch"].startswith("2.13.0")
-    assert record["system"]["probe"]["device"] == "cpu"
+    assert record["system"]["probe"]["device"] == "cpu" and record["system"]["probe"]["protocol"] == 2
+    for name in ("gemm", "conv", "memory"):
+        sanity = checks[name]["facts"]["sanity"]
+        assert checks[name]["sanity"] == "pass" and sanity, name
+        assert {m["metric"] for m in checks[name]["measurements"]} == set(sanity), name
+    assert checks["gemm"]["facts"]["sanity"]["gemm_fp32_256x256x256"].startswith("max relative error")

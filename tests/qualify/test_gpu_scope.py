@@ -13,24 +13,23 @@ import pytest
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.insight import gpus as nvml_access
-from orchestrator.qualify import micro
-from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, node_trace
+from orchestrator.qualify.config import QUALIFY_FILE_ENV
+from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, node_trace, stand_in_config
 
 RATES = {"gemm_fp32_256x256x256": 30.0}
 
 
 @pytest.fixture
 def node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """Make this machine a GPU node of ``trace`` whose probe is ``source`` (None: the real probe)."""
+    """Make this machine a GPU node of ``trace`` whose probe is the stand-in script ``source`` (None: the real
+    probe)."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
 
     def make(trace: dict, source: str | None = None) -> None:
         monkeypatch.setattr(nvml_access, "load_nvml", lambda: FakeNvml(trace))
         if source is not None:
-            probe = tmp_path / "stand_in_probe.py"
-            probe.write_text(source)
-            monkeypatch.setattr(micro, "PROBE_FILE", probe)
+            monkeypatch.setenv(QUALIFY_FILE_ENV, str(stand_in_config(tmp_path / "stand-in", source)))
 
     return make
 

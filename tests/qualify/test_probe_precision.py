@@ -9,16 +9,15 @@ import json
 import pytest
 import torch
 
-from orchestrator.qualify import probe as probe_module
+from workloads.common.probe import dtypes, harness, protocol
+from workloads.common.probe.device import Device
 
 
-def on_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> probe_module.Probe:
-    """A probe that believes it runs on a GPU of ``capability`` whose torch counts emulated bf16 (V100, T4)."""
-    probe = probe_module.Probe({"device": "cpu"}, seed=1)
-    probe.cuda = True
+def on_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> Device:
+    """A GPU of ``capability`` whose torch counts emulated bf16 (V100, T4)."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=0: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what torch says on a V100
-    return probe
+    return Device(kind="cuda", gpu_count=1)
 
 
 @pytest.mark.parametrize(("capability", "native", "refused"), [
@@ -30,21 +29,23 @@ def on_gpu(monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> prob
     ((6, 1), {"fp32": torch.float32}, {"fp16": "no native fp16 on Pascal", "bf16": "no native bf16 on Pascal"}),
 ])
 def test_the_probe_runs_natively_what_the_generation_runs_natively(monkeypatch, capability, native, refused):
-    probe = on_gpu(monkeypatch, capability)
+    device = on_gpu(monkeypatch, capability)
     for name, dtype in native.items():
-        assert probe.dtype(name) == (dtype, None), name
+        assert dtypes.native(device, name) == (dtype, None), name
     for name, why in refused.items():
-        got, reason = probe.dtype(name)
+        got, reason = dtypes.native(device, name)
         assert got is None and reason.startswith(why), (name, reason)
 
 
 def test_an_out_of_memory_case_is_an_error_line_on_torch_before_2_4(monkeypatch, capsys):
-    probe = probe_module.Probe({"device": "cpu"}, seed=1)
     monkeypatch.delattr(torch, "OutOfMemoryError", raising=False)  # as torch 2.3 is
 
-    def body() -> None:
+    def measure() -> protocol.Outcome:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    probe.run_case("gemm", "gemm_fp16_5124x9124x2560", body)
-    line = json.loads(capsys.readouterr().out.removeprefix(probe_module.PREFIX))
+    harness.run_case(harness.Case(check="gemm", metric="gemm_fp16_5124x9124x2560", measure=measure),
+                     Device(kind="cpu"))
+    captured = capsys.readouterr()
+    line = json.loads(captured.out.removeprefix(protocol.PREFIX))
     assert line["kind"] == "error" and line["error"].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert captured.err.startswith("torch.OutOfMemoryError: CUDA out of memory")  # for the classifier

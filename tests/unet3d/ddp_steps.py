@@ -26,8 +26,8 @@ def config() -> TrainConfig:
 
 def settings(device: torch.device) -> RunSettings:
     return RunSettings(device=device, device_name="test", capability=None, requested_precision="fp32",
-                       precision="fp32", threads=1, nproc=2, channels_last=False, compile=False, num_workers=0,
-                       eval_batch=1, why="test")
+                       precision="fp32", threads=1, nproc=2, cpus=2, channels_last=False, compile=False, num_workers=0,
+                       workers_why="test", eval_batch=1, why="test")
 
 
 def one_step(ctx: Context, samples: slice, steps: int = 2) -> dict[str, torch.Tensor]:

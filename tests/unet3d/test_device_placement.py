@@ -38,7 +38,8 @@ class DeviceCheckingModel(torch.nn.Module):
 
 def _settings(device: torch.device, **kw) -> RunSettings:
     values = dict(device=device, device_name="test", capability=None, requested_precision="fp32", precision="fp32",
-                  threads=1, nproc=1, channels_last=False, compile=False, num_workers=0, eval_batch=2, why="test")
+                  threads=1, nproc=1, cpus=1, channels_last=False, compile=False, num_workers=0, workers_why="test",
+                  eval_batch=2, why="test")
     values.update(kw)
     return RunSettings(**values)
 

@@ -30,6 +30,30 @@ def test_closed_model_structure_matches_the_spec():
     assert model.output.out_channels == 3
 
 
+def autograd_node_names(root: torch.autograd.graph.Node) -> list[str]:
+    """Names of every node of the backward graph reachable from ``root``."""
+    seen, stack, names = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(node.name())
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_backward_graph_has_no_copy_slices_and_one_relu_per_norm():
+    """InstanceNorm3d returns a view; an in-place ReLU on it makes autograd rebase the view (CopySlices,
+    extra copies of every activation in the backward pass). The reference's ReLU is out of place."""
+    model = UNet3D(UNet3DConfig(filters=(2, 4)))
+    names = autograd_node_names(model(torch.randn(1, 1, 8, 8, 8)).grad_fn)  # (B, 1, D, H, W) -> logits
+    norms = sum(isinstance(m, nn.InstanceNorm3d) for m in model.modules())
+    rebased = [name for name in names if name.endswith("CopySlices") or name.startswith("AsStrided")]
+    assert rebased == []
+    assert names.count("ReluBackward0") == norms
+
+
 @pytest.mark.parametrize("filters, shape", [((4, 8), (8, 12, 16)), ((2, 4, 8), (16, 16, 32))])
 def test_scaled_model_maps_input_to_logits_of_the_same_size(filters, shape):
     model = UNet3D(UNet3DConfig(filters=filters))

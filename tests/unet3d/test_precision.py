@@ -66,9 +66,47 @@ def test_bad_precision_names_the_choices():
         P.normalise("fp8")
 
 
-@pytest.mark.parametrize("device, cpus, expected", [("cuda", 16, 8), ("cuda", 4, 3), ("cuda", 1, 0), ("cpu", 16, 0)])
-def test_loader_workers_auto(device, cpus, expected):
-    assert auto_workers(device, cpus) == expected
+# (usable CPUs of the process, local ranks, device kind) -> loader workers per rank
+WORKERS = [
+    (16, 8, "cuda", 2),  # 16-core 8-GPU node: 2 CPUs a rank, less the training process = 1, raised to the floor
+    (16, 1, "cuda", 8),  # one GPU with 16 CPUs: capped at the reference's 8
+    (4, 1, "cuda", 3),  # a small workstation: every CPU but the training process's
+    (1, 1, "cuda", 2),  # one CPU: still the floor
+    (2, 1, "cuda", 2),
+    (24, 8, "cuda", 2),
+    (64, 8, "cuda", 7),
+    (128, 8, "cuda", 8),
+    (256, 8, "cuda", 8),  # DGX H100 (2 x 64 cores, HT): 32 a rank, capped
+    (32, 4, "cuda", 7),
+    (16, 1, "cpu", 0),  # on a CPU the training process needs every core
+    (2, 1, "cpu", 0),
+    (64, 8, "cpu", 0),
+]
+
+
+@pytest.mark.parametrize("cpus, local_ranks, device, expected", WORKERS)
+def test_loader_workers_auto(cpus, local_ranks, device, expected):
+    assert auto_workers(device, cpus, local_ranks).count == expected
+
+
+@pytest.mark.parametrize("cpus, local_ranks, device, expected", WORKERS)
+def test_loader_workers_auto_says_why(cpus, local_ranks, device, expected):
+    why = auto_workers(device, cpus, local_ranks).why
+    assert f"{expected} " in why and (device == "cpu" or f"{cpus} CPUs / {local_ranks} local rank" in why)
+
+
+def test_resolved_settings_on_an_8_gpu_node_log_the_workers_and_their_basis(monkeypatch):
+    monkeypatch.setattr(P, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(P, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(P, "usable_cpus", lambda: 16)  # what sched_getaffinity and the cgroup quota allow
+    settings = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=8,
+                                channels_last=None, compile_model=False, num_workers=None, eval_batch=None)
+    value = settings.log_value()
+    assert (value["num_workers"], value["cpus"], value["nproc"]) == (2, 16, 8)
+    assert "16 CPUs / 8 local ranks" in value["workers_why"]
+    forced = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=8,
+                              channels_last=None, compile_model=False, num_workers=5, eval_batch=None, cpus=16)
+    assert forced.num_workers == 5 and forced.log_value()["workers_why"] == "5 as asked"
 
 
 def test_resolved_settings_on_this_cpu_and_their_log_value():

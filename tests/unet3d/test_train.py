@@ -175,6 +175,7 @@ def test_run_logs_every_key_in_order_and_stops_at_the_epoch_cap(tiny_data, tmp_p
     settings = values["resolved_settings"]
     assert settings["device"] == "cpu" and settings["threads"] == 1 and settings["requested_precision"] == "auto"
     assert settings["precision"] in ("fp32", "bf16") and settings["why"]
+    assert settings["cpus"] >= 1 and settings["num_workers"] == 0 and settings["workers_why"].startswith("0 on a CPU")
     assert values["submission_platform"] == settings["device_name"]
 
 

@@ -125,7 +125,8 @@ class TrainConfig:
     compile: bool = False
     """torch.compile the model (compiled and warmed up before run_start)."""
     num_workers: int | None = None
-    """DataLoader worker processes per rank; None: auto (CUDA: min(8, CPUs per process - 1); CPU: 0)."""
+    """DataLoader worker processes per rank; None: auto (CUDA: CPUs per local rank - 1, at least 2, at most 8;
+    CPU: 0; see settings.py)."""
     threads: int | None = None
     """torch intra-op threads per rank; None: auto (usable CPUs / processes per node)."""
     eval_batch: int | None = None

@@ -103,24 +103,34 @@ def build_spec(workload: Workload, project_root: Path, *, base_image: str | None
     return BuildSpec(
         workload=workload.name,
         dockerfile=dockerfile,
-        files=tuple(sorted(context_files(workload), key=lambda f: f.name)),
+        files=tuple(sorted(context_files(workload, kit=project_root / KIT), key=lambda f: f.name)),
         base_image=chosen,
         build_args={"BASE_IMAGE": chosen} if chosen else {},
     )
 
 
-def context_files(workload: Workload) -> Iterator[ContextFile]:
+KIT = Path("workloads") / "common"
+"""mltrain's kit of the code every image needs: the qualification probe and the precision rule it shares."""
+
+
+def context_files(workload: Workload, *, kit: Path | None = None) -> Iterator[ContextFile]:
     """The workload's folder, plus the Python its registry folder shares: top-level modules and
-    packages that are not workloads (no other workload, no README)."""
+    packages that are not workloads (no other workload, no README); and mltrain's own ``kit``
+    (``workloads/common``) where that folder has none, so that every image mltrain builds runs the
+    qualification probe, whichever folder its workload came from."""
     folder = workload.folder.resolve()
     yield from _tree(folder, f"workloads/{workload.name}")
+    shared = set()
     for entry in sorted(folder.parent.iterdir()):
         if entry == folder or _skipped(entry.name):
             continue
         if entry.is_file() and entry.suffix == ".py":  # package files such as __init__.py
             yield _context_file(entry, f"workloads/{entry.name}")
         elif entry.is_dir() and not (entry / DECLARATION).is_file():
+            shared.add(entry.name)
             yield from _tree(entry, f"workloads/{entry.name}")
+    if kit is not None and kit.is_dir() and kit.name not in shared:
+        yield from _tree(kit.resolve(), f"workloads/{kit.name}")
 
 
 def content_hash(spec: BuildSpec, base_image_id: str | None) -> str:
