@@ -40,19 +40,20 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from workloads.common.devices import device_facts
+from workloads.common.distributed import Context
+from workloads.common.throughput import synchronize, timed_steps
 from workloads.resnet50.config import build
 from workloads.resnet50.data_loader import DeviceBatch, Normalizer
-from workloads.resnet50.distributed import Context
 from workloads.resnet50.engine import Precision, train_step
 from workloads.resnet50.gpu_decode import torchvision_decoder
 from workloads.resnet50.layout import list_dataset
 from workloads.resnet50.model import ModelConfig, ResNet50
 from workloads.resnet50.optim import build_optimizer
 from workloads.resnet50.pipeline import build_pipelines
-from workloads.resnet50.precision import device_facts, resolve
+from workloads.resnet50.precision import resolve
 from workloads.resnet50.runtime import resolve_setup
 from workloads.resnet50.synthetic import jpeg_bytes, render
-from workloads.resnet50.throughput import timed_steps
 
 PUBLISHED_H100 = 1_281_167 * 35 / (13.819 * 60) / 8
 """Images/s per GPU of a published 8xH100-SXM ResNet closed result (MLPerf v3.0, Azure ND_H100_v5:
@@ -80,22 +81,17 @@ def shapes(args: argparse.Namespace, device: torch.device) -> Shapes:
                   images=args.images or 2048, image_size=(500, 375), workers=workers)
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def matmul_rate(device: torch.device, n: int, dtype: torch.dtype, repeats: int = 10) -> float:
     """Dense FLOP/s of an n x n x n product in ``dtype``."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
-    sync(device)
+    synchronize(device)
     started = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    sync(device)
+    synchronize(device)
     return 2 * n**3 * repeats / (time.perf_counter() - started)
 
 
@@ -205,14 +201,14 @@ def pipeline_rates(data: Path, decode: str, run: Trainer | None, shape: Shapes, 
         batch = next(stream)
         if run is not None:
             run.step(batch)
-    sync(device)
+    synchronize(device)
     started, seen = time.perf_counter(), 0
     for _ in range(shape.steps):
         batch = next(stream)
         if run is not None:
             run.step(batch)
         seen += batch.count
-    sync(device)
+    synchronize(device)
     rate = seen / (time.perf_counter() - started)
     with contextlib.suppress(Exception):
         stream.close()

@@ -68,9 +68,9 @@ from pathlib import Path
 
 import torch
 
+from workloads.common.distributed import Context
 from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
 from workloads.unet3d.config import TrainConfig
-from workloads.unet3d.distributed import Context
 from workloads.unet3d.evaluate import evaluate_case, padding, sliding_window_logits, trim_slices, window_starts
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.precision import autocast

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from workloads.unet3d.preprocess import PreprocessConfig, preprocess_dataset
-from workloads.unet3d.synthetic import generate_raw, parse_size
+from workloads.unet3d.synthetic import parse_size
+from workloads.unet3d.synthetic_raw import generate_raw
 
 
 def timed_run(raw: Path, out: Path, workers: int) -> tuple[float, float, dict]:

@@ -18,9 +18,9 @@ import pytest
 import torch
 from torch import nn
 
+from workloads.common.distributed import Context
 from workloads.resnet50.optim import build_optimizer
 from workloads.unet3d.config import TrainConfig
-from workloads.unet3d.distributed import Context
 from workloads.unet3d.model import UNet3DConfig
 from workloads.unet3d.settings import RunSettings
 from workloads.unet3d.step import build_trainer, restored

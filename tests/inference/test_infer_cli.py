@@ -6,6 +6,7 @@ verbs (list, show, compare, report, export) on inference runs."""
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,9 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert profile["source"] == "onnxruntime" and profile["operators"][0]["op"] in ("Conv", "Gemm", "Relu",
                                                                                     "GlobalAveragePool")
     assert (run / profile["file"]).is_file() and 0 <= profile["outside_model_share"] <= 1
+    # written through workloads.common.atomic: readable by others (the harness's own writer made 0600)
+    written = [run / "accuracy" / "accuracy.txt", run / "jobs" / "main" / "results" / "harness.json"]
+    assert [stat.S_IMODE(path.stat().st_mode) for path in written] == [0o644, 0o644]
 
 
 def test_a_model_with_the_wrong_input_shape_is_refused_before_anything_is_written(cli, assets, tmp_path: Path):

@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from workloads.resnet50 import distributed
+from workloads.common import distributed
 from workloads.resnet50.data_loader import DeviceBatch
-from workloads.resnet50.engine import Precision, train_epoch
+from workloads.resnet50.engine import Precision, train_epoch, wrap
 from workloads.resnet50.optim import Schedule, build_optimizer
 
 STEPS = 6
@@ -57,7 +57,7 @@ def main(out: Path, poison: bool) -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
     optimizer = build_optimizer("lars", model, lr=0.1, momentum=0.9, weight_decay=5e-5, lars_eta=0.001,
                                 lars_epsilon=0.0)
-    network = distributed.wrap(model, ctx)
+    network = wrap(model, ctx)
     precision = Precision(dtype="fp32", channels_last=False)
     calls: Counter = Counter()
     counting(calls)

@@ -7,9 +7,9 @@ import mlperf_logging
 import pytest
 import yaml
 
+from workloads.common.errors import SettingsError
 from workloads.resnet50 import rcp
 from workloads.resnet50.config import build, closed, smoke, with_overrides
-from workloads.resnet50.errors import SettingsError
 from workloads.resnet50.mlperf_log import optimizer_keys
 from workloads.resnet50.train import block_length, schedule_for
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from workloads.common.distributed import Context
 from workloads.resnet50 import engine
 from workloads.resnet50.config import with_overrides
 from workloads.resnet50.data_loader import (
@@ -20,7 +21,6 @@ from workloads.resnet50.data_loader import (
     ShardSampler,
     make_loader,
 )
-from workloads.resnet50.distributed import Context
 from workloads.resnet50.engine import Precision, train_epoch
 from workloads.resnet50.gpu_decode import EvalAugment, pil_decode, torchvision_decoder
 from workloads.resnet50.layout import list_dataset

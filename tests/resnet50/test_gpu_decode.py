@@ -11,9 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
+from workloads.common.errors import SettingsError
 from workloads.resnet50 import gpu_decode
 from workloads.resnet50.data_loader import EvalTransform, Normalizer, ShardSampler, make_loader, to_tensor
-from workloads.resnet50.errors import SettingsError
 from workloads.resnet50.gpu_decode import (
     DevicePipeline,
     EncodedFolder,

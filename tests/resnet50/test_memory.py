@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from workloads.common.devices import DeviceFacts
+from workloads.common.errors import SettingsError
 from workloads.resnet50 import runtime
 from workloads.resnet50.config import build
-from workloads.resnet50.errors import SettingsError
 from workloads.resnet50.memory import estimate, fits_or_raise, largest_batch
-from workloads.resnet50.precision import DeviceFacts
 from workloads.resnet50.train import main
 
 GIB = 2**30

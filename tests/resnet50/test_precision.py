@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from workloads.resnet50.errors import SettingsError
-from workloads.resnet50.precision import available_cpus, cgroup_cpu_quota, resolve
+from workloads.common.errors import SettingsError
+from workloads.resnet50.precision import resolve
 
 GPUS = {  # name: compute capability
     "V100": (7, 0), "T4": (7, 5), "A100": (8, 0), "A10": (8, 6), "L40": (8, 9), "H100": (9, 0), "H200": (9, 0),
@@ -58,13 +56,3 @@ def test_threads_divide_the_cpus_among_processes_and_can_be_forced():
 def test_unknown_precision_is_a_settings_error():
     with pytest.raises(SettingsError, match="invalid precision"):
         resolve("fp8", "cpu", None, False, cpus=2, nproc=1)
-
-
-def test_cgroup_quota_caps_the_affinity(tmp_path: Path):
-    assert cgroup_cpu_quota("max 100000") is None
-    assert cgroup_cpu_quota("150000 100000") == 1.5
-    assert cgroup_cpu_quota("garbage") is None
-    quota = tmp_path / "cpu.max"
-    quota.write_text("100000 100000\n")
-    assert available_cpus(quota) == 1
-    assert available_cpus(tmp_path / "missing") >= 1

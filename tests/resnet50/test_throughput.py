@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +42,13 @@ def test_random_batches_and_the_loader_give_one_final_throughput_line(tiny_datas
     assert abs(final["value"] - 3 * 8 / (3 * meta["step_ms_median"] / 1000)) / final["value"] < 1.0
 
 
-def test_without_a_dataset_the_loader_is_not_measured():
-    result = throughput({"STEPS": "2", "WARMUP_STEPS": "0", "INPUT_SHAPE": "16,16", "DATADIR": "",
+@pytest.mark.parametrize("datadir", ["", "empty folder"])
+def test_without_a_dataset_the_loader_is_not_measured(tmp_path: Path, datadir: str):
+    """DATADIR empty, or an empty folder: what `mltrain qualify` mounts at /data without --data
+    (resnet50 took the empty folder for a dataset and failed: "missing split folder")."""
+    if datadir:
+        datadir = str(tmp_path)
+    result = throughput({"STEPS": "2", "WARMUP_STEPS": "0", "INPUT_SHAPE": "16,16", "DATADIR": datadir,
                          "RESNET50_PRESET": "smoke", "RESNET50_SET": TINY})
     assert result.returncode == 0, result.stderr[-2000:]
     final = json.loads(result.stdout.strip().splitlines()[-1].split(":::MLLOG ", 1)[1])

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from workloads.resnet50 import distributed
+from workloads.common import distributed
+from workloads.resnet50.config import Environment
 from workloads.resnet50.mlperf_log import LOG_FILE
-from workloads.resnet50.train import Environment, main, train
+from workloads.resnet50.train import main, train
 
 from .conftest import TINY_SETTINGS, tiny_config
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from workloads.unet3d import distributed
+from workloads.common import distributed
+from workloads.common.distributed import Context
 from workloads.unet3d.config import TrainConfig
-from workloads.unet3d.distributed import Context
 from workloads.unet3d.model import UNet3DConfig
 from workloads.unet3d.settings import RunSettings
 from workloads.unet3d.step import build_trainer, random_batch, to_device, train_step

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from workloads.unet3d import device_augment, distributed
+from workloads.common import distributed
+from workloads.common.distributed import Context
+from workloads.unet3d import device_augment
 from workloads.unet3d.augment import NOISE_STD_COLUMN, BalancedCrop, crop_patch, draw_params
 from workloads.unet3d.config import TrainConfig
-from workloads.unet3d.distributed import Context
 from workloads.unet3d.evaluate import evaluate_case, sliding_window_logits
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.precision import autocast

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from tests.unet3d import ddp_steps
-from workloads.unet3d.distributed import Context
+from workloads.common.distributed import Context
 
 PROJECT = Path(__file__).resolve().parents[2]
 

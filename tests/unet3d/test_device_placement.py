@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workloads.unet3d import distributed
+from workloads.common import distributed
+from workloads.common.distributed import Context
 from workloads.unet3d.config import TrainConfig
-from workloads.unet3d.distributed import Context
 from workloads.unet3d.evaluate import evaluate_case
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.settings import RunSettings

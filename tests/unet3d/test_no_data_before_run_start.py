@@ -34,16 +34,17 @@ def hook(event, args):
             os.path.realpath(os.fsdecode(args[0])) == root:
         events.append(["list", None])
 
-from workloads.unet3d import mlperf_log, train
+from workloads.common import mllog
+from workloads.unet3d import train
 
-original_start = mlperf_log.MlperfLog.start
+original_start = mllog.MlperfLog.start
 
 def start(self, key, value=None, metadata=None):
     if key == "run_start":
         events.append(["run_start", None])
     original_start(self, key, value, metadata)
 
-mlperf_log.MlperfLog.start = start
+mllog.MlperfLog.start = start
 sys.addaudithook(hook)
 code = train.main(argv)
 with open(report, "w") as handle:

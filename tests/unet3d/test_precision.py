@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
+from workloads.common.errors import SettingsError
 from workloads.unet3d import precision as P
-from workloads.unet3d.errors import SettingsError
 from workloads.unet3d.settings import auto_workers, resolve_settings
 
 # (GPU, compute capability, what auto picks)
@@ -66,35 +64,6 @@ def test_threads_are_the_usable_cpus_shared_by_the_processes(cpus, nproc, thread
 def test_bad_precision_names_the_choices():
     with pytest.raises(ValueError, match="auto, fp32"):
         P.normalise("fp8")
-
-
-@pytest.mark.parametrize("text, expected", [("max 100000", None), ("150000 100000", 1.5), ("200000 100000\n", 2.0),
-                                            ("garbage", None), ("-1 100000", None)])
-def test_cgroup_cpu_max_parsing(text, expected):
-    assert P.cgroup_cpu_limit(text) == expected
-
-
-def test_usable_cpus_is_capped_by_a_cgroup_quota(tmp_path: Path):
-    quota = tmp_path / "cpu.max"
-    quota.write_text("100000 100000\n")
-    assert P.usable_cpus(quota) == 1
-    quota.write_text("max 100000\n")
-    assert P.usable_cpus(quota) >= 1
-    assert P.usable_cpus(tmp_path / "absent") >= 1
-
-
-def test_nproc_auto_is_one_per_visible_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
-    assert P.auto_nproc() == 8
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert P.auto_nproc() == 1
-
-
-def test_nproc_cli_prints_a_number(capsys):
-    assert P.main(["nproc"]) == 0
-    assert int(capsys.readouterr().out) >= 1
-    assert P.main([]) == 2
 
 
 # (usable CPUs of the process, local ranks, device kind) -> loader workers per rank

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workloads.common.errors import DataError
 from workloads.unet3d import prepare as prepare_module
 from workloads.unet3d.dataset import main
-from workloads.unet3d.errors import DataError
 from workloads.unet3d.prepare import READY_MARKER, is_reference_kits19, prepare
 from workloads.unet3d.split import case_name
 from workloads.unet3d.verify import check_ready

@@ -9,14 +9,15 @@ import nibabel
 import numpy as np
 import pytest
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import (
     PreprocessConfig,
     preprocess_case,
     preprocess_dataset,
     read_manifest,
 )
-from workloads.unet3d.synthetic import SyntheticCase, write_case
+from workloads.unet3d.synthetic import SyntheticCase
+from workloads.unet3d.synthetic_raw import write_case
 
 SPACING = (2.5, 0.8, 0.8)  # mm: resampled to int(2.5/1.6*5), int(0.8/1.2*9), int(0.8/1.2*11) = 7, 6, 7
 NORM_LOW, NORM_HIGH = (-79.0 - 101.0) / 76.9, (304.0 - 101.0) / 76.9

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import preprocess_case
 from workloads.unet3d.raw_check import verify_raw
-from workloads.unet3d.synthetic import generate_case, generate_raw, parse_size
+from workloads.unet3d.synthetic import generate_case, parse_size
+from workloads.unet3d.synthetic_raw import generate_raw
 
 SMALL = parse_size("40,48,48")
 

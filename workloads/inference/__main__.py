@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from workloads.inference.errors import HarnessError
+from workloads.common.cli import Parser, run_main
 from workloads.inference.models import MODULES
 from workloads.inference.run import MODES, Options, run
 from workloads.inference.settings import SCENARIOS
@@ -45,7 +45,7 @@ def positive(kind: type) -> object:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads.inference", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m workloads.inference", description=__doc__.splitlines()[0])
     p.add_argument("--model-name", required=True, choices=sorted(MODULES))
     p.add_argument("--model", type=Path, required=True, help="ONNX file (onnxruntime) or torch.export .pt2 (torch)")
     p.add_argument("--data", type=Path, required=True, help="dataset folder in the model's layout")
@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> None:
     args = parser().parse_args(argv)
     options = Options(model_name=args.model_name, model=args.model, data=args.data, out=args.out,
                       scenario=args.scenario, backend=args.backend, device=args.device, mode=args.mode,
@@ -82,16 +82,15 @@ def main(argv: list[str] | None = None) -> int:
                       target_latency_ms=args.target_latency_ms, max_batch=args.max_batch, threads=args.threads,
                       workers=args.workers, trace=args.trace, image_size=args.image_size,
                       label_offset=args.label_offset, profile=args.profile)
-    try:
-        facts = run(options)
-    except HarnessError as exc:
-        sys.stderr.write(f"inference: {exc}\n")
-        return exc.exit_code
+    facts = run(options)
     tests = ", ".join(f"{mode} {t['test_s']:.1f} s" for mode, t in facts["tests"].items())
     accuracy = f", {facts['accuracy']['line']}" if facts["accuracy"] else ""
     sys.stderr.write(f"inference: {facts['model_name']} {facts['scenario']} on {facts['providers'][0]}: {tests}"
                      f"{accuracy}; logs in {args.out}\n")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(lambda: _main(argv), prefix="inference")
 
 
 if __name__ == "__main__":

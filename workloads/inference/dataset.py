@@ -13,12 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from workloads.common.cli import Parser, run_main
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import MODULES, find
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.inference.dataset", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m workloads.inference.dataset", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="check that DIR holds MODEL's dataset")
     check.add_argument("model", choices=sorted(MODULES))
@@ -27,21 +28,20 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument("model", choices=sorted(MODULES))
     smoke.add_argument("out", type=Path)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "check":
-            if not args.dir.is_dir():
-                raise HarnessError(f"{args.dir}: no such dataset folder")
-            sys.stdout.write(find(args.model).check(args.dir) + "\n")
-        else:
-            from workloads.inference.smoke import make
+    return run_main(lambda: _run(args))
 
-            made = make(args.model, args.out)
-            sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
-            sys.stdout.write(f"{args.out}\n")
-    except HarnessError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return exc.exit_code
-    return 0
+
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "check":
+        if not args.dir.is_dir():
+            raise HarnessError(f"{args.dir}: no such dataset folder")
+        sys.stdout.write(find(args.model).check(args.dir) + "\n")
+    else:
+        from workloads.inference.smoke import make
+
+        made = make(args.model, args.out)
+        sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
+        sys.stdout.write(f"{args.out}\n")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""Errors of the harness, each with its exit code: 2 bad input (one line on stderr), 1 a failure."""
+"""Errors of the harness, on the kit's base (``workloads.common.errors``): exit 2, one line on stderr."""
 
 from __future__ import annotations
 
+from workloads.common.errors import WorkloadError
 
-class HarnessError(Exception):
+
+class HarnessError(WorkloadError):
     """Bad input: an option, a model file, a dataset folder. Exit 2, one line."""
-
-    exit_code = 2
 
 
 class BackendError(HarnessError):

@@ -9,10 +9,8 @@ and the official ones, the accuracy script's number, the per-operator profile.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +21,6 @@ from workloads.inference.operators import OperatorTime
 FACTS_FILE = "harness.json"
 SCHEMA = 1
 TOP_OPERATORS = 15
-
-
-def write_text(path: Path, text: str) -> None:
-    """Atomically: a temporary file beside it, renamed over it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, value: Any) -> None:
-    write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def sha256(path: Path) -> str:

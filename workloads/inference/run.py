@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workloads.common import atomic
 from workloads.inference import backends, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
@@ -164,7 +165,7 @@ def run(options: Options) -> dict[str, Any]:
         if "accuracy" in tests:
             folder = options.out / ACCURACY_DIR
             accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
-            facts.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+            atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
     finally:
         server.close()
         lg.DestroyQSL(qsl)
@@ -175,5 +176,5 @@ def run(options: Options) -> dict[str, Any]:
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
                            samples=model.count, trace_file=trace_file, operators=operators)
-    facts.write_json(options.out / facts.FACTS_FILE, record)
+    atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record

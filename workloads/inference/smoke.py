@@ -15,11 +15,8 @@ taken of. Comparable with nothing: it proves the pipeline.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -27,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from workloads.common.atomic import staged_folder
 from workloads.inference.errors import HarnessError
 from workloads.inference.models.resnet50 import MEANS
 from workloads.resnet50 import config as train_config
@@ -106,9 +104,7 @@ def make(model_name: str, out: Path) -> bool:
         return False
     if out.exists() and any(out.iterdir()):
         raise HarnessError(f"{out}: exists and is not a smoke folder; choose an empty or new folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         started = time.monotonic()
         spec = SyntheticSpec()
         synthesize(spec, staging / "data")
@@ -122,10 +118,4 @@ def make(model_name: str, out: Path) -> bool:
                  "seed": SEED, "seconds": round(time.monotonic() - started, 1), "train_seconds": round(trained, 1),
                  "torch": torch.__version__, "opset": OPSET}
         (staging / MARKER).write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            out.rmdir()
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return True

@@ -5,19 +5,21 @@ for the global batch the run actually uses (408 images per process: 3264 on 8 GP
 where the table has no point for that batch it takes the nearest point's, and the run is logged
 ``open`` (see division.py). ``smoke()`` is the same code path scaled down (narrow network, 32x32
 crops of the synthetic dataset) so that a 2-core CPU reaches 0.759 top-1 in well under a minute.
-``build(preset, processes, assignments)`` is how the command lines get a config.
+``build(preset, processes, assignments)`` is how the command lines get a config; ``preset_from`` and
+``env_assignments`` read the preset and the assignments from the environment (the knobs a profile
+sets, named below): every knob of the workload and its default live in this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
+from workloads.common.errors import SettingsError
 from workloads.common.precision import ALIASES
 from workloads.resnet50 import rcp
-from workloads.resnet50.errors import SettingsError
 
 OPTIMIZERS = ("sgd", "lars")
 PRECISIONS = tuple(ALIASES)
@@ -230,11 +232,62 @@ def build(preset: str, processes: int, assignments: list[str]) -> TrainConfig:
     return config
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunPaths:
-    """Where the data comes from and where results go."""
+# ---- the environment: a profile's `env:` (seeds.yaml), passed through untouched by the run scripts ----
 
-    data_dir: Path
-    """Dataset in the ImageNet layout."""
-    results_dir: Path | None
-    """Folder for the MLLOG file (None: stdout only)."""
+PRESET_ENV = "RESNET50_PRESET"
+"""closed or smoke; unset: smoke under MLTRAIN_PROFILE=smoke, else closed."""
+SET_ENV = "RESNET50_SET"
+"""Space-separated NAME=VALUE overrides of TrainConfig fields (e.g. "precision=fp16 workers=4")."""
+PLATFORM_ENV = "RESNET50_PLATFORM"
+"""submission_platform for the log (default: the host name)."""
+THREADS_ENV = "THREADS"
+"""torch threads per process: auto (the CPUs this process may use / processes per node) or N."""
+TARGET_ENV = "QUALITY_THRESHOLD"
+"""The top-1 target (workload.yaml's quality.env); default: the preset's."""
+THROUGHPUT_STEPS = {"STEPS": 20, "WARMUP_STEPS": 5}
+"""The throughput mode's timed and untimed steps, and their defaults (the workload contract's)."""
+INPUT_SHAPE_ENV = "INPUT_SHAPE"
+"""The throughput mode's crop side N or N,N (default: the preset's)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """What the caller says through the environment about the division."""
+
+    seeds_random: bool = False
+    """MLTRAIN_SEEDS_RANDOM=1: the caller drew the seed at random."""
+    force_open: bool = False
+    """SUBMISSION_DIVISION=open."""
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> Environment:
+        division = env.get("SUBMISSION_DIVISION", "")
+        if division not in ("", "open", "closed"):
+            raise SettingsError(f"SUBMISSION_DIVISION must be open or closed, got {division!r}")
+        return cls(seeds_random=env.get("MLTRAIN_SEEDS_RANDOM", "") == "1", force_open=division == "open")
+
+
+def preset_from(env: Mapping[str, str]) -> str:
+    """The preset the environment asks for (``PRESET_ENV``)."""
+    return env.get(PRESET_ENV) or ("smoke" if env.get("MLTRAIN_PROFILE") == "smoke" else "closed")
+
+
+def env_assignments(env: Mapping[str, str]) -> list[str]:
+    """The TrainConfig assignments the environment makes, in the order they apply (a later one wins):
+    ``SET_ENV``'s, then the platform and the threads."""
+    assignments = (env.get(SET_ENV) or "").split()
+    if env.get(PLATFORM_ENV):
+        assignments.append(f"submission_platform={env[PLATFORM_ENV]}")
+    if env.get(THREADS_ENV):
+        assignments.append(f"threads={env[THREADS_ENV]}")
+    return assignments
+
+
+def env_count(env: Mapping[str, str], name: str) -> int:
+    """The non-negative whole number in ``name`` (one of ``THROUGHPUT_STEPS``), else its default."""
+    text = (env.get(name) or "").strip()
+    if not text:
+        return THROUGHPUT_STEPS[name]
+    if not text.isdigit():
+        raise SettingsError(f"{name} must be a non-negative integer, got {text!r}")
+    return int(text)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from workloads.common.cli import Parser, run_main
 from workloads.resnet50.errors import DatasetError, LayoutError
 from workloads.resnet50.layout import DECODE_ERRORS, Split, expected_counts, list_dataset
 from workloads.resnet50.synthetic import SyntheticSpec, synthesize
@@ -167,7 +168,7 @@ def cmd_how_to_get(_: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m workloads.resnet50.dataset", description=__doc__.splitlines()[0])
+    root = Parser(prog="python -m workloads.resnet50.dataset", description=__doc__.splitlines()[0])
     commands = root.add_subparsers(dest="command", required=True)
     defaults = SyntheticSpec()
     make = commands.add_parser("synthesize", help="write a synthetic ImageNet-like dataset into OUT")
@@ -199,12 +200,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        args.run(args)
-    except DatasetError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return exc.exit_code
-    return 0
+    return run_main(lambda: args.run(args))
 
 
 if __name__ == "__main__":

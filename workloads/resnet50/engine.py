@@ -8,6 +8,11 @@ with no readable image cannot be skipped by its rank alone (the others' gradient
 wait for it): in a distributed run that rank takes the step with zero weight, on a stand-in image
 in evaluation mode (BatchNorm statistics untouched), so its gradients are zeros and the others'
 batches still train; a single process simply skips it.
+
+BatchNorm statistics are per rank, as in the MLPerf reference (each replica normalises its own
+batch and keeps its own running statistics): ``wrap`` asks DDP not to broadcast rank 0's buffers
+before every forward (a collective per step for statistics training never reads), and
+``sync_buffers`` gives every rank rank 0's before each evaluation instead.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from workloads.resnet50 import distributed
+from workloads.common import distributed
+from workloads.resnet50.config import TrainConfig
 from workloads.resnet50.data_loader import DeviceBatch
 from workloads.resnet50.errors import DatasetError
-from workloads.resnet50.optim import Schedule, set_lr
+from workloads.resnet50.model import ModelConfig, ResNet50
+from workloads.resnet50.optim import Schedule, build_optimizer, set_lr
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -107,11 +114,6 @@ class ZeroWeight(nn.Module):
         return self.criterion(logits, labels) * 0.0
 
 
-def any_not_finite(flags: torch.Tensor, context: distributed.Context) -> bool:
-    """Whether a loss was not finite on any rank (waits for the device once)."""
-    return bool(distributed.all_reduce_sum(flags, context).item() > 0)
-
-
 def train_epoch(model: nn.Module, batches: Iterable[DeviceBatch], optimizer: torch.optim.Optimizer,
                 criterion: nn.Module, schedule: Schedule, first_step: int, precision: Precision,
                 scaler: torch.amp.GradScaler, context: distributed.Context, *,
@@ -135,11 +137,11 @@ def train_epoch(model: nn.Module, batches: Iterable[DeviceBatch], optimizer: tor
             not_finite |= ~torch.isfinite(loss)
         stats.steps += 1
         stats.images += batch.count
-        if stats.steps % finite_check_steps == 0 and any_not_finite(not_finite, context):
+        if stats.steps % finite_check_steps == 0 and distributed.any_rank(not_finite, context):
             stats.diverged = True
             break
     if not stats.diverged:
-        stats.diverged = any_not_finite(not_finite, context)
+        stats.diverged = distributed.any_rank(not_finite, context)
     return stats
 
 
@@ -162,6 +164,40 @@ def evaluate(model: nn.Module, batches: Iterable[DeviceBatch], precision: Precis
                           torch.tensor(float(skipped), dtype=torch.float64, device=context.device)])
     correct_all, total_all, skipped_all = distributed.all_reduce_sum(counts, context).tolist()
     return correct_all / max(total_all, 1.0), int(skipped_all)
+
+
+def wrap(model: nn.Module, context: distributed.Context) -> nn.Module:
+    """DDP for more than one process (the kit's ``wrap``), BatchNorm statistics per rank: no
+    broadcast of rank 0's buffers before each forward (``sync_buffers`` before each evaluation)."""
+    return distributed.wrap(model, context, buffers_every_forward=False)
+
+
+@dataclass(frozen=True)
+class Network:
+    """The model a run trains, what a step calls and what steps it."""
+
+    model: nn.Module
+    """The bare model on the device (BatchNorm sync, evaluation and the saved state_dict use it)."""
+    network: nn.Module
+    """What a training step calls: ``wrap(model)``, compiled when the config asks (the DDP-wrapped
+    model, so that DDP's hooks stay outside the graph)."""
+    optimizer: torch.optim.Optimizer
+
+
+def build_network(config: TrainConfig, classes: int, context: distributed.Context) -> Network:
+    """ResNet-50 as ``config`` shapes it for ``classes`` classes, on ``context``'s device (channels
+    last when asked), its optimizer, and the network the steps call."""
+    model: nn.Module = ResNet50(ModelConfig(num_classes=classes, width=config.width, layers=config.layers))
+    model = model.to(context.device)
+    if config.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
+                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
+                                lars_epsilon=config.lars_epsilon)
+    network = wrap(model, context)
+    if config.compile:
+        network = torch.compile(network)
+    return Network(model=model, network=network, optimizer=optimizer)
 
 
 def sync_buffers(model: nn.Module, context: distributed.Context) -> None:

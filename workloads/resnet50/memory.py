@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 
+from workloads.common.errors import SettingsError
 from workloads.resnet50 import rcp
 from workloads.resnet50.config import TrainConfig
-from workloads.resnet50.errors import SettingsError
 
 MIB = 2**20
 GIB = 2**30

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
+from workloads.common.distributed import Context
+from workloads.common.errors import SettingsError
 from workloads.resnet50.config import TrainConfig
 from workloads.resnet50.data_loader import (
     DeviceBatch,
@@ -22,8 +24,6 @@ from workloads.resnet50.data_loader import (
     TrainTransform,
     make_loader,
 )
-from workloads.resnet50.distributed import Context
-from workloads.resnet50.errors import SettingsError
 from workloads.resnet50.gpu_decode import (
     DevicePipeline,
     EncodedFolder,

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 import torch
 
+from workloads.common.cpus import usable_cpus
+from workloads.common.devices import device_facts
+from workloads.common.distributed import Context
 from workloads.resnet50.config import TrainConfig
-from workloads.resnet50.distributed import Context
 from workloads.resnet50.engine import Precision
 from workloads.resnet50.gpu_decode import torchvision_decoder
 from workloads.resnet50.pipeline import DecodeChoice, choose_decoder, dali_installed
-from workloads.resnet50.precision import available_cpus, device_facts, resolve
+from workloads.resnet50.precision import resolve
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +37,8 @@ class Setup:
 def resolve_setup(config: TrainConfig, context: Context) -> Setup:
     """Precision, threads and decoding for this device; sets torch's threads and cudnn's autotuner."""
     facts = device_facts(context.device)
-    resolved = resolve(config.precision, facts.kind, facts.capability, facts.cpu_bf16_native, available_cpus(),
-                       context.world_size, threads=config.threads)
+    resolved = resolve(config.precision, facts.kind, facts.capability, facts.cpu_bf16_native, usable_cpus(),
+                       context.local_world_size, threads=config.threads)
     torch.set_num_threads(resolved.threads)
     if facts.kind == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -45,8 +47,8 @@ def resolve_setup(config: TrainConfig, context: Context) -> Setup:
     decode_why = f"{choice.why} ({decoder.how})" if choice.name == "torchvision" and decoder else choice.why
     settings = {
         "precision": resolved.precision, "requested_precision": config.precision, "threads": resolved.threads,
-        "nproc": context.world_size, "device": facts.kind, "device_name": facts.name,
-        "capability": None if facts.capability is None else f"{facts.capability[0]}.{facts.capability[1]}",
+        "nproc": context.local_world_size, "device": facts.kind, "device_name": facts.name,
+        "capability": facts.capability_text,
         "channels_last": config.channels_last, "compile": config.compile, "why": resolved.why,
         "decode": choice.name, "decode_why": decode_why,
     }

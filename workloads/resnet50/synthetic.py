@@ -16,15 +16,13 @@ import colorsys
 import io
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
+from workloads.common.atomic import staged_folder
 from workloads.resnet50.layout import READY_MARKER
 
 GOLDEN = 0.6180339887498949
@@ -150,16 +148,8 @@ def synthesize(spec: SyntheticSpec, out: Path) -> bool:
         return False
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: exists and is not this synthetic dataset; choose an empty or new folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         for split in ("train", "val"):
             write_split(spec, staging, split)
         (staging / READY_MARKER).write_text(wanted)
-        if out.exists():
-            out.rmdir()
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return True

@@ -16,26 +16,32 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from workloads.resnet50 import distributed
-from workloads.resnet50.config import PRESETS, TrainConfig, build
+from workloads.common import distributed, throughput
+from workloads.common.cli import Parser, run_main
+from workloads.common.devices import pick_device
+from workloads.common.errors import SettingsError
+from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
+from workloads.common.throughput import synchronize, timed_steps
+from workloads.resnet50.config import (
+    INPUT_SHAPE_ENV,
+    PRESETS,
+    TrainConfig,
+    build,
+    env_assignments,
+    env_count,
+    preset_from,
+)
 from workloads.resnet50.data_loader import DeviceBatch, Normalizer
-from workloads.resnet50.engine import train_step
-from workloads.resnet50.errors import SettingsError, WorkloadError
+from workloads.resnet50.engine import build_network, train_step
 from workloads.resnet50.layout import list_dataset
-from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
-from workloads.resnet50.model import ModelConfig, ResNet50
-from workloads.resnet50.optim import build_optimizer
 from workloads.resnet50.pipeline import build_pipelines
-from workloads.resnet50.precision import pick_device
 from workloads.resnet50.runtime import Setup, resolve_setup
 
 RANDOM_CLASSES = 1000
@@ -43,14 +49,18 @@ RANDOM_CLASSES = 1000
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m workloads.resnet50.throughput",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
-    parser.add_argument("--data", type=Path, default=None, help="dataset: also time the input pipeline alone")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
-    parser.add_argument("--input-shape", default="", help="crop side N (or N,N): the image size of the steps")
-    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
+    parser = Parser(prog="python -m workloads.resnet50.throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=None, help="timed training steps (default: $STEPS, else 20)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="untimed steps before them (default: $WARMUP_STEPS, else 5)")
+    parser.add_argument("--data", default="",
+                        help="dataset: also time the input pipeline alone (an empty folder: random batches only)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="starting configuration (default: as train's, from the environment)")
+    parser.add_argument("--input-shape", default=None,
+                        help="crop side N (or N,N): the steps' image size (default: $INPUT_SHAPE, else the preset's)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="override TrainConfig fields (after the environment's, as train's)")
     return parser.parse_args(argv)
 
 
@@ -65,51 +75,11 @@ def shape_settings(text: str) -> list[str]:
     return [f"crop={side}", f"eval_resize={max(side, round(side * 256 / 224))}"]
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed_steps(step: Callable[[], object], steps: int, device: torch.device) -> tuple[float, list[float]]:
-    """(seconds for ``steps`` calls, per-step milliseconds); waits for the device at both ends only."""
-    if device.type == "cuda":
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        sync(device)
-        started = time.perf_counter()
-        marks[0].record()
-        for index in range(steps):
-            step()
-            marks[index + 1].record()
-        sync(device)
-        seconds = time.perf_counter() - started
-        return seconds, [marks[i].elapsed_time(marks[i + 1]) for i in range(steps)]
-    per_step = []
-    started = time.perf_counter()
-    for _ in range(steps):
-        begun = time.perf_counter()
-        step()
-        per_step.append((time.perf_counter() - begun) * 1000)
-    return time.perf_counter() - started, per_step
-
-
 def model_bound(config: TrainConfig, setup: Setup, context: distributed.Context, classes: int, *, steps: int,
                 warmup: int) -> tuple[float, list[float]]:
     """Timed training steps on one random batch already on the device."""
-    model: nn.Module = ResNet50(ModelConfig(num_classes=classes, width=config.width, layers=config.layers))
-    model = model.to(context.device)
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
-                                lars_epsilon=config.lars_epsilon)
-    network = distributed.wrap(model, context)
-    if config.compile:
-        network = torch.compile(network)
+    built = build_network(config, classes, context)
+    model, network, optimizer = built.model, built.network, built.optimizer
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
     scaler = setup.precision.scaler(context.device)
     normalizer = Normalizer(context.device, channels_last=config.channels_last)
@@ -138,7 +108,7 @@ def pipeline_bound(config: TrainConfig, setup: Setup, context: distributed.Conte
     seen, epoch = 0, 1
     iterator = iter(pipeline)
     next(iterator)
-    sync(context.device)
+    synchronize(context.device)
     started = time.perf_counter()
     for _ in range(batches):
         try:
@@ -149,13 +119,12 @@ def pipeline_bound(config: TrainConfig, setup: Setup, context: distributed.Conte
             iterator = iter(pipeline)
             batch = next(iterator)
         seen += batch.count
-    sync(context.device)
+    synchronize(context.device)
     return seen / (time.perf_counter() - started)
 
 
 def run(args: argparse.Namespace, context: distributed.Context, config: TrainConfig) -> None:
-    log = MlperfLog(enabled=context.is_main, results_dir=None)
-    try:
+    with MlperfLog(enabled=context.is_main) as log:
         setup = resolve_setup(config, context)
         log.event(RESOLVED_SETTINGS, setup.settings)
         classes = len(list_dataset(args.data)[0].classes) if args.data else RANDOM_CLASSES
@@ -164,39 +133,32 @@ def run(args: argparse.Namespace, context: distributed.Context, config: TrainCon
         rate = args.steps * global_batch / seconds
         loader_rate = None
         if args.data:
-            loader_rate = pipeline_bound(config, setup, context, args.data, batches=args.steps) * context.world_size
-        log.event(THROUGHPUT, rate, metadata={
-            "unit": "samples/s", "steps": args.steps, "warmup_steps": args.warmup, "batch_size": config.batch_size,
-            "global_batch_size": global_batch, "step_ms_median": statistics.median(per_step),
-            "step_ms_p10": percentile(per_step, 0.1), "step_ms_p90": percentile(per_step, 0.9),
-            "loader_samples_per_second": loader_rate,
-            "input_bound": None if loader_rate is None else loader_rate < rate,
-            "precision": setup.settings["precision"], "device_name": setup.settings["device_name"],
-        })
-    finally:
-        log.close()
+            per_rank = pipeline_bound(config, setup, context, args.data, batches=args.steps)
+            loader_rate = float(distributed.all_reduce_sum(torch.tensor([per_rank], dtype=torch.float64),
+                                                           context).item())
+        log.event(THROUGHPUT, rate, metadata=throughput.metadata(
+            per_step_ms=per_step, steps=args.steps, warmup_steps=args.warmup, batch_size=config.batch_size,
+            global_batch_size=global_batch, rate=rate, loader_rate=loader_rate,
+            precision=setup.settings["precision"], device_name=setup.settings["device_name"]))
+
+
+def _main(argv: list[str] | None) -> None:
+    args = parse_args(argv)
+    env = os.environ
+    args.steps = env_count(env, "STEPS") if args.steps is None else args.steps
+    args.warmup = env_count(env, "WARMUP_STEPS") if args.warmup is None else args.warmup
+    if args.steps < 1 or args.warmup < 0:
+        raise SettingsError(f"STEPS must be >= 1 and WARMUP_STEPS >= 0, got {args.steps} and {args.warmup}")
+    args.data = Path(args.data) if throughput.holds_data(args.data) else None
+    shape = args.input_shape if args.input_shape is not None else env.get(INPUT_SHAPE_ENV, "")
+    config = build(args.preset or preset_from(env), distributed.env_world_size(),
+                   [*env_assignments(env), *shape_settings(shape), *args.set])
+    with distributed.joined(pick_device(config.device)) as context:
+        run(args, context, config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        if args.steps < 1 or args.warmup < 0:
-            raise SettingsError(f"STEPS must be >= 1 and WARMUP_STEPS >= 0, got {args.steps} and {args.warmup}")
-        if args.data is not None and not str(args.data):
-            args.data = None
-        config = build(args.preset, int(os.environ.get("WORLD_SIZE", "1")),
-                       [*shape_settings(args.input_shape), *args.set])
-        device_type = pick_device(config.device)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50 throughput: {exc}\n")
-        return exc.exit_code
-    try:
-        with distributed.joined(device_type) as context:
-            run(args, context, config)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50 throughput: {exc}\n")
-        return exc.exit_code
-    return 0
+    return run_main(lambda: _main(argv), prefix="resnet50 throughput")
 
 
 if __name__ == "__main__":

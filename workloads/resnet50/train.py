@@ -37,46 +37,37 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from mlperf_logging.mllog import constants as c
 from torch import nn
 
-from workloads.resnet50 import distributed
-from workloads.resnet50.config import PRESETS, TrainConfig, build
+from workloads.common import distributed
+from workloads.common.cli import Parser, run_main
+from workloads.common.devices import pick_device
+from workloads.common.errors import SettingsError
+from workloads.common.mllog import RESOLVED_SETTINGS, MlperfLog
+from workloads.resnet50.config import (
+    PRESETS,
+    TARGET_ENV,
+    Environment,
+    TrainConfig,
+    build,
+    env_assignments,
+    preset_from,
+)
 from workloads.resnet50.division import decide
-from workloads.resnet50.engine import evaluate, sync_buffers, train_epoch
-from workloads.resnet50.errors import SettingsError, WorkloadError
+from workloads.resnet50.engine import build_network, evaluate, sync_buffers, train_epoch
 from workloads.resnet50.layout import list_dataset
 from workloads.resnet50.memory import fits_or_raise
-from workloads.resnet50.mlperf_log import RESOLVED_SETTINGS, MlperfLog, optimizer_keys
-from workloads.resnet50.model import ModelConfig, ResNet50
-from workloads.resnet50.optim import Schedule, build_optimizer
+from workloads.resnet50.mlperf_log import LOG_FILE, optimizer_keys
+from workloads.resnet50.optim import Schedule
 from workloads.resnet50.pipeline import build_pipelines
-from workloads.resnet50.precision import pick_device
 from workloads.resnet50.runtime import resolve_setup
 
 RANDOM_SEED = -1
 """--seed value that makes the workload draw the seed itself."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Environment:
-    """What the caller says through the environment."""
-
-    seeds_random: bool = False
-    """MLTRAIN_SEEDS_RANDOM=1: the caller drew the seed at random."""
-    force_open: bool = False
-    """SUBMISSION_DIVISION=open."""
-
-    @classmethod
-    def read(cls, env: Mapping[str, str]) -> Environment:
-        division = env.get("SUBMISSION_DIVISION", "")
-        if division not in ("", "open", "closed"):
-            raise SettingsError(f"SUBMISSION_DIVISION must be open or closed, got {division!r}")
-        return cls(seeds_random=env.get("MLTRAIN_SEEDS_RANDOM", "") == "1", force_open=division == "open")
 
 
 def note(context: distributed.Context, message: str) -> None:
@@ -87,14 +78,18 @@ def note(context: distributed.Context, message: str) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="dataset in the ImageNet folder layout")
     parser.add_argument("--results", type=Path, default=None, help="folder for the MLLOG file")
     parser.add_argument("--seed", type=int, required=True,
                         help="seed of initialization, shuffling and augmentation (-1: drawn at random)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="closed", help="starting configuration")
-    parser.add_argument("--target", type=float, default=None, help="top-1 target (default: the preset's 0.759)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE", help="override TrainConfig fields")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                        help="starting configuration (default: $RESNET50_PRESET, smoke under MLTRAIN_PROFILE=smoke, "
+                             "else closed)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="top-1 target (default: $QUALITY_THRESHOLD, else the preset's 0.759)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="override TrainConfig fields (after $RESNET50_SET, $RESNET50_PLATFORM and $THREADS)")
     parser.add_argument("--save-weights", type=Path, default=None, metavar="FILE",
                         help="write the trained model's state_dict here after run_stop (rank 0)")
     return parser.parse_args(argv)
@@ -124,11 +119,8 @@ def train(config: TrainConfig, *, data_dir: Path, results_dir: Path | None, seed
           save_weights: Path | None = None) -> str:
     """Run to the target or the epoch cap; returns the run_stop status. ``save_weights``: where rank 0
     writes the trained model's state_dict after run_stop (outside the timed region)."""
-    log = MlperfLog(enabled=context.is_main, results_dir=results_dir)
-    try:
+    with MlperfLog(results_dir / LOG_FILE if results_dir else None, enabled=context.is_main) as log:
         return _train(config, data_dir, seed, context, log, environment or Environment(), save_weights)
-    finally:
-        log.close()
 
 
 def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.Context, log: MlperfLog,
@@ -171,16 +163,8 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     ).items():
         log.event(key, value)
 
-    model: nn.Module = ResNet50(ModelConfig(num_classes=len(train_split.classes), width=config.width,
-                                            layers=config.layers)).to(context.device)
-    if config.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    optimizer = build_optimizer(config.optimizer, model, lr=config.base_lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay, lars_eta=config.lars_eta,
-                                lars_epsilon=config.lars_epsilon)
-    network = distributed.wrap(model, context)
-    if config.compile:
-        network = torch.compile(network)  # the DDP-wrapped model, so that DDP's hooks stay outside the graph
+    built = build_network(config, len(train_split.classes), context)
+    model, network, optimizer = built.model, built.network, built.optimizer
     criterion = nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
     precision = setup.precision
     scaler = precision.scaler(context.device)
@@ -235,35 +219,32 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     return status
 
 
-def config_from_args(args: argparse.Namespace, processes: int) -> TrainConfig:
-    assignments = list(args.set)
-    if args.target is not None:
-        assignments.append(f"target={args.target}")
-    config = build(args.preset, processes, assignments)
+def config_from_args(args: argparse.Namespace, processes: int, env: Mapping[str, str]) -> TrainConfig:
+    """The preset and assignments of the environment (config.py's knobs), then the command line's."""
+    preset = args.preset or preset_from(env)
+    assignments = [*env_assignments(env), *args.set]
+    target = args.target if args.target is not None else env.get(TARGET_ENV)
+    if target:
+        assignments.append(f"target={target}")
+    config = build(preset, processes, assignments)
     if config.submission_platform == "unknown":
-        config = build(args.preset, processes, [*assignments, f"submission_platform={platform.node() or 'unknown'}"])
+        config = build(preset, processes, [*assignments, f"submission_platform={platform.node() or 'unknown'}"])
     return config
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> None:
     args = parse_args(argv)
-    try:
-        if args.seed < RANDOM_SEED:
-            raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
-        environment = Environment.read(os.environ)
-        config = config_from_args(args, int(os.environ.get("WORLD_SIZE", "1")))
-        device_type = pick_device(config.device)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50: {exc}\n")
-        return exc.exit_code
-    try:
-        with distributed.joined(device_type) as context:
-            train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
-                  environment=environment, save_weights=args.save_weights)
-    except WorkloadError as exc:
-        sys.stderr.write(f"resnet50: {exc}\n")
-        return exc.exit_code
-    return 0
+    if args.seed < RANDOM_SEED:
+        raise SettingsError(f"--seed must be a non-negative integer or -1 (drawn at random), got {args.seed}")
+    environment = Environment.read(os.environ)
+    config = config_from_args(args, distributed.env_world_size(), os.environ)
+    with distributed.joined(pick_device(config.device)) as context:
+        train(config, data_dir=args.data, results_dir=args.results, seed=args.seed, context=context,
+              environment=environment, save_weights=args.save_weights)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(lambda: _main(argv), prefix="resnet50")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,25 @@
-"""Typed configuration of a unet3d training run, from the command line and the environment.
+"""Typed configuration of a unet3d training run, from the command line and the environment: every
+knob of the workload and its default, in one place.
 
 Defaults are the reference's (``run_and_time.sh`` of the MLPerf unet3d benchmark): batch 2,
 patch 128^3, SGD Nesterov momentum 0.9, base LR 0.8 with 200 warmup epochs from 1e-4, the
 closed-division model. Eval start, eval interval and the epoch cap default to the rules'
-scaling by samples per epoch (see ``Schedule``).
+scaling by samples per epoch (see ``Schedule``). They are written once, in ``TrainConfig``; the
+command line's defaults are read from it, and ``KNOBS`` names the environment variables (a
+profile's ``env:`` in seeds.yaml) that set the options of ``train`` and ``throughput``: the run
+scripts pass the environment through untouched.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workloads.common.cli import Parser
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.precision import REQUESTS, normalise
 
@@ -226,30 +232,84 @@ def learning_rate(config: TrainConfig, epoch: int) -> float:
     return config.learning_rate * config.lr_decay_factor**passed
 
 
+def default(name: str) -> object:
+    """``TrainConfig``'s default of the field ``name``: the one place a default is written."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig)}[name]
+
+
+KNOBS: dict[str, str] = {
+    "FILTERS": "--filters",
+    "INPUT_SHAPE": "--input-shape",
+    "VAL_INPUT_SHAPE": "--val-input-shape",
+    "BATCH_SIZE": "--batch-size",
+    "GRADIENT_ACCUMULATION_STEPS": "--ga-steps",
+    "LEARNING_RATE": "--learning-rate",
+    "INIT_LEARNING_RATE": "--init-learning-rate",
+    "LR_WARMUP_EPOCHS": "--lr-warmup-epochs",
+    "LR_DECAY_EPOCHS": "--lr-decay-epochs",
+    "LR_DECAY_FACTOR": "--lr-decay-factor",
+    "MAX_EPOCHS": "--max-epochs",
+    "START_EVAL_AT": "--start-eval-at",
+    "EVALUATE_EVERY": "--evaluate-every",
+    "OVERSAMPLING": "--oversampling",
+    "AMP": "--amp",
+    "THREADS": "--threads",
+    "NUM_WORKERS": "--num-workers",
+    "CHANNELS_LAST": "--channels-last",
+    "EVAL_BATCH": "--eval-batch",
+    "COMPILE": "--compile",
+    "STEPS": "--steps",
+    "WARMUP_STEPS": "--warmup-steps",
+}
+"""Environment variable -> the option it sets (its value the option's; unset or empty: the option's
+default). ``COMPILE`` is a switch: 1 turns ``--compile`` on. QUALITY_THRESHOLD, MLTRAIN_PROFILE,
+MLTRAIN_SEEDS_RANDOM and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION} are read by ``config_from_args``."""
+SWITCHES = ("COMPILE",)
+THROUGHPUT_KNOBS = ("STEPS", "WARMUP_STEPS", "FILTERS", "INPUT_SHAPE", "BATCH_SIZE", "LEARNING_RATE", "OVERSAMPLING",
+                    "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE")
+"""What the throughput mode takes: its steps, and the model and precision knobs of training."""
+TRAIN_KNOBS = tuple(name for name in KNOBS if name not in ("STEPS", "WARMUP_STEPS"))
+
+
+def env_argv(env: Mapping[str, str], names: Iterable[str]) -> list[str]:
+    """The options the environment's knobs ``names`` stand for, in ``names``' order; a command line
+    given after them wins (argparse keeps an option's last value)."""
+    argv: list[str] = []
+    for name in names:
+        value = (env.get(name) or "").strip()
+        if name in SWITCHES:
+            argv += [KNOBS[name]] if value == "1" else []
+        elif value:
+            argv += [KNOBS[name], value]
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads.unet3d.train", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m workloads.unet3d.train", description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--results-dir", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=-1)
-    p.add_argument("--quality-threshold", type=float, default=None, help="default: $QUALITY_THRESHOLD or 0.908")
+    p.add_argument("--seed", type=int, default=default("seed"))
+    p.add_argument("--quality-threshold", type=float, default=None,
+                   help=f"default: $QUALITY_THRESHOLD or {default('quality_threshold')}")
     p.add_argument("--filters", type=int_list, default=CLOSED_FILTERS, help="channels per level, e.g. 8,16,32")
-    p.add_argument("--batch-size", type=int, default=2)
-    p.add_argument("--ga-steps", type=int, default=1)
-    p.add_argument("--input-shape", type=triple, default=(128, 128, 128))
+    p.add_argument("--batch-size", type=int, default=default("batch_size"))
+    p.add_argument("--ga-steps", type=int, default=default("ga_steps"))
+    p.add_argument("--input-shape", type=triple, default=default("input_shape"))
     p.add_argument("--val-input-shape", type=triple, default=None, help="default: --input-shape")
-    p.add_argument("--overlap", type=float, default=0.5)
-    p.add_argument("--oversampling", type=float, default=0.4)
-    p.add_argument("--learning-rate", type=float, default=0.8)
-    p.add_argument("--init-learning-rate", type=float, default=1e-4)
-    p.add_argument("--lr-warmup-epochs", type=int, default=200)
-    p.add_argument("--lr-decay-epochs", type=int_list, default=())
-    p.add_argument("--lr-decay-factor", type=float, default=1.0)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--overlap", type=float, default=default("overlap"))
+    p.add_argument("--oversampling", type=float, default=default("oversampling"))
+    p.add_argument("--learning-rate", type=float, default=default("learning_rate"))
+    p.add_argument("--init-learning-rate", type=float, default=default("init_learning_rate"))
+    p.add_argument("--lr-warmup-epochs", type=int, default=default("lr_warmup_epochs"))
+    p.add_argument("--lr-decay-epochs", type=int_list, default=default("lr_decay_epochs"))
+    p.add_argument("--lr-decay-factor", type=float, default=default("lr_decay_factor"))
+    p.add_argument("--momentum", type=float, default=default("momentum"))
+    p.add_argument("--weight-decay", type=float, default=default("weight_decay"))
     p.add_argument("--max-epochs", type=int, default=None)
     p.add_argument("--start-eval-at", type=int, default=None)
     p.add_argument("--evaluate-every", type=int, default=None)
-    p.add_argument("--amp", type=precision_arg, default="auto", help="auto (default), fp32 (none), bf16 or fp16")
+    p.add_argument("--amp", type=precision_arg, default=default("precision"),
+                   help="auto (default), fp32 (none), bf16 or fp16")
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None,
                    help="auto (default: on for CUDA with --compile), 1 or 0; alone: 1")
     p.add_argument("--compile", action="store_true")
@@ -263,14 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig:
-    """Parse ``argv``; env supplies QUALITY_THRESHOLD, MLTRAIN_PROFILE, MLTRAIN_SEEDS_RANDOM and
-    SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION}.
+    """Parse the environment's knobs (``KNOBS``), then ``argv``; env also supplies QUALITY_THRESHOLD,
+    MLTRAIN_PROFILE, MLTRAIN_SEEDS_RANDOM and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION}.
 
     Raises SystemExit(2) (argparse) or ValueError with a one-line message."""
-    args = build_parser().parse_args(list(argv))
+    args = build_parser().parse_args([*env_argv(env, TRAIN_KNOBS), *argv])
     quality = args.quality_threshold
     if quality is None:
-        quality = float(env.get("QUALITY_THRESHOLD") or 0.908)
+        quality = float(env.get("QUALITY_THRESHOLD") or default("quality_threshold"))
     force_open = None
     if args.division == "open":
         force_open = "--division open"
@@ -310,7 +370,7 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         eval_batch=args.eval_batch,
         force_open=force_open,
         seeds_random=env.get("MLTRAIN_SEEDS_RANDOM") == "1",
-        submission_org=env.get("SUBMISSION_ORG") or "mltrain",
+        submission_org=env.get("SUBMISSION_ORG") or default("submission_org"),
         submission_platform=env.get("SUBMISSION_PLATFORM") or None,
-        submission_status=env.get("SUBMISSION_STATUS") or "onprem",
+        submission_status=env.get("SUBMISSION_STATUS") or default("submission_status"),
     )

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from workloads.common.errors import DataError
 from workloads.unet3d.augment import (
     BalancedCrop,
     crop_patch,
@@ -31,7 +32,6 @@ from workloads.unet3d.augment import (
     foreground_classes,
     largest_component_boxes,
 )
-from workloads.unet3d.errors import DataError
 from workloads.unet3d.split import image_file, label_file
 
 

@@ -19,7 +19,6 @@ Status and summaries go to stderr; nothing is written to stdout except by ``how-
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +26,9 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 
-from workloads.unet3d.errors import EXIT_BAD_DATA, DataError
+from workloads.common.cli import Parser, run_main
+from workloads.common.cpus import usable_cpus
+from workloads.common.errors import DataError, Failure
 
 HOW_TO_GET = """\
 Raw KiTS19 (MLPerf unet3d) is about 29 GB and comes from the public kits19 repository:
@@ -47,13 +48,6 @@ The last command proves the preprocessed files are bit-identical to the MLPerf r
 (workloads/unet3d/checksum.json). Without the real data, `synthesize OUT` makes a KiTS19-like
 synthetic set through the same preprocessing.
 """
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit 2), as the workload contract asks."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_BAD_DATA, f"{self.prog}: {message} (see --help)\n")
 
 
 def _say(message: str) -> None:
@@ -89,11 +83,6 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
-
-
-def _cores() -> int:
-    """CPUs this process may run on (a container's or a Slurm job's share, not the host's)."""
-    return len(os.sched_getaffinity(0)) or 1
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -149,7 +138,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_generate_raw(args: argparse.Namespace) -> int:
-    from workloads.unet3d.synthetic import check_case_count, generate_raw, parse_size
+    from workloads.unet3d.synthetic import parse_size
+    from workloads.unet3d.synthetic_raw import check_case_count, generate_raw
 
     check_case_count(args.cases)
     size = parse_size(args.size)
@@ -224,25 +214,25 @@ def _shape(shape: Sequence[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m workloads.unet3d.dataset",
         description="unet3d (KiTS19) data: raw checks, reference preprocessing, synthetic datasets.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True)
 
     how = commands.add_parser("how-to-get", help="where raw KiTS19 goes and how to download it")
     how.set_defaults(run=cmd_how_to_get)
 
     raw = commands.add_parser("verify-raw", help="check a raw KiTS19 layout")
     raw.add_argument("raw", type=Path, help="folder holding case_XXXXX/ folders")
-    raw.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    _add_workers(raw)
     raw.add_argument("--headers-only", action="store_true", help="skip decompressing the volumes (fast)")
     raw.set_defaults(run=cmd_verify_raw)
 
     pre = commands.add_parser("preprocess", help="raw KiTS19 -> training-ready .npy files")
     pre.add_argument("raw", type=Path, help="raw layout (case_XXXXX/imaging.nii.gz, segmentation.nii.gz)")
     pre.add_argument("out", type=Path, help="output folder (the training DATADIR)")
-    pre.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    _add_workers(pre)
     pre.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
     pre.set_defaults(run=cmd_preprocess)
 
@@ -277,9 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("src", type=Path, help="training-ready folder, or raw KiTS19 layout")
     prep.add_argument("--cache", type=Path, required=True, help="where preprocessed raw data is kept")
     prep.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
-    prep.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    _add_workers(prep)
     prep.set_defaults(run=cmd_prepare)
     return parser
+
+
+def _add_workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=_positive, default=usable_cpus(),
+                        help="parallel processes (default: the CPUs this process may use, cgroup quota included)")
 
 
 def _add_generator_args(parser: argparse.ArgumentParser) -> None:
@@ -296,28 +291,26 @@ def _add_generator_args(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="scale tumours' HU distance below the medulla (default 1.0; > 1 makes tumours easier to segment)",
     )
-    parser.add_argument("--workers", type=_positive, default=_cores(), help="parallel processes (default: all cores)")
+    _add_workers(parser)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its operating-system errors said in one line: a missing or unusable file or
+    folder is bad input (2), a dead worker or another OS error a failure (1)."""
+    try:
+        return args.run(args)
+    except (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError) as err:
+        raise DataError(f"{err.strerror}: {err.filename}") from None
+    except BrokenProcessPool:
+        raise Failure("a worker process died (out of memory?); retry with fewer --workers") from None
+    except OSError as err:
+        raise Failure(str(err)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except DataError as err:
-        _say(f"error: {err}")
-        return EXIT_BAD_DATA
-    except (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, FileExistsError) as err:
-        _say(f"error: {err.strerror}: {err.filename}")
-        return EXIT_BAD_DATA
-    except BrokenProcessPool:
-        _say("error: a worker process died (out of memory?); retry with fewer --workers")
-        return 1
-    except OSError as err:
-        _say(f"error: {err}")
-        return 1
-    except KeyboardInterrupt:
-        _say("interrupted (finished work is kept; run the same command again to resume)")
-        return 130
+    return run_main(lambda: _run(args), prefix="error",
+                    interrupted="interrupted (finished work is kept; run the same command again to resume)")
 
 
 if __name__ == "__main__":

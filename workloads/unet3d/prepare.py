@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.unet3d import atomic
-from workloads.unet3d.errors import DataError
+from workloads.common import atomic
+from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.preprocess import (
     CLOSED_MIN_SHAPE,

@@ -19,8 +19,8 @@ are unchanged and whose outputs exist is skipped. Outputs are written atomically
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import time
 import zlib
 from collections.abc import Callable
@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from torch.nn.functional import interpolate
 
-from workloads.unet3d import atomic
-from workloads.unet3d.errors import DataError
+from workloads.common import atomic
+from workloads.common.cpus import threads_per_process, usable_cpus
+from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases
 from workloads.unet3d.split import image_file, label_file
@@ -58,7 +59,7 @@ class PreprocessConfig:
     """Where the ``.npy`` pairs and ``manifest.json`` go."""
     min_shape: int = CLOSED_MIN_SHAPE
     """Pad every spatial axis up to this size (128 = closed division; smaller for smoke data)."""
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    workers: int = field(default_factory=usable_cpus)
     """Cases preprocessed in parallel (processes)."""
 
     def __post_init__(self) -> None:
@@ -193,6 +194,13 @@ def procedure_params(min_shape: int) -> dict:
             "mean": MEAN, "std": STD}
 
 
+def npy_bytes(array: np.ndarray) -> bytes:
+    """The exact bytes ``np.save(path, array, allow_pickle=False)`` writes."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads: int | None = None) -> dict:
     """Preprocess one case, write both outputs atomically, return its manifest entry.
 
@@ -215,7 +223,7 @@ def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads
     case = case_dir.name
     outputs = {}
     for name, array in ((image_file(case), image), (label_file(case), label)):
-        data = atomic.npy_bytes(array)
+        data = npy_bytes(array)
         atomic.write_bytes(out_dir / name, data)
         outputs[name] = {"md5": hashlib.md5(data).hexdigest(), "size": len(data)}
     return {
@@ -304,7 +312,7 @@ def preprocess_dataset(
             on_case(result, len(cases))
     # Largest first: the biggest cases then do not start last and leave the other workers idle.
     todo.sort(key=lambda case: -(config.raw_dir / case / IMAGE_NAME).stat().st_size)
-    threads = max(1, (os.cpu_count() or 1) // max(1, min(config.workers, len(todo))))
+    threads = threads_per_process(usable_cpus(), min(config.workers, len(todo)))
     jobs = [(config.raw_dir / case, config.out_dir, config.min_shape, threads) for case in todo]
     try:
         for case_dir, entry, seconds in map_unordered(_timed_case, jobs, config.workers):

@@ -18,7 +18,7 @@ from pathlib import Path
 import nibabel
 import numpy as np
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.split import MAX_CASE_ID, case_index, case_name
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.unet3d.atomic import write_bytes
-from workloads.unet3d.errors import DataError
+from workloads.common.atomic import write_bytes
+from workloads.common.errors import DataError
 
 MAX_CASE_ID = 210  # KiTS19 ids >= 210 are ignored (no public labels)
 REFERENCE_EVAL_SHARE = 42 / 210  # the reference evaluates 42 of 210 cases

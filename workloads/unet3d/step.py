@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from workloads.common.distributed import Context, wrap
 from workloads.common.sgd import ZeroMomentumSGD
 from workloads.unet3d import device_augment
 from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
 from workloads.unet3d.config import TrainConfig, learning_rate
-from workloads.unet3d.distributed import Context, wrap
 from workloads.unet3d.losses import DiceCELoss
 from workloads.unet3d.model import UNet3D
 from workloads.unet3d.precision import autocast

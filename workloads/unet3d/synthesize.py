@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workloads.unet3d import atomic
-from workloads.unet3d.errors import DataError
+from workloads.common import atomic
+from workloads.common.cpus import usable_cpus
+from workloads.common.errors import DataError
 from workloads.unet3d.preprocess import CaseResult, PreprocessConfig, preprocess_dataset
 from workloads.unet3d.split import case_name, choose_eval_cases, write_split
-from workloads.unet3d.synthetic import check_case_count, check_tumour_contrast, generate_raw, parse_size
+from workloads.unet3d.synthetic import parse_size
+from workloads.unet3d.synthetic_raw import check_case_count, check_tumour_contrast, generate_raw
 
 READY_MARKER = ".mltrain-ready"
 SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
@@ -45,7 +47,7 @@ class SynthesizeConfig:
     """Evaluation cases; default the reference share 42/210 (the real split for 210 cases)."""
     tumour_contrast: float = 1.0
     """Scales how much darker than the medulla tumours are (1.0: the default look; > 1: easier)."""
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1, compare=False)
+    workers: int = field(default_factory=usable_cpus, compare=False)
     """Processes for generation and preprocessing (does not change the result)."""
 
     def __post_init__(self) -> None:

@@ -19,18 +19,31 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from workloads.unet3d import mlperf_log as K
+from workloads.common import throughput
+from workloads.common.cli import Parser, run_main
+from workloads.common.devices import pick_device
+from workloads.common.distributed import Context, all_reduce_sum, env_rank, joined
+from workloads.common.errors import DataError, SettingsError
+from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
 from workloads.unet3d.augment import BalancedCrop
-from workloads.unet3d.config import TrainConfig, auto_bool, auto_int, int_list, precision_arg, triple
+from workloads.unet3d.config import (
+    THROUGHPUT_KNOBS,
+    TrainConfig,
+    auto_bool,
+    auto_int,
+    default,
+    env_argv,
+    int_list,
+    precision_arg,
+    triple,
+)
 from workloads.unet3d.data_loader import (
     LoaderSettings,
     ShardedShuffleSampler,
@@ -38,33 +51,25 @@ from workloads.unet3d.data_loader import (
     check_shapes,
     train_loader,
 )
-from workloads.unet3d.distributed import Context, all_reduce_sum, joined
-from workloads.unet3d.errors import DataError, SettingsError
-from workloads.unet3d.mlperf_log import MlperfLog
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.settings import RunSettings, resolve_settings
 from workloads.unet3d.split import list_dataset, load_split
-from workloads.unet3d.step import build_trainer, random_batch, to_device, train_step
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (exit 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"unet3d throughput: {message} (see --help)\n")
+from workloads.unet3d.step import Trainer, build_trainer, random_batch, to_device, train_step
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m workloads.unet3d.throughput", description=__doc__.splitlines()[0])
+    """The options (defaults: training's, ``config.default``); the environment's knobs come first
+    (``config.THROUGHPUT_KNOBS``), so that an option given wins."""
+    p = Parser(prog="python -m workloads.unet3d.throughput", description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--data-dir", default="", help="a preprocessed dataset: also time the input pipeline")
     p.add_argument("--filters", type=int_list, default=CLOSED_FILTERS)
-    p.add_argument("--input-shape", type=triple, default=(128, 128, 128))
-    p.add_argument("--batch-size", type=int, default=2)
-    p.add_argument("--learning-rate", type=float, default=0.8)
-    p.add_argument("--oversampling", type=float, default=0.4)
-    p.add_argument("--amp", type=precision_arg, default="auto")
+    p.add_argument("--input-shape", type=triple, default=default("input_shape"))
+    p.add_argument("--batch-size", type=int, default=default("batch_size"))
+    p.add_argument("--learning-rate", type=float, default=default("learning_rate"))
+    p.add_argument("--oversampling", type=float, default=default("oversampling"))
+    p.add_argument("--amp", type=precision_arg, default=default("precision"))
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--num-workers", type=auto_int, default=None)
@@ -72,37 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
-
-
-def timed_steps(trainer, batch, steps: int, warmup: int, settings: RunSettings) -> tuple[float, list[float]]:
+def timed_steps(trainer: Trainer, batch: tuple[torch.Tensor, torch.Tensor], steps: int, warmup: int,
+                settings: RunSettings) -> tuple[float, list[float]]:
     """(wall seconds of ``steps`` steps, each step's milliseconds) after ``warmup`` untimed steps."""
-    cuda = settings.device.type == "cuda"
     trainer.model.train()
+
+    def step() -> None:
+        train_step(trainer, *to_device(batch, settings))
+
     for _ in range(warmup):
-        train_step(trainer, *to_device(batch, settings))
-    if cuda:
-        torch.cuda.synchronize(settings.device)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-    marks: list[float] = []
-    start = time.perf_counter()
-    for step in range(steps):
-        if cuda:
-            events[step].record()
-        else:
-            marks.append(time.perf_counter())
-        train_step(trainer, *to_device(batch, settings))
-    if cuda:
-        events[steps].record()
-        torch.cuda.synchronize(settings.device)
-    wall = time.perf_counter() - start
-    if cuda:
-        per_step = [events[i].elapsed_time(events[i + 1]) for i in range(steps)]
-    else:
-        marks.append(start + wall)
-        per_step = [(b - a) * 1000 for a, b in zip(marks, marks[1:], strict=False)]
-    return wall, per_step
+        step()
+    return throughput.timed_steps(step, steps, settings.device)
 
 
 def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx: Context, steps: int,
@@ -133,65 +118,54 @@ def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx:
     return steps * config.batch_size / (time.perf_counter() - start)
 
 
-def measure(args: argparse.Namespace, log: MlperfLog, ctx: Context) -> None:
-    config = TrainConfig(data_dir=Path(args.data_dir or "."), results_dir=Path("."),
-                         model=UNet3DConfig(filters=tuple(args.filters)), batch_size=args.batch_size,
-                         input_shape=args.input_shape, val_input_shape=args.input_shape,
-                         learning_rate=args.learning_rate, oversampling=args.oversampling, precision=args.amp)
-    nproc = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    settings = resolve_settings(device=ctx.device, requested_precision=args.amp, threads=args.threads, nproc=nproc,
-                                channels_last=args.channels_last, compile_model=args.compile,
-                                num_workers=args.num_workers, eval_batch=None)
+def measure(args: argparse.Namespace, config: TrainConfig, log: MlperfLog, ctx: Context) -> None:
+    settings = resolve_settings(device=ctx.device, requested_precision=config.precision, threads=config.threads,
+                                nproc=ctx.local_world_size, channels_last=config.channels_last,
+                                compile_model=config.compile, num_workers=config.num_workers, eval_batch=None)
     torch.set_num_threads(settings.threads)
-    log.event(K.RESOLVED_SETTINGS, settings.log_value())
+    log.event(RESOLVED_SETTINGS, settings.log_value())
     trainer = build_trainer(config, settings, ctx)
     batch = random_batch(config.batch_size, config.input_shape, ctx.device, seed=ctx.rank)
     wall, per_step = timed_steps(trainer, batch, args.steps, args.warmup_steps, settings)
     global_batch = config.batch_size * ctx.world_size
     rate = args.steps * global_batch / wall
     loader = None
-    if holds_data(args.data_dir):
+    if throughput.holds_data(args.data_dir):
         per_process = loader_rate(Path(args.data_dir), config, settings, ctx, args.steps, args.warmup_steps)
         loader = float(all_reduce_sum(torch.tensor([per_process], dtype=torch.float64), ctx).item())
-    log.event(K.THROUGHPUT, rate, metadata={
-        "unit": "samples/s", "steps": args.steps, "warmup_steps": args.warmup_steps, "batch_size": config.batch_size,
-        "global_batch_size": global_batch, "step_ms_median": statistics.median(per_step),
-        "step_ms_p10": percentile(per_step, 10), "step_ms_p90": percentile(per_step, 90),
-        "loader_samples_per_second": loader, "input_bound": None if loader is None else loader < rate,
-        "precision": settings.precision, "device_name": settings.device_name,
-    })
+    log.event(THROUGHPUT, rate, metadata=throughput.metadata(
+        per_step_ms=per_step, steps=args.steps, warmup_steps=args.warmup_steps, batch_size=config.batch_size,
+        global_batch_size=global_batch, rate=rate, loader_rate=loader, precision=settings.precision,
+        device_name=settings.device_name))
 
 
-def holds_data(data_dir: str) -> bool:
-    """Whether DATADIR names a dataset to time: unset, empty, or an empty folder (what a runner
-    mounts at /data when the caller has no dataset) mean random in-memory batches only."""
-    return bool(data_dir) and any(Path(data_dir).iterdir())
-
-
-def check(args: argparse.Namespace) -> None:
+def configure(args: argparse.Namespace) -> TrainConfig:
+    """The run's config from the arguments; SettingsError or DataError on bad input."""
     if args.steps < 1 or args.warmup_steps < 0:
-        raise ValueError(f"steps must be >= 1 and warm-up steps >= 0, got {args.steps} and {args.warmup_steps}")
-    if args.batch_size < 1:
-        raise ValueError(f"batch size must be >= 1, got {args.batch_size}")
+        raise SettingsError(f"steps must be >= 1 and warm-up steps >= 0, got {args.steps} and {args.warmup_steps}")
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise DataError(f"{args.data_dir}: no such dataset folder")
+    try:
+        return TrainConfig(data_dir=Path(args.data_dir or "."), results_dir=Path("."),
+                           model=UNet3DConfig(filters=tuple(args.filters)), batch_size=args.batch_size,
+                           input_shape=args.input_shape, val_input_shape=args.input_shape,
+                           learning_rate=args.learning_rate, oversampling=args.oversampling, precision=args.amp,
+                           channels_last=args.channels_last, compile=args.compile, num_workers=args.num_workers,
+                           threads=args.threads)
+    except ValueError as err:  # the model's and TrainConfig's checks of the values given
+        raise SettingsError(str(err)) from None
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args([*env_argv(os.environ, THROUGHPUT_KNOBS), *given])
+    config = configure(args)
+    with MlperfLog(enabled=env_rank() == 0) as log, joined(pick_device("auto")) as ctx:
+        measure(args, config, log, ctx)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    rank = int(os.environ.get("RANK", "0"))
-    log = MlperfLog(None, enabled=rank == 0)
-    try:
-        check(args)
-        UNet3DConfig(filters=tuple(args.filters))
-        with joined("cuda" if torch.cuda.is_available() else "cpu") as ctx:
-            measure(args, log, ctx)
-        return 0
-    except (ValueError, DataError, SettingsError) as err:
-        sys.stderr.write(f"unet3d throughput: {err}\n")
-        return 2
-    finally:
-        log.close()
+    return run_main(lambda: _main(argv), prefix="unet3d throughput")
 
 
 if __name__ == "__main__":

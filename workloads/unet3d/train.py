@@ -28,6 +28,11 @@ import numpy as np
 import torch
 from mlperf_logging.mllog import constants as C
 
+from workloads.common.cli import run_main
+from workloads.common.devices import pick_device
+from workloads.common.distributed import Context, all_reduce_sum, barrier, broadcast_int, env_rank, joined
+from workloads.common.errors import DataError, SettingsError
+from workloads.common.mllog import RESOLVED_SETTINGS, MlperfLog
 from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import Schedule, TrainConfig, config_from_args, learning_rate, resolve_schedule
@@ -41,11 +46,8 @@ from workloads.unet3d.data_loader import (
     eval_loader,
     train_loader,
 )
-from workloads.unet3d.distributed import Context, all_reduce_sum, barrier, broadcast_int, joined
 from workloads.unet3d.division import division
-from workloads.unet3d.errors import DataError, SettingsError
 from workloads.unet3d.evaluate import evaluate_case
-from workloads.unet3d.mlperf_log import MlperfLog
 from workloads.unet3d.precision import autocast
 from workloads.unet3d.settings import RunSettings, resolve_settings
 from workloads.unet3d.split import Listing, list_dataset, load_split
@@ -199,51 +201,34 @@ def run_epochs(
     return status
 
 
-def processes_per_node(environ: dict[str, str] | os._Environ) -> int:
-    """torchrun's LOCAL_WORLD_SIZE (or WORLD_SIZE); 1 for a single process."""
-    return int(environ.get("LOCAL_WORLD_SIZE") or environ.get("WORLD_SIZE") or 1)
-
-
 def run(config: TrainConfig) -> int:
     """One run: MLLOG from cache_clear to run_stop; returns the process exit code."""
-    rank = int(os.environ.get("RANK", "0"))
-    if rank == 0:
-        config.results_dir.mkdir(parents=True, exist_ok=True)
-    log = MlperfLog(config.log_path if rank == 0 else None, enabled=rank == 0)
-    try:
+    with MlperfLog(config.log_path, enabled=env_rank() == 0) as log:
         log.event(C.CACHE_CLEAR, value=True)
         log.start(C.INIT_START)
-        with joined("cuda" if torch.cuda.is_available() else "cpu") as ctx:
+        with joined(pick_device("auto")) as ctx:
             settings = resolve_settings(
                 device=ctx.device, requested_precision=config.precision, threads=config.threads,
-                nproc=processes_per_node(os.environ), channels_last=config.channels_last,
+                nproc=ctx.local_world_size, channels_last=config.channels_last,
                 compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
             )
             torch.set_num_threads(settings.threads)
-            log.event(K.RESOLVED_SETTINGS, settings.log_value())
+            log.event(RESOLVED_SETTINGS, settings.log_value())
             status = train(config, settings, log, ctx)
             log.end(C.RUN_STOP, metadata={C.STATUS: status})
-        return 0
-    finally:
-        log.close()
+    return 0
 
 
-def fail(message: str) -> None:
-    """The CLI's one way to talk to the user: one line on stderr."""
-    sys.stderr.write(f"unet3d train: {message}\n")
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        config = config_from_args(sys.argv[1:] if argv is None else argv, os.environ)
+    except ValueError as err:  # TrainConfig's checks of the values given
+        raise SettingsError(str(err)) from None
+    return run(config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        config = config_from_args(sys.argv[1:] if argv is None else argv, os.environ)
-    except ValueError as err:
-        fail(str(err))
-        return SettingsError.exit_code
-    try:
-        return run(config)
-    except (DataError, SettingsError) as err:
-        fail(str(err))
-        return err.exit_code
+    return run_main(lambda: _main(argv), prefix="unet3d train")
 
 
 if __name__ == "__main__":

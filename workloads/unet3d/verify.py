@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workloads.unet3d.errors import DataError
+from workloads.common.errors import DataError
 from workloads.unet3d.split import (
     MAX_CASE_ID,
     case_index,

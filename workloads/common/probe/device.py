@@ -16,6 +16,7 @@ from typing import Any, Literal
 import torch
 
 from workloads.common import precision
+from workloads.common.devices import cpu_name
 from workloads.common.probe.protocol import one_line
 
 DeviceKind = Literal["cuda", "cpu"]
@@ -88,7 +89,7 @@ def facts(device: Device, seed: int) -> dict[str, Any]:
                      device_memory_bytes=props.total_memory,
                      gpus=[gpu_facts(i) for i in range(device.gpu_count)])
     else:
-        found.update(device_name=cpu_model(), capability=None, cuda_unavailable=cuda_failure(device.wanted))
+        found.update(device_name=cpu_name(), capability=None, cuda_unavailable=cuda_failure(device.wanted))
     return found
 
 
@@ -113,14 +114,3 @@ def cuda_failure(wanted: str) -> str:
     except Exception as exc:  # noqa: BLE001 - CUDA's reason, whatever its type, is the fact reported
         return f"{type(exc).__name__}: {one_line(exc)}"
     return f"torch.cuda.is_available() is False (CUDA sees {torch.cuda.device_count()} devices)"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for entry in handle:
-                if entry.startswith("model name"):
-                    return entry.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"

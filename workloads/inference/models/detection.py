@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from workloads.inference.errors import HarnessError
-from workloads.inference.models.common import Accuracy, first_files, require_files
+from workloads.inference.models.common import Accuracy, first_files, read_image, require_files
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,3 +102,57 @@ def mean_average_precision(annotation_file: Path, images: list[Image], entries: 
             evaluation.summarize()
         percent = 100.0 * max(float(evaluation.stats[0]), 0.0)
     return Accuracy(metric="mAP", percent=percent, samples=len(entries), line=f"mAP={percent:.3f}%")
+
+
+class DetectionModel:
+    """What the detection models share, as LoadGen's QSL sees a dataset: the images the annotation
+    file (``ANNOTATIONS`` under the dataset folder) lists, found under ``folders(data)``, preprocessed
+    by the model's ``preprocess``. A subclass sets those and ``respond`` (common.py: the protocol)."""
+
+    NAME: str
+    IMAGE_SIZE: tuple[int, int]
+    ANNOTATIONS: Path
+    INVERSE_MAP: bool
+    """Whether the reference's accuracy script maps class ids through the annotation's category ids."""
+
+    def __init__(self, data: Path, *, count: int | None, image_size: tuple[int, int] | None = None,
+                 label_offset: int = 0) -> None:
+        if label_offset:
+            raise HarnessError(f"{self.NAME} takes no label offset")
+        self.annotation_file = data / self.ANNOTATIONS
+        images = self.images_of(data)
+        self.images = images[:count] if count else images
+        self.image_size = image_size or self.IMAGE_SIZE
+
+    @classmethod
+    def images_of(cls, data: Path) -> list[Image]:
+        """Every image of the dataset folder ``data``; HarnessError naming what is missing."""
+        return list_images(read_annotations(data / cls.ANNOTATIONS), cls.folders(data), data / cls.ANNOTATIONS)
+
+    @classmethod
+    def check(cls, data: Path) -> str:
+        """The dataset command line's ``check`` line."""
+        return f"ok {data}: {len(cls.images_of(data))} images in {cls.ANNOTATIONS}"
+
+    @staticmethod
+    def folders(data: Path) -> list[Path]:
+        """Where the images may be, the first that holds the first image winning."""
+        raise NotImplementedError
+
+    @staticmethod
+    def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """The reference's preprocessing of one BGR image (NCHW float32)."""
+        raise NotImplementedError
+
+    @property
+    def count(self) -> int:
+        return len(self.images)
+
+    def load(self, index: int) -> np.ndarray:
+        return self.preprocess(read_image(self.images[index].path), self.image_size)
+
+    def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def accuracy(self, entries: list[tuple[int, bytes]]) -> Accuracy:
+        return mean_average_precision(self.annotation_file, self.images, entries, inverse_map=self.INVERSE_MAP)

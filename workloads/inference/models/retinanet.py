@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workloads.inference.errors import HarnessError
-from workloads.inference.models.common import Accuracy, read_image, resized_rgb
-from workloads.inference.models.detection import list_images, mean_average_precision, payload, read_annotations
+from workloads.inference.models.common import resized_rgb
+from workloads.inference.models.detection import DetectionModel, payload
 
 NAME = "retinanet"
 IMAGE_SIZE = (800, 800)
@@ -30,13 +29,14 @@ def folders(data: Path) -> list[Path]:
 
 
 def check(data: Path) -> str:
-    images = list_images(read_annotations(data / ANNOTATIONS), folders(data), data / ANNOTATIONS)
-    return f"ok {data}: {len(images)} images in {ANNOTATIONS}"
+    return Model.check(data)
 
 
 def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The reference's ``pre_process_openimages_retinanet`` (NCHW)."""
     return np.ascontiguousarray((resized_rgb(image, *size) / 255.0).transpose(2, 0, 1), dtype=np.float32)
+
+
 CONF_MODEL = "retinanet"
 """The model's key in mlperf.conf."""
 RETIRED_CONF: dict[str, dict[str, float]] = {}
@@ -45,26 +45,13 @@ MAX_BATCH = 1
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 
 
-
-class Model:
+class Model(DetectionModel):
     NAME = NAME
     IMAGE_SIZE = IMAGE_SIZE
-
-    def __init__(self, data: Path, *, count: int | None, image_size: tuple[int, int] = IMAGE_SIZE,
-                 label_offset: int = 0) -> None:
-        if label_offset:
-            raise HarnessError("retinanet takes no label offset")
-        self.annotation_file = data / ANNOTATIONS
-        images = list_images(read_annotations(self.annotation_file), folders(data), self.annotation_file)
-        self.images = images[:count] if count else images
-        self.image_size = image_size
-
-    @property
-    def count(self) -> int:
-        return len(self.images)
-
-    def load(self, index: int) -> np.ndarray:
-        return preprocess(read_image(self.images[index].path), self.image_size)
+    ANNOTATIONS = ANNOTATIONS
+    INVERSE_MAP = False
+    folders = staticmethod(folders)
+    preprocess = staticmethod(preprocess)
 
     def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
         """One image per call (the ONNX model has no batch axis): boxes scaled to [0, 1]."""
@@ -75,6 +62,3 @@ class Model:
         return [payload(indices[i], boxes[i], scores[i], labels[i], threshold=SCORE_THRESHOLD,
                         box=lambda b: (b[1] / height, b[0] / width, b[3] / height, b[2] / width))
                 for i in range(len(indices))]
-
-    def accuracy(self, entries: list[tuple[int, bytes]]) -> Accuracy:
-        return mean_average_precision(self.annotation_file, self.images, entries, inverse_map=False)

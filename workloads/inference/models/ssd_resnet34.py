@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workloads.inference.errors import HarnessError
-from workloads.inference.models.common import Accuracy, read_image, resized_rgb
-from workloads.inference.models.detection import list_images, mean_average_precision, payload, read_annotations
+from workloads.inference.models.common import resized_rgb
+from workloads.inference.models.detection import DetectionModel, payload
 
 NAME = "ssd-resnet34"
 IMAGE_SIZE = (1200, 1200)
@@ -33,14 +32,15 @@ def folders(data: Path) -> list[Path]:
 
 
 def check(data: Path) -> str:
-    images = list_images(read_annotations(data / ANNOTATIONS), folders(data), data / ANNOTATIONS)
-    return f"ok {data}: {len(images)} images in {ANNOTATIONS}"
+    return Model.check(data)
 
 
 def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The reference's ``pre_process_coco_resnet34`` (NCHW)."""
     image = (resized_rgb(image, *size) / 255.0 - MEAN) / STD
     return np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32)
+
+
 CONF_MODEL = "ssd-resnet34"
 """The model's key in mlperf.conf."""
 RETIRED_CONF = {"*": {"performance_sample_count_override": 64.0}, "Server": {"target_latency": 100.0}}
@@ -50,32 +50,16 @@ MAX_BATCH = 1
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 
 
-
-class Model:
+class Model(DetectionModel):
     NAME = NAME
     IMAGE_SIZE = IMAGE_SIZE
-
-    def __init__(self, data: Path, *, count: int | None, image_size: tuple[int, int] = IMAGE_SIZE,
-                 label_offset: int = 0) -> None:
-        if label_offset:
-            raise HarnessError("ssd-resnet34 takes no label offset")
-        self.annotation_file = data / ANNOTATIONS
-        images = list_images(read_annotations(self.annotation_file), folders(data), self.annotation_file)
-        self.images = images[:count] if count else images
-        self.image_size = image_size
-
-    @property
-    def count(self) -> int:
-        return len(self.images)
-
-    def load(self, index: int) -> np.ndarray:
-        return preprocess(read_image(self.images[index].path), self.image_size)
+    ANNOTATIONS = ANNOTATIONS
+    INVERSE_MAP = True
+    folders = staticmethod(folders)
+    preprocess = staticmethod(preprocess)
 
     def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
         boxes, labels, scores = (np.asarray(o) for o in outputs[:3])
         return [payload(indices[i], boxes[i], scores[i], labels[i], threshold=SCORE_THRESHOLD,
                         box=lambda b: (b[1], b[0], b[3], b[2]))
                 for i in range(len(indices))]
-
-    def accuracy(self, entries: list[tuple[int, bytes]]) -> Accuracy:
-        return mean_average_precision(self.annotation_file, self.images, entries, inverse_map=True)

@@ -1,13 +1,11 @@
-"""Data parallelism through ``torchrun``: one process per device, gradients all-reduced by DDP.
+"""Data parallelism on one node through ``torchrun``: one process per device, gradients all-reduced by DDP.
 
-``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; without them the run is a single process and
-nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs over NCCL. Tensors
-handed to a collective live on ``Context.device`` (NCCL has no CPU tensors).
+``torchrun`` sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE; without them the run is a
+single process and nothing here touches ``torch.distributed``. CPU processes talk over gloo, GPUs
+over NCCL. Every tensor handed to a collective lives on ``Context.device`` (NCCL has no CPU
+tensors): ``all_reduce_sum`` and ``any_rank`` move what they are given there.
 
-BatchNorm statistics are per rank, as in the MLPerf reference (each replica normalises its own
-batch and keeps its own running statistics): DDP does not broadcast the buffers before every
-forward (its default), which would be a collective per step for statistics training never reads;
-``engine.sync_buffers`` gives every rank rank 0's before each evaluation instead.
+Entry points join through ``joined``, which leaves the group only once every rank has ended well.
 """
 
 from __future__ import annotations
@@ -28,15 +26,17 @@ class Context:
     """Where this process sits in the job."""
 
     rank: int = 0
-    """Global rank; rank 0 logs and writes results."""
+    """Global rank; rank 0 logs MLLOG and writes results."""
     world_size: int = 1
     """Number of processes."""
     local_rank: int = 0
     """Rank on this node (selects the GPU)."""
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    """Device of this process."""
+    """Device of this process; the model, its inputs and every collective's tensors live there."""
     backend: str | None = None
     """'nccl', 'gloo', or None for a single process."""
+    local_world_size: int = 1
+    """Processes on this node (they share its CPUs)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
@@ -51,16 +51,34 @@ class Context:
         return self.world_size > 1
 
 
+def env_rank(environ: Mapping[str, str] | None = None) -> int:
+    """This process's global rank as torchrun set it (0 without torchrun), readable before ``init``."""
+    env = os.environ if environ is None else environ
+    return int(env.get("RANK") or 0)
+
+
+def env_world_size(environ: Mapping[str, str] | None = None) -> int:
+    """Processes of the whole job as torchrun set them (WORLD_SIZE; 1 without torchrun), readable before ``init``."""
+    env = os.environ if environ is None else environ
+    return int(env.get("WORLD_SIZE") or 1)
+
+
+def env_local_world_size(environ: Mapping[str, str] | None = None) -> int:
+    """Processes on this node as torchrun set them (LOCAL_WORLD_SIZE, else WORLD_SIZE; 1 without torchrun)."""
+    env = os.environ if environ is None else environ
+    return int(env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
+
+
 def init(device_type: str, environ: Mapping[str, str] | None = None) -> Context:
-    """Join the process group torchrun describes (if any) on ``device_type`` ('cpu' or 'cuda').
+    """Join the job torchrun describes (WORLD_SIZE > 1), else a single process, on ``device_type``.
 
     On CUDA the process's GPU is selected before the group exists, so that NCCL and every later
     allocation land on GPU ``LOCAL_RANK`` rather than all on GPU 0.
     """
     env = os.environ if environ is None else environ
-    world = int(env.get("WORLD_SIZE", "1"))
-    rank = int(env.get("RANK", "0"))
-    local_rank = int(env.get("LOCAL_RANK", "0"))
+    world = env_world_size(env)
+    rank = env_rank(env)
+    local_rank = int(env.get("LOCAL_RANK") or 0)
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
@@ -71,7 +89,8 @@ def init(device_type: str, environ: Mapping[str, str] | None = None) -> Context:
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world)
-    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend)
+    return Context(rank=rank, world_size=world, local_rank=local_rank, device=device, backend=backend,
+                   local_world_size=env_local_world_size(env))
 
 
 def no_buffer_broadcast() -> dict[str, bool]:
@@ -83,27 +102,37 @@ def no_buffer_broadcast() -> dict[str, bool]:
     return {"broadcast_buffers": False}
 
 
-def wrap(model: nn.Module, ctx: Context) -> nn.Module:
-    """DistributedDataParallel when there is more than one process, else the model itself; BatchNorm
-    statistics stay per rank (no broadcast per forward)."""
+def wrap(model: nn.Module, ctx: Context, *, buffers_every_forward: bool = True) -> nn.Module:
+    """DistributedDataParallel (gradient all-reduce in buckets, overlapped with the backward pass)
+    when there is more than one process, else the model itself. ``buffers_every_forward`` False:
+    rank 0's buffers (BatchNorm statistics) are not broadcast before each forward (DDP's default),
+    so each rank keeps its own, as the MLPerf ResNet reference does."""
     if not ctx.is_distributed:
         return model
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True,
-                                               **no_buffer_broadcast())
+    options = {} if buffers_every_forward else no_buffer_broadcast()
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, **options)
 
 
 def all_reduce_sum(tensor: torch.Tensor, ctx: Context) -> torch.Tensor:
-    """Sum of ``tensor`` (on ``ctx.device``) over all processes; the argument is left unchanged."""
+    """Sum over ranks of ``tensor``, on ``ctx.device`` (a copy: the argument is left unchanged);
+    ``tensor`` itself for one process."""
     if not ctx.is_distributed:
         return tensor
-    total = tensor.clone()
+    total = tensor.to(ctx.device, copy=True)
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total
 
 
+def any_rank(flag: torch.Tensor | bool, ctx: Context) -> bool:
+    """Whether ``flag`` (a bool, or a tensor whose elements count as true when non-zero) is true on
+    at least one rank; every rank gets the same answer. Waits for the device once."""
+    count = torch.as_tensor(flag).ne(0).sum().to(torch.int64)
+    return bool(all_reduce_sum(count, ctx).item() > 0)
+
+
 def broadcast_int(value: int, ctx: Context) -> int:
-    """Rank 0's ``value`` on every rank."""
+    """Rank 0's ``value`` on every rank (through a tensor on ``ctx.device``)."""
     if not ctx.is_distributed:
         return value
     holder = torch.tensor([value], dtype=torch.int64, device=ctx.device)
@@ -123,11 +152,11 @@ def shutdown(ctx: Context) -> None:
 
 
 @contextlib.contextmanager
-def joined(device_type: str) -> Iterator[Context]:
+def joined(device_type: str, environ: Mapping[str, str] | None = None) -> Iterator[Context]:
     """`init` for the block, then leave: after a block that ended well, only once every rank has
     ended (a rank that tears down while its peer still talks makes gloo abort the peer); after an
     error, at once (the peer may never come; torchrun stops it)."""
-    ctx = init(device_type)
+    ctx = init(device_type, environ)
     try:
         yield ctx
         barrier(ctx)

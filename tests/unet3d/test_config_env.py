@@ -1,0 +1,62 @@
+"""The environment's knobs (a profile's `env:`), which the run scripts pass through untouched:
+workloads/unet3d/config.py reads them, and the command line given after them wins."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from workloads.unet3d.config import (
+    KNOBS,
+    THROUGHPUT_KNOBS,
+    TRAIN_KNOBS,
+    TrainConfig,
+    build_parser,
+    config_from_args,
+    default,
+    env_argv,
+)
+
+PATHS = ["--data-dir", "/data", "--results-dir", "/results"]
+
+
+def test_unset_knobs_give_the_reference_defaults_written_once_in_trainconfig():
+    config = config_from_args(PATHS, {})
+    reference = TrainConfig(data_dir=Path("/data"), results_dir=Path("/results"))
+    fields = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("data_dir", "results_dir")]
+    assert {n: getattr(config, n) for n in fields} == {n: getattr(reference, n) for n in fields}
+    assert default("batch_size") == 2 and default("quality_threshold") == 0.908
+
+
+def test_the_environment_sets_the_options_and_the_command_line_wins():
+    env = {"FILTERS": "4,8", "INPUT_SHAPE": "16", "BATCH_SIZE": "3", "LR_DECAY_EPOCHS": "", "COMPILE": "1",
+           "AMP": "bf16", "THREADS": "auto", "CHANNELS_LAST": "0", "MAX_EPOCHS": "7", "QUALITY_THRESHOLD": "0.5",
+           "SUBMISSION_ORG": "lab"}
+    config = config_from_args([*PATHS, "--batch-size", "5"], env)
+    assert (config.model.filters, config.input_shape, config.val_input_shape) == ((4, 8), (16,) * 3, (16,) * 3)
+    assert (config.batch_size, config.lr_decay_epochs, config.compile, config.precision) == (5, (), True, "bf16")
+    assert (config.threads, config.channels_last, config.max_epochs) == (None, False, 7)
+    assert (config.quality_threshold, config.submission_org) == (0.5, "lab")
+
+
+@pytest.mark.parametrize("value", ["0", "", "yes"])
+def test_compile_is_on_only_for_1(value: str):
+    assert env_argv({"COMPILE": value}, ["COMPILE"]) == []
+    assert env_argv({"COMPILE": "1"}, ["COMPILE"]) == ["--compile"]
+
+
+def test_every_knob_names_an_option_of_its_parser():
+    from workloads.unet3d.throughput import build_parser as throughput_parser
+
+    train_options = {a for action in build_parser()._actions for a in action.option_strings}
+    throughput_options = {a for action in throughput_parser()._actions for a in action.option_strings}
+    assert {KNOBS[name] for name in TRAIN_KNOBS} <= train_options
+    assert {KNOBS[name] for name in THROUGHPUT_KNOBS} <= throughput_options
+
+
+def test_a_bad_knob_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        config_from_args(PATHS, {"INPUT_SHAPE": "1,2"})
+    assert stop.value.code == 2 and "--input-shape" in capsys.readouterr().err
