@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UsageError
+from orchestrator.insight import convergence
 from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.mlperf import published
+from orchestrator.mlperf import checkers, published
 from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord
 from orchestrator.results.store import Store, StoredRun
@@ -121,8 +122,23 @@ def to_setups(runs: Sequence[RunView]) -> list[Setup]:
             benchmark=members[0].manifest.benchmark,
             accelerator=accelerator,
             accelerators=count,
+            reference=_reference(members),
         ))
     return setups
+
+
+def _reference(members: Sequence[RunView]) -> convergence.Reference | None:
+    """The RCP for the runs' one batch size (and samples per epoch), by the round their import names,
+    else training 4.0.0; None where the runs differ in either or the table has no point for them."""
+    records = [s.record for view in members for s in view.seeds]
+    sizes = {r.global_batch_size for r in records if r.global_batch_size}
+    per_epoch = {r.samples_per_epoch for r in records if r.samples_per_epoch}
+    imported = members[0].manifest.imported
+    ruleset = imported.ruleset if imported is not None else checkers.DEFAULT_RULESET
+    if len(sizes) != 1 or len(per_epoch) > 1:
+        return None
+    return convergence.reference_for(members[0].manifest.benchmark, ruleset, sizes.pop(),
+                                     per_epoch.pop() if per_epoch else None)
 
 
 def _scaling_factor(view: RunView) -> float:
