@@ -43,6 +43,7 @@ def compare_runs(
     from orchestrator.insight import compare as comparing
     from orchestrator.insight.runs import load_setups, published_beside
     from orchestrator.render.comparison import comparison_tables, csv_text, runs_text, verdict
+    from orchestrator.render.convergence import convergence_table, sentences
 
     out = output(ctx)
     if as_json and as_csv:
@@ -74,6 +75,9 @@ def compare_runs(
     for table in comparison_tables(result, with_cost=bool(prices), width=out.out.width,
                                    per_accelerator=per_accelerator):
         out.table(table)
+    rcp_table = convergence_table(result)
+    if rcp_table is not None:
+        out.table(rcp_table)
     for sentence in matched:
         out.prose(f"published: {sentence}")
     if any(row.published for row in result.rows):
@@ -84,6 +88,8 @@ def compare_runs(
     for row in result.rows:
         if row.name != result.baseline:
             out.prose(verdict(row, result.baseline))
+    for sentence in sentences(result):
+        out.prose(sentence)
     for row in result.rows:
         for note in row.notes:
             out.warning(f"{row.name}: {note}")

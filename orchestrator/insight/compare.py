@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from orchestrator.insight import convergence
 from orchestrator.insight.statistics import (
     Interval,
     Test,
@@ -115,6 +116,8 @@ class Setup:
     """How many accelerators one run used."""
     published: bool = False
     """A result MLCommons published (from the shipped table), not a run of the user's."""
+    reference: convergence.Reference | None = None
+    """MLCommons' reference convergence point for this setup's batch size, in epochs."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -189,6 +192,8 @@ class SetupRow:
     """A result MLCommons published, recomputed from its per-run times; not run by the user."""
     per_accelerator: PerAccelerator | None = None
     """None when the number of accelerators is unknown (a CPU run)."""
+    convergence: convergence.ConvergenceCheck | None = None
+    """Epochs-to-target against the RCP for this batch size; None without one."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
@@ -253,6 +258,8 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
         cost=cost,
         published=setup.published,
         per_accelerator=per_accelerator(setup.accelerators, scaled, samples),
+        convergence=(convergence.check(setup.reference, per_seed_values(setup, "epochs_to_target"), non_converged,
+                                       setup.drop_per_end, olympic.value) if setup.reference is not None else None),
         notes=tuple(notes),
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import RecordError, UsageError
+from orchestrator.insight import convergence
 from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
@@ -109,6 +110,7 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
             run_id=run_id, setup_name=row["label"] or run_id, rule=(row["drop_per_end"], row["max_non_converged"]),
             scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
             seeds=tuple(_indexed_seed(seed) for seed in seeds if seed["state"] == "finished" and seed["status"]),
+            batch_sizes=frozenset(seed["global_batch_size"] for seed in seeds if seed["global_batch_size"]),
         ))
     return setups_of(runs, lambda run_id: store.manifest(run_id))
 
@@ -124,6 +126,8 @@ class PooledRun:
     scaling_factor: float
     seeds: tuple[SeedResult, ...]
     """Its finished seeds."""
+    batch_sizes: frozenset[int] = frozenset()
+    """The global batch sizes its seeds' logs state (one, in a sound run)."""
 
 
 def view_of(run: StoredRun) -> RunView:
@@ -183,6 +187,7 @@ def setups_of(runs: Sequence[PooledRun], manifest_of: Callable[[str], Manifest])
             benchmark=first.benchmark,
             accelerator=accelerator,
             accelerators=count,
+            reference=_reference(members, first),
         ))
     return setups
 
@@ -192,7 +197,26 @@ def _pooled(view: RunView) -> PooledRun:
     summary = view.run.summary
     factor = summary.mlcommons.scaling_factor if summary is not None and summary.mlcommons is not None else 1.0
     return PooledRun(run_id=view.run_id, setup_name=view.setup_name, rule=(rule.drop_per_end, rule.max_non_converged),
-                     scaling_factor=factor, seeds=tuple(_seed_result(s) for s in view.seeds))
+                     scaling_factor=factor, seeds=tuple(_seed_result(s) for s in view.seeds),
+                     batch_sizes=frozenset(s.record.global_batch_size for s in view.seeds
+                                           if s.record.global_batch_size))
+
+
+def _reference(members: Sequence[PooledRun], first: Manifest) -> convergence.Reference | None:
+    """The RCP for the runs' one batch size (and samples per epoch), by the ruleset their first run
+    was checked under (an import's round, else the workload's, else the benchmark's default); None
+    where the runs differ in either or the table has no point for them."""
+    sizes = frozenset().union(*(run.batch_sizes for run in members))
+    per_epoch = {s.samples_per_epoch for run in members for s in run.seeds if s.samples_per_epoch}
+    if len(sizes) != 1 or len(per_epoch) > 1 or not first.benchmark or not benchmarks.is_known(first.benchmark):
+        return None
+    ruleset = first.imported.ruleset if first.imported is not None else first.ruleset
+    try:
+        ruleset = ruleset or benchmarks.get(first.benchmark).default_ruleset
+    except UsageError:
+        return None
+    return convergence.reference_for(first.benchmark, ruleset, next(iter(sizes)),
+                                     per_epoch.pop() if per_epoch else None)
 
 
 def _seed_result(view: SeedView) -> SeedResult:

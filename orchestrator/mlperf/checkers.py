@@ -10,8 +10,10 @@ on this log: TypeError ..."), never a lost run.
 Pinned to mlperf-logging 4.1.68. Private functions used (no public API does the same):
 `result_summarizer._compute_strong_score_standalone` (its ``compute_score`` command line crashes in
 4.1.68), `result_summarizer._get_scaling_factor`, and the RCP table of `rcp_checker.RCP_Checker`
-(``rcp_data``). Public module functions used: `mlp_compliance.make_checker/main`,
-`rcp_checker.check_directory`, `package_checker.check_systems/check_training_result_files`.
+(``rcp_data``, and its lookup ``_find_rcp``/``_find_top_min_rcp``/``_find_bottom_max_rcp``/
+``_create_interp_rcp`` for the reference point of one batch size). Public module functions used:
+`mlp_compliance.make_checker/main/rule_choices`, `rcp_checker.check_directory`,
+`package_checker.check_systems/check_training_result_files`, `benchmark_meta.get_allowed_benchmarks`.
 """
 
 from __future__ import annotations
@@ -190,6 +192,48 @@ def rcp_table(benchmark: str, ruleset: str) -> tuple[tuple[int, ...], bool]:
         return (), False
     sizes = tuple(sorted(int(r["BS"]) for r in checker.rcp_data.values()))
     return sizes, benchmarks.get(benchmark).rcp_counts_samples(ruleset)
+
+
+@dataclass(frozen=True)
+class RcpPoint:
+    """The reference convergence point the RCP checker holds one batch size to, in the table's unit."""
+
+    batch_size: int
+    how: str
+    """'RCP found' or 'RCP Interpolation' (between the neighbouring batch sizes), the checker's words."""
+    mean: float
+    """Olympic mean of the reference runs' epochs (or samples) to converge."""
+    stdev: float
+    """Their standard deviation (numpy's, over all reference runs, as the checker computes it)."""
+    min_mean: float
+    """The lowest mean the checker accepts (its one-sided t-test at alpha 0.05): faster fails."""
+    runs: int
+    """Reference runs behind the point (the checker's count for an interpolated one)."""
+    counts_samples: bool
+
+
+def rcp_point(benchmark: str, ruleset: str, batch_size: int) -> RcpPoint | None:
+    """The pruned RCP the checker compares a submission of ``batch_size`` with (found, or
+    interpolated between its neighbours); None where it has none (no table, or the batch size lies
+    outside the table's range)."""
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    sizes, samples = rcp_table(benchmark, ruleset)
+    if not sizes:
+        return None
+    with quiet_tools():
+        checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, False)
+        record, how = checker._find_rcp(batch_size, "pruned_rcps"), "RCP found"
+        if record is None:
+            low = checker._find_top_min_rcp(batch_size, "pruned_rcps")
+            high = checker._find_bottom_max_rcp(batch_size, "pruned_rcps")
+            if low is None or high is None:
+                return None
+            _, record = checker._create_interp_rcp(batch_size, low, high)
+            how = "RCP Interpolation"
+    runs = len(record["Epochs to converge"]) or checker.submission_runs * 2
+    return RcpPoint(batch_size=batch_size, how=how, mean=float(record["RCP Mean"]), stdev=float(record["RCP Stdev"]),
+                    min_mean=float(record["Min Epochs"]), runs=runs, counts_samples=samples)
 
 
 def rcp_check(folder: Path, benchmark: str, ruleset: str) -> RcpOutcome:

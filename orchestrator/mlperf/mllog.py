@@ -10,16 +10,17 @@ or sample count that is not a number, a seed that is not an integer, an eval_acc
 a number (NaN, which a diverged run may log, is one) make that line a *bad value*, which
 `require_scorable` turns into one line naming the file, the line and the field.
 
-Epoch numbers may be logged as epochs or as samples (NVIDIA's logs count ``epoch_num``,
-``first_epoch_num`` and ``epoch_count`` in samples and log ``train_samples`` = 168): both become
-epochs here (`epochs_counted_in_samples`). Keys are `mlperf_logging.mllog.constants`.
+Epoch numbers may be logged as epochs or as samples (NVIDIA's v4.0 logs and mltrain's unet3d count
+``epoch_num``, ``first_epoch_num`` and ``epoch_count`` in samples, epoch x ``samples_per_epoch``, as
+the v4.0 unet3d RCPs do): both become epochs here (`epochs_counted_in_samples`), divided by
+``samples_per_epoch`` (else ``train_samples``). Keys are `mlperf_logging.mllog.constants`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -188,18 +189,22 @@ def _positive_int(event: Event | None) -> int | None:
     return None
 
 
-def epochs_counted_in_samples(log: ParsedLog, train_samples: int | None) -> bool:
+def epochs_counted_in_samples(log: ParsedLog, samples_per_epoch: int | None) -> bool:
     """Whether the log counts epochs in samples: every epoch number it logs (``epoch_num`` of
-    epochs and evals, ``first_epoch_num`` of blocks) is a whole multiple of ``train_samples`` and
-    at least one reaches it. Logs that count epochs log 1, 2, 3 ... or 1000, 1020 ... and fail
-    this at their first epoch; NVIDIA's log 168, 3360, ... and 168000, 171360 ..."""
-    if not train_samples or train_samples == 1:
+    epochs and evals, ``first_epoch_num`` of blocks) is a whole multiple of ``samples_per_epoch``
+    and at least one reaches it. Logs that count epochs log 1, 2, 3 ... or 1000, 1020 ... and fail
+    this at their first epoch; NVIDIA's log 168, 3360, ... and 168000, 171360 ...; mltrain's unet3d
+    at batch 32 logs 160, 320, ... (160 samples per epoch: the last batch of 168 is dropped)."""
+    return counts_samples([float(e.metadata[field]) for e in log.events for field in (C.EPOCH_NUM, C.FIRST_EPOCH_NUM)
+                           if field in e.metadata], samples_per_epoch)
+
+
+def counts_samples(numbers: Sequence[float], samples_per_epoch: int | None) -> bool:
+    """The rule of `epochs_counted_in_samples` on the epoch numbers seen so far (a live view
+    decides on the first one)."""
+    if not samples_per_epoch or samples_per_epoch == 1 or not numbers or max(numbers) < samples_per_epoch:
         return False
-    numbers = [float(e.metadata[field]) for e in log.events for field in (C.EPOCH_NUM, C.FIRST_EPOCH_NUM)
-               if field in e.metadata]
-    if not numbers or max(numbers) < train_samples:
-        return False
-    return all(n % train_samples == 0 for n in numbers)
+    return all(n % samples_per_epoch == 0 for n in numbers)
 
 
 def _eval_epoch(event: Event, divisor: int | None, in_samples: bool) -> float | None:
@@ -233,7 +238,7 @@ def build_record(
     stop = log.first(C.RUN_STOP)
     train_samples = _positive_int(log.first(C.TRAIN_SAMPLES))
     samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or train_samples or samples_per_epoch
-    divisor = train_samples or samples_per_epoch
+    divisor = samples_per_epoch  # what one epoch adds to a samples-counted epoch number
     in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and epochs_counted_in_samples(log, divisor))
     evals: list[EvalPoint] = []
     reached = False

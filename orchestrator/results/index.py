@@ -25,7 +25,7 @@ from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped whenever the tables change: an index of another version is dropped and rebuilt."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -37,13 +37,13 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS seeds (
     run_id TEXT, seed INTEGER, state TEXT, status TEXT, time_to_train_ms INTEGER,
-    epochs_to_target REAL, reason TEXT, samples_per_epoch INTEGER, telemetry INTEGER,
+    epochs_to_target REAL, reason TEXT, samples_per_epoch INTEGER, global_batch_size INTEGER, telemetry INTEGER,
     PRIMARY KEY (run_id, seed)
 );
 CREATE INDEX IF NOT EXISTS runs_label ON runs (label);
 """
 _RUN_COLUMNS = 24
-_SEED_COLUMNS = 9
+_SEED_COLUMNS = 10
 _INT64_MAX = 2**63 - 1
 READ_WAIT_S = 5.0
 """How long a reader or a run's write waits for another process's write lock before giving up."""
@@ -250,6 +250,7 @@ def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord
         record.epochs_to_target if record else None,
         record.reason if record else None,
         record.samples_per_epoch if record else None,
+        _integer(record.global_batch_size) if record else None,
         int(telemetry),
     )
 

@@ -36,6 +36,10 @@ class SeedProgress:
     status: str = ""
     announced: bool = field(default=False, repr=False)
     """Its end was reported (where no live table shows it)."""
+    samples_per_epoch: int | None = field(default=None, repr=False)
+    """samples_per_epoch (else train_samples) as logged: what a samples-counted epoch number adds per epoch."""
+    in_samples: bool | None = field(default=None, repr=False)
+    """The log counts epochs in samples (`mllog.counts_samples`, decided at its first epoch number)."""
 
     def elapsed(self) -> float | None:
         if self.started is None:
@@ -47,12 +51,21 @@ class SeedProgress:
         if event is None:
             return
         meta = event.metadata
-        if event.key in (C.EPOCH_START, C.EPOCH_STOP) and C.EPOCH_NUM in meta:
-            self.epoch = meta[C.EPOCH_NUM]
+        if event.key in (mllog.SAMPLES_PER_EPOCH, C.TRAIN_SAMPLES) and mllog.is_number(event.value):
+            if event.key == mllog.SAMPLES_PER_EPOCH or self.samples_per_epoch is None:
+                self.samples_per_epoch = int(event.value)
+        elif event.key in (C.EPOCH_START, C.EPOCH_STOP) and C.EPOCH_NUM in meta:
+            self.epoch = self._epochs(meta[C.EPOCH_NUM])
         elif event.key == C.BLOCK_START and C.FIRST_EPOCH_NUM in meta:
-            self.epoch = meta[C.FIRST_EPOCH_NUM]
+            self.epoch = self._epochs(meta[C.FIRST_EPOCH_NUM])
         elif event.key == C.EVAL_ACCURACY and isinstance(event.value, int | float):
             self.accuracy = float(event.value)
+
+    def _epochs(self, number: float) -> float:
+        """An epoch number as epochs, whether the log counts epochs or samples."""
+        if self.in_samples is None:
+            self.in_samples = mllog.counts_samples([float(number)], self.samples_per_epoch)
+        return number / self.samples_per_epoch if self.in_samples and self.samples_per_epoch else number
 
 
 STOP_WAIT_S = 90.0

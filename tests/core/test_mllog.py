@@ -39,6 +39,15 @@ def test_samples_based_epochs_become_epochs():
     assert r.metadata["epoch_unit"] == "samples"
 
 
+def test_samples_count_in_samples_per_epoch_not_train_samples():
+    """Batch 32 on 168 cases drops the last batch: 160 samples per epoch, epoch_num = epoch x 160."""
+    lines = run_log(evals=[(5000, 1000, 0.5), (9000, 1021, 0.93)], samples=160)
+    lines.insert(5, line("train_samples", 1000, 168))
+    r = record(lines)
+    assert r.epochs_to_target == 1021 and [p.epoch for p in r.evals] == [1000, 1021]
+    assert r.samples_per_epoch == 160 and r.train_samples == 168 and r.metadata["epoch_unit"] == "samples"
+
+
 def test_epoch_unit_can_be_forced():
     r = record(run_log(evals=[(5000, 336, 0.95)]), epoch_unit="samples")
     assert r.epochs_to_target == 2

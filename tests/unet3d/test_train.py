@@ -191,6 +191,30 @@ def test_reaching_the_target_stops_with_success(tiny_data, tmp_path):
     assert "FILTERS 4,8 differ" in reason and "seed fixed by the caller" in reason and "8 cases" in reason
 
 
+EPOCH_EVENTS = ("epoch_start", "epoch_stop", "eval_start", "eval_accuracy", "eval_stop")
+
+
+def test_epoch_numbers_count_samples_as_the_v4_rcps_do(tiny_data, tmp_path):
+    """epoch_num, first_epoch_num and epoch_count are samples (epoch x samples_per_epoch, as the
+    reference's mlcommons/training#684 logs them); the orchestrator reads them back as epochs."""
+    from orchestrator.mlperf.mllog import build_record, parse_file
+    from orchestrator.mlperf.quality import Goal
+
+    code, log = run_main(tiny_data, tmp_path, "--max-epochs", "2", "--start-eval-at", "2", "--seed", "1",
+                         env={"QUALITY_THRESHOLD": "1e-12"})
+    assert code == 0 and log[-1]["metadata"]["status"] == "success"
+    per_epoch = {e["key"]: e["value"] for e in log}["samples_per_epoch"]
+    assert per_epoch == 6
+    blocks = [e["metadata"] for e in log if e["key"] == "block_start"]
+    assert blocks == [{**blocks[0], "first_epoch_num": 6, "epoch_count": 6},
+                      {**blocks[1], "first_epoch_num": 12, "epoch_count": 6}]
+    assert [e["metadata"]["epoch_num"] for e in log if e["key"] in EPOCH_EVENTS] == \
+        [6, 6, 12, 12, 12, 12, 12]
+    assert next(e for e in log if e["key"] == "eval_start")["value"] == 12
+    record = build_record(parse_file(tmp_path / "unet3d.log"), goal=Goal(target=1e-12))
+    assert record.epochs_to_target == 2 and record.epochs_run == 2 and record.metadata["epoch_unit"] == "samples"
+
+
 def test_same_seed_same_run_and_bf16_channels_last_run(tiny_data, tmp_path):
     def accuracies(folder: str, *extra: str) -> list[float]:
         code, log = run_main(tiny_data, tmp_path / folder, "--max-epochs", "2", "--start-eval-at", "2",

@@ -201,6 +201,13 @@ class Schedule:
     def is_eval_epoch(self, epoch: int) -> bool:
         return epoch >= self.start_eval_at and (epoch - self.start_eval_at) % self.evaluate_every == 0
 
+    def samples(self, epochs: int) -> int:
+        """Training samples seen after ``epochs`` epochs: what the MLLOG epoch fields count. Since
+        training 3.1 the unet3d RCPs count samples to converge (epochs x samples per epoch,
+        mlcommons/logging#327), and the reference logs ``epoch_num``, ``first_epoch_num`` and
+        ``epoch_count`` in samples to match (mlcommons/training#684)."""
+        return epochs * self.samples_per_epoch
+
 
 def resolve_schedule(config: TrainConfig, n_train: int, world_size: int) -> Schedule:
     """Rules' scaling: 1000, 20 and 10000 epochs of the reference's 168 samples, in this run's epochs

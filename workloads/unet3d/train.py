@@ -171,25 +171,27 @@ def run_epochs(
     log: MlperfLog,
     ctx: Context,
 ) -> str:
-    """Train epoch by epoch, evaluate on schedule; success at the target, aborted on divergence or the cap."""
+    """Train epoch by epoch, evaluate on schedule; success at the target, aborted on divergence or the cap.
+    Epoch numbers are logged in samples (epoch x samples per epoch, `Schedule.samples`)."""
     status = C.ABORTED
     for epoch in range(1, schedule.max_epochs + 1):
         for group_params in trainer.optimizer.param_groups:
             group_params["lr"] = learning_rate(config, epoch)
-        block = {C.FIRST_EPOCH_NUM: epoch, C.EPOCH_COUNT: 1}
+        samples = schedule.samples(epoch)  # epoch numbers count samples, as the v4.0 RCPs do
+        block = {C.FIRST_EPOCH_NUM: samples, C.EPOCH_COUNT: schedule.samples_per_epoch}
         log.start(C.BLOCK_START, metadata=block)
-        log.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch})
+        log.start(C.EPOCH_START, metadata={C.EPOCH_NUM: samples})
         sampler.set_epoch(epoch)
         train_epoch(trainer, loader)
-        log.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch})
+        log.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: samples})
         stop = False
         if schedule.is_eval_epoch(epoch):
-            log.start(C.EVAL_START, value=epoch, metadata={C.EPOCH_NUM: epoch})
+            log.start(C.EVAL_START, value=samples, metadata={C.EPOCH_NUM: samples})
             kidney, tumour = evaluate(trainer, evaluation, config, ctx)
             accuracy = (kidney + tumour) / 2
             log.event(C.EVAL_ACCURACY, value=accuracy,
-                      metadata={C.EPOCH_NUM: epoch, "kidney_dice": kidney, "tumour_dice": tumour})
-            log.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: epoch})
+                      metadata={C.EPOCH_NUM: samples, "kidney_dice": kidney, "tumour_dice": tumour})
+            log.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: samples})
             if accuracy >= config.quality_threshold:
                 status, stop = C.SUCCESS, True
             elif accuracy < DIVERGENCE_DICE or not np.isfinite(accuracy):
