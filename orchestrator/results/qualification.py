@@ -9,6 +9,7 @@ came from), as ReFrame's checks do.
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -212,3 +213,25 @@ class FleetRecord(Record):
     rows: tuple[FleetRow, ...]
     jobs: dict[str, str] = Field(default_factory=dict)
     """node -> Slurm job id."""
+
+
+class NodeOrder(Record):
+    """``<results>/qualify/fleet/<fleet id>/<node>/order.json``: one node's qualification as a fleet
+    orders it, read by the node's own ``mltrain qualify order FILE`` (run there by its Slurm job)."""
+
+    schema_version: int = SCHEMA_VERSION
+    fleet_id: str
+    node: str
+    """Names the node's records (``--node-name``)."""
+    suite: str
+    results: Path
+    """The (shared) results folder the node's record goes into."""
+    record: Path
+    """Where the node also writes its record, for the fleet to gather."""
+    references: Path | None = None
+    """Operator references (``--references``)."""
+    data: Path | None = None
+    """The dataset whose storage and input pipeline are timed (``--data``)."""
+    strict: bool = False
+    gpus: Literal["none"] | None = None
+    """``none``: the checks are kept off the node's GPUs (its verdict says so); None: every GPU of the node."""

@@ -37,11 +37,11 @@ from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Manifest, RunRecord, RunState, Score, SeedState, SeedStateName
 from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
-from orchestrator.runners.base import Runner, SeedJob
+from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.session import datasets
 from orchestrator.session.plan import BenchmarkPlan, never_valid, resume_command
 from orchestrator.session.scoring import failed_runs, score_run, summary_of
-from orchestrator.session.seed import SeedProgress, run_seed
+from orchestrator.session.seed import SeedProgress, run_seed, seed_spec
 from orchestrator.signals import signal_of
 
 
@@ -90,8 +90,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
         for seed in seeds_in_turn(run, plan, watch, to_run):
             run_one_seed(run, seed, plan, runner, watch)
         return finish(run, plan.workload.olympic.drop_per_end)
-    except KeyboardInterrupt as stop:
-        release_jobs(runner, run_id, plan.possible_seeds)
+    except KeyboardInterrupt as stop:  # the running seed's job was stopped in order (`run_job`)
         raise interrupted(run, plan, signal_of(stop)) from None
     except Exception:
         if run is not None:
@@ -102,13 +101,10 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
             run.close()
 
 
-def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> SeedJob:
+def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> JobSpec:
     """What a runner is given to run one seed of the plan."""
-    return SeedJob(
-        run_id=run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir,
-        results_dir=store.paths(run_id).seed(seed).results, env=plan.seed_env(),
-        labels={"mltrain.run_id": run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
-    )
+    return seed_spec(run_id=run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir,
+                     paths=store.paths(run_id).seed(seed), env=plan.seed_env())
 
 
 def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> None:
@@ -119,18 +115,9 @@ def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -
 
 def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]) -> None:
     """Stop what a killed mltrain left running of this run (we hold its lock: nothing else runs it)."""
-    stopped = runner.stop_leftovers(run.run_id, run.manifest.seeds)
+    stopped = runner.stop_leftovers(run.run_id)
     if stopped:
         status(f"run {run.run_id}: stopped what an earlier mltrain left running: {', '.join(stopped)}")
-
-
-def release_jobs(runner: Runner, run_id: str, seeds: Sequence[int]) -> None:
-    """After a stop signal, nothing of this run is left on the runner: the running seed was stopped
-    in order, and this removes whatever the signal caught half made (a container started while its
-    start request was still on the way back, a job whose removal had not run yet). Best effort: the
-    interrupt, not a cleanup error, is what the user must see; `--resume` clears what stays."""
-    with contextlib.suppress(Exception):
-        runner.stop_leftovers(run_id, seeds)
 
 
 def adopt_recorded_seeds(run: StoredRun, status: Callable[[str], None]) -> None:
@@ -204,7 +191,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     job = seed_job(plan, run.store, run.run_id, seed)
     with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus, numbering=runner.gpu_numbering):
         record = run_seed(
-            runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
+            runner, job, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
             metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
         )
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, target=plan.target,
