@@ -17,4 +17,5 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
     judge.py       measurement, check and node verdicts; exit codes
     node.py        one node, top to bottom
     fleet.py       one exclusive Slurm job per node (its `NodeOrder`), gathered and compared with the fleet
+    leftovers.py   the jobs a killed qualification left, stopped by the next one
 """

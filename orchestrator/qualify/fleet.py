@@ -5,7 +5,8 @@ table: node, hardware, verdict, worst metric against the fleet median of its har
 than its peers by more than k MADs is flagged even where no reference exists.
 
 The node jobs run as every job does (`orchestrator.runners.jobs`): started together, each followed
-to its end; a stop signal cancels them all.
+to its end; a stop signal cancels them all; a fleet a killed mltrain left is found by its lock and
+its jobs cancelled when the next fleet starts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
 from orchestrator.qualify import judge
 from orchestrator.qualify.config import FleetPolicy
+from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.references import MAD_TO_SIGMA
 from orchestrator.results.qualification import FleetRecord, FleetRow, NodeOrder, QualificationRecord, Status, worst
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
@@ -69,8 +71,13 @@ def qualify_fleet(
     store = QualificationStore(results_dir)
     fleet_id = new_qualification_id("fleet", plan.suite_name)
     nodes = select_nodes(plan)
-    status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
-    outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
+    lock = store.begin(store.fleet_dir(fleet_id), fleet_id)
+    try:
+        stop_abandoned(store, store.root / "fleet", _runner(plan, status), status)
+        status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
+        outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
+    finally:
+        store.end(lock)
     records: dict[str, QualificationRecord] = {}
     for node, outcome in outcomes.items():
         record_path = store.fleet_dir(fleet_id) / node / "record.json"
