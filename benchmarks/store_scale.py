@@ -33,6 +33,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
 from orchestrator.mlperf import mllog  # noqa: E402
+from orchestrator.mlperf.quality import Goal  # noqa: E402
 from orchestrator.mlperf.scoring import score_runs  # noqa: E402
 from orchestrator.results.records import Manifest, SeedState, SeedStateName, Summary  # noqa: E402
 from orchestrator.results.store import Store, now_iso  # noqa: E402
@@ -60,7 +61,7 @@ def template(results: Path, seeds: int) -> str:
     for seed in manifest.seeds:
         text = mllog_text(seed, 20 + seed % 7)
         run.paths.seed(seed).output.write_text(text)
-        record = mllog.build_record(mllog.parse_lines(text.splitlines()), target=TARGET)
+        record = mllog.build_record(mllog.parse_lines(text.splitlines()), goal=Goal(target=TARGET))
         run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
     score = score_runs(run.finished_records(), manifest.rule)
     run.save_summary(Summary.model_validate({**score.to_json(), "run_id": "template", "workload": "unet3d",

@@ -32,16 +32,16 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from orchestrator.errors import MltrainError  # noqa: E402
-from orchestrator.mlperf import checkers, layout, mllog  # noqa: E402
+from orchestrator.mlperf import benchmarks, checkers, layout, mllog  # noqa: E402
 from orchestrator.mlperf.published import (  # noqa: E402
-    DROP_PER_END,
     TABLE,
-    TRAIN_SAMPLES,
     PublishedSystem,
     accelerator_class,
     write,
 )
+from orchestrator.mlperf.quality import Goal  # noqa: E402
 from orchestrator.mlperf.scoring import olympic_mean  # noqa: E402
+from orchestrator.units import minutes as in_minutes  # noqa: E402
 
 BENCHMARKS = ("unet3d", "resnet")
 TARGETS = {"unet3d": 0.908, "resnet": 0.759}
@@ -81,17 +81,17 @@ def _system(folder: Path, round_: str, submitter: str, check_summarizer: bool) -
         files, notes = {}, [str(exc)]
     target = EARLY_TARGETS.get((benchmark, round_), TARGETS[benchmark])
     for path in files.values():
-        record = mllog.build_record(mllog.parse_file(path), target=target)
+        record = mllog.build_record(mllog.parse_file(path), goal=Goal(target=target))
         batch_sizes.add(record.global_batch_size)
         if record.converged and record.time_to_train_ms:
-            minutes.append(round(record.time_to_train_ms / 60000, 4))
+            minutes.append(round(in_minutes(record.time_to_train_ms) or 0.0, 4))
             epochs.append(record.epochs_to_target)
         else:
             failed += 1
     if files and not minutes:
         notes.append("no log read as a converged MLLOG run (pre-MLLOG format?)")
     factor = checkers.scaling_factor(folder) or 1.0
-    unscaled = olympic_mean(minutes, failed, DROP_PER_END[benchmark]) if minutes else None
+    unscaled = olympic_mean(minutes, failed, benchmarks.get(benchmark).drop_per_end) if minutes else None
     if check_summarizer and files:
         ruleset = ".".join((round_.removeprefix("v") + ".0").split(".")[:3])
         try:
@@ -159,7 +159,7 @@ def _epochs(text: str, samples: bool, benchmark: str) -> float | None:
     if not text:
         return None
     value = float(text)
-    return value / TRAIN_SAMPLES[benchmark] if samples else value
+    return value / (benchmarks.get(benchmark).train_samples or 1) if samples else value
 
 
 def main(argv: list[str] | None = None) -> int:

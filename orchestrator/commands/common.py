@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
+from orchestrator.config.profiles import PROFILE_NAMES
 from orchestrator.output import Output
 
 if TYPE_CHECKING:
@@ -36,10 +37,8 @@ class RunnerName(str, Enum):
     auto = "auto"
 
 
-class ProfileName(str, Enum):
-    qualify = "qualify"
-    mlperf = "mlperf"
-    smoke = "smoke"
+ProfileName = Enum("ProfileName", {name: name for name in PROFILE_NAMES}, type=str)  # type: ignore[misc]
+"""The profiles as typer offers them (the names: `orchestrator.config.profiles`)."""
 
 
 class IpcMode(str, Enum):

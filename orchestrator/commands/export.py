@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output, registry
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,7 @@ def export_run(
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
     ruleset: str = typer.Option(None, "--ruleset",
-                                help="mlperf_logging ruleset (default: 4.0.0, the benchmark's last)."),
+                                help="mlperf_logging ruleset (default: the one the run was checked under)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -28,9 +28,11 @@ def export_run(
     An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
     import socket
 
+    from orchestrator import units
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
+    from orchestrator.render import text
     from orchestrator.results.outputs import check_output_folder
 
     out = output(ctx)
@@ -51,16 +53,15 @@ def export_run(
     described_now = not system and manifest.imported is None and manifest.host == socket.gethostname()
     if described_now:
         system = sysinfo.capture(Path(manifest.data_dir) if manifest.data_dir else None)
-    official = registry().get(manifest.workload).olympic.drop_per_end
     verdict = stored.summary.mlcommons if stored.summary else None
-    written = exporting.export_run(stored, mlcommons, official_drop_per_end=official, system_name=system_name,
+    written = exporting.export_run(stored, mlcommons, system_name=system_name,
                                    submitter=submitter, ruleset=ruleset, system=system,
                                    scaling_factor=verdict.scaling_factor if verdict and not manifest.imported else None)
     if described_now:  # said once the export is made: bad input is one line and nothing else
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     theirs = written.summarizer_minutes
     ours_ms = stored.summary.scaled_score_ms if stored.summary else None
-    ours = ours_ms / 60000 if ours_ms is not None else None
+    ours = units.minutes(ours_ms)
     same = parity.agrees(theirs, ours)
     if as_json:
         out.json({
@@ -83,10 +84,8 @@ def export_run(
                         f"{'; '.join(result.messages) or 'see mlperf_logging.compliance_checker'}")
     for warning in written.warnings:
         out.warning(warning)
-    out.data(f"result_summarizer ({written.ruleset}): {_minutes(theirs)}; mltrain: {_minutes(ours)}"
+    out.data(f"result_summarizer ({written.ruleset}): {text.summarizer_minutes(theirs)};"
+             f" mltrain: {text.summarizer_minutes(ours)}"
              f" -> {'same score' if same else 'DIFFERENT'}")
     out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
 
-
-def _minutes(value: float | None) -> str:
-    return "no score" if value is None else f"{value:.6f} min"

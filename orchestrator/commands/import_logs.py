@@ -21,8 +21,9 @@ def import_logs(
     mlperf_benchmark: str = typer.Option(..., "--benchmark", help="MLPerf benchmark, as mlperf_logging names it."),
     label: str = typer.Option(None, "--label", help="Name of the setup, for `mltrain compare`."),
     epochs_in: EpochUnit = typer.Option(EpochUnit.auto, "--epochs-in", help="How epoch_num is logged."),
-    ruleset: str = typer.Option("4.0.0", "--ruleset",
-                                help="mlperf_logging training ruleset to check and score the logs with."),
+    ruleset: str = typer.Option(None, "--ruleset",
+                                help="mlperf_logging training ruleset to check and score the logs with"
+                                     " (default: the one the benchmark's workload declares)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:

@@ -36,7 +36,7 @@ def show_sysinfo(
 ) -> None:
     """Show the host, every GPU (through NVML), the dataset storage and the container engine."""
     from orchestrator.insight import gpu_trace, sysinfo
-    from orchestrator.mlperf import system_desc
+    from orchestrator.mlperf import benchmarks, system_desc
 
     out = output(ctx)
     from orchestrator.config.locations import default_results_dir
@@ -62,7 +62,8 @@ def show_sysinfo(
         description = system_desc.system_description(
             system, submitter=submitter, system_name=name, division=division, status=status
         )
-        path = system_desc.write_checked(system_desc_dir / f"{name}.json", description)
+        path = system_desc.write_checked(system_desc_dir / f"{name}.json", description,
+                                         benchmarks.latest_ruleset())
         out.status(f"system description written to {path} (system_desc_checker: passed)")
     if as_json:
         out.json(system)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,7 +13,15 @@ from orchestrator.config.numbers import Positive
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.errors import ConfigError, UsageError
 
-PROFILE_NAMES = ("qualify", "mlperf", "smoke")
+ProfileName = Literal["qualify", "mlperf", "smoke"]
+"""The profiles every workload has: the names are defined here and nowhere else."""
+PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
+DEFAULT_PROFILE: ProfileName = "qualify"
+MLPERF: ProfileName = "mlperf"
+"""The profile that follows MLPerf's rules: its runs and drops are the benchmark's
+(`orchestrator.mlperf.benchmarks`), never written in seeds.yaml."""
+OFFICIAL_FIELDS = ("runs", "drop_per_end", "max_non_converged")
+"""What the mlperf profile takes from MLPerf's rules for the benchmark."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -78,6 +86,16 @@ class Profile(_Frozen):
             raise ValueError(f"{bad[0]!r} is not an environment variable name (letters, digits, '_')")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mlperf_takes_the_rules(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("name") == MLPERF:
+            stated = [field for field in OFFICIAL_FIELDS if field in data]
+            if stated:
+                raise ValueError(f"{', '.join(stated)}: the {MLPERF} profile takes the runs and drops from MLPerf's"
+                                 " rules for the benchmark (orchestrator/mlperf/benchmarks.py); remove them")
+        return data
+
     @model_validator(mode="after")
     def _non_converged_fits_drops(self) -> Profile:
         if self.max_non_converged > self.drop_per_end:
@@ -89,14 +107,22 @@ class Profile(_Frozen):
 
     @property
     def is_mlperf(self) -> bool:
-        return self.name == "mlperf"
+        return self.name == MLPERF
+
+    def following(self, *, runs: int, drop_per_end: int, max_non_converged: int) -> Profile:
+        """The mlperf profile under MLPerf's rule for the benchmark: exactly ``runs`` runs, scored
+        dropping ``drop_per_end`` at each end; its seeds are ``runs`` drawn at random unless
+        seeds.yaml names them."""
+        seeds = self.seeds if "seeds" in self.model_fields_set else f"random:{runs}"
+        return self.model_copy(update={"runs": runs, "drop_per_end": drop_per_end,
+                                       "max_non_converged": max_non_converged, "seeds": seeds})
 
 
 class Profiles(_Frozen):
     """All profiles of all workloads."""
 
-    default_profile: Literal["qualify", "mlperf", "smoke"] = "qualify"
-    workloads: dict[str, dict[Literal["qualify", "mlperf", "smoke"], Profile]]
+    default_profile: ProfileName = DEFAULT_PROFILE
+    workloads: dict[str, dict[ProfileName, Profile]]
 
     @model_validator(mode="before")
     @classmethod

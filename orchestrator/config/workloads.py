@@ -6,14 +6,17 @@ Adding a workload means adding a folder; nothing here names one.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.numbers import Positive
 from orchestrator.errors import ConfigError, UsageError
 
 DECLARATION = "workload.yaml"
+Better = Literal["higher", "lower"]
+"""Which way a quality metric improves: accuracy and Dice up, a loss or a word error rate down."""
 
 
 class _Frozen(BaseModel):
@@ -23,17 +26,12 @@ class _Frozen(BaseModel):
 class Quality(_Frozen):
     metric: str = "eval_accuracy"
     """MLLOG key compared with the target."""
+    better: Better
+    """higher: a run converges when the metric reaches the target or more; lower: the target or less."""
     target: Positive
     """Closed-division quality target."""
     env: str
     """Environment variable through which the target reaches run_and_time.sh."""
-
-
-class Olympic(_Frozen):
-    """MLPerf scoring constants of the benchmark."""
-
-    runs: int = Field(ge=1)
-    drop_per_end: int = Field(ge=0)
 
 
 class DataDecl(_Frozen):
@@ -53,6 +51,11 @@ class Workload(_Frozen):
 
     name: str
     mlperf_benchmark: str
+    """The MLPerf Training benchmark it implements, as mlperf_logging names it (its rules:
+    `orchestrator.mlperf.benchmarks`)."""
+    ruleset: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+$")
+    """The mlperf_logging training ruleset its runs are checked and scored under; None: the
+    benchmark's last (checked against the benchmark when a run is planned)."""
     description: str = ""
     run: tuple[str, ...]
     """argv of run_and_time.sh relative to the workload folder; the seed is appended."""
@@ -61,7 +64,9 @@ class Workload(_Frozen):
     appended (STEPS, WARMUP_STEPS, DATADIR and the model knobs come in the environment). None: the
     workload has none, and its throughput check is not applicable."""
     quality: Quality
-    olympic: Olympic
+    samples_per_epoch: PositiveInt | None = None
+    """Training samples in one epoch, where relevant: for a log that counts its progress in samples
+    and states neither train_samples nor samples_per_epoch (a log that states one is believed)."""
     data: DataDecl
     image: ImageDecl | None = None
     folder: Path = Field(default=Path("."), exclude=True)
@@ -72,6 +77,14 @@ class Workload(_Frozen):
         (``dataset.py``) becomes its absolute path; modules and programs stay as they are."""
         return [str(self.folder / word) if not word.startswith("-") and (self.folder / word).is_file() else word
                 for word in self.data.cli]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_olympic(cls, data: object) -> object:
+        if isinstance(data, dict) and "olympic" in data:
+            raise ValueError("olympic: the runs and drops are MLPerf's rule for the benchmark, taken from"
+                             " orchestrator/mlperf/benchmarks.py: remove the field")
+        return data
 
     @field_validator("run", "throughput")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config.files import read_yaml, validated
+from orchestrator.config.profiles import PROFILE_NAMES, ProfileName
 from orchestrator.config.workloads import DataDecl, ImageDecl
 from orchestrator.errors import ConfigError, UsageError
 
@@ -82,14 +83,14 @@ class Harness(_Frozen):
     run: tuple[str, ...] = Field(min_length=1)
     data: DataDecl
     image: ImageDecl | None = None
-    profiles: dict[Literal["qualify", "mlperf", "smoke"], ProfileRules]
+    profiles: dict[ProfileName, ProfileRules]
     models: dict[str, ModelFacts] = Field(min_length=1)
     folder: Path = Field(default=Path("."), exclude=True)
 
     @field_validator("profiles")
     @classmethod
     def _every_profile(cls, value: dict[str, ProfileRules]) -> dict[str, ProfileRules]:
-        missing = {"qualify", "mlperf", "smoke"} - set(value)
+        missing = set(PROFILE_NAMES) - set(value)
         if missing:
             raise ValueError(f"missing profiles {sorted(missing)}")
         return value

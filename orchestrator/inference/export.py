@@ -8,13 +8,13 @@ comparable with nothing).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from orchestrator.errors import StoreWriteError, UsageError
+from orchestrator.results import atomic
 from orchestrator.results.inference import InferencePaths, InferenceRun
 
 PERFORMANCE_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
@@ -43,7 +43,7 @@ def export_inference(run: InferenceRun, where: InferencePaths, out: Path, *, sys
             if (where.accuracy / "accuracy.txt").is_file():
                 _copy(where.accuracy, staging / "accuracy", ACCURACY_FILES)
             shutil.copyfile(where.root / "user.conf", staging / "user.conf")
-            os.replace(staging, target)
+            atomic.move(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -17,7 +17,7 @@ from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferencePlan, check_smoke_model
-from orchestrator.results import inference_store
+from orchestrator.results import atomic, inference_store
 from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
 from orchestrator.results.store import now_iso
 from orchestrator.runners.base import Runner
@@ -135,7 +135,7 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
 
 def _move(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    source.replace(target)
+    atomic.move(source, target)
 
 
 def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Path, facts_json: dict[str, Any],

@@ -37,6 +37,7 @@ from orchestrator.insight.statistics import (
     welch,
 )
 from orchestrator.mlperf.scoring import olympic_kept, olympic_mean, olympic_mean_along
+from orchestrator.units import minutes
 
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_BUDGET = 2_000_000
@@ -269,7 +270,7 @@ def per_accelerator(count: int | None, score: Interval, samples: Quantity) -> Pe
         return None
     return PerAccelerator(
         accelerators=count,
-        accelerator_minutes=score.value / 60000 * count if score.value is not None else None,
+        accelerator_minutes=minutes(score.value) * count if score.value is not None else None,
         samples_per_second=samples.mean.value / count if samples.mean.value is not None else None,
     )
 

@@ -17,10 +17,11 @@ from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.mlperf import published
+from orchestrator.mlperf import benchmarks, published
 from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord, RunStatus
 from orchestrator.results.store import Listing, Store, StoredRun
+from orchestrator.units import ms_from_minutes
 
 AUTO = "auto"
 """`--published auto`: the published systems like each of the user's setups."""
@@ -264,9 +265,9 @@ def hardware_summary(system: dict[str, Any]) -> str:
 def published_setup(system: published.PublishedSystem) -> Setup:
     """A published result as a setup: its converged runs' times and epochs, its non-converged
     count, its scaling factor; labelled as published."""
-    per_epoch = published.TRAIN_SAMPLES.get(system.benchmark)
-    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=minutes * 60000, epochs_to_target=epochs or None,
-                        samples_per_epoch=per_epoch)
+    per_epoch = benchmarks.get(system.benchmark).train_samples
+    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=ms_from_minutes(minutes),
+                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch)
              for i, (minutes, epochs) in enumerate(zip(system.run_minutes, system.run_epochs, strict=True))]
     seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None)
               for i in range(system.nonconverged)]
@@ -308,9 +309,10 @@ def _auto_queries(setups: Sequence[Setup]) -> list[published.Query]:
     for setup in setups:
         if setup.published:
             continue
-        if setup.benchmark not in published.DROP_PER_END:
+        shipped = benchmarks.with_published_results()
+        if setup.benchmark not in shipped:
             raise UsageError(f"--published auto: setup {setup.name!r} runs {setup.benchmark!r}, which has no"
-                             f" published results here (the table holds {', '.join(sorted(published.DROP_PER_END))})")
+                             f" published results here (the table holds {', '.join(shipped)})")
         family = published.accelerator_class(setup.accelerator) or setup.accelerator
         if family is None:
             raise UsageError(f"--published auto: setup {setup.name!r} ran on a CPU; name what to compare with,"

@@ -1,17 +1,17 @@
 """mlperf_logging's own tools, called the one way mltrain calls them: the compliance checker on one
-log, the result summarizer on one benchmark folder, the RCP checker, the package checker, and the
-rulesets they know. Nothing here re-implements a rule; everything MLCommons decides is decided by
-the package. Its tools report through the root logger and print: both are kept off the terminal
-and collected where a verdict needs the words. Where a tool itself raises on a log it was given
-(the checkers evaluate rule strings against whatever the log holds), that becomes its verdict
-("the compliance checker failed on this log: TypeError ..."), never a lost run.
+log, the result summarizer on one benchmark folder, the RCP checker, the package checker (what the
+package knows of each benchmark and ruleset: `orchestrator.mlperf.benchmarks`). Nothing here
+re-implements a rule; everything MLCommons decides is decided by the package. Its tools report
+through the root logger and print: both are kept off the terminal and collected where a verdict
+needs the words. Where a tool itself raises on a log it was given (the checkers evaluate rule
+strings against whatever the log holds), that becomes its verdict ("the compliance checker failed
+on this log: TypeError ..."), never a lost run.
 
 Pinned to mlperf-logging 4.1.68. Private functions used (no public API does the same):
 `result_summarizer._compute_strong_score_standalone` (its ``compute_score`` command line crashes in
 4.1.68), `result_summarizer._get_scaling_factor`, and the RCP table of `rcp_checker.RCP_Checker`
-(``rcp_data``). Public module functions used: `mlp_compliance.make_checker/main/rule_choices`,
-`rcp_checker.check_directory`, `package_checker.check_systems/check_training_result_files`,
-`benchmark_meta.get_allowed_benchmarks`.
+(``rcp_data``). Public module functions used: `mlp_compliance.make_checker/main`,
+`rcp_checker.check_directory`, `package_checker.check_systems/check_training_result_files`.
 """
 
 from __future__ import annotations
@@ -19,22 +19,15 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator import signals
 from orchestrator.errors import UsageError
+from orchestrator.mlperf import benchmarks
 
-USAGE = "training"
-DEFAULT_RULESET = "4.0.0"
-"""The last training round that had unet3d and resnet (both retired after it)."""
-RCP_RULESETS = frozenset({"1.0.0", "1.1.0", "2.0.0", "2.1.0", "3.0.0", "3.1.0", "4.0.0", "4.1.0", "5.0.0", "5.1.0",
-                          "6.0.0", "6.1.0"})
-"""Rulesets `rcp_checker.RCP_Checker` accepts (4.1.68)."""
-_SAMPLES_TABLES = {("unet3d", "3.1.0"), ("unet3d", "4.0.0")}
-"""RCP tables that count epochs in samples (see ../shared/spec/scoring.md: unet3d since 3.1)."""
+USAGE = benchmarks.USAGE
 
 
 @dataclass
@@ -74,36 +67,6 @@ def quiet_tools() -> Iterator[Collected]:
 def one_line(text: str, limit: int = 240) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- rulesets
-
-
-def check_ruleset(ruleset: str, benchmark: str, option: str = "--ruleset") -> str:
-    """The ruleset, or one line saying which ones mlperf_logging knows for the benchmark."""
-    from mlperf_logging.benchmark_meta import get_allowed_benchmarks
-    from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
-
-    known = sorted((r for r in rule_choices() if r in RCP_RULESETS), key=_version)
-    fits = [r for r in known if benchmark in get_allowed_benchmarks(USAGE, r)]
-    if ruleset not in known:
-        raise UsageError(f"{option} {ruleset}: mlperf-logging knows training rulesets {', '.join(known)};"
-                         f" {benchmark} is in {', '.join(fits) or 'none'}")
-    if ruleset not in fits:
-        raise UsageError(f"{option} {ruleset}: {benchmark} is not a benchmark of training {ruleset};"
-                         f" use one of {', '.join(fits) or 'none'}")
-    return ruleset
-
-
-def is_benchmark_name(name: str) -> bool:
-    """A name MLCommons gives a training benchmark (``unet3d``, ``resnet``): safe as a folder name."""
-    from mlperf_logging.benchmark_meta import get_result_file_counts
-
-    return bool(re.fullmatch(r"[a-z0-9_]+", name)) and name in get_result_file_counts(USAGE)
-
-
-def _version(ruleset: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in ruleset.split("."))
 
 
 # ---------------------------------------------------------------- compliance
@@ -218,7 +181,7 @@ def rcp_table(benchmark: str, ruleset: str) -> tuple[tuple[int, ...], bool]:
     ((), False) when the ruleset has no table for it."""
     from mlperf_logging.rcp_checker import rcp_checker
 
-    if ruleset not in RCP_RULESETS:
+    if not benchmarks.is_known(benchmark) or ruleset not in benchmarks.get(benchmark).rcp_rulesets:
         return (), False
     try:
         with quiet_tools():
@@ -226,7 +189,7 @@ def rcp_table(benchmark: str, ruleset: str) -> tuple[tuple[int, ...], bool]:
     except (OSError, KeyError, ValueError):
         return (), False
     sizes = tuple(sorted(int(r["BS"]) for r in checker.rcp_data.values()))
-    return sizes, (benchmark, ruleset) in _SAMPLES_TABLES
+    return sizes, benchmarks.get(benchmark).rcp_counts_samples(ruleset)
 
 
 def rcp_check(folder: Path, benchmark: str, ruleset: str) -> RcpOutcome:

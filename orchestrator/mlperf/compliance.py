@@ -18,7 +18,9 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants as C
 
+from orchestrator.config.profiles import MLPERF
 from orchestrator.mlperf import checkers, mllog
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Compliance, RunRecord, RunStatus
 
 STRICT_KEYS = (C.RUN_START, C.RUN_STOP)
@@ -39,21 +41,21 @@ class Relaxation:
 
 def relaxation_for(profile: str, *, target: float, reference_target: float, synthetic_data: bool) -> Relaxation | None:
     """What a profile relaxes: nothing for ``mlperf``; else its own target and its synthetic data."""
-    if profile == "mlperf":
+    if profile == MLPERF:
         return None
     relaxed = Relaxation(profile=profile, target=target if target != reference_target else None,
                          synthetic_data=synthetic_data)
     return relaxed if relaxed.target is not None or relaxed.synthetic_data else None
 
 
-def check_log(path: Path, ruleset: str = checkers.DEFAULT_RULESET, relax: Relaxation | None = None,
-              metric: str = C.EVAL_ACCURACY) -> Compliance:
-    """The compliance checker's verdict on one log, with the profile's relaxations."""
+def check_log(path: Path, ruleset: str, goal: Goal, relax: Relaxation | None = None) -> Compliance:
+    """The compliance checker's verdict on one log, with the profile's relaxations (the target rule
+    is the one on ``goal``'s metric written with its direction, ``>=`` or ``<=``)."""
     report = checkers.compliance(path, ruleset)
     errors = list(report.errors)
     relaxed: list[str] = []
     if relax is not None and relax.target is not None:
-        target_rules = [e for e in errors if e.startswith(f"Failed checks for {metric} :") and ">=" in e]
+        target_rules = [e for e in errors if e.startswith(f"Failed checks for {goal.metric} :") and goal.operator in e]
         for rule in target_rules:
             errors.remove(rule)
             check = rule.split(":", 1)[1].strip()
@@ -87,19 +89,20 @@ def judge(record: RunRecord, verdict: Compliance) -> RunRecord:
     })
 
 
-def check_seed(record: RunRecord, log: Path, *, profile: str, target: float, reference_target: float,
-               synthetic_data: bool, metric: str = C.EVAL_ACCURACY,
-               ruleset: str = checkers.DEFAULT_RULESET) -> RunRecord:
-    """A finished seed's record judged by the compliance checker on its log. Seeds that never
-    logged a whole run (crashed, killed, timed out: no run_stop) keep their status unchecked."""
+def check_seed(record: RunRecord, log: Path, *, profile: str, goal: Goal, reference_target: float,
+               synthetic_data: bool, ruleset: str) -> RunRecord:
+    """A finished seed's record judged by the compliance checker of ``ruleset`` on its log (``goal``:
+    the profile's target). Seeds that never logged a whole run (crashed, killed, timed out: no
+    run_stop) keep their status unchecked."""
     if record.run_start_ms is None or record.run_stop_ms is None or not log.is_file():
         return record
     overlong = _overlong_mllog_line(log)
     if overlong is not None:  # mlperf_logging's reader would spend minutes on it: judged here
         return judge(record, Compliance(ruleset=ruleset, valid=False, reason=f"line {overlong}: an MLLOG line longer"
                                         f" than {mllog.MAX_LINE_CHARS:,} characters (not checked)"))
-    relax = relaxation_for(profile, target=target, reference_target=reference_target, synthetic_data=synthetic_data)
-    return judge(record, check_log(log, ruleset, relax, metric))
+    relax = relaxation_for(profile, target=goal.target, reference_target=reference_target,
+                           synthetic_data=synthetic_data)
+    return judge(record, check_log(log, ruleset, goal, relax))
 
 
 def _overlong_mllog_line(log: Path) -> int | None:

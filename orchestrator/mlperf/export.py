@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 from collections import Counter
@@ -24,15 +23,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import UsageError
-from orchestrator.mlperf import checkers, system_desc
+from orchestrator.mlperf import benchmarks, checkers, system_desc
 from orchestrator.mlperf.mllog import mllog_lines
 from orchestrator.results import atomic
 from orchestrator.results.records import Manifest, RunRecord
 from orchestrator.results.store import StoredRun
 
 USAGE = checkers.USAGE
-DEFAULT_RULESET = checkers.DEFAULT_RULESET
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +85,6 @@ def export_run(
     run: StoredRun,
     root: Path,
     *,
-    official_drop_per_end: int,
     system_name: str | None = None,
     submitter: str = "mltrain",
     ruleset: str | None = None,
@@ -94,12 +92,12 @@ def export_run(
     scaling_factor: float | None = None,
 ) -> Export:
     """Write the run's finished seeds and its system description under ``root`` (``system``: the
-    capture to describe, default the one in the run's manifest; ``official_drop_per_end``: what
-    the benchmark's MLPerf rules drop at each end, from its workload.yaml; ``scaling_factor``: the
-    RCP scaling factor to write into scaling.json, default an imported run's own)."""
+    capture to describe, default the one in the run's manifest; ``ruleset``: default the one the run
+    was checked under; ``scaling_factor``: the RCP scaling factor to write into scaling.json, default
+    an imported run's own)."""
     manifest = run.manifest
     benchmark = _benchmark(run)
-    ruleset = checkers.check_ruleset(ruleset or DEFAULT_RULESET, benchmark)
+    ruleset = benchmarks.check_ruleset(ruleset, benchmark) if ruleset else run_ruleset(manifest, benchmark)
     imported = manifest.imported
     given = system_name or (imported.system if imported is not None else None)
     name = system_desc.safe_name(given) if given else system_desc.default_system_name(system or manifest.system)
@@ -112,19 +110,19 @@ def export_run(
         raise UsageError(f"--mlcommons {root}: not a folder")
     logs = [(seed, run.paths.seed(seed).output) for seed in run.finished_records()]
     texts = [(seed, mllog_lines(path.read_text(errors="replace"))) for seed, path in logs if path.is_file()]
-    warnings = list(_rule_warnings(manifest, official_drop_per_end))
+    warnings = list(_rule_warnings(manifest, benchmarks.get(benchmark).drop_per_end))
     warnings += [f"seed {seed}: no MLLOG lines in its output; not exported" for seed, lines in texts if not lines]
     texts = [(seed, lines) for seed, lines in texts if lines]
     if not texts:
         raise UsageError(f"run {run.run_id} has no finished seed with MLLOG output to export")
     division, note = logged_division(run.finished_records())
     if division is None:
-        division = "closed" if manifest.profile == "mlperf" else "open"
+        division = "closed" if manifest.profile == MLPERF else "open"
         warnings.append(f"{note}: the system description says {division} ({manifest.profile} profile)")
     elif note:
         warnings.append(f"division {division}: {note}")
     description = _description(run, system or manifest.system, submitter=submitter, name=name, division=division,
-                               warnings=warnings)
+                               ruleset=ruleset, warnings=warnings)
     if system_file.is_file() and _json_or_none(system_file) != description:
         raise UsageError(f"{system_file} already exists and describes the system otherwise: remove it, name another"
                          " --system-name, or export into an empty folder")
@@ -144,8 +142,8 @@ def export_run(
         system_file.parent.mkdir(parents=True, exist_ok=True)
         if benchmark_dir.exists():
             benchmark_dir.rmdir()  # an empty leftover (no result files, checked above)
-        os.replace(staged_dir, benchmark_dir)
-        os.replace(stage / "systems" / f"{name}.json", system_file)
+        atomic.move(staged_dir, benchmark_dir)
+        atomic.move(stage / "systems" / f"{name}.json", system_file)
     try:
         accepted, score = _summarize(benchmark_dir, benchmark, ruleset)
     except checkers.ToolFailed as exc:
@@ -168,6 +166,13 @@ def export_run(
                   warnings=tuple(warnings), summarizer_minutes=score)
 
 
+def run_ruleset(manifest: Manifest, benchmark: str) -> str:
+    """The ruleset a run was checked under: the one its manifest records (an import's own), else
+    (runs recorded before it was kept) its benchmark's default, under which they were checked."""
+    recorded = manifest.ruleset or (manifest.imported.ruleset if manifest.imported is not None else None)
+    return benchmarks.ruleset_for(benchmark, recorded)
+
+
 def _json_or_none(path: Path) -> object:
     try:
         return json.loads(path.read_text())
@@ -179,7 +184,7 @@ def _benchmark(run: StoredRun) -> str:
     benchmark = run.manifest.benchmark or ""
     if not benchmark:
         raise UsageError(f"run {run.run_id} names no MLPerf benchmark in its manifest")
-    if not checkers.is_benchmark_name(benchmark):
+    if not benchmarks.is_known(benchmark):
         raise UsageError(f"{run.paths.manifest}: field benchmark {benchmark[:40]!r} is not an MLPerf training"
                          " benchmark name; repair the manifest")
     return benchmark
@@ -193,7 +198,7 @@ def _inside(root: Path, path: Path) -> Path:
     return path
 
 
-def _description(run: StoredRun, system: dict, *, submitter: str, name: str, division: str,
+def _description(run: StoredRun, system: dict, *, submitter: str, name: str, division: str, ruleset: str,
                  warnings: list[str]) -> dict:
     """Ours from the system capture, checked by system_desc_checker; an imported run's own as it was
     published (with the division its logs state)."""
@@ -205,7 +210,7 @@ def _description(run: StoredRun, system: dict, *, submitter: str, name: str, div
     with tempfile.TemporaryDirectory(prefix="mltrain-sysdesc-") as tmp:
         probe = Path(tmp) / f"{name}.json"
         system_desc.write_system_description(probe, description)
-        valid, log = system_desc.check_system_description(probe)
+        valid, log = system_desc.check_system_description(probe, ruleset)
     if not valid:
         raise UsageError(f"system description of {name}: rejected by system_desc_checker: {log}")
     if not system:

@@ -28,6 +28,7 @@ from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_d
 from mlperf_logging.mllog import constants as C
 
 from orchestrator.errors import LogError
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
 
 MLLOG_PREFIX = ":::MLLOG"
@@ -38,7 +39,6 @@ RESOLVED_SETTINGS = "resolved_settings"
 REASON = "reason"
 """Metadata of submission_division: why the workload chose that division."""
 EpochUnit = Literal["auto", "epochs", "samples"]
-DIVERGENCE_ACCURACY = 1e-6
 MAX_TIME_MS = 2.0**53
 """Larger times are not exact in a double (and are 285,000 years of milliseconds)."""
 MAX_SEED = 2**63 - 1
@@ -218,21 +218,25 @@ def _eval_epoch(event: Event, divisor: int | None, in_samples: bool) -> float | 
 def build_record(
     log: ParsedLog,
     *,
-    target: float,
-    metric: str = C.EVAL_ACCURACY,
+    goal: Goal,
     exit: Exit | None = None,
     ended: RunStatus | None = None,
     epoch_unit: EpochUnit = "auto",
+    samples_per_epoch: int | None = None,
 ) -> RunRecord:
-    """Derive one run's record. ``exit`` is how the process ended when we ran it; ``ended``
-    overrides the status when the orchestrator itself stopped the run (timeout, Ctrl-C)."""
+    """Derive one run's record, judged by ``goal`` (metric, target, direction). ``exit`` is how the
+    process ended when we ran it; ``ended`` overrides the status when the orchestrator itself stopped
+    the run (timeout, Ctrl-C); ``samples_per_epoch`` is the workload's declaration, used where the
+    log states neither samples_per_epoch nor train_samples."""
+    metric, target = goal.metric, goal.target
     start = log.first(C.RUN_START)
     stop = log.first(C.RUN_STOP)
     train_samples = _positive_int(log.first(C.TRAIN_SAMPLES))
-    samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or train_samples
+    samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or train_samples or samples_per_epoch
     divisor = train_samples or samples_per_epoch
     in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and epochs_counted_in_samples(log, divisor))
     evals: list[EvalPoint] = []
+    reached = False
     epochs_to_target: float | None = None
     for event in log.all(metric):
         if start is None or not is_number(event.value) and not _is_nan(event.value):
@@ -244,8 +248,8 @@ def build_record(
             time_ms=int(event.time_ms - start.time_ms),
         )
         evals.append(point)
-        if epochs_to_target is None and point.accuracy >= target and (stop is None or event.time_ms <= stop.time_ms):
-            epochs_to_target = epoch
+        if not reached and goal.reached(point.accuracy) and (stop is None or event.time_ms <= stop.time_ms):
+            reached, epochs_to_target = True, epoch  # None: the log counts neither epochs nor samples we can divide
     epochs_seen = [float(e.metadata[C.EPOCH_NUM]) / (divisor if in_samples and divisor else 1)
                    for e in log.events if e.key in (C.EPOCH_STOP, C.EPOCH_START) and C.EPOCH_NUM in e.metadata]
     epochs_run = max([*epochs_seen, *(p.epoch for p in evals if p.epoch == p.epoch)], default=None)
@@ -254,7 +258,7 @@ def build_record(
     gbs = _positive_int(log.first(C.GLOBAL_BATCH_SIZE))
     division = log.first(C.SUBMISSION_DIVISION)
     settings = log.first(RESOLVED_SETTINGS)
-    status, reason = _classify(log, start, stop, target, metric, evals, epochs_to_target, epochs_run, exit, ended)
+    status, reason = _classify(log, start, stop, goal, evals, reached, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
         metadata["epoch_unit"] = "samples"
@@ -272,7 +276,7 @@ def build_record(
         train_samples=train_samples,
         global_batch_size=gbs,
         target=target,
-        best_accuracy=max((p.accuracy for p in evals if p.accuracy == p.accuracy), default=None),
+        best_accuracy=goal.best(p.accuracy for p in evals),
         evals=tuple(evals),
         metadata=metadata,
         division=str(division.value) if division is not None and division.value is not None else None,
@@ -304,9 +308,9 @@ def _classify(
     log: ParsedLog,
     start: Event | None,
     stop: Event | None,
-    target: float,
-    metric: str,
+    goal: Goal,
     evals: list[EvalPoint],
+    reached: bool,
     epochs_to_target: float | None,
     epochs_run: float | None,
     exit: Exit | None,
@@ -328,15 +332,17 @@ def _classify(
     if stop.time_ms < start.time_ms:
         return RunStatus.CRASHED, "run_stop is logged before run_start"
     status = str(stop.metadata.get(C.STATUS, "")).lower()
-    if status == C.SUCCESS and epochs_to_target is not None:
-        return RunStatus.CONVERGED, f"{metric} reached {target:g} at epoch {epochs_to_target:g}"
+    metric, target = goal.metric, goal.target
+    if status == C.SUCCESS and reached:
+        where = f"at epoch {epochs_to_target:g}" if epochs_to_target is not None else "(its epoch unknown)"
+        return RunStatus.CONVERGED, f"{metric} reached {target:g} {where}"
     if status == C.SUCCESS:
         return RunStatus.NOT_CONVERGED, f"run_stop says success but no {metric} reached {target:g}"
-    if evals and not evals[-1].accuracy >= DIVERGENCE_ACCURACY:
+    if evals and goal.collapsed(evals[-1].accuracy):
         return RunStatus.DIVERGED, f"{metric} collapsed to {evals[-1].accuracy:g} at epoch {evals[-1].epoch:g}"
-    best = max((p.accuracy for p in evals if p.accuracy == p.accuracy), default=None)
+    best = goal.best(p.accuracy for p in evals)
     best_text = f"best {metric} {best:.4g}" if best is not None else f"no {metric} logged"
-    return RunStatus.NOT_CONVERGED, f"run_stop {status or 'without status'}; {best_text} < {target:g}"
+    return RunStatus.NOT_CONVERGED, f"run_stop {status or 'without status'}; {best_text} {goal.short_of} {target:g}"
 
 
 def require_scorable(log: ParsedLog, source: str) -> None:

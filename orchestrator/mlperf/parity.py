@@ -24,9 +24,10 @@ from pathlib import Path
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import checkers, export
 from orchestrator.mlperf.layout import RESULT_FILE
-from orchestrator.mlperf.scoring import minutes, score_runs
+from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results.records import MlcommonsCheck, PackageCheck, RcpCheck, RunRecord
 from orchestrator.results.store import StoredRun
+from orchestrator.units import minutes
 
 RELATIVE_TOLERANCE = 1e-9
 EXPORT_FOLDER = "mlcommons"
@@ -39,16 +40,16 @@ def agrees(theirs_min: float | None, ours_min: float | None) -> bool:
     return abs(theirs_min - ours_min) <= RELATIVE_TOLERANCE * max(abs(theirs_min), abs(ours_min), 1e-300)
 
 
-def check(run: StoredRun, official_drop_per_end: int) -> MlcommonsCheck:
+def check(run: StoredRun) -> MlcommonsCheck:
     """MLCommons' verdict on a finished mlperf-profile run or an import (see the module docstring)."""
     if run.manifest.imported is not None:
         return _check_import(run)
     try:
-        ruleset = checkers.check_ruleset(checkers.DEFAULT_RULESET, run.manifest.benchmark or "")
+        ruleset = export.run_ruleset(run.manifest, run.manifest.benchmark or "")
     except MltrainError as exc:
-        return MlcommonsCheck(folder="", ruleset=checkers.DEFAULT_RULESET, summarizer_score_min=None, agrees=False,
+        return MlcommonsCheck(folder="", ruleset=run.manifest.ruleset or "", summarizer_score_min=None, agrees=False,
                               warnings=(f"MLCommons' tools were not run: {exc}",))
-    return _check_own_run(run, official_drop_per_end, ruleset)
+    return _check_own_run(run, ruleset)
 
 
 def _check_import(run: StoredRun) -> MlcommonsCheck:
@@ -89,7 +90,7 @@ def _file_differences(records: dict[int, RunRecord], files: dict[int, str], acce
     return notes[:10]
 
 
-def _check_own_run(run: StoredRun, official_drop_per_end: int, ruleset: str) -> MlcommonsCheck:
+def _check_own_run(run: StoredRun, ruleset: str) -> MlcommonsCheck:
     benchmark = run.manifest.benchmark or ""
     records = run.finished_records()
     division, _ = export.logged_division(records)
@@ -104,8 +105,7 @@ def _check_own_run(run: StoredRun, official_drop_per_end: int, ruleset: str) -> 
     warnings = list(failures)
     package = None
     try:
-        exported = export.export_run(run, folder, official_drop_per_end=official_drop_per_end, ruleset=ruleset,
-                                     scaling_factor=factor)
+        exported = export.export_run(run, folder, ruleset=ruleset, scaling_factor=factor)
     except MltrainError as exc:  # the run keeps its score; the export and the package check say why not
         warnings.append(f"not exported: {exc}")
     else:

@@ -1,7 +1,7 @@
 """Scoring a set of runs, as ``../shared/spec/scoring.md`` states the rules.
 
 Pure functions: records in, numbers out. Milliseconds internally; the MLPerf summarizer reports
-minutes, which `minutes` converts to at the edge. The olympic rule is written once
+minutes, which `orchestrator.units` converts to at the edge. The olympic rule is written once
 (`olympic_kept`) and used for the score, for which seeds count, and (vectorised) for bootstrap
 resamples in `orchestrator.insight.compare`.
 """
@@ -141,10 +141,6 @@ def score_runs(records: dict[int, RunRecord], rule: ScoringRule, *, unfinished: 
 def scaled(score_ms: float | None, scaling_factor: float) -> float | None:
     """The olympic mean as MLCommons' summarizer reports it: multiplied by the RCP scaling factor."""
     return None if score_ms is None else score_ms * scaling_factor
-
-
-def minutes(ms: float | None) -> float | None:
-    return None if ms is None else ms / 60000.0
 
 
 def _seeds(seeds: Sequence[int]) -> str:

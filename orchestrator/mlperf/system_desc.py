@@ -13,7 +13,6 @@ from orchestrator.errors import UsageError
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.results import atomic
 
-RULESET = "4.0.0"  # the last training round that had unet3d and resnet
 STATUSES = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")
 
 
@@ -96,8 +95,8 @@ def system_description(
     }
 
 
-def check_system_description(path: Path, ruleset: str = RULESET) -> tuple[bool, str]:
-    """Run mlperf_logging's system_desc_checker; return (valid, what it logged)."""
+def check_system_description(path: Path, ruleset: str) -> tuple[bool, str]:
+    """Run mlperf_logging's system_desc_checker of a training ruleset; return (valid, what it logged)."""
     from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
     records: list[str] = []
@@ -177,15 +176,15 @@ def _other_software(system: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def write_checked(path: Path, description: dict[str, str]) -> Path:
-    """Write the description only if mlperf_logging's checker accepts it (checked on the staged file,
-    which is renamed into place only then)."""
+def write_checked(path: Path, description: dict[str, str], ruleset: str) -> Path:
+    """Write the description only if mlperf_logging's checker of ``ruleset`` accepts it (checked on
+    the staged file, which is renamed into place only then)."""
     if path.parent.exists() and not path.parent.is_dir():
         raise UsageError(f"--system-desc {path.parent}: not a folder")
     with atomic.staged(path) as handle:
         handle.write((json.dumps(description, indent=2, sort_keys=True) + "\n").encode())
         handle.flush()
-        valid, log = check_system_description(Path(handle.name))
+        valid, log = check_system_description(Path(handle.name), ruleset)
         if not valid:
             raise UsageError(f"system description rejected by mlperf_logging's system_desc_checker: {log}")
     return path

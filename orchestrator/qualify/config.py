@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
+from orchestrator.config.profiles import ProfileName
 from orchestrator.errors import UsageError
 
 QUALIFY_FILE_ENV = "MLTRAIN_QUALIFY_FILE"
@@ -107,7 +108,7 @@ class DeviceSuite(_Frozen):
 
 
 class TimeToTrainSpec(_Frozen):
-    profile: Literal["qualify", "mlperf", "smoke"] = "smoke"
+    profile: ProfileName = "smoke"
     """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
     seed: int = Field(default=1, ge=0)
 

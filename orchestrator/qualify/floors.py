@@ -23,10 +23,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validator
 
 from orchestrator.config.files import read_yaml, validated
-from orchestrator.mlperf import published
+from orchestrator.mlperf import benchmarks, published
 from orchestrator.qualify.devices import split_metric
 from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Reference
+from orchestrator.units import ms_from_minutes
 
 FILE = "floors.yaml"
 _GEMM = re.compile(r"^gemm_(?P<dtype>fp32|tf32|fp16|bf16)_(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)$")
@@ -107,14 +108,17 @@ def published_rate(benchmark: str, accelerators: Sequence[str], table: Sequence[
     ``benchmark`` on ``accelerators``: each system's epochs-to-target x samples per epoch over its
     run time (evaluation included), the median over systems."""
     rates: list[tuple[float, str, str]] = []
-    samples = published.TRAIN_SAMPLES[benchmark]
+    samples = benchmarks.get(benchmark).train_samples
+    if samples is None:  # no published results of the benchmark ship with mltrain
+        return None
     for system in table:
         if (system.benchmark != benchmark or system.division != "closed" or system.nodes != 1
                 or system.accelerator not in accelerators or not system.accelerators):
             continue
         runs = [(m, e) for m, e in zip(system.run_minutes, system.run_epochs, strict=False) if e is not None]
         if runs:
-            per_gpu = sum(e for _, e in runs) * samples / (sum(m for m, _ in runs) * 60) / system.accelerators
+            seconds = ms_from_minutes(sum(m for m, _ in runs)) / 1000
+            per_gpu = sum(e for _, e in runs) * samples / seconds / system.accelerators
             rates.append((per_gpu, system.name, system.round))
     if not rates:
         return None

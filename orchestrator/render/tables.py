@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from orchestrator.config.profiles import ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
-from orchestrator.render.text import number, seconds
+from orchestrator.render.text import minutes, number, seconds
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
@@ -17,7 +18,7 @@ from orchestrator.results.store import StoredRun
 if TYPE_CHECKING:
     from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
 
-PROFILE_CAVEAT = {
+PROFILE_CAVEAT: dict[ProfileName, str] = {
     "mlperf": "MLPerf rules, unofficial until submitted and reviewed",
     "qualify": "qualify profile: not an MLPerf result",
     "smoke": "smoke profile: synthetic data and a scaled-down model, comparable with nothing",
@@ -180,12 +181,12 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
     if score.score_ms is not None:
         kept = len(score.counted_seeds)
         lines.append(
-            f"time-to-train (olympic mean of {kept}): {score.score_ms / 1000:.2f} s = {score.score_ms / 60000:.3f} min"
+            f"time-to-train (olympic mean of {kept}): {score.score_ms / 1000:.2f} s = {minutes(score.score_ms)}"
         )
         if score.scaled_score_ms is not None and score.scaling_factor != 1.0:
             source = f" ({mlcommons.scaling_source})" if mlcommons is not None and mlcommons.scaling_source else ""
             lines.append(f"MLPerf score: olympic mean x RCP scaling factor {score.scaling_factor:.6g}{source}"
-                         f" = {score.scaled_score_ms / 1000:.2f} s = {score.scaled_score_ms / 60000:.3f} min")
+                         f" = {score.scaled_score_ms / 1000:.2f} s = {minutes(score.scaled_score_ms)}")
     if ttt.n:
         ci = f"95% CI {seconds(ttt.ci95_low)}-{seconds(ttt.ci95_high)} s" if ttt.ci95_low is not None else "CI n/a"
         cv = f"CV {ttt.cv:.1%}" if ttt.cv is not None else "CV n/a"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from orchestrator import units
+
 if TYPE_CHECKING:  # insight.compare loads scipy: not needed to format a number (qualification on a bare GPU node)
     from orchestrator.insight.statistics import Interval, Test
 
@@ -23,6 +25,17 @@ def duration(ms: float | None) -> str:
         return "-"
     value = ms / 1000
     return f"{value:.3g} s" if value < 120 else f"{value / 60:.4g} min"
+
+
+def minutes(ms: float | None) -> str:
+    """Milliseconds as minutes with three decimals ('12.345 min'), '-' when there is none."""
+    value = units.minutes(ms)
+    return "-" if value is None else f"{value:.3f} min"
+
+
+def summarizer_minutes(value: float | None) -> str:
+    """A score in minutes as MLCommons' summarizer gives it, to six decimals; 'no score' without one."""
+    return "no score" if value is None else f"{value:.6f} min"
 
 
 def number(value: float | None, suffix: str = "") -> str:

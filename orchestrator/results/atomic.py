@@ -48,6 +48,16 @@ def fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def move(source: Path, target: Path) -> None:
+    """Rename a finished file or staged folder onto ``target`` in one step (same file system), then
+    flush the folders that hold both names so the rename survives a power cut. OSError as the rename
+    raises it (a non-empty folder at ``target``, another file system)."""
+    os.replace(source, target)
+    fsync_folder(target.parent)
+    if source.parent != target.parent:
+        fsync_folder(source.parent)
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write to a temp file in the same folder, fsync, rename over ``path``, fsync the folder."""
     with staged(path) as handle:

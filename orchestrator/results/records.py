@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 from orchestrator.config.numbers import Finite, NonNegative, Positive
+from orchestrator.config.profiles import ProfileName
 
 
 class Record(BaseModel):
@@ -204,7 +205,6 @@ class Score(Record):
 
 # ---- the files of a run folder -------------------------------------------------------------
 
-ProfileName = Literal["qualify", "mlperf", "smoke"]
 RunState = Literal["running", "finished", "incomplete", "interrupted"]
 
 
@@ -269,6 +269,9 @@ class Manifest(Record):
     metric: str = "eval_accuracy"
     target: Finite
     rule: ScoringRule
+    ruleset: str | None = None
+    """The mlperf_logging ruleset the seeds' logs are checked under (the workload's); None in runs
+    recorded before it was kept, which were checked under their benchmark's default."""
     timeout_minutes: Positive | None = None
     data_dir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)

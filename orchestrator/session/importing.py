@@ -10,24 +10,25 @@ failed import leaves the store as it was.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
 
+from orchestrator.config.profiles import MLPERF
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import StoreError
 from orchestrator.insight import sysinfo
-from orchestrator.mlperf import checkers, compliance, layout, mllog
+from orchestrator.mlperf import benchmarks, compliance, layout, mllog
+from orchestrator.mlperf.quality import Goal
+from orchestrator.results import atomic
 from orchestrator.results.lock import is_held
 from orchestrator.results.records import (
     ImportedFolder,
     Manifest,
     RunRecord,
     Score,
-    ScoringRule,
     SeedState,
     SeedStateName,
 )
@@ -42,29 +43,30 @@ def read_records(found: layout.ResultFolder, workload: Workload, *, ruleset: str
     """Each log read, checked and judged by the compliance checker, by run number (exit 2 on the
     first log that cannot be scored)."""
     records: dict[int, RunRecord] = {}
+    goal = Goal.of(workload.quality)
     for number, path in found.files.items():
         parsed = mllog.parse_file(path)
         mllog.require_scorable(parsed, str(path))
-        record = mllog.build_record(parsed, target=workload.quality.target, metric=workload.quality.metric,
-                                    epoch_unit=epoch_unit)
-        records[number] = compliance.judge(record, compliance.check_log(path, ruleset, metric=workload.quality.metric))
+        record = mllog.build_record(parsed, goal=goal, epoch_unit=epoch_unit,
+                                    samples_per_epoch=workload.samples_per_epoch)
+        records[number] = compliance.judge(record, compliance.check_log(path, ruleset, goal))
     return records
 
 
 def import_folder(
     store: Store, folder: Path, workload: Workload, *, benchmark: str, label: str | None,
-    epoch_unit: mllog.EpochUnit, ruleset: str = checkers.DEFAULT_RULESET,
+    epoch_unit: mllog.EpochUnit, ruleset: str | None = None,
 ) -> tuple[StoredRun, Score]:
     """Read and score every log, then store them as one run (profile mlperf, the benchmark's own
-    olympic rule)."""
-    checkers.check_ruleset(ruleset, benchmark)
+    olympic rule), checked under ``ruleset`` (default: the workload's)."""
+    ruleset = benchmarks.check_ruleset(ruleset, benchmark) if ruleset else benchmarks.ruleset_of(workload)
     found = layout.read_folder(folder, benchmark)
     records = read_records(found, workload, ruleset=ruleset, epoch_unit=epoch_unit)
     manifest = Manifest(
         run_id=new_run_id(workload.name, "imported"),
         workload=workload.name,
         benchmark=benchmark,
-        profile="mlperf",
+        profile=MLPERF,
         mlperf_result=True,
         label=label or found.system or found.folder.name,
         seeds=tuple(found.files),
@@ -77,8 +79,8 @@ def import_folder(
         ),
         metric=workload.quality.metric,
         target=workload.quality.target,
-        rule=ScoringRule(drop_per_end=workload.olympic.drop_per_end, max_non_converged=workload.olympic.drop_per_end,
-                         runs_required=workload.olympic.runs),
+        rule=benchmarks.get(benchmark).rule(),
+        ruleset=ruleset,
         host=socket.gethostname(),
         started_at=now_iso(),
         state="running",
@@ -93,10 +95,10 @@ def import_folder(
             shutil.copyfile(path, staged.paths.seed(number).output)
             staged.save_seed(SeedState(seed=number, state=SeedStateName.FINISHED, status=records[number].status,
                                        source=path.name), records[number])
-        _, score = finish(staged, workload.olympic.drop_per_end)
+        _, score = finish(staged)
         target = store.paths(manifest.run_id).root
         try:
-            os.rename(staged.paths.root, target)
+            atomic.move(staged.paths.root, target)
         except OSError as exc:
             raise StoreError(f"cannot move the imported run into {target}: {exc.strerror}") from None
     finally:

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import Interrupted
 from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
+from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Manifest, RunRecord, RunState, Score, SeedState, SeedStateName
@@ -89,7 +91,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
                 progress.state, progress.status = "finished", state.status.value if state.status else ""
         for seed in seeds_in_turn(run, plan, watch, to_run):
             run_one_seed(run, seed, plan, runner, watch)
-        return finish(run, plan.workload.olympic.drop_per_end)
+        return finish(run)
     except KeyboardInterrupt as stop:  # the running seed's job was stopped in order (`run_job`)
         raise interrupted(run, plan, signal_of(stop)) from None
     except Exception:
@@ -169,6 +171,7 @@ def new_manifest(plan: BenchmarkPlan, run_id: str, runner: str, provenance: dict
         metric=plan.workload.quality.metric,
         target=plan.target,
         rule=plan.rule,
+        ruleset=plan.ruleset,
         timeout_minutes=plan.profile.timeout_minutes,
         data_dir=str(plan.data_dir),
         env=plan.seed_env(),
@@ -191,11 +194,11 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     job = seed_job(plan, run.store, run.run_id, seed)
     with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus, numbering=runner.gpu_numbering):
         record = run_seed(
-            runner, job, timeout_s=plan.profile.timeout_minutes * 60, target=plan.target,
-            metric=plan.workload.quality.metric, progress=watch.seeds[seed], on_update=watch.update,
+            runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
+            samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
         )
-    record = compliance.check_seed(record, paths.output, profile=plan.profile.name, target=plan.target,
-                                   reference_target=plan.workload.quality.target, metric=plan.workload.quality.metric,
+    record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
+                                   reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
                                    synthetic_data=plan.profile.dataset.source == "synthetic")
     run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
                             ended_at=now_iso()), record)
@@ -216,7 +219,7 @@ def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:
     if seed.state.is_file():
         shutil.copy2(seed.state, target / seed.state.name)
     for path in sorted(leftovers, key=lambda p: p == seed.record):
-        shutil.move(str(path), target / path.name)
+        atomic.move(path, target / path.name)
     run.forget_record(seed.seed)
 
 
@@ -254,13 +257,13 @@ def close_after_error(run: StoredRun, status: Callable[[str], None]) -> None:
     status(f"run {run.run_id} stopped; once that is fixed, complete it with `{resume_command(run)}`")
 
 
-def finish(run: StoredRun, official_drop_per_end: int) -> tuple[StoredRun, Score]:
+def finish(run: StoredRun) -> tuple[StoredRun, Score]:
     """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import,
     MLCommons' own tools are run on its source (`orchestrator.mlperf.parity`); their verdict and
     the RCP scaling factor are kept beside our score."""
     mlcommons = None
-    if run.manifest.profile == "mlperf" and not run.unfinished_seeds():
-        mlcommons = parity.check(run, official_drop_per_end)
+    if run.manifest.profile == MLPERF and not run.unfinished_seeds():
+        mlcommons = parity.check(run)
     score = score_run(run, mlcommons)
     run.save_summary(summary_of(run, score, mlcommons))
     state = "finished" if not score.unfinished else "incomplete"

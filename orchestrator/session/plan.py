@@ -13,6 +13,8 @@ from orchestrator.config.profiles import Profile, Profiles
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import UsageError
+from orchestrator.mlperf import benchmarks
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import ScoringRule
 from orchestrator.results.store import Store, StoredRun
 from orchestrator.session import datasets
@@ -31,6 +33,9 @@ class BenchmarkPlan:
 
     workload: Workload
     profile: Profile
+    """The profile as the run follows it (the mlperf profile with its benchmark's rule, `profile_for`)."""
+    ruleset: str
+    """The mlperf_logging ruleset the seeds' logs are checked under (`benchmarks.ruleset_of`)."""
     seeds: tuple[int, ...]
     seeds_random: bool
     """Seeds were drawn from the OS (recorded in the manifest)."""
@@ -65,6 +70,11 @@ class BenchmarkPlan:
     @property
     def target(self) -> float:
         return self.profile.target if self.profile.target is not None else self.workload.quality.target
+
+    @property
+    def goal(self) -> Goal:
+        """The workload's quality metric and direction, with the profile's target."""
+        return Goal.of(self.workload.quality, self.target)
 
     @property
     def rule(self) -> ScoringRule:
@@ -139,6 +149,17 @@ def never_valid(seeds: int, profile: Profile) -> str | None:
     return None
 
 
+def profile_for(workload: Workload, profiles: Profiles, name: str | None) -> Profile:
+    """The workload's profile from seeds.yaml; the mlperf profile takes its runs and drops from
+    MLPerf's rule for the workload's benchmark."""
+    chosen = profiles.get(workload.name, name)
+    if not chosen.is_mlperf:
+        return chosen
+    rules = benchmarks.get(workload.mlperf_benchmark)
+    return chosen.following(runs=rules.runs, drop_per_end=rules.drop_per_end,
+                            max_non_converged=rules.max_non_converged)
+
+
 def plan_new(
     workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
     label: str | None, retry_failed: bool = False,
@@ -147,10 +168,11 @@ def plan_new(
     if retry_failed:
         raise UsageError("--retry-failed reruns failed seeds of a stored run: give it with --resume RUN")
     check_label(label)
-    chosen = profiles.get(workload.name, profile)
+    ruleset = benchmarks.ruleset_of(workload)
+    chosen = profile_for(workload, profiles, profile)
     parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
     return BenchmarkPlan(
-        workload=workload, profile=chosen, seeds=tuple(parsed), seeds_random=random,
+        workload=workload, profile=chosen, ruleset=ruleset, seeds=tuple(parsed), seeds_random=random,
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
     )
@@ -171,7 +193,8 @@ def plan_resume(
         raise UsageError(f"run {previous.run_id} is a {m.workload} run, not {workload.name}")
     if seeds is not None or profile:
         raise UsageError("--resume reruns the unfinished seeds of that run: drop --seeds and --profile")
-    chosen = profiles.get(workload.name, m.profile)
+    chosen = profile_for(workload, profiles, m.profile)
+    ruleset = m.ruleset or benchmarks.ruleset_of(workload)  # the run goes on under the rules it began with
     recorded = Path(m.data_dir) if m.data_dir else None
     if data is None and chosen.dataset.source == "synthetic" and recorded is not None:
         data_dir = recorded  # made again there if it was removed meanwhile
@@ -183,7 +206,7 @@ def plan_resume(
 
         decider = Decider(previous.decisions.rule)
     return BenchmarkPlan(
-        workload=workload, profile=chosen, seeds=m.seeds, seeds_random=m.seeds_random,
+        workload=workload, profile=chosen, ruleset=ruleset, seeds=m.seeds, seeds_random=m.seeds_random,
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
     )

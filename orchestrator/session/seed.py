@@ -16,6 +16,7 @@ from mlperf_logging.mllog import constants as C
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import LogError
 from orchestrator.mlperf import mllog
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import RunRecord, RunStatus
 from orchestrator.runners.base import JobSpec, Runner
@@ -67,8 +68,8 @@ def run_seed(
     job: JobSpec,
     *,
     timeout_s: float,
-    target: float,
-    metric: str,
+    goal: Goal,
+    samples_per_epoch: int | None,
     progress: SeedProgress,
     on_update: Callable[[], None] = lambda: None,
 ) -> RunRecord:
@@ -87,8 +88,9 @@ def run_seed(
         if not outcome.lost:
             raise
         log = mllog.parse_lines([])
-    record = mllog.build_record(log, target=target, metric=metric, exit=outcome.explained_exit(),
-                                ended=RunStatus.TIMED_OUT if outcome.timed_out else None)
+    record = mllog.build_record(log, goal=goal, exit=outcome.explained_exit(),
+                                ended=RunStatus.TIMED_OUT if outcome.timed_out else None,
+                                samples_per_epoch=samples_per_epoch)
     if outcome.lost:  # the log is not whole: whatever it says, the run was not measured
         record = record.model_copy(update={"status": RunStatus.CRASHED, "reason": outcome.lost})
     progress.state, progress.ended, progress.status = "finished", time.monotonic(), record.status.value

@@ -52,8 +52,8 @@ def unet3d_sgd() -> tuple[torch.optim.SGD, list[nn.Parameter]]:
                          input_shape=(8, 8, 8), val_input_shape=(8, 8, 8), precision="fp16", learning_rate=LR,
                          weight_decay=WEIGHT_DECAY)
     settings = RunSettings(device=CPU, device_name="test", capability=None, requested_precision="fp16",
-                           precision="fp16", threads=1, nproc=1, channels_last=False, compile=False, num_workers=0,
-                           eval_batch=1, why="test")
+                           precision="fp16", threads=1, nproc=1, cpus=1, channels_last=False, compile=False,
+                           num_workers=0, workers_why="test", eval_batch=1, why="test")
     trainer = build_trainer(config, settings, Context(device=CPU))
     with restored(trainer):  # what warm_up does: a step, then the optimizer state as before (empty)
         for param in trainer.base.parameters():

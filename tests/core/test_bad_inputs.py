@@ -88,8 +88,8 @@ def _workload(yaml_text: str, name: str = "oddbench") -> Prepare:
 
 WORKLOAD_YAML = (
     "name: oddbench\nmlperf_benchmark: unet3d\nrun: {run}\n"
-    "quality: {{metric: eval_accuracy, target: 0.9, env: QUALITY_THRESHOLD}}\n"
-    "olympic: {{runs: 5, drop_per_end: 1}}\ndata: {{cli: {data}}}\n"
+    "quality: {{metric: eval_accuracy, better: higher, target: 0.9, env: QUALITY_THRESHOLD}}\n"
+    "data: {{cli: {data}}}\n"
 )
 
 

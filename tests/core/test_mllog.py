@@ -4,6 +4,7 @@ import pytest
 
 from orchestrator.errors import LogError
 from orchestrator.mlperf.mllog import build_record, parse_lines, require_scorable
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Exit, RunRecord, RunStatus
 
 from .mllog_lines import line, run_log
@@ -12,7 +13,7 @@ TARGET = 0.908
 
 
 def record(lines, **kwargs) -> RunRecord:
-    return build_record(parse_lines(lines), target=TARGET, **kwargs)
+    return build_record(parse_lines(lines), goal=Goal(target=TARGET), **kwargs)
 
 
 def test_converged_run_time_epochs_seed_and_curve():
@@ -29,7 +30,7 @@ def test_interleaved_output_prefixes_and_truncated_last_line_are_tolerated():
              line("eval_accuracy", 70, 0.1)[:40]]
     parsed = parse_lines(lines)
     assert len(parsed.events) == 3 and len(parsed.errors) == 1
-    assert build_record(parsed, target=TARGET).time_to_train_ms == 50
+    assert build_record(parsed, goal=Goal(target=TARGET)).time_to_train_ms == 50
 
 
 def test_samples_based_epochs_become_epochs():
@@ -124,3 +125,41 @@ def test_fractional_times_are_kept_so_scores_equal_the_summarizers():
     assert r.time_to_train_ms == 1000.5 and r.run_start_ms == 1000.25
     assert record(run_log(evals=[(5000, 20, 0.95)])).time_to_train_ms == 4001
     assert isinstance(record(run_log(evals=[(5000, 20, 0.95)])).time_to_train_ms, int)
+
+
+LOSS = Goal(target=0.925, better="lower")
+
+
+def test_a_lower_is_better_metric_converges_at_its_first_value_at_or_below_the_target():
+    r = build_record(parse_lines(run_log(evals=[(5000, 1, 1.4), (6000, 2, 0.93), (7000, 3, 0.925)])), goal=LOSS)
+    assert r.status is RunStatus.CONVERGED and r.epochs_to_target == 3 and r.best_accuracy == 0.925
+    stuck = build_record(parse_lines(run_log(evals=[(5000, 1, 1.4), (6000, 2, 0.93)], status="aborted")), goal=LOSS)
+    assert stuck.status is RunStatus.NOT_CONVERGED and stuck.reason.endswith("best eval_accuracy 0.93 > 0.925")
+    # a loss near zero is no collapse (for accuracy it is); NaN is, either way
+    low = build_record(parse_lines(run_log(evals=[(5000, 1, 1.4), (6000, 2, 1e-9)], status="aborted")),
+                       goal=Goal(target=1e-12, better="lower"))
+    assert low.status is RunStatus.NOT_CONVERGED
+    nan = build_record(parse_lines(run_log(evals=[(5000, 1, 1.4), (6000, 2, float("nan"))], status="aborted")),
+                       goal=LOSS)
+    assert nan.status is RunStatus.DIVERGED
+
+
+def samples_only_log() -> list[str]:
+    """A log that counts its progress in samples and states no epoch size (no train_samples)."""
+    return [line("init_start", 0), line("init_stop", 9), line("run_start", 10),
+            line("eval_accuracy", 1010, 1.2, samples_count=400), line("eval_accuracy", 2010, 0.9, samples_count=800),
+            line("run_stop", 2011, status="success")]
+
+
+def test_a_run_that_reaches_the_target_converges_though_its_log_counts_no_epochs():
+    r = build_record(parse_lines(samples_only_log()), goal=LOSS)
+    assert r.status is RunStatus.CONVERGED and r.reason == "eval_accuracy reached 0.925 (its epoch unknown)"
+    assert r.time_to_train_ms == 2001 and r.epochs_to_target is None
+
+
+def test_the_declared_samples_per_epoch_divides_a_log_that_states_none():
+    r = build_record(parse_lines(samples_only_log()), goal=LOSS, samples_per_epoch=400)
+    assert r.epochs_to_target == 2 and r.samples_per_epoch == 400 and [p.epoch for p in r.evals] == [1, 2]
+    stated = build_record(parse_lines([*samples_only_log()[:3], line("train_samples", 10, 800),
+                                       *samples_only_log()[3:]]), goal=LOSS, samples_per_epoch=400)
+    assert stated.epochs_to_target == 1 and stated.samples_per_epoch == 800  # the log is believed

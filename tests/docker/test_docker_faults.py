@@ -59,8 +59,8 @@ def test_failing_build_names_the_step_and_its_output(docker_cli, tmp_path: Path,
     (broken / "Dockerfile").write_text(BROKEN_DOCKERFILE)
     (broken / "workload.yaml").write_text(
         "name: brokenbench\nmlperf_benchmark: unet3d\nrun: [bash, run.sh]\n"
-        "quality: {metric: eval_accuracy, target: 0.9, env: QUALITY_THRESHOLD}\n"
-        "olympic: {runs: 5, drop_per_end: 1}\ndata: {cli: [python3, dataset.py]}\n"
+        "quality: {metric: eval_accuracy, better: higher, target: 0.9, env: QUALITY_THRESHOLD}\n"
+        "data: {cli: [python3, dataset.py]}\n"
         f"image: {{dockerfile: {broken / 'Dockerfile'}}}\n"
     )
     monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))

@@ -25,8 +25,8 @@ def project(tmp_path: Path) -> Path:
         folder.mkdir(parents=True)
         (folder / "workload.yaml").write_text(
             f"name: {name}\nmlperf_benchmark: unet3d\nrun: [bash, run_and_time.sh]\n"
-            "quality: {metric: eval_accuracy, target: 0.9, env: QUALITY_THRESHOLD}\n"
-            "olympic: {runs: 5, drop_per_end: 1}\ndata: {cli: [python, -m, x]}\n"
+            "quality: {metric: eval_accuracy, better: higher, target: 0.9, env: QUALITY_THRESHOLD}\n"
+            "data: {cli: [python, -m, x]}\n"
             f"image: {{dockerfile: docker/{name}.Dockerfile}}\n"
         )
         (folder / "run_and_time.sh").write_text("#!/bin/bash\necho run\n")

@@ -24,6 +24,7 @@ from unittest import mock
 import numpy as np
 
 from orchestrator.mlperf import mllog
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Manifest, SeedState, SeedStateName
 from orchestrator.results.store import Store, new_run_id, now_iso
 from orchestrator.session import scoring
@@ -99,7 +100,7 @@ def make_run(
         text = fake_log(seed, env or {}) + extra_output
         seed_paths = paths.seed(seed)
         seed_paths.output.write_text(text)
-        record = mllog.build_record(mllog.parse_lines(text.splitlines()), target=TARGET)
+        record = mllog.build_record(mllog.parse_lines(text.splitlines()), goal=Goal(target=TARGET))
         run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
         if power_w is not None and record.run_start_ms is not None and record.run_stop_ms is not None:
             series = power_series(record.run_start_ms, record.run_stop_ms, power_w, seed)

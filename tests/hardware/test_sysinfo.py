@@ -15,7 +15,7 @@ from orchestrator.errors import UsageError
 from orchestrator.insight import sysinfo
 from orchestrator.insight.gpus import gpu_info
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.mlperf import system_desc
+from orchestrator.mlperf import benchmarks, system_desc
 from tests.hardware.fake_nvml import FakeNvml, node_trace
 
 CPUINFO = """processor\t: 0
@@ -213,8 +213,10 @@ def captured_with_gpus(tmp_path: Path) -> dict:
     return sysinfo.capture(tmp_path, nvml=FakeNvml(), engine_client_factory=lambda: (_ for _ in ()).throw(OSError("x")))
 
 
+@pytest.mark.parametrize("ruleset", ["4.0.0", benchmarks.latest_ruleset()])
 @pytest.mark.parametrize("with_gpus", [True, False])
-def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gpus: bool) -> None:
+def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gpus: bool, ruleset: str) -> None:
+    """Under the last round of unet3d and resnet, and under the newest (`mltrain sysinfo --system-desc`)."""
     system = captured_with_gpus(tmp_path) if with_gpus else sysinfo.capture(
         tmp_path, nvml=FakeNvml(missing_library=True))
     name = system_desc.default_system_name(system)
@@ -222,7 +224,7 @@ def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gp
     description = system_desc.system_description(system, submitter="mltrain", system_name=name)
     path = tmp_path / "systems" / f"{name}.json"
     system_desc.write_system_description(path, description)
-    valid, log = system_desc.check_system_description(path)
+    valid, log = system_desc.check_system_description(path, ruleset)
     assert valid, log
     assert description["accelerators_per_node"] == ("2" if with_gpus else "0")
     if with_gpus:
@@ -235,7 +237,7 @@ def test_system_description_passes_the_mlcommons_checker(tmp_path: Path, with_gp
 def test_checker_rejects_an_incomplete_description(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"submitter": "x", "system_name": "y", "status": "Available cloud"}))
-    valid, log = system_desc.check_system_description(path)
+    valid, log = system_desc.check_system_description(path, benchmarks.latest_ruleset())
     assert not valid and "Missing field" in log
 
 

@@ -8,15 +8,20 @@ import json
 from pathlib import Path
 
 from orchestrator.mlperf.compliance import check_log, relaxation_for
+from orchestrator.mlperf.quality import Goal
 from orchestrator.results.store import Store
 
 from .published_layout import Run, resnet_log, unet3d_log
+
+RULESET = "4.0.0"
+UNET3D = Goal(target=0.908)
+RESNET = Goal(target=0.759)
 
 
 def test_a_duplicated_run_start_is_invalid_with_the_checkers_reason(tmp_path: Path):
     log = tmp_path / "result_0.txt"
     log.write_text(unet3d_log(Run(epochs=1800, epoch_ms=2000, break_rule="duplicate_run_start")))
-    verdict = check_log(log)
+    verdict = check_log(log, RULESET, UNET3D)
     assert not verdict.valid and verdict.reason == "Required EXACTLY_ONE occurrence of 'run_start' but found 2"
 
 
@@ -27,7 +32,7 @@ def test_run_stop_before_run_start_is_invalid(tmp_path: Path):
     lines.insert(start, stop)
     log = tmp_path / "result_0.txt"
     log.write_text("\n".join(lines) + "\n")
-    verdict = check_log(log)
+    verdict = check_log(log, RULESET, RESNET)
     assert not verdict.valid and verdict.reason.startswith("CHECK for 'run_stop' failed in line")
     assert "s['run_started']" in verdict.reason and "\n" not in verdict.reason
 
@@ -35,16 +40,17 @@ def test_run_stop_before_run_start_is_invalid(tmp_path: Path):
 def test_a_compliant_log_passes_and_relaxations_are_only_what_the_profile_changes(tmp_path: Path):
     log = tmp_path / "result_0.txt"
     log.write_text(resnet_log(Run(epochs=8, epoch_ms=1000, converged=False)))  # best accuracy 0.70 < 0.759
-    strict = check_log(log)
+    strict = check_log(log, RULESET, RESNET)
     assert not strict.valid and "v['value'] >= 0.7590" in strict.reason
     assert relaxation_for("mlperf", target=0.5, reference_target=0.759, synthetic_data=True) is None
-    relaxed = check_log(log, relax=relaxation_for("smoke", target=0.5, reference_target=0.759, synthetic_data=True))
+    smoke = relaxation_for("smoke", target=0.5, reference_target=0.759, synthetic_data=True)
+    relaxed = check_log(log, RULESET, RESNET, relax=smoke)
     assert relaxed.valid and len(relaxed.relaxed) == 1
     assert relaxed.relaxed[0].startswith("quality target: the rule `v['value'] >= 0.7590 and v['value'] < 1.0`")
     assert relaxed.relaxed[0].endswith("the smoke profile's target is 0.5")
     # the qualify profile keeps the benchmark's target: nothing is relaxed
-    assert check_log(log, relax=relaxation_for("qualify", target=0.759, reference_target=0.759,
-                                               synthetic_data=False)) == strict
+    assert check_log(log, RULESET, RESNET, relax=relaxation_for("qualify", target=0.759, reference_target=0.759,
+                                                                synthetic_data=False)) == strict
 
 
 def test_a_seed_with_a_duplicated_run_start_is_recorded_invalid_and_not_scored(cli, tmp_path: Path, monkeypatch):
@@ -107,7 +113,7 @@ def test_the_checkers_stay_off_the_terminal_whatever_logging_is_set_up(tmp_path:
     handler = logging.StreamHandler(sys.stderr)
     root.addHandler(handler)
     try:
-        assert not check_log(log).valid
+        assert not check_log(log, RULESET, UNET3D).valid
     finally:
         root.removeHandler(handler)
     captured = capsys.readouterr()
@@ -139,7 +145,7 @@ def test_a_stop_signal_during_the_check_is_not_taken_for_a_failed_rule(tmp_path:
 
     monkeypatch.setattr(mlp_compliance, "eval", eval_with_a_signal, raising=False)
     with pytest.raises(Stop) as stopped, stop_on_signals():  # without the hold: no Stop, a failed rule
-        check_log(log)
+        check_log(log, RULESET, RESNET)
     assert sent and stopped.value.signum == signal.SIGTERM
     monkeypatch.undo()
-    assert check_log(log).valid  # the log itself passes: the hold changed nothing else
+    assert check_log(log, RULESET, RESNET).valid  # the log itself passes: the hold changed nothing else

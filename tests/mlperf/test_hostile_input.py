@@ -222,11 +222,14 @@ def test_a_seed_log_with_an_overlong_mllog_line_is_judged_at_once(tmp_path: Path
 
     from orchestrator.mlperf import mllog
     from orchestrator.mlperf.compliance import check_seed
+    from orchestrator.mlperf.quality import Goal
 
     log = tmp_path / "output.log"
     log.write_text(GOOD_LOG.replace(':::MLLOG {', ':::MLLOG {"pad": "' + "x" * 2_000_000 + '", ', 1))
-    record = mllog.build_record(mllog.parse_lines(GOOD_LOG.splitlines()), target=0.759, metric="eval_accuracy")
+    goal = Goal(target=0.759, metric="eval_accuracy")
+    record = mllog.build_record(mllog.parse_lines(GOOD_LOG.splitlines()), goal=goal)
     started = time.monotonic()
-    judged = check_seed(record, log, profile="qualify", target=0.759, reference_target=0.759, synthetic_data=False)
+    judged = check_seed(record, log, profile="qualify", goal=goal, reference_target=0.759, synthetic_data=False,
+                        ruleset="4.0.0")
     assert time.monotonic() - started < 10
     assert not judged.compliance.valid and judged.compliance.reason.startswith("line 1: an MLLOG line longer than")

@@ -15,6 +15,7 @@ from mlperf_logging.result_summarizer.result_summarizer import _compute_strong_s
 
 from orchestrator.mlperf import mllog
 from orchestrator.mlperf.parity import rcp_verdict
+from orchestrator.mlperf.quality import Goal
 from orchestrator.render.tables import mlcommons_lines
 from orchestrator.results.records import Manifest, MlcommonsCheck, RunStatus, ScoringRule, SeedState, SeedStateName
 from orchestrator.results.store import Store, new_run_id, now_iso
@@ -33,7 +34,7 @@ def folder_of(tmp_path: Path, runs: list[Run], **log_options) -> tuple[Path, dic
     for i, run in enumerate(runs):
         text = unet3d_log(run, **log_options)
         (folder / f"result_{i}.txt").write_text(text)
-        records[i] = mllog.build_record(mllog.parse_lines(text.splitlines()), target=0.908)
+        records[i] = mllog.build_record(mllog.parse_lines(text.splitlines()), goal=Goal(target=0.908))
     return folder, records
 
 
@@ -90,9 +91,9 @@ def own_run(tmp_path_factory: pytest.TempPathFactory):
         paths = run.paths.seed(seed)
         paths.root.mkdir(parents=True, exist_ok=True)
         paths.output.write_text("starting\n" + unet3d_log(one))
-        record = mllog.build_record(mllog.parse_file(paths.output), target=0.908)
+        record = mllog.build_record(mllog.parse_file(paths.output), goal=Goal(target=0.908))
         run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status), record)
-    loop.finish(run, 4)
+    loop.finish(run)
     return Store(results).open(manifest.run_id)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.mlperf.mllog import build_record, epochs_counted_in_samples, parse_lines
+from orchestrator.mlperf.quality import Goal
 
 from .published_layout import SAMPLES, Run, unet3d_folder, unet3d_log, unet3d_time_ms
 
@@ -77,13 +78,13 @@ def test_report_shows_epochs_not_samples(two_imports, cli, tmp_path):
 def test_the_unit_is_told_by_every_epoch_number_in_the_log():
     samples = parse_lines(unet3d_log(Run(epochs=1800, epoch_ms=10)).splitlines())
     assert epochs_counted_in_samples(samples, 168)
-    record = build_record(samples, target=0.908)
+    record = build_record(samples, goal=Goal(target=0.908))
     assert record.epochs_to_target == 1800 and record.samples_per_epoch == 168 and record.train_samples == 168
     assert [p.epoch for p in record.evals][:2] == [1000, 1100]
     # logs that count epochs are left alone, even when one number happens to be a multiple of 168
     epochs_log = parse_lines([_to_epochs(line) for line in unet3d_log(Run(epochs=1800, epoch_ms=10)).splitlines()])
     assert not epochs_counted_in_samples(epochs_log, 168)
-    assert build_record(epochs_log, target=0.908).epochs_to_target == 1800
+    assert build_record(epochs_log, goal=Goal(target=0.908)).epochs_to_target == 1800
 
 
 def _to_epochs(line: str) -> str:

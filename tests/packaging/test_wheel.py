@@ -29,6 +29,8 @@ def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
                    "workloads/common/precision.py", "orchestrator/cli.py"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "results/")) or "__pycache__" in n]
+    # the bundle maps the repository root: only its data ships, not setup.py as a module
+    assert not [n for n in names if n.startswith("orchestrator/bundled/") and n.endswith(".py")]
 
 
 def test_an_installed_wheel_runs_a_smoke_seed_from_an_empty_folder(tmp_path: Path):

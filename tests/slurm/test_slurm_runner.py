@@ -197,9 +197,10 @@ def test_jobs_a_killed_mltrain_left_are_cancelled_on_resume(cli, cli_process, sl
 def test_a_job_ended_from_outside_is_an_infrastructure_fault(monkeypatch, state, code, status, says):
     """A lost node cannot be staged on a one-node test cluster: the states Slurm reports are fed in."""
     from orchestrator.mlperf import mllog
+    from orchestrator.mlperf.quality import Goal
     from orchestrator.runners import slurm
 
     monkeypatch.setattr(slurm, "job_state", lambda job_id: (state, code))
     ended = SlurmJob("42", Path(os.devnull)).wait()
-    record = mllog.build_record(mllog.parse_lines([]), target=0.9, exit=ended)
+    record = mllog.build_record(mllog.parse_lines([]), goal=Goal(target=0.9), exit=ended)
     assert record.status.value == status and says in record.reason

@@ -19,15 +19,12 @@ from importlib import resources
 from pathlib import Path
 
 from orchestrator.errors import UsageError
+from orchestrator.mlperf import benchmarks
 
 TABLE = "systems.csv"
 COLUMNS = ("round", "submitter", "system", "benchmark", "division", "accelerator", "accelerator_class",
            "accelerators", "nodes", "global_batch_size", "runs", "nonconverged", "scaling_factor", "olympic_minutes",
            "olympic_unscaled", "run_minutes", "run_epochs", "note")
-DROP_PER_END = {"unet3d": 4, "resnet": 1}
-"""What the result summarizer drops at each end (`_compute_strong_score_standalone`: 4 for unet3d, else 1)."""
-TRAIN_SAMPLES = {"unet3d": 168, "resnet": 1_281_167}
-"""Training samples per epoch (KiTS19's 168 cases; ImageNet 2012's 1,281,167 images)."""
 _CLASS = re.compile(r"(?<![A-Za-z0-9])([A-Z]{1,2}\d{1,4}[A-Z]?)(?![A-Za-z0-9])")
 
 
@@ -69,7 +66,8 @@ class PublishedSystem:
 
     @property
     def drop_per_end(self) -> int:
-        return DROP_PER_END.get(self.benchmark, 1)
+        """What MLCommons' summarizer drops at each end for the benchmark."""
+        return benchmarks.get(self.benchmark).drop_per_end
 
     def recomputed_minutes(self, *, scaled: bool = True) -> float | None:
         """The olympic mean of the per-run minutes (x the scaling factor), by mltrain's olympic rule."""
@@ -182,8 +180,9 @@ def parse_query(text: str) -> Query:
     parts = [p.strip() for p in text.split(":")]
     if not parts[0] or len(parts) > 3:
         raise UsageError(f"--published {text!r}: give BENCHMARK[:ACCELERATOR[:COUNT]], e.g. unet3d:H100:8, or auto")
-    if parts[0] not in DROP_PER_END:
-        raise UsageError(f"--published {text!r}: the table holds {', '.join(sorted(DROP_PER_END))}, not {parts[0]!r}")
+    shipped = benchmarks.with_published_results()
+    if parts[0] not in shipped:
+        raise UsageError(f"--published {text!r}: the table holds {', '.join(shipped)}, not {parts[0]!r}")
     count = None
     if len(parts) == 3 and parts[2]:
         if not parts[2].isdigit() or not 0 < int(parts[2]) < 1_000_000:
