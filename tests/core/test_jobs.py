@@ -152,3 +152,24 @@ def test_the_outcome_explains_an_out_of_memory_exit_from_its_tail(fakebench: Wor
 ])
 def test_an_exit_is_explained_by_the_resource_errors_of_the_tail_else_its_last_line(exit, tail, explained):
     assert explain_exit(exit, tail) == explained
+
+
+def test_what_is_forked_while_a_run_is_killed_is_killed_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A process a job forks while `stop_leftovers` kills it carries the run's mark as well: it is
+    found and killed in turn, not left behind (a launcher starting its worker as the signal lands)."""
+    run_id = run_id_for(tmp_path)
+    env = {**os.environ, proc.MARK_ENV: run_id}
+    first = proc.spawn(["sleep", "300"], cwd=tmp_path, env=env)
+    late: list[int] = []
+    kill = os.kill
+
+    def fork_as_the_kill_lands(pid: int, sig: int) -> None:
+        kill(pid, sig)
+        if not late:  # the first kill: a child appears that the first look did not see
+            late.append(proc.spawn(["sleep", "300"], cwd=tmp_path, env=env).pid)
+
+    monkeypatch.setattr(proc.os, "kill", fork_as_the_kill_lands)
+    killed = proc.kill_marked(run_id)
+    assert sorted(killed) == sorted([first.pid, *late])
+    assert proc.find_marked(run_id) == []
+
