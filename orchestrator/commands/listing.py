@@ -58,7 +58,7 @@ def show(
     run that decided its own seed count: its rule and decisions too)."""
     from orchestrator.render.tables import run_lines, show_score
     from orchestrator.results import inference_store
-    from orchestrator.session.loop import rescore
+    from orchestrator.session.scoring import rescore
 
     out = output(ctx)
     store = open_store(results, write=False)

@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Qualify this node (or every Slurm node): health, microbenchmarks, throughput.")
     group.callback(invoke_without_command=True)(qualify)
     group.command("history")(history)
+    group.command("order", hidden=True)(order)
     app.add_typer(group, name="qualify")
 
 
@@ -43,7 +44,6 @@ def qualify(
                              " of the node (local: what this shell sees; Docker: all; Slurm: each node's own)."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     node_name: str = typer.Option(None, "--node-name", help="Name this node's records (default: the host name)."),
-    record: Path = typer.Option(None, "--record", hidden=True, help="Also write the record here (fleet jobs)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -52,30 +52,49 @@ def qualify(
     qualify.yaml sets warn_exit_code: 0)."""
     if ctx.invoked_subcommand is not None:
         return
+    _qualify(output(ctx), Asked(
+        suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data, junit=junit,
+        prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image, node_name=node_name, results=results,
+        as_json=as_json,
+    ))
+
+
+def order(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="The fleet's order to this node (qualify/fleet/<id>/<node>/order.json)."),
+) -> None:
+    """A fleet's node job: qualify this node as the fleet's order says, and write the record where it asks."""
+    from orchestrator.results.qualify_store import QualificationStore
+
+    o = QualificationStore.load_order(path)
+    _qualify(output(ctx), Asked(
+        suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
+        junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
+        results=o.results, as_json=False, record=o.record,
+    ))
+
+
+def _qualify(out: Output, asked: Asked) -> None:
     from orchestrator.qualify.config import load_config
 
-    out = output(ctx)
-    asked = Asked(suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data,
-                  junit=junit, prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image,
-                  node_name=node_name, record=record, as_json=as_json)
     config = load_config()
-    config.suite(suite)
+    config.suite(asked.suite)
     if config.workload is None:
         raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
     workload = registry().get(config.workload)
-    if data is not None and not data.is_dir():
-        raise UsageError(f"--data {data}: not a folder")
-    folder = results_dir(results)
+    if asked.data is not None and not asked.data.is_dir():
+        raise UsageError(f"--data {asked.data}: not a folder")
+    folder = results_dir(asked.results)
     from orchestrator.results.outputs import check_output_file
 
-    for given, flag in ((junit, "--junit"), (prometheus, "--prometheus")):
+    for given, flag in ((asked.junit, "--junit"), (asked.prometheus, "--prometheus")):
         if given is not None:  # checked now: a path that cannot be written fails before the qualification
             check_output_file(given, option=flag, results=folder)
-    if record is not None:  # the fleet's own: its node jobs leave their record in the store, on purpose
-        check_output_file(record, option="--record")
-    if runner is RunnerName.slurm:
+    if asked.record is not None:  # the fleet's own: its node jobs leave their record in the store, on purpose
+        check_output_file(asked.record, option="the order's record")
+    if asked.runner is RunnerName.slurm:
         _fleet(out, asked, config, workload, folder)
-    elif nodes or partition:
+    elif asked.nodes or asked.partition:
         raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
     else:
         _node(out, asked, config, workload, folder)
@@ -98,8 +117,10 @@ class Asked:
     """As given; None: the node's GPUs (every runner's default for a qualification)."""
     base_image: str | None
     node_name: str | None
-    record: Path | None
+    results: Path | None
     as_json: bool
+    record: Path | None = None
+    """Also write the record here: a fleet's node job (`order`), whose fleet gathers it."""
 
 
 def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
@@ -125,32 +146,27 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
     _write_outputs(out, [result], asked.junit, asked.prometheus)
     if asked.record is not None:
-        write_output(asked.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n", option="--record")
+        write_output(asked.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n",
+                     option="the order's record")
     _show(out, result, folder, asked.as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
 
 def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
-    from orchestrator.config.locations import python_root
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
     from orchestrator.qualify.references import load_references
     from orchestrator.render.qualification import fleet_lines, fleet_table
     from orchestrator.runners.slurm import SlurmOptions
 
     SlurmOptions(gpus=asked.gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
-    node_args: list[str] = []
     if asked.references:
         load_references(asked.references)  # bad input stops here, before a job is submitted
-        node_args += ["--references", str(asked.references.resolve())]
-    if asked.data:
-        node_args += ["--data", str(asked.data.resolve())]
-    if asked.strict:
-        node_args.append("--strict")
     plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
-                     node_args=tuple(node_args), policy=config.fleet, strict=asked.strict,
+                     references=asked.references.resolve() if asked.references else None,
+                     data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
                      warn_exit_code=config.warn_exit_code)
-    fleet, records = qualify_fleet(plan, workload, python_root(), folder.resolve(), out.status)
+    fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
     _write_outputs(out, records, asked.junit, asked.prometheus)
     if asked.as_json:
         out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})

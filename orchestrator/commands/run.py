@@ -86,53 +86,35 @@ def run(
     Exit status: 0 a valid result; 1 the result is invalid; 2 bad input (nothing run or written);
     3 an infrastructure fault ended a seed (resume with --retry-failed); 130/143/129 stopped by a
     signal (resume with --resume)."""
-    from dataclasses import replace
-
     from orchestrator.config.profiles import load_profiles
-    from orchestrator.errors import UsageError
     from orchestrator.runners.select import RunnerOptions, make_runner
-    from orchestrator.session.deciding import request_of, with_decider
-    from orchestrator.session.plan import plan_new, plan_resume
+    from orchestrator.session.deciding import request_of
+    from orchestrator.session.plan import plan_run
 
     out = output(ctx)
     store = open_store(results)
     spec = registry().get(workload)
     profiles = load_profiles(seeds_file())
-    chosen = profile.value if profile else None
-    runner_name = runner.value if runner else None
     request = request_of(seeds=seeds, until_decided=until_decided, against=against, margin=margin,
                          max_seeds=max_seeds, width=width)
-    if resume and request is not None:
-        raise UsageError("--resume goes on under the run's own seed rule: drop --until-decided, --seeds auto and"
-                         " their options")
-    if resume:
-        previous = store.open(resume)
-        plan = plan_resume(spec, profiles, previous, seeds=seeds, profile=chosen, data=data, label=label,
-                           retry_failed=retry_failed)
-        if runner_name not in (None, previous.manifest.runner):
-            raise UsageError(f"run {resume} ran on the {previous.manifest.runner} runner: resume it there"
-                             f" (drop --runner or give --runner {previous.manifest.runner})")
-        runner_name = previous.manifest.runner
-    else:
-        plan = plan_new(spec, profiles, seeds=None if request else seeds, profile=chosen, data=data, label=label,
-                        retry_failed=retry_failed)
-        if request is not None:
-            plan = with_decider(plan, request, store)
+    plan = plan_run(spec, profiles, store, resume=resume, seeds=seeds,
+                    profile=profile.value if profile else None, data=data, label=label, retry_failed=retry_failed,
+                    request=request)
     options = RunnerOptions(
-        name=runner_name or "local", gpus=gpus, shm_size=shm_size, rebuild=rebuild, drop_caches=drop_caches,
-        partition=partition, base_image=base_image, ipc=ipc.value,
-        time_limit_minutes=plan.profile.timeout_minutes + 5,
+        name=plan.runner_name(runner.value if runner else None), gpus=gpus, shm_size=shm_size, rebuild=rebuild,
+        drop_caches=drop_caches, partition=partition, base_image=base_image, ipc=ipc.value,
+        time_limit_minutes=plan.runner_time_limit_minutes,
     )
     backend = make_runner(options, out.status)
-    if plan.resumes is not None:  # the plan stands: take the run (refused at once while another process has it)
-        plan = replace(plan, resumes=plan.resumes.locked())
-        if plan.resumes.lock is not None and plan.resumes.lock.note:
-            out.warning(plan.resumes.lock.note)
+    plan = plan.locked()  # the plan stands: a resumed run is taken (refused at once while another process has it)
+    if plan.lock_note:
+        out.warning(plan.lock_note)
     from rich.live import Live  # the heavy imports wait until a live run's resume has been refused
 
     from orchestrator.render.decisions import step_line
-    from orchestrator.render.tables import progress_table, show_score
-    from orchestrator.session.loop import Watch, exit_code, retry_hint, run_benchmark
+    from orchestrator.render.tables import progress_table, retry_hint, show_score
+    from orchestrator.session.loop import Watch, run_benchmark
+    from orchestrator.session.scoring import exit_code
 
     watch = Watch(status=out.status, warning=out.warning, decided=lambda log: out.status(step_line(log)))
     if out.err.is_terminal and not out.quiet:

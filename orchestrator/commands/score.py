@@ -22,8 +22,8 @@ def score(
     """Score RUN_ID with its profile's rules and store the summary (refused while a run is in progress).
 
     Exit status: 0 a valid result; 1 an invalid one; 3 a seed was ended by an infrastructure fault."""
-    from orchestrator.render.tables import show_score
-    from orchestrator.session.loop import exit_code, rescore, retry_hint
+    from orchestrator.render.tables import retry_hint, show_score
+    from orchestrator.session.scoring import exit_code, rescore
 
     out = output(ctx)
     run = open_store(results).open(run_id).locked()

@@ -5,15 +5,15 @@ before anything is written."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config.locations import data_cache_dir
-from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError
-from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
+from orchestrator.inference.declaration import Harness
+from orchestrator.runners.base import HostPath, Runner
+from orchestrator.runners.jobs import dataset_command
 
 SMOKE_MARKER = "smoke.json"
 SMOKE_TIMEOUT_S = 1800
@@ -40,31 +40,18 @@ def smoke_dir(harness: str, model: str) -> Path:
     return data_cache_dir() / harness / f"{model}-smoke"
 
 
-def _call(runner: Runner, workload: Workload, args: list[DatasetArg], timeout_s: float,
-          status: Callable[[str], None]) -> DatasetResult:
-    try:
-        return runner.dataset_command(workload, args, timeout_s=timeout_s, on_line=status)
-    except subprocess.TimeoutExpired:
-        raise DataError(f"{workload.name} dataset command {args[0]} took over {timeout_s:.0f} s") from None
-    except OSError as exc:
-        raise DataError(f"{workload.name} dataset command {' '.join(workload.data.cli)}: {exc.strerror}") from None
-
-
-def _last_line(result: DatasetResult) -> str:
-    return result.stderr_tail[-1].strip() if result.stderr_tail else f"exit status {result.returncode}"
-
-
-def ensure_smoke(runner: Runner, workload: Workload, model: str, status: Callable[[str], None]) -> SmokeAssets:
+def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[[str], None]) -> SmokeAssets:
     """The smoke assets, made by the harness (training the smoke model: about a minute) when missing."""
-    folder = smoke_dir(workload.name, model)
+    folder = smoke_dir(harness.name, model)
     made = not (folder / SMOKE_MARKER).is_file()
     if made:
         status(f"making the smoke {model} model and data in {folder} (once: it trains for about a minute)")
         folder.parent.mkdir(parents=True, exist_ok=True)
         out = HostPath(path=folder, writable=True, mount=folder.parent)
-        result = _call(runner, workload, ["smoke", model, out], SMOKE_TIMEOUT_S, lambda line: None)
+        result = dataset_command(runner, harness, ["smoke", model, out], timeout_s=SMOKE_TIMEOUT_S,
+                                 on_line=lambda line: None)
         if result.returncode != 0:
-            raise DataError(f"making the smoke {model} model failed {result.where}: {_last_line(result)}")
+            raise DataError(f"making the smoke {model} model failed {result.where}: {result.last_line()}")
     marker = folder / SMOKE_MARKER
     try:
         facts = json.loads(marker.read_text())
@@ -77,9 +64,10 @@ def ensure_smoke(runner: Runner, workload: Workload, model: str, status: Callabl
         raise DataError(f"{marker}: unreadable smoke facts ({exc}); remove {folder} and it is made again") from None
 
 
-def check_dataset(runner: Runner, workload: Workload, model: str, data: Path) -> str:
+def check_dataset(runner: Runner, harness: Harness, model: str, data: Path) -> str:
     """The harness's ``check MODEL DIR`` where the jobs run; DataError with its one line."""
-    result = _call(runner, workload, ["check", model, HostPath(path=data)], CHECK_TIMEOUT_S, lambda line: None)
+    result = dataset_command(runner, harness, ["check", model, HostPath(path=data)], timeout_s=CHECK_TIMEOUT_S,
+                             on_line=lambda line: None)
     if result.returncode != 0:
-        raise DataError(f"{model} data in {data}: {result.host_text(_last_line(result))}")
+        raise DataError(f"{model} data in {data}: {result.last_line()}")
     return result.stdout.strip()

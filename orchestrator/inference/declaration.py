@@ -14,13 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.profiles import PROFILE_NAMES, ProfileName
-from orchestrator.config.workloads import DataDecl, ImageDecl, Quality, Workload
+from orchestrator.config.workloads import DataDecl, ImageDecl
 from orchestrator.errors import ConfigError, UsageError
 
 DECLARATION = "inference.yaml"
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
-ACCURACY_ENV = "INFERENCE_ACCURACY_TARGET"
 
 
 class _Frozen(BaseModel):
@@ -98,17 +97,6 @@ class Harness(_Frozen):
 
     def model(self, name: str) -> ModelFacts:
         return self.models[name]
-
-    def workload(self, model: str) -> Workload:
-        """The harness as the runners take a job's workload: its folder, run argv, dataset command
-        and image are real; quality is the model's accuracy target (top-1 and mAP: higher is better).
-        (The runner interface takes a training workload; this adapter goes when runners take a job spec.)"""
-        facts = self.models[model]
-        return Workload(name=self.name, mlperf_benchmark=model, description=self.description, run=self.run,
-                        quality=Quality(metric=facts.accuracy.metric, better="higher",
-                                        target=facts.accuracy.target / 100, env=ACCURACY_ENV),
-                        data=DataDecl(cli=self.data.cli, how_to_get=facts.how_to_get), image=self.image,
-                        folder=self.folder)
 
 
 def load_harness(folder: Path) -> Harness:

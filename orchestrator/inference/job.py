@@ -1,7 +1,7 @@
 """The one place an inference job meets a runner: the harness's command, with the model staged
-into the job's results folder (so that a container or a Slurm node sees it as the seeds see theirs),
-run through the runner the user picked the way qualification runs its steps
-(`orchestrator.qualify.jobs.run_step`: output streamed to a file, a time limit, Ctrl-C stops it).
+into the job's results folder (so that a container or a Slurm node sees it as a seed sees its data),
+run through the runner the user picked as every job runs (`orchestrator.runners.jobs.run_job`:
+output kept as it arrives, a time limit, Ctrl-C stops it, an outcome that explains itself).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from orchestrator.config.workloads import Workload
-from orchestrator.qualify.jobs import StepOutcome, run_step
-from orchestrator.runners.base import Runner
+from orchestrator.inference.declaration import DECLARATION, Harness
+from orchestrator.results.paths import JobPaths
+from orchestrator.runners.base import JobSpec, Runner
+from orchestrator.runners.jobs import run_job
+from orchestrator.runners.outcome import JobOutcome
 
 STAGED_MODEL = "model"
 """The folder in a job's results folder the model is staged in (removed when the job ends)."""
@@ -31,16 +33,18 @@ def stage(model: Path, results: Path) -> Path:
     return target.relative_to(results)
 
 
-def run_harness(runner: Runner, workload: Workload, *, run_id: str, name: str, args: Sequence[str], model: Path,
+def run_harness(runner: Runner, harness: Harness, *, run_id: str, name: str, args: Sequence[str], model: Path,
                 data_dir: Path, folder: Path, env: dict[str, str], timeout_s: float,
-                on_line: Callable[[str], None]) -> StepOutcome:
-    """Run the harness once (``folder/output.log``, its results in ``folder/results``)."""
-    results = folder / "results"
+                on_line: Callable[[str], None]) -> JobOutcome:
+    """Run the harness once as job ``name`` of inference run ``run_id`` (``folder/output.log``, its
+    results in ``folder/results``)."""
+    results = JobPaths(folder).results
     results.mkdir(parents=True, exist_ok=True)
     staged = stage(model, results)
+    spec = JobSpec(kind="inference", name=name, run_id=run_id, bundle=harness, command=harness.run, args=tuple(args),
+                   env={**env, "MODEL_FILE": str(staged)}, data_dir=data_dir, folder=folder,
+                   declared=f"{harness.folder / DECLARATION} field run")
     try:
-        return run_step(runner, name=name, run_id=run_id, workload=workload, command=(*workload.run, *args),
-                        env={**env, "MODEL_FILE": str(staged)}, data_dir=data_dir, folder=folder,
-                        timeout_s=timeout_s, on_line=on_line)
+        return run_job(runner, spec, timeout_s=timeout_s, on_line=on_line)
     finally:
         shutil.rmtree(results / STAGED_MODEL, ignore_errors=True)

@@ -13,16 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.workloads import Workload
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferencePlan, check_smoke_model
-from orchestrator.qualify.jobs import StepOutcome
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
 from orchestrator.results.store import now_iso
 from orchestrator.runners.base import Runner
+from orchestrator.runners.outcome import JobOutcome
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,10 +40,10 @@ class JobFailed(InfrastructureError):
     """A harness job crashed, was killed or ran out of time."""
 
 
-def resolve_inputs(plan: InferencePlan, runner: Runner, workload: Workload, status: Callable[[str], None]) -> Inputs:
+def resolve_inputs(plan: InferencePlan, runner: Runner, status: Callable[[str], None]) -> Inputs:
     o = plan.options
     if plan.checked is None:  # the smoke profile: the harness makes its model and data once
-        assets = data.ensure_smoke(runner, workload, o.model, status)
+        assets = data.ensure_smoke(runner, plan.harness, o.model, status)
         if assets.made_now:
             status(f"smoke {o.model} model and data made in {assets.seconds} s ({assets.folder})")
         model_file = assets.model_torch if o.backend == "torch" else assets.model_onnx
@@ -55,7 +54,7 @@ def resolve_inputs(plan: InferencePlan, runner: Runner, workload: Workload, stat
                       smoke_note=f"smoke model and data (trained here to {assets.reference_percent:.1f}% top-1),"
                                  " not the reference's")
     assert o.model_file is not None and o.data is not None
-    status(data.check_dataset(runner, workload, o.model, o.data))
+    status(data.check_dataset(runner, plan.harness, o.model, o.data))
     return Inputs(model_file=o.model_file, model_sha256=plan.checked.sha256, data=o.data, extra_args=(),
                   target_percent=plan.facts.accuracy.target)
 
@@ -76,15 +75,15 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
 class Jobs:
     """The harness jobs of one run, each in ``jobs/<name>`` (trials in ``search/trial_<n>``)."""
 
-    def __init__(self, plan: InferencePlan, runner: Runner, workload: Workload, handle: inference_store.InferenceHandle,
-                 inputs: Inputs, on_line: Callable[[str], None]) -> None:
-        self.plan, self.runner, self.workload, self.handle, self.inputs = plan, runner, workload, handle, inputs
+    def __init__(self, plan: InferencePlan, runner: Runner, handle: inference_store.InferenceHandle, inputs: Inputs,
+                 on_line: Callable[[str], None]) -> None:
+        self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
         self.on_line = on_line
 
     def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None) -> Path:
         """Run one job; its results folder. UsageError (exit 2) when the harness refused its input."""
         args = self.plan.harness_args(mode, target_qps=target_qps, extra=self.inputs.extra_args)
-        outcome = run_harness(self.runner, self.workload, run_id=self.handle.record.run_id, name=name, args=args,
+        outcome = run_harness(self.runner, self.harness, run_id=self.handle.record.run_id, name=name, args=args,
                               model=self.inputs.model_file, data_dir=self.inputs.data, folder=folder,
                               env={"MLTRAIN_PROFILE": self.plan.options.profile},
                               timeout_s=self.plan.rules.timeout_minutes * 60, on_line=self.on_line)
@@ -104,14 +103,13 @@ class Jobs:
                            folder=str(folder.relative_to(self.handle.paths.root)))
 
 
-def _raise_for(outcome: StepOutcome, name: str) -> None:
+def _raise_for(outcome: JobOutcome, name: str) -> None:
     if outcome.ok:
         return
-    said = outcome.tail(1)
-    if outcome.exit.code == 2 and not outcome.timed_out:
+    if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+        said = outcome.last_line()
         raise UsageError(said.removeprefix("inference: ") or f"the harness refused job {name} (exit 2)")
-    why = "timed out" if outcome.timed_out else f"exit status {outcome.exit.code}"
-    raise JobFailed(f"harness job {name} {why}: {said[:200]} (all of it: {outcome.output})")
+    raise JobFailed(f"harness job {name}: {outcome.why()} (all of it: {outcome.log})")
 
 
 def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]:
@@ -162,14 +160,13 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
                   system: Callable[[Path], dict[str, Any]], status: Callable[[str], None],
                   on_line: Callable[[str], None]) -> InferenceRun:
     """Run the plan; the stored record (state finished), or raise with the record saved as it ended."""
-    workload = plan.harness.workload(plan.options.model)
-    provenance = runner.prepare(workload)
-    inputs = resolve_inputs(plan, runner, workload, status)
+    provenance = runner.prepare(plan.harness)
+    inputs = resolve_inputs(plan, runner, status)
     record = new_record(plan, run_id, runner, inputs, command=command, system=system(inputs.data),
                         provenance=provenance)
     handle = inference_store.create(results_root, record)
     try:
-        jobs = Jobs(plan, runner, workload, handle, inputs, on_line)
+        jobs = Jobs(plan, runner, handle, inputs, on_line)
         status(f"{run_id}: {plan.options.model} {plan.options.scenario} on {runner.name}")
         folder, facts_json, found = measure(jobs, plan)
         result = result_of(plan, inputs, handle.paths.root, folder, facts_json, found)

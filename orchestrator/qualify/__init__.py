@@ -4,9 +4,8 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
 (the operator's file or the node's own history), one verdict per node, and the fleet on Slurm.
 
     config.py      qualify.yaml: suites per device kind, history and fleet policies
-    jobs.py        one step on a runner (output file, time limit)
-    micro.py       the probe (workloads/common/probe/: GEMM, conv, memory, storage, NCCL) through the
-                   runner, its cases as checks: sanity (right results) apart from numbers
+    micro.py       the probe (workloads/common/probe/: GEMM, conv, memory, storage, NCCL) as a job on
+                   the runner (`runners.jobs`), its cases as checks: sanity (right results) apart from numbers
     probe_lines.py the probe's :::PROBE lines read back (protocol 2)
     throughput.py  the workload's throughput mode as a check
     health.py      NVML health before, under and after the load, every GPU NVML sees
@@ -20,5 +19,6 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
                    the repeats on a node)
     drift.py       CUSUM on each number's nightly series: a slow fall WARNs before the floor
     node.py        one node, top to bottom
-    fleet.py       one exclusive Slurm job per node, gathered and compared with the fleet
+    fleet.py       one exclusive Slurm job per node (its `NodeOrder`), gathered and compared with the fleet
+    leftovers.py   the jobs a killed qualification left, stopped by the next one
 """

@@ -1,8 +1,12 @@
 """Fleet qualification on Slurm: one exclusive job per node runs that node's own qualification
-(`mltrain qualify --runner local` on the node, so health is read there), writes its record, and the
-records are gathered into one table: node, hardware, verdict, worst metric against the fleet
-median of its hardware. A node slower than its peers by more than k MADs is flagged even where no
-reference exists.
+(`mltrain qualify order FILE` on the node, with the local runner, so health is read there; the
+file is the fleet's typed `NodeOrder`), writes its record, and the records are gathered into one
+table: node, hardware, verdict, worst metric against the fleet median of its hardware. A node slower
+than its peers by more than k MADs is flagged even where no reference exists.
+
+The node jobs run as every job does (`orchestrator.runners.jobs`): started together, each followed
+to its end; a stop signal cancels them all; a fleet a killed mltrain left is found by its lock and
+its jobs cancelled when the next fleet starts.
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
 from orchestrator.qualify import judge
 from orchestrator.qualify.config import FleetPolicy
+from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.references import MAD_TO_SIGMA
-from orchestrator.results.qualification import FleetRecord, FleetRow, QualificationRecord, Status, worst
+from orchestrator.results.qualification import FleetRecord, FleetRow, NodeOrder, QualificationRecord, Status, worst
 from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
 from orchestrator.results.store import now_iso
-from orchestrator.runners.base import SeedJob
-from orchestrator.runners.slurm import SlurmJob, SlurmOptions, SlurmRunner, node_gpus, node_names
+from orchestrator.runners.base import JobSpec, Runner
+from orchestrator.runners.jobs import StartedJob, start_job, stop_jobs
+from orchestrator.runners.outcome import JobOutcome
+from orchestrator.runners.select import RunnerOptions, make_runner
+from orchestrator.runners.slurm import node_gpus, node_names
 
 PASSED_ENV = ("MLTRAIN_WORKLOADS", "MLTRAIN_SEEDS_FILE", "MLTRAIN_QUALIFY_FILE", "XDG_CACHE_HOME")
 """Where this orchestrator finds its files: the node's qualification must find the same."""
@@ -38,8 +46,10 @@ class FleetPlan:
     partition: str | None
     gpus: str | None
     """--gpus per node job: None for each node's own GPUs (its Slurm gres, every one), a count, or none."""
-    node_args: tuple[str, ...]
-    """Options every node's `mltrain qualify` gets (--references, --data, --strict)."""
+    references: Path | None = None
+    """Operator references every node's qualification judges against (an absolute path)."""
+    data: Path | None = None
+    """The dataset every node times (an absolute path on the shared file system)."""
     policy: FleetPolicy
     strict: bool = False
     warn_exit_code: int = 0
@@ -54,41 +64,28 @@ def select_nodes(plan: FleetPlan) -> list[str]:
 
 
 def qualify_fleet(
-    plan: FleetPlan, workload: Workload, project_root: Path, results_dir: Path, status: Callable[[str], None],
+    plan: FleetPlan, workload: Workload, results_dir: Path, status: Callable[[str], None],
 ) -> tuple[FleetRecord, list[QualificationRecord]]:
     """The fleet's record and the node records it gathered."""
     started_at = now_iso()
     store = QualificationStore(results_dir)
     fleet_id = new_qualification_id("fleet", plan.suite_name)
-    folder = store.root / "fleet" / fleet_id
     nodes = select_nodes(plan)
-    status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
-    submitted: dict[str, tuple[SlurmJob | None, Path, str]] = {}
-    for node in nodes:
-        record_path = folder / node / "record.json"
-        try:
-            job = _submit(plan, node, workload, project_root, results_dir, record_path)
-            submitted[node] = (job, record_path, "")
-            status(f"  {node}: slurm job {job.job_id} submitted")
-        except MltrainError as exc:
-            submitted[node] = (None, record_path, str(exc))
-            status(f"  {node}: not submitted: {exc}")
+    lock = store.begin(store.fleet_dir(fleet_id), fleet_id)
+    try:
+        stop_abandoned(store, store.root / "fleet", _runner(plan, status), status)
+        status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
+        outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
+    finally:
+        store.end(lock)
     records: dict[str, QualificationRecord] = {}
-    problems: dict[str, str] = {}
-    jobs: dict[str, str] = {}
-    for node, (job, record_path, refused) in submitted.items():
-        if job is None:
-            problems[node] = refused
-            continue
-        jobs[node] = job.job_id
-        ended = job.wait()
+    for node, outcome in outcomes.items():
+        record_path = store.fleet_dir(fleet_id) / node / "record.json"
         try:
             records[node] = store.load(record_path)
             status(f"  {node}: {records[node].verdict.word}")
         except RecordError:
-            tail = _tail(job.output)
-            problems[node] = f"slurm job {job.job_id} ({ended.detail or f'exit {ended.code}'}) wrote no record" + (
-                f": {tail}" if tail else "")
+            problems[node] = f"slurm job {outcome.job_id} ({outcome.why()}) wrote no record"
             status(f"  {node}: {problems[node]}")
     rows = fleet_rows(nodes, records, problems, plan.policy)
     verdict = worst([r.verdict for r in rows])
@@ -97,39 +94,60 @@ def qualify_fleet(
     fleet = FleetRecord(
         fleet_id=fleet_id, suite=plan.suite_name, started_at=started_at, ended_at=now_iso(), verdict=verdict,
         exit_code=judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.warn_exit_code),
-        rows=tuple(rows), jobs=jobs,
+        rows=tuple(rows), jobs={node: outcome.job_id for node, outcome in outcomes.items()},
     )
     store.save_fleet(fleet)
     return fleet, [records[n] for n in nodes if n in records]
 
 
-def _submit(
-    plan: FleetPlan, node: str, workload: Workload, project_root: Path, results_dir: Path, record_path: Path,
-) -> SlurmJob:
-    record_path.parent.mkdir(parents=True, exist_ok=True)
+def run_nodes(
+    plan: FleetPlan, nodes: list[str], workload: Workload, store: QualificationStore, fleet_id: str,
+    status: Callable[[str], None],
+) -> tuple[dict[str, JobOutcome], dict[str, str]]:
+    """Each node's job submitted, then each followed to its end: (node -> outcome, node -> why it
+    could not be submitted). A stop signal (or an error) cancels every job of the fleet."""
+    started: dict[str, StartedJob] = {}
+    problems: dict[str, str] = {}
+    try:
+        for node in nodes:
+            try:
+                runner = _runner(plan, status, node=node)
+                started[node] = start_job(runner, node_job(plan, node, workload, store, fleet_id), timeout_s=None)
+                status(f"  {node}: slurm job {started[node].job_id} submitted")
+            except MltrainError as exc:
+                problems[node] = str(exc)
+                status(f"  {node}: not submitted: {exc}")
+        return {node: job.finish() for node, job in started.items()}, problems
+    except BaseException:
+        stop_jobs([(_runner(plan, status), fleet_id)], started.values())
+        raise
+
+
+def _runner(plan: FleetPlan, status: Callable[[str], None], *, node: str | None = None) -> Runner:
+    """The Slurm runner of the fleet; with ``node``, the one that runs that node's job (pinned to
+    it, alone there, with every GPU Slurm knows it to have unless --gpus said otherwise). Its time
+    limit is the fleet policy's: a job may wait in the queue for as long as the cluster needs."""
     gpus = plan.gpus
-    if gpus is None:  # the node is qualified with every GPU it has: ask Slurm for all of them
+    if node is not None and gpus is None:  # the node is qualified with every GPU it has
         count = node_gpus(node)
         gpus = str(count) if count else None
-    options = SlurmOptions(partition=plan.partition, gpus=gpus, nodelist=node, exclusive=True,
-                           time_limit_minutes=plan.policy.timeout_minutes)
-    told = ("--gpus", "none") if gpus == "none" else ()  # so that the node's verdict says its GPUs were left out
-    command = ("python", "-m", "orchestrator.cli", "-q", "qualify", "--runner", "local", "--suite", plan.suite_name,
-               "--node-name", node, "--results", str(results_dir), "--record", str(record_path), *plan.node_args,
-               *told)
+    return make_runner(RunnerOptions(name="slurm", partition=plan.partition, gpus=gpus, nodelist=node,
+                                     exclusive=node is not None, time_limit_minutes=plan.policy.timeout_minutes),
+                       status)
+
+
+def node_job(plan: FleetPlan, node: str, workload: Workload, store: QualificationStore, fleet_id: str) -> JobSpec:
+    """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
+    folder = store.fleet_dir(fleet_id) / node
+    order = store.save_order(NodeOrder(
+        fleet_id=fleet_id, node=node, suite=plan.suite_name, results=store.root.parent, record=folder / "record.json",
+        references=plan.references, data=plan.data, strict=plan.strict,
+        gpus="none" if plan.gpus == "none" else None,  # so that the node's verdict says its GPUs were left out
+    ))
     env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
-    job = SeedJob(run_id=f"qualify-{node}", seed=0, workload=workload, data_dir=record_path.parent,
-                  results_dir=record_path.parent / "results", env=env,
-                  labels={"mltrain.qualify": node}, command=command)
-    return SlurmRunner(project_root, options).submit(job)
-
-
-def _tail(path: Path, lines: int = 2) -> str:
-    try:
-        kept = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return " | ".join(kept[-lines:])[:300]
+    return JobSpec(kind="node", name=f"node-{node}", run_id=fleet_id, bundle=workload,
+                   command=("python", "-m", "orchestrator.cli", "-q", "qualify", "order", str(order)), env=env,
+                   data_dir=folder, folder=folder, declared="a fleet's node job")
 
 
 def fleet_rows(
@@ -143,7 +161,8 @@ def fleet_rows(
     for node in nodes:
         record = records.get(node)
         if record is None:
-            rows.append(FleetRow(node=node, hardware="?", verdict=Status.ERROR, reason=problems.get(node, "no record")))
+            rows.append(FleetRow(node=node, hardware="?", verdict=Status.INCONCLUSIVE,
+                                 reason=problems.get(node, "no record")))
             continue
         group = peers[record.hardware.key]
         worst_metric, worst_pct, flagged, why = _against_peers(record, group, policy)

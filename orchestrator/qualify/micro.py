@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
+from orchestrator.errors import MltrainError
 from orchestrator.insight import resource_errors
 from orchestrator.qualify.config import ProbeSettings, Suite
 from orchestrator.qualify.devices import Gpu, gpu_metric, split_metric
-from orchestrator.qualify.jobs import StepError, StepOutcome, run_step
 from orchestrator.qualify.probe_lines import CaseResult, ProbeRun
 from orchestrator.results.qualification import CheckResult, Measurement, Status
-from orchestrator.runners.base import Runner
+from orchestrator.runners.base import JobSpec, Runner
+from orchestrator.runners.jobs import run_job
 
 CONFIG_ENV = "MLTRAIN_PROBE_CONFIG"
 """Where the probe reads its settings (JSON): workloads/common/probe/settings.py."""
@@ -48,25 +49,18 @@ def run_probe(
     runner: Runner, *, suite: Suite, probe: ProbeSettings, workload: Workload, run_id: str, data_dir: Path,
     folder: Path, on_event: Callable[[dict[str, Any]], None] = lambda event: None,
 ) -> ProbeRun:
-    """Run the probe on ``runner``; a runner that refuses it is recorded, not raised."""
+    """Run the probe on ``runner`` as a step of qualification ``run_id`` (in ``folder``): a job whose
+    command is the one qualify.yaml names. A runner that refuses it, or cannot start it, is recorded,
+    not raised."""
     run = ProbeRun(on_event=on_event)
-    env = {CONFIG_ENV: json.dumps(probe_config(suite, probe.checks))}
+    spec = JobSpec(kind="step", name="probe", run_id=run_id, bundle=workload, command=probe.command,
+                   args=(str(probe.seed),), env={CONFIG_ENV: json.dumps(probe_config(suite, probe.checks))},
+                   data_dir=data_dir, folder=folder, declared="the probe's command (qualify.yaml `probe:`)")
     try:
-        run.outcome = _run_job(runner, (*probe.command, str(probe.seed)), env, run_id=run_id, workload=workload,
-                               data_dir=data_dir, folder=folder, timeout_s=suite.probe_timeout_minutes * 60,
-                               on_line=run.observe)
-    except StepError as exc:
+        run.outcome = run_job(runner, spec, timeout_s=suite.probe_timeout_minutes * 60, on_line=run.observe)
+    except MltrainError as exc:
         run.failure = str(exc)
     return run
-
-
-def _run_job(
-    runner: Runner, command: tuple[str, ...], env: dict[str, str], *, run_id: str, workload: Workload,
-    data_dir: Path, folder: Path, timeout_s: float, on_line: Callable[[str], None],
-) -> StepOutcome:
-    """The probe's one job on the runner (the runner's job layer: qualify.jobs)."""
-    return run_step(runner, name="probe", run_id=run_id, workload=workload, command=command, env=env,
-                    data_dir=data_dir, folder=folder, timeout_s=timeout_s, on_line=on_line)
 
 
 def probe_checks(
@@ -112,13 +106,13 @@ def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) ->
                            sanity_reasons=tuple(reasons), duration_s=seconds, **extra)
 
     if probe.failure:
-        return result(Status.ERROR, [f"could not run the probe: {probe.failure}"])
+        return result(Status.INCONCLUSIVE, [f"could not run the probe: {probe.failure}"])
     outcome = probe.outcome
     assert outcome is not None
     if probe.device_kind is None:
-        return result(Status.ERROR, [f"the probe did not start: {_why(outcome)}"])
+        return result(Status.INCONCLUSIVE, [f"the probe did not start: {outcome.why()}"])
     if probe.protocol_mismatch:
-        return result(Status.ERROR, [probe.protocol_mismatch])
+        return result(Status.INCONCLUSIVE, [probe.protocol_mismatch])
     if getattr(suite.device(probe.device_kind), name) is None:
         return result(Status.NOT_APPLICABLE, [f"the suite runs no {name} check on a {probe.device_kind} device"])
     results = [r for r in probe.results if r.check == name]
@@ -127,7 +121,7 @@ def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) ->
     right = [r for r in results if r.sanity.passed]
     wrong = [r for r in results if not r.sanity.passed]
     facts: dict[str, Any] = {
-        "device": probe.device.get("device_name"), "device_kind": probe.device_kind, "output": str(outcome.output),
+        "device": probe.device.get("device_name"), "device_kind": probe.device_kind, "output": str(outcome.log),
         "sanity": {_gpu_named(r.metric, r.gpu, probe, gpus)[0]: r.sanity.detail for r in results},
     }
     if wrong:  # kept for the record, never judged: the speed of a wrong answer says nothing
@@ -137,8 +131,8 @@ def _check(name: str, probe: ProbeRun, suite: Suite, gpus: Mapping[int, Gpu]) ->
     failures = [f"{_on(r.metric, r.gpu, probe, gpus)}: wrong result ({r.sanity.detail})" for r in wrong]
     failures += [_error_reason(e, _on(str(e.get("metric")), e.get("gpu"), probe, gpus)) for e in errors]
     if name not in probe.timings and not results and not errors:
-        ended = "timed out" if outcome.timed_out else f"ended ({_why(outcome)})"
-        return result(Status.ERROR, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
+        ended = "timed out" if outcome.timed_out else f"ended ({outcome.why()})"
+        return result(Status.INCONCLUSIVE, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
     if failures:
         return result(Status.FAIL, failures, measurements=measurements, skipped=skips, facts=facts)
     if not results:
@@ -152,15 +146,3 @@ def _error_reason(error: dict[str, Any], metric: str) -> str:
     found = resource_errors.classify(text)
     summary = found[0].summary if found else ""
     return f"{metric}: {summary + ': ' if summary else ''}{text[:240]}"
-
-
-def _why(outcome: StepOutcome) -> str:
-    if outcome.timed_out:
-        return f"timed out after {outcome.seconds:.0f} s"
-    errors = resource_errors.classify(outcome.text())
-    if errors:
-        return f"{errors[0].summary}: {errors[0].line[:160]}"
-    code = outcome.exit.code
-    tail = outcome.tail(1)
-    return f"exit status {code}" + (f": {tail[:200]}" if tail else "") + (f" ({outcome.exit.detail})" if
-                                                                         outcome.exit.detail else "")

@@ -34,6 +34,7 @@ from orchestrator.qualify.dcgm import dcgm_check
 from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
+from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import (
     OperatorReferences,
@@ -110,6 +111,7 @@ def qualify_node(
     checks: list[CheckResult] = []
     provenance: dict[str, Any] = {}
     ttt_run: str | None = None
+    lock = store.begin(folder, qid)  # held while its jobs run: those of a killed qualify are found by it
     try:
         t = time.monotonic()
         watch.status(f"preparing the {runner.name} runner for {plan.workload.name}")
@@ -119,6 +121,8 @@ def qualify_node(
         except MltrainError as exc:
             prepare_error = f"the {runner.name} runner could not prepare {plan.workload.name}: {exc}"
         timings["runner_prepare"] = time.monotonic() - t
+        if not prepare_error:
+            stop_abandoned(store, store.node_dir(plan.node), runner, watch.status)
         gpus = health.gpus
         with health.under_load():
             probe = _probe(plan, runner, qid, folder, scratch, prepare_error, watch)
@@ -137,6 +141,7 @@ def qualify_node(
         checks.insert(0, health.result(devices.cuda_findings(gpus, probe.device, plan.gpus)))
     finally:
         health.close()
+        store.end(lock)
     hardware = _hardware(health, probe)
     software = _software(plan, runner.name, health, probe, provenance)
     history = store.history(plan.node).records

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.qualify.config import DeviceKind
-from orchestrator.qualify.jobs import StepOutcome
 from orchestrator.results.qualification import finite
+from orchestrator.runners.outcome import JobOutcome
 
 PREFIX = ":::PROBE "
 PROTOCOL = 2
@@ -57,7 +57,7 @@ class ProbeRun:
     skips: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    outcome: StepOutcome | None = None
+    outcome: JobOutcome | None = None
     failure: str = ""
     """Why the probe could not run at all (the runner refused it)."""
     on_event: Callable[[dict[str, Any]], None] = field(default=lambda event: None, repr=False)

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config.workloads import Workload
-from orchestrator.insight import resource_errors
+from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
 from orchestrator.qualify.config import ThroughputSpec
-from orchestrator.qualify.jobs import StepError, StepOutcome, run_step
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
-from orchestrator.runners.base import Runner
+from orchestrator.runners.base import JobSpec, Runner
+from orchestrator.runners.jobs import run_job
+from orchestrator.runners.outcome import JobOutcome
 
 THROUGHPUT_KEY = "throughput"
 RESOLVED_KEY = "resolved_settings"
@@ -57,14 +58,14 @@ def throughput_check(
         return result(Status.NOT_APPLICABLE, ["the suite times no workload throughput on this device"])
     env = {**spec.env, "STEPS": str(spec.steps), "WARMUP_STEPS": str(spec.warmup_steps)}
     log = ThroughputLog()
+    job = JobSpec(kind="step", name="throughput", run_id=run_id, bundle=workload, command=workload.throughput,
+                  env=env, data_dir=data_dir or scratch, folder=folder,
+                  declared=f"{workload.folder / 'workload.yaml'} field throughput")
     try:
-        outcome = run_step(
-            runner, name="throughput", run_id=run_id, workload=workload, command=workload.throughput, env=env,
-            data_dir=data_dir or scratch, folder=folder, timeout_s=spec.timeout_minutes * 60, on_line=log.observe,
-        )
-    except StepError as exc:
-        return result(Status.ERROR, [f"could not run {workload.name}'s throughput mode: {exc}"])
-    facts: dict[str, Any] = {"workload": workload.name, "output": str(outcome.output), "env": env,
+        outcome = run_job(runner, job, timeout_s=spec.timeout_minutes * 60, on_line=log.observe)
+    except MltrainError as exc:
+        return result(Status.INCONCLUSIVE, [f"could not run {workload.name}'s throughput mode: {exc}"])
+    facts: dict[str, Any] = {"workload": workload.name, "output": str(outcome.log), "env": env,
                              "resolved_settings": log.settings, "data": str(data_dir) if data_dir else None}
     if not outcome.ok or log.value is None:
         status, why = _failure(outcome, workload.name)
@@ -107,18 +108,12 @@ def _detail(meta: dict[str, Any], settings: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _failure(outcome: StepOutcome, name: str) -> tuple[Status, str]:
+def _failure(outcome: JobOutcome, name: str) -> tuple[Status, str]:
     """FAIL where the node, its image or its runtime failed; ERROR where the workload refused the
     suite's settings (exit 2: bad input, the configuration's fault, not the node's)."""
-    if outcome.timed_out:
-        return Status.FAIL, f"{name} throughput did not finish in {outcome.seconds:.0f} s"
-    errors = resource_errors.classify(outcome.text())
-    if errors:
-        return Status.FAIL, f"{name} throughput: {errors[0].summary}: {errors[0].line[:160]}"
-    if outcome.exit.code == 0:
+    if outcome.ok:
         return Status.FAIL, f"{name} throughput exited 0 without its final `throughput` MLLOG line"
-    tail = outcome.tail(1)
-    said = f": {tail[:200]}" if tail else ""
-    if outcome.exit.code == 2:
-        return Status.ERROR, f"{name} throughput refused the suite's settings (exit 2){said}"
-    return Status.FAIL, f"{name} throughput exited with status {outcome.exit.code}{said}"
+    if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+        said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
+        return Status.INCONCLUSIVE, f"{name} throughput refused the suite's settings (exit 2){said}"
+    return Status.FAIL, f"{name} throughput: {outcome.why()}"

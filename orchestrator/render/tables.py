@@ -156,6 +156,19 @@ def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: b
     out.lines(score_lines(summary, score) + (decision_lines(decisions) if decisions is not None else []))
 
 
+def retry_hint(run: StoredRun) -> str:
+    """What to do about seeds an infrastructure fault ended ('' when there are none)."""
+    from orchestrator.session.plan import resume_command
+    from orchestrator.session.scoring import failed_runs
+
+    failed = failed_runs(run)
+    if not failed:
+        return ""
+    statuses = sorted({run.records[s].status.value for s in failed})
+    return (f"seed(s) {', '.join(map(str, failed))} ended by an infrastructure fault ({', '.join(statuses)}):"
+            f" rerun them with `{resume_command(run, '--retry-failed')}`")
+
+
 def score_lines(summary: Summary | None, score: Score) -> list[str]:
     ttt = score.time_to_train_ms
     lines = []

@@ -90,10 +90,34 @@ class RunPaths:
 
 
 @dataclass(frozen=True)
-class SeedPaths:
-    """Paths of one seed of a benchmark run."""
+class JobPaths:
+    """The folder of one job on a runner (a seed, a qualification step, an inference job, a fleet's
+    node job): what it printed, its RESULTS_DIR, and a Slurm job's batch script and output file."""
 
     root: Path
+
+    @property
+    def output(self) -> Path:
+        """Everything the job printed, as it arrived."""
+        return self.root / "output.log"
+
+    @property
+    def results(self) -> Path:
+        """The job's RESULTS_DIR (/results in a container)."""
+        return self.root / "results"
+
+    @property
+    def slurm_script(self) -> Path:
+        return self.root / "slurm-job.sh"
+
+    @property
+    def slurm_output(self) -> Path:
+        return self.root / "slurm-job.out"
+
+
+@dataclass(frozen=True)
+class SeedPaths(JobPaths):
+    """Paths of one seed of a benchmark run: its job's folder, with its state, record and telemetry."""
 
     @property
     def seed(self) -> int:
@@ -104,28 +128,12 @@ class SeedPaths:
         return self.root / STATE_NAME
 
     @property
-    def output(self) -> Path:
-        return self.root / "output.log"
-
-    @property
     def record(self) -> Path:
         return self.root / RECORD_NAME
 
     @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    @property
     def telemetry(self) -> Path:
         return self.root / "telemetry.json"
-
-    @property
-    def slurm_script(self) -> Path:
-        return self.root / "slurm-job.sh"
-
-    @property
-    def slurm_output(self) -> Path:
-        return self.root / "slurm-job.out"
 
     def attempt(self, n: int) -> Path:
         return self.root / f"attempt-{n}"

@@ -9,6 +9,7 @@ came from), as ReFrame's checks do.
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -31,8 +32,6 @@ class Status(str, Enum):
     INCONCLUSIVE = "inconclusive"
     """Could not measure (a tool missing, a probe crashed, the engine down, a runner refused): the node
     is neither passed nor failed."""
-    ERROR = "inconclusive"
-    """The old name of INCONCLUSIVE (an alias: the same member), for code not yet renamed."""
     FAIL = "fail"
 
     @property
@@ -256,3 +255,24 @@ class FleetRecord(Record):
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
         return upgrade_fleet(data)
+
+class NodeOrder(Record):
+    """``<results>/qualify/fleet/<fleet id>/<node>/order.json``: one node's qualification as a fleet
+    orders it, read by the node's own ``mltrain qualify order FILE`` (run there by its Slurm job)."""
+
+    schema_version: int = SCHEMA_VERSION
+    fleet_id: str
+    node: str
+    """Names the node's records (``--node-name``)."""
+    suite: str
+    results: Path
+    """The (shared) results folder the node's record goes into."""
+    record: Path
+    """Where the node also writes its record, for the fleet to gather."""
+    references: Path | None = None
+    """Operator references (``--references``)."""
+    data: Path | None = None
+    """The dataset whose storage and input pipeline are timed (``--data``)."""
+    strict: bool = False
+    gpus: Literal["none"] | None = None
+    """``none``: the checks are kept off the node's GPUs (its verdict says so); None: every GPU of the node."""

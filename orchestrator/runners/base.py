@@ -1,10 +1,11 @@
 """The runner interface, in the spirit of submitit's executors.
 
-A backend turns a `SeedJob` (what to run, with which data and results folders) into a running
-`Job`, whose output can be streamed and which can be waited for and cancelled. Timeouts,
-log files, signals and bookkeeping are the caller's (`orchestrator.session.seed`), the same for
-every backend. A backend also refuses, before anything is written, a job it cannot express
-(`check_job`), and finds and stops what a killed mltrain left of a run (`stop_leftovers`).
+A backend turns a `JobSpec` (what to run, with which data, in which folder, marked with which run)
+into a running `Job`, whose output can be streamed and which can be waited for and cancelled. Log
+files, time limits, signals and the outcome are the caller's, the same for every backend and every
+kind of job (`orchestrator.runners.jobs.run_job`). A backend also refuses, before anything is
+written, a job it cannot express (`check_job`), and finds and stops what a killed mltrain left of
+a run (`stop_leftovers`).
 """
 
 from __future__ import annotations
@@ -14,35 +15,98 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from orchestrator.config.workloads import Workload
+from orchestrator.config.workloads import DataDecl, ImageDecl
+from orchestrator.results.paths import JobPaths
 from orchestrator.results.records import Exit
 
+LABEL_RUN_ID = "mltrain.run_id"
+LABEL_JOB = "mltrain.job"
+LABEL_KIND = "mltrain.kind"
+LABEL_SEED = "mltrain.seed"
+LABEL_WORKLOAD = "mltrain.workload"
+"""The marks every job carries (container labels, a Slurm job's comment)."""
 
-@dataclass(frozen=True)
-class SeedJob:
-    """One run of ``run_and_time.sh <seed>`` (or of ``command``, where one is given)."""
 
+class Bundle(Protocol):
+    """The code a job runs, as a runner needs it: a training workload (`config.workloads.Workload`)
+    or an inference harness (`inference.declaration.Harness`); each is one folder of `workloads/`."""
+
+    @property
+    def name(self) -> str:
+        """Names its image and marks its jobs."""
+
+    @property
+    def folder(self) -> Path:
+        """Where its commands run; their argv is relative to it."""
+
+    @property
+    def run(self) -> tuple[str, ...]:
+        """Its main command (recorded as the runner's provenance)."""
+
+    @property
+    def data(self) -> DataDecl:
+        """Its dataset command line (`Runner.dataset_command`)."""
+
+    @property
+    def image(self) -> ImageDecl | None:
+        """Its Dockerfile (the Docker runner)."""
+
+
+JobKind = Literal["seed", "step", "inference", "node"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One job for a runner: a command of a bundle's folder, its environment and data, its own folder,
+    and the run it belongs to, by which it is found again."""
+
+    kind: JobKind
+    """seed: one seed of a benchmark run; step: a qualification step (the probe, the throughput mode);
+    inference: a harness run of `mltrain infer`; node: one node's qualification in a Slurm fleet."""
+    name: str
+    """The job's name in its run (seed7, probe, trial_2, node-gpu07): its container's and Slurm job's name."""
     run_id: str
-    seed: int
-    workload: Workload
-    data_dir: Path
-    """Training-ready dataset on the host (read only)."""
-    results_dir: Path
-    """This seed's results folder on the host."""
+    """The run it belongs to (a benchmark run, a qualification, an inference run, a fleet): the job
+    carries it, and `Runner.stop_leftovers` finds what a killed mltrain left by it."""
+    bundle: Bundle
+    command: tuple[str, ...]
+    """argv relative to the bundle's folder, as declared (its ``run``, its ``throughput`` mode, a probe)."""
+    args: tuple[str, ...] = ()
+    """Words after ``command`` (the seed, a harness's options)."""
     env: Mapping[str, str]
-    """Profile variables (quality target, MLTRAIN_PROFILE, workload knobs). The backend adds
-    DATADIR and RESULTS_DIR as the run will see them."""
+    """What the job is told (profile variables, knobs). The backend adds DATADIR and RESULTS_DIR as
+    the job will see them."""
+    data_dir: Path
+    """The dataset on this host (read only; /data in a container)."""
+    folder: Path
+    """The job's own folder (`JobPaths`): its output, its RESULTS_DIR, a Slurm job's batch files."""
+    declared: str = ""
+    """Where ``command`` is declared (a workload.yaml field), named when it cannot run."""
+    seed: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
-    """Identify the job on shared infrastructure (container labels, Slurm comment)."""
-    command: tuple[str, ...] = ()
-    """Run this argv (relative to the workload folder, like ``run``) instead of the workload's ``run``
-    and the seed: a qualification step (a probe, the workload's ``throughput`` entry)."""
+    """More marks for shared infrastructure, beside those `marks` always gives."""
+
+    @property
+    def paths(self) -> JobPaths:
+        return JobPaths(self.folder)
+
+    @property
+    def results_dir(self) -> Path:
+        return self.paths.results
 
     def argv(self) -> list[str]:
-        """What the job runs: ``command``, else the workload's ``run`` and the seed."""
-        return list(self.command) if self.command else [*self.workload.run, str(self.seed)]
+        return [*self.command, *self.args]
+
+    def marks(self) -> dict[str, str]:
+        """What identifies the job on shared infrastructure (container labels, a Slurm job's comment)."""
+        seed = {LABEL_SEED: str(self.seed)} if self.seed is not None else {}
+        return {**self.labels, LABEL_RUN_ID: self.run_id, LABEL_JOB: self.name, LABEL_KIND: self.kind,
+                LABEL_WORKLOAD: self.bundle.name, **seed}
+
+    def where_declared(self) -> str:
+        return self.declared or f"the {self.kind} job {self.name}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +162,15 @@ class DatasetResult:
         """A line the command printed, with the paths it saw written as this host's."""
         return host_text(line, self.mounts)
 
+    def last_line(self) -> str:
+        """The command's one-line answer: its last line of standard error (as this host's paths, an
+        ``error:`` prefix dropped), else its exit status."""
+        lines = [line.strip() for line in self.stderr_tail if line.strip()]
+        if not lines:
+            return f"exit status {self.returncode}"
+        last = self.host_text(lines[-1])
+        return last[len("error:"):].strip() if last.lower().startswith("error:") else last
+
 
 def host_text(line: str, mounts: Sequence[tuple[str, Path]]) -> str:
     """``line`` with each mounted folder's path where the command ran replaced by the host's."""
@@ -130,41 +203,42 @@ class Job(ABC):
 
 
 class Runner(ABC):
-    """A place where seeds run: this host, a Docker engine, a Slurm cluster."""
+    """A place where jobs run: this host, a Docker engine, a Slurm cluster."""
 
     name: str
     sampled_gpus: tuple[str, ...] | None = None
-    """This host's GPUs the seeds use (indices or UUIDs), which telemetry samples; None: every
-    GPU of the host, (): none of this host's (no GPU, or the run is on another machine)."""
+    """This host's GPUs the jobs use (indices or UUIDs), which telemetry samples; None: every
+    GPU of the host, (): none of this host's (no GPU, or the jobs run on another machine)."""
     gpu_numbering: str = "cuda"
     """Whose indices `sampled_gpus` holds: "cuda" (CUDA_VISIBLE_DEVICES, PCI bus order under the
     CUDA_DEVICE_ORDER=PCI_BUS_ID mltrain sets) or "nvml" (NVML's own, as the NVIDIA container
     toolkit numbers a Docker device request); telemetry finds the GPUs accordingly."""
 
     @abstractmethod
-    def prepare(self, workload: Workload) -> dict[str, Any]:
-        """Make everything ready before the first seed (image build, runtime checks); return
-        provenance for the run manifest (image id, versions...). Raise RunnerError when the
-        backend cannot run this workload."""
+    def prepare(self, bundle: Bundle) -> dict[str, Any]:
+        """Make everything ready before the first job (image build, runtime checks); return
+        provenance for the run's record (image id, versions...). Raise RunnerError when the
+        backend cannot run this bundle."""
 
     @abstractmethod
-    def submit(self, job: SeedJob) -> Job:
-        """Start one seed."""
+    def submit(self, spec: JobSpec) -> Job:
+        """Start one job."""
 
     @abstractmethod
-    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
-        """Stop and remove whatever of run ``run_id`` still runs here (left by a killed mltrain);
-        return what was stopped. Called only by the holder of the run's lock, before its seeds run."""
+    def stop_leftovers(self, run_id: str) -> list[str]:
+        """Stop and remove whatever of run ``run_id`` still runs here (left by a killed mltrain, or
+        caught half started by a stop signal); return what was stopped. Called only where nothing
+        else runs that run (its holder, or after its holder died)."""
 
-    def check_job(self, job: SeedJob) -> None:  # noqa: B027 - most backends take any job
+    def check_job(self, spec: JobSpec) -> None:  # noqa: B027 - most backends take any job
         """Raise UsageError or ConfigError, before anything is written, for a job this backend
         cannot carry (a value its submission format cannot hold, a program that is not there)."""
 
     @abstractmethod
     def dataset_command(
-        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+        self, bundle: Bundle, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
     ) -> DatasetResult:
-        """Run the workload's dataset command line (``data.cli`` + ``args``) where its seeds run, so
-        that what it needs (torch, nibabel ...) is what the seeds have. Lines of its standard error
+        """Run the bundle's dataset command line (``data.cli`` + ``args``) where its jobs run, so
+        that what it needs (torch, nibabel ...) is what the jobs have. Lines of its standard error
         go to ``on_line`` as they come. Raise subprocess.TimeoutExpired after ``timeout_s``; called
         after `prepare`."""

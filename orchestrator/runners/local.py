@@ -1,7 +1,8 @@
-"""Run seeds as subprocesses of this host.
+"""Run jobs as subprocesses of this host.
 
-Each seed runs in its own process group, dies with mltrain (`proc.spawn`), and carries its run id
-in its environment, by which `stop_leftovers` finds what a killed mltrain left of the run."""
+Each job runs in its own process group, dies with mltrain (`proc.spawn`), and carries its run id
+in its environment, by which `stop_leftovers` finds what a killed mltrain left of the run (the
+children of a job's process, which outlive it)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.workloads import Workload
 from orchestrator.errors import ConfigError
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
+from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner, host_argv
 from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env, parse_gpus, visible_devices
 
 _CHUNK = 65536
@@ -46,7 +46,7 @@ class LocalJob(Job):
 
 
 class LocalRunner(Runner):
-    """The workload's command on this machine, one seed at a time.
+    """The job's command on this machine, one job at a time.
 
     ``--gpus`` becomes ``CUDA_VISIBLE_DEVICES`` (device ids as given, a count the first N of the
     devices this shell sees, none an empty list); without ``--gpus`` the seeds see what this
@@ -64,36 +64,49 @@ class LocalRunner(Runner):
         # What the seeds get on top of this shell's environment: only where --gpus narrows it.
         self.gpu_env = {CUDA_VISIBLE_DEVICES: ",".join(devices)} if devices not in (None, inherited) else {}
 
-    def check_job(self, job: SeedJob) -> None:
-        declared = job.workload.folder / "workload.yaml"
-        proc.check_program(job.workload.run, f"{declared} field run")
-        script = job.workload.folder / job.workload.run[-1]
-        if len(job.workload.run) > 1 and not job.workload.run[-1].startswith("-") and not script.exists():
-            raise ConfigError(f"{declared} field run: {script} not found")
+    def check_job(self, spec: JobSpec) -> None:
+        proc.check_program(spec.command, spec.where_declared())
+        script = _script(spec.command)
+        if script is not None and not (spec.bundle.folder / script).exists():
+            raise ConfigError(f"{spec.where_declared()}: {spec.bundle.folder / script} not found")
 
-    def prepare(self, workload: Workload) -> dict[str, Any]:
+    def prepare(self, bundle: Bundle) -> dict[str, Any]:
         return {
             "runner": "local",
-            "command": list(workload.run),
+            "command": list(bundle.run),
             "gpus": self.gpus.spec if self.gpus is not None else None,
             "cuda_visible_devices": self.gpu_env.get(CUDA_VISIBLE_DEVICES, os.environ.get(CUDA_VISIBLE_DEVICES)),
         }
 
-    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+    def stop_leftovers(self, run_id: str) -> list[str]:
         return [f"process {pid}" for pid in proc.kill_marked(run_id)]
 
-    def submit(self, job: SeedJob) -> LocalJob:
+    def submit(self, spec: JobSpec) -> LocalJob:
         env = proc.child_env(
-            {**device_order_env(), **job.env, **self.gpu_env, "DATADIR": str(job.data_dir),
-             "RESULTS_DIR": str(job.results_dir), proc.MARK_ENV: job.run_id},
+            {**device_order_env(), **spec.env, **self.gpu_env, "DATADIR": str(spec.data_dir),
+             "RESULTS_DIR": str(spec.results_dir), proc.MARK_ENV: spec.run_id},
             pythonpath=self.project_root,
         )
-        return LocalJob(proc.spawn(job.argv(), cwd=job.workload.folder, env=env))
+        return LocalJob(proc.spawn(spec.argv(), cwd=spec.bundle.folder, env=env))
 
     def dataset_command(
-        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+        self, bundle: Bundle, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
     ) -> DatasetResult:
         env = proc.child_env(device_order_env(), pythonpath=self.project_root)
-        result = proc.run_streaming([*workload.data.cli, *host_argv(args)], cwd=workload.folder, env=env,
+        result = proc.run_streaming([*bundle.data.cli, *host_argv(args)], cwd=bundle.folder, env=env,
                                     timeout_s=timeout_s, on_line=on_line)
         return DatasetResult.of(result, "on this host")
+
+
+_TAKES_A_VALUE = ("-c", "-m")
+"""Options whose value is not a file (python's code and module), besides every ``--long`` option."""
+
+
+def _script(command: Sequence[str]) -> str | None:
+    """The file of the bundle's folder a declared command runs (``bash run_and_time.sh``: its last
+    word), or None where its last word is not one: a lone program, an option, an option's value."""
+    if len(command) < 2 or command[-1].startswith("-"):
+        return None
+    if command[-2] in _TAKES_A_VALUE or command[-2].startswith("--"):
+        return None
+    return command[-1]

@@ -174,15 +174,19 @@ def find_marked(value: str) -> list[int]:
 
 
 def kill_marked(value: str, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every process marked with ``value`` and wait (a while) until they are gone."""
-    pids = find_marked(value)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL every process marked with ``value``, again while any is left (a child forked while
+    its parent was being killed carries the mark too), for up to ``wait_s``; the PIDs killed."""
+    killed: list[int] = []
     deadline = time.monotonic() + wait_s
-    while find_marked(value) and time.monotonic() < deadline:
+    while pids := find_marked(value):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += [pid for pid in pids if pid not in killed]
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
-    return pids
+    return killed
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:

@@ -34,6 +34,10 @@ class RunnerOptions:
     """Slurm: the partition to submit to."""
     time_limit_minutes: float = 1440
     """Slurm: the job's own time limit (above the profile's wall-clock limit)."""
+    nodelist: str | None = None
+    """Slurm: the nodes its jobs run on (`SlurmOptions.nodelist`)."""
+    exclusive: bool = False
+    """Slurm: each job alone on its node (`SlurmOptions.exclusive`)."""
 
     def __post_init__(self) -> None:
         if self.name not in RUNNER_NAMES:
@@ -55,6 +59,7 @@ def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Run
 
         return SlurmRunner(python_root(), SlurmOptions(
             partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
+            nodelist=options.nodelist, exclusive=options.exclusive,
         ))
     from orchestrator.runners.docker.runner import DockerRunner
 

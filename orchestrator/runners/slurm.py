@@ -1,7 +1,8 @@
-"""Run seeds as Slurm batch jobs (one job per seed), in the manner of submitit's Slurm executor.
+"""Run jobs as Slurm batch jobs (one per seed or step), in the manner of submitit's Slurm executor.
 
-The batch script is written next to the seed's results; the job's output file is streamed as it
-grows; the exit comes from ``scontrol`` (or ``sacct -c`` once the controller has forgotten the job).
+The batch script is written in the job's folder; the job's output file is streamed as it grows; the
+exit comes from ``scontrol`` (or ``sacct -c`` once the controller has forgotten the job). Each job's
+comment carries its marks (its run id among them), by which `stop_leftovers` finds a run's jobs.
 
 No value reaches a batch script unchecked. ``shlex.quote`` protects a value in the script's body,
 but not in an ``#SBATCH`` line: sbatch reads those itself, up to a newline, splitting at spaces
@@ -25,13 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.workloads import Workload
 from orchestrator.errors import RunnerError, UsageError
 from orchestrator.results import atomic
-from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Exit
 from orchestrator.runners import proc
-from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob, host_argv
+from orchestrator.runners.base import LABEL_RUN_ID, Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner, host_argv
 from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env
 
 POLL_S = 0.5
@@ -75,9 +74,20 @@ def sbatch_value(what: str, value: str, *, name: re.Pattern[str] | None = None, 
     return value
 
 
-def job_name(run_id: str, seed: int) -> str:
-    """The name of a seed's job: how `stop_leftovers` finds the jobs of a run."""
-    return f"mltrain-{run_id}-{seed}"
+def job_name(spec: JobSpec) -> str:
+    """The name of a job in ``squeue``: its run and its name in the run."""
+    return f"mltrain-{spec.run_id}-{spec.name}"
+
+
+def comment(marks: dict[str, str]) -> str:
+    """A job's marks as its Slurm comment (``key=value;...``, sorted); read back by `marks_of`."""
+    return ";".join(f"{k}={v}" for k, v in sorted(marks.items()))
+
+
+def marks_of(text: str) -> dict[str, str]:
+    """The marks a Slurm comment written by `comment` holds ({} for any other comment)."""
+    pairs = [item.partition("=") for item in text.split(";")]
+    return {key: value for key, sep, value in pairs if sep}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,20 +114,19 @@ class SlurmOptions:
             sbatch_value("--partition", self.partition, name=_PARTITIONS)
 
 
-def batch_script(job: SeedJob, options: SlurmOptions, *, project_root: Path, output: Path) -> str:
-    """The sbatch script of one seed. ``#SBATCH`` values are checked to read back as given; values
+def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, output: Path) -> str:
+    """The sbatch script of one job. ``#SBATCH`` values are checked to read back as given; values
     in the body are shell-quoted; no value holds a control character (UsageError naming it)."""
     q = shlex.quote
-    comment = ";".join(f"{k}={v}" for k, v in sorted(job.labels.items()))
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={sbatch_value('the job name', job_name(job.run_id, job.seed), name=_JOB_NAME)}",
-        f"#SBATCH --output={sbatch_value('the seed folder', str(output), unsafe='%')}",
-        f"#SBATCH --chdir={sbatch_value('the workload folder', str(job.workload.folder))}",
+        f"#SBATCH --job-name={sbatch_value('the job name', job_name(job), name=_JOB_NAME)}",
+        f"#SBATCH --output={sbatch_value('the job folder', str(output), unsafe='%')}",
+        f"#SBATCH --chdir={sbatch_value('the workload folder', str(job.bundle.folder))}",
         f"#SBATCH --time={max(1, int(options.time_limit_minutes + 0.999))}",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
-        f"#SBATCH --comment={sbatch_value('the job comment', comment)}",
+        f"#SBATCH --comment={sbatch_value('the job comment', comment(job.marks()))}",
     ]
     if options.partition:
         lines.append(f"#SBATCH --partition={sbatch_value('--partition', options.partition, name=_PARTITIONS)}")
@@ -252,7 +261,7 @@ class SlurmJob(Job):
 
 
 class SlurmRunner(Runner):
-    """One sbatch job per seed on the cluster this host submits to."""
+    """One sbatch job per job on the cluster this host submits to."""
 
     name = "slurm"
     sampled_gpus: tuple[str, ...] | None = ()  # the jobs' GPUs are on a node, not on this host
@@ -261,7 +270,7 @@ class SlurmRunner(Runner):
         self.project_root = project_root
         self.options = options
 
-    def prepare(self, workload: Workload) -> dict[str, Any]:
+    def prepare(self, bundle: Bundle) -> dict[str, Any]:
         info = _slurm(["sinfo", "-h", "-o", "%P|%a|%D|%T"])
         if info.returncode != 0:
             raise RunnerError(f"no Slurm controller answers: {_last_line(info)}")
@@ -269,41 +278,42 @@ class SlurmRunner(Runner):
         return {"runner": "slurm", "slurm": version, "partitions": info.stdout.split(),
                 "partition": self.options.partition, "gpus_per_job": self.options.gpus}
 
-    def _script(self, job: SeedJob) -> tuple[SeedPaths, str]:
-        seed = SeedPaths(job.results_dir.parent)
-        return seed, batch_script(job, self.options, project_root=self.project_root, output=seed.slurm_output)
+    def _script(self, job: JobSpec) -> str:
+        return batch_script(job, self.options, project_root=self.project_root, output=job.paths.slurm_output)
 
-    def check_job(self, job: SeedJob) -> None:
-        self._script(job)  # the script is made, and refused, exactly as submit would make it
+    def check_job(self, spec: JobSpec) -> None:
+        self._script(spec)  # the script is made, and refused, exactly as submit would make it
 
-    def submit(self, job: SeedJob) -> SlurmJob:
-        seed, script = self._script(job)
-        atomic.write_text(seed.slurm_script, script)
-        seed.slurm_output.unlink(missing_ok=True)  # an earlier attempt's output is archived, never streamed
-        result = _slurm(["sbatch", "--parsable", str(seed.slurm_script)])
+    def submit(self, spec: JobSpec) -> SlurmJob:
+        paths = spec.paths
+        atomic.write_text(paths.slurm_script, self._script(spec))
+        paths.slurm_output.unlink(missing_ok=True)  # an earlier attempt's output is archived, never streamed
+        result = _slurm(["sbatch", "--parsable", str(paths.slurm_script)])
         if result.returncode != 0:
-            raise RunnerError(f"sbatch refused seed {job.seed}: {_last_line(result)}")
-        return SlurmJob(result.stdout.strip().split(";")[0], seed.slurm_output)
+            raise RunnerError(f"sbatch refused job {spec.name}: {_last_line(result)}")
+        return SlurmJob(result.stdout.strip().split(";")[0], paths.slurm_output)
 
-    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
-        names = ",".join(job_name(run_id, seed) for seed in seeds)
-        listed = _slurm(["squeue", "--me", "-h", "-o", "%i", f"--name={names}"])
+    def stop_leftovers(self, run_id: str) -> list[str]:
+        """Every job of this user whose comment marks it as run ``run_id``'s, cancelled."""
+        listed = _slurm(["squeue", "--me", "-h", "-o", "%i|%k"])
         if listed.returncode != 0:
             raise RunnerError(f"squeue cannot list the jobs of run {run_id}: {_last_line(listed)}")
-        jobs = [SlurmJob(job_id, Path(os.devnull)) for job_id in listed.stdout.split()]
+        found = [line.partition("|") for line in listed.stdout.splitlines()]
+        jobs = [SlurmJob(job_id.strip(), Path(os.devnull)) for job_id, _, text in found
+                if marks_of(text.strip()).get(LABEL_RUN_ID) == run_id]
         for job in jobs:
             job.cancel()
         return [f"slurm job {job.job_id}" for job in jobs]
 
     def dataset_command(
-        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+        self, bundle: Bundle, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
     ) -> DatasetResult:
         """On a node, through ``srun`` (blocking, output relayed); paths are the shared filesystem's."""
-        argv = ["srun", "--nodes=1", "--ntasks=1", f"--job-name=mltrain-data-{workload.name}",
-                f"--time={max(1, int(timeout_s / 60 + 0.999))}", f"--chdir={workload.folder}", "--quiet"]
+        argv = ["srun", "--nodes=1", "--ntasks=1", f"--job-name=mltrain-data-{bundle.name}",
+                f"--time={max(1, int(timeout_s / 60 + 0.999))}", f"--chdir={bundle.folder}", "--quiet"]
         if self.options.partition:
             argv.append(f"--partition={self.options.partition}")
-        argv += proc.resolve_argv([*workload.data.cli, *host_argv(args)])
+        argv += proc.resolve_argv([*bundle.data.cli, *host_argv(args)])
         env = proc.child_env(device_order_env(), pythonpath=self.project_root)  # srun passes it to the node
         try:
             result = proc.run_streaming(argv, cwd=Path.cwd(), env=env, timeout_s=timeout_s, on_line=on_line)

@@ -13,7 +13,6 @@ orchestrator installed can run a containerized workload from raw data.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from orchestrator.config.profiles import Profile
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
+from orchestrator.runners.jobs import dataset_command
 
 READY_MARKER = ".mltrain-ready"
 PREPARE_TIMEOUT_S = 2 * 24 * 3600
@@ -113,7 +113,7 @@ def ensure_synthetic(
     out = HostPath(path=folder, writable=True, mount=folder.parent)
     result = _call(runner, workload, ["synthesize", out, *profile.dataset.args], SYNTHESIZE_TIMEOUT_S, status)
     if result.returncode != 0:
-        raise DataError(f"making synthetic {workload.name} data failed {result.where}: {_last_line(result)}")
+        raise DataError(f"making synthetic {workload.name} data failed {result.where}: {result.last_line()}")
     for line in result.stdout.splitlines():
         if line.strip():
             status(line.strip())
@@ -133,7 +133,7 @@ def prepare(
         PREPARE_TIMEOUT_S, status,
     )
     if result.returncode != 0:
-        raise DataError(f"{workload.name} data in {folder}: {_last_line(result)}")
+        raise DataError(f"{workload.name} data in {folder}: {result.last_line()}")
     printed = [line.strip() for line in result.stdout.splitlines() if line.strip()]
     if not printed:
         raise DataError(f"{workload.name}: its dataset command `prepare {folder}` printed no folder")
@@ -146,14 +146,8 @@ def prepare(
 def _call(
     runner: Runner, workload: Workload, args: list[DatasetArg], timeout_s: float, status: Callable[[str], None],
 ) -> DatasetResult:
-    action = str(args[0])
     lines = _HeldBack(status)
-    try:
-        result = runner.dataset_command(workload, args, timeout_s=timeout_s, on_line=lines.add)
-    except subprocess.TimeoutExpired:
-        raise DataError(f"{workload.name} dataset command {action} took over {timeout_s:.0f} s") from None
-    except OSError as exc:
-        raise DataError(f"{workload.name} dataset command {' '.join(workload.data.cli)}: {exc.strerror}") from None
+    result = dataset_command(runner, workload, args, timeout_s=timeout_s, on_line=lines.add)
     if result.returncode == 0:
         lines.flush()
     return result
@@ -176,11 +170,3 @@ class _HeldBack:
         if self.held is not None:
             self.status(self.held)
             self.held = None
-
-
-def _last_line(result: DatasetResult) -> str:
-    lines = [line.strip() for line in result.stderr_tail if line.strip()]
-    if not lines:
-        return f"exit status {result.returncode}"
-    last = result.host_text(lines[-1])
-    return last[len("error:"):].strip() if last.lower().startswith("error:") else last

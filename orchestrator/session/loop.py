@@ -10,7 +10,8 @@ image for Docker).
 will carry is checked before anything is written. Resumable: a resumed plan reopens its stored
 run under the run's lock, stops what a killed mltrain left of it, and runs only the seeds that
 did not finish (with ``--retry-failed``, also those an infrastructure fault ended); one seed's life
-on a runner is `orchestrator.session.seed.run_seed`.
+on a runner is `orchestrator.session.seed.run_seed`; the scoring of a stored run is
+`orchestrator.session.scoring`.
 
 A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops the running seed in order, records it interrupted,
 closes the manifest as interrupted and raises `Interrupted` saying how to resume.
@@ -28,32 +29,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.locations import default_results_dir
 from orchestrator.config.profiles import MLPERF
-from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK, Interrupted
+from orchestrator.errors import Interrupted
 from orchestrator.insight import sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
-from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
-from orchestrator.results.records import (
-    INFRASTRUCTURE_FAULTS,
-    Manifest,
-    MlcommonsCheck,
-    RunRecord,
-    RunState,
-    Score,
-    SeedState,
-    SeedStateName,
-    Summary,
-)
+from orchestrator.results.records import Manifest, RunRecord, RunState, Score, SeedState, SeedStateName
 from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
-from orchestrator.runners.base import Runner, SeedJob
+from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.session import datasets
-from orchestrator.session.plan import BenchmarkPlan, never_valid
-from orchestrator.session.seed import SeedProgress, run_seed
+from orchestrator.session.plan import BenchmarkPlan, never_valid, resume_command
+from orchestrator.session.scoring import failed_runs, score_run, summary_of
+from orchestrator.session.seed import SeedProgress, run_seed, seed_spec
 from orchestrator.signals import signal_of
 
 
@@ -102,8 +92,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
         for seed in seeds_in_turn(run, plan, watch, to_run):
             run_one_seed(run, seed, plan, runner, watch)
         return finish(run)
-    except KeyboardInterrupt as stop:
-        release_jobs(runner, run_id, plan.possible_seeds)
+    except KeyboardInterrupt as stop:  # the running seed's job was stopped in order (`run_job`)
         raise interrupted(run, plan, signal_of(stop)) from None
     except Exception:
         if run is not None:
@@ -114,13 +103,10 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
             run.close()
 
 
-def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> SeedJob:
+def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> JobSpec:
     """What a runner is given to run one seed of the plan."""
-    return SeedJob(
-        run_id=run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir,
-        results_dir=store.paths(run_id).seed(seed).results, env=plan.seed_env(),
-        labels={"mltrain.run_id": run_id, "mltrain.seed": str(seed), "mltrain.workload": plan.workload.name},
-    )
+    return seed_spec(run_id=run_id, seed=seed, workload=plan.workload, data_dir=plan.data_dir,
+                     paths=store.paths(run_id).seed(seed), env=plan.seed_env())
 
 
 def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> None:
@@ -131,18 +117,9 @@ def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -
 
 def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]) -> None:
     """Stop what a killed mltrain left running of this run (we hold its lock: nothing else runs it)."""
-    stopped = runner.stop_leftovers(run.run_id, run.manifest.seeds)
+    stopped = runner.stop_leftovers(run.run_id)
     if stopped:
         status(f"run {run.run_id}: stopped what an earlier mltrain left running: {', '.join(stopped)}")
-
-
-def release_jobs(runner: Runner, run_id: str, seeds: Sequence[int]) -> None:
-    """After a stop signal, nothing of this run is left on the runner: the running seed was stopped
-    in order, and this removes whatever the signal caught half made (a container started while its
-    start request was still on the way back, a job whose removal had not run yet). Best effort: the
-    interrupt, not a cleanup error, is what the user must see; `--resume` clears what stays."""
-    with contextlib.suppress(Exception):
-        runner.stop_leftovers(run_id, seeds)
 
 
 def adopt_recorded_seeds(run: StoredRun, status: Callable[[str], None]) -> None:
@@ -217,7 +194,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     job = seed_job(plan, run.store, run.run_id, seed)
     with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus, numbering=runner.gpu_numbering):
         record = run_seed(
-            runner, job, paths, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
+            runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
         )
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
@@ -280,35 +257,6 @@ def close_after_error(run: StoredRun, status: Callable[[str], None]) -> None:
     status(f"run {run.run_id} stopped; once that is fixed, complete it with `{resume_command(run)}`")
 
 
-def resume_command(run: StoredRun, *options: str) -> str:
-    """The command line that completes ``run`` (with its --results when that is not the default)."""
-    root = run.store.root
-    where = () if root.resolve() == default_results_dir().resolve() else ("--results", str(root))
-    return " ".join(["mltrain", "run", run.manifest.workload, "--resume", run.run_id, *where, *options])
-
-
-def score_run(run: StoredRun, mlcommons: MlcommonsCheck | None = None) -> Score:
-    """Score the seeds that finished by the run's own rule, with the RCP scaling factor MLCommons
-    applies (from ``mlcommons``, else the run's stored verdict)."""
-    verdict = mlcommons or (run.summary.mlcommons if run.summary else None)
-    return score_runs(run.finished_records(), run.manifest.rule, unfinished=run.unfinished_seeds(),
-                      scaling_factor=verdict.scaling_factor if verdict else 1.0)
-
-
-def summary_of(run: StoredRun, score: Score, mlcommons: MlcommonsCheck | None = None) -> Summary:
-    m = run.manifest
-    return Summary(
-        **score.model_dump(), run_id=run.run_id, workload=m.workload, benchmark=m.benchmark, profile=m.profile,
-        mlperf_result=m.mlperf_result, label=m.label, target=m.target, mlcommons=mlcommons,
-    )
-
-
-def rescore(run: StoredRun) -> tuple[Summary, Score]:
-    """Score a stored run again; the MLCommons verdict the stored summary holds is kept."""
-    score = score_run(run)
-    return summary_of(run, score, run.summary.mlcommons if run.summary else None), score
-
-
 def finish(run: StoredRun) -> tuple[StoredRun, Score]:
     """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import,
     MLCommons' own tools are run on its source (`orchestrator.mlperf.parity`); their verdict and
@@ -321,25 +269,3 @@ def finish(run: StoredRun) -> tuple[StoredRun, Score]:
     state = "finished" if not score.unfinished else "incomplete"
     run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": state}))
     return run, score
-
-
-def failed_runs(run: StoredRun) -> list[int]:
-    """Finished seeds whose run an infrastructure fault ended, rather than a slow or unlucky run."""
-    return [s for s, r in run.finished_records().items() if r.status in INFRASTRUCTURE_FAULTS]
-
-
-def exit_code(run: StoredRun, score: Score) -> int:
-    """0 a valid result; 3 an infrastructure fault kept a seed from being measured; 1 the result is invalid."""
-    if failed_runs(run):
-        return EXIT_INFRASTRUCTURE
-    return EXIT_OK if score.valid else EXIT_INVALID_RESULT
-
-
-def retry_hint(run: StoredRun) -> str:
-    """What to do about seeds an infrastructure fault ended ('' when there are none)."""
-    failed = failed_runs(run)
-    if not failed:
-        return ""
-    statuses = sorted({run.records[s].status.value for s in failed})
-    return (f"seed(s) {', '.join(map(str, failed))} ended by an infrastructure fault ({', '.join(statuses)}):"
-            f" rerun them with `{resume_command(run, '--retry-failed')}`")

@@ -1,12 +1,14 @@
 """What a benchmark run will do, decided before anything runs or is written: the workload, the
-profile, the seeds, the data, and for a resumed run the rules that keep it what it was."""
+profile, the seeds, the data, the runner it runs on and the batch system's time limit, and for a
+resumed run the rules that keep it what it was (its runner, its lock, the command that resumes it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.config.locations import default_results_dir
 from orchestrator.config.profiles import Profile, Profiles
 from orchestrator.config.seedspec import parse_seeds
 from orchestrator.config.workloads import Workload
@@ -14,11 +16,15 @@ from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import ScoringRule
-from orchestrator.results.store import StoredRun
+from orchestrator.results.store import Store, StoredRun
 from orchestrator.session import datasets
 
 if TYPE_CHECKING:
-    from orchestrator.session.deciding import Decider
+    from orchestrator.session.deciding import Decider, Request
+
+RUNNER_MARGIN_MINUTES = 5
+"""A batch system's own time limit (Slurm's) sits this far above the profile's wall-clock limit, so
+that mltrain's fires first and the seed is recorded as timed out."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +83,34 @@ class BenchmarkPlan:
             max_non_converged=self.profile.max_non_converged,
             runs_required=self.profile.runs,
         )
+
+    @property
+    def runner_time_limit_minutes(self) -> float:
+        """The time limit a batch system is given for each seed's job."""
+        return self.profile.timeout_minutes + RUNNER_MARGIN_MINUTES
+
+    @property
+    def lock_note(self) -> str:
+        """Whose stale lock was taken over when the resumed run was locked ('' when none was)."""
+        lock = self.resumes.lock if self.resumes is not None else None
+        return lock.note if lock is not None else ""
+
+    def runner_name(self, asked: str | None) -> str:
+        """The runner the plan runs on: a resumed run's own (UsageError when another is asked for),
+        else the one asked for (local when none is)."""
+        if self.resumes is None:
+            return asked or "local"
+        ran = self.resumes.manifest.runner
+        if asked not in (None, ran):
+            raise UsageError(f"run {self.resumes.run_id} ran on the {ran} runner: resume it there"
+                             f" (drop --runner or give --runner {ran})")
+        return ran
+
+    def locked(self) -> BenchmarkPlan:
+        """The plan with its resumed run read again under the run's lock, once the plan stands
+        (RunBusy, naming the holder, at once while a live process has it). A new run is locked as
+        it is made."""
+        return replace(self, resumes=self.resumes.locked()) if self.resumes is not None else self
 
     def seed_env(self) -> dict[str, str]:
         """What every seed's run_and_time.sh is told besides DATADIR and RESULTS_DIR."""
@@ -176,3 +210,31 @@ def plan_resume(
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
     )
+
+
+def plan_run(
+    workload: Workload, profiles: Profiles, store: Store, *, resume: str | None, seeds: str | None,
+    profile: str | None, data: Path | None, label: str | None, retry_failed: bool, request: Request | None,
+) -> BenchmarkPlan:
+    """`mltrain run`'s plan: the stored run ``resume`` completed under its own seed rule, or a new run
+    (deciding its own seed count where ``request`` asks for that). Nothing is written."""
+    if resume and request is not None:
+        raise UsageError("--resume goes on under the run's own seed rule: drop --until-decided, --seeds auto and"
+                         " their options")
+    if resume:
+        return plan_resume(workload, profiles, store.open(resume), seeds=seeds, profile=profile, data=data,
+                           label=label, retry_failed=retry_failed)
+    plan = plan_new(workload, profiles, seeds=None if request else seeds, profile=profile, data=data, label=label,
+                    retry_failed=retry_failed)
+    if request is None:
+        return plan
+    from orchestrator.session.deciding import with_decider
+
+    return with_decider(plan, request, store)
+
+
+def resume_command(run: StoredRun, *options: str) -> str:
+    """The command line that completes ``run`` (with its --results when that is not the default)."""
+    root = run.store.root
+    where = () if root.resolve() == default_results_dir().resolve() else ("--results", str(root))
+    return " ".join(["mltrain", "run", run.manifest.workload, "--resume", run.run_id, *where, *options])

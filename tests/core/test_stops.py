@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.results.store import Store
-from orchestrator.session import seed as seed_module
+from orchestrator.runners import jobs as jobs_module
 from tests.core.running import in_state, run_id_of, slow_profiles, wait_for, workload_processes
 
 EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
@@ -115,14 +115,14 @@ def test_when_the_output_thread_dies_the_seed_is_stopped_and_recorded_as_a_crash
     def broken_pump(self) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(seed_module._Follower, "_pump", broken_pump)
+    monkeypatch.setattr(jobs_module._Follower, "_pump", broken_pump)
     monkeypatch.setenv("FAKE_MODE", "hang")  # would run forever; the profile's limit is a minute
     started = time.monotonic()
     r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path / "r"), "--json")
     assert time.monotonic() - started < 30
     assert r.code == 3, r.err
     seed = json.loads(r.out)["per_seed"]["1"]
-    assert seed["status"] == "crashed" and "lost the run's output (OSError: [Errno 28] No space left" in seed["reason"]
+    assert seed["status"] == "crashed" and "lost the job's output (OSError: [Errno 28] No space left" in seed["reason"]
     assert workload_processes(tmp_path / "r") == []
 
 
@@ -132,8 +132,8 @@ def test_a_stuck_output_thread_does_not_lift_the_wall_clock_limit(cli, tmp_path:
     def stuck_pump(self) -> None:
         stuck.wait(120)  # never returns within the test: the reader is wedged
 
-    monkeypatch.setattr(seed_module._Follower, "_pump", stuck_pump)
-    monkeypatch.setattr(seed_module, "STOP_WAIT_S", 1.0)
+    monkeypatch.setattr(jobs_module._Follower, "_pump", stuck_pump)
+    monkeypatch.setattr(jobs_module, "STOP_WAIT_S", 1.0)
     monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(slow_profiles(tmp_path, 0.02, timeout_minutes=0.03,
                                                                FAKE_MODE="hang")))
     started = time.monotonic()

@@ -20,7 +20,7 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.runners.docker.engine import LABEL_RUN_ID
+from orchestrator.runners.base import LABEL_RUN_ID
 
 TESTS = Path(__file__).resolve().parent.parent
 PROJECT = TESTS.parent

@@ -12,8 +12,7 @@ import docker
 import pytest
 
 from orchestrator.config.workloads import Registry, Workload
-from orchestrator.runners.base import SeedJob
-from orchestrator.runners.docker.engine import LABEL_RUN_ID, LABEL_SEED, LABEL_WORKLOAD
+from orchestrator.runners.base import LABEL_RUN_ID, LABEL_SEED, LABEL_WORKLOAD, JobSpec
 from orchestrator.runners.docker.probes import STACK_LIMIT
 from orchestrator.runners.docker.runner import DockerJob, DockerRunner
 
@@ -28,12 +27,12 @@ def fakebench() -> Workload:
     return Registry([FAKEBENCH_ROOT]).get("fakebench")
 
 
-def _job(fakebench: Workload, tmp_path: Path, seed: int, env: dict[str, str]) -> SeedJob:
+def _job(fakebench: Workload, tmp_path: Path, seed: int, env: dict[str, str]) -> JobSpec:
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
-    return SeedJob(
-        run_id="unit-run", seed=seed, workload=fakebench, data_dir=data,
-        results_dir=tmp_path / "seeds" / str(seed) / "results",
+    return JobSpec(
+        kind="seed", name=f"seed{seed}", run_id="unit-run", seed=seed, bundle=fakebench, command=fakebench.run,
+        args=(str(seed),), data_dir=data, folder=tmp_path / "seeds" / str(seed),
         env={"QUALITY_THRESHOLD": "0.908", "MLTRAIN_PROFILE": "qualify", **env},
         labels={"team": "perf"},
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runners.docker.engine import LABEL_SEED
+from orchestrator.runners.base import LABEL_SEED
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_engine", "no_leftover_containers")]
 

@@ -27,7 +27,7 @@ from orchestrator.mlperf import mllog
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Manifest, SeedState, SeedStateName
 from orchestrator.results.store import Store, new_run_id, now_iso
-from orchestrator.session import loop
+from orchestrator.session import scoring
 
 FAKE_TRAIN = Path(__file__).resolve().parents[1] / "workloads" / "fakebench" / "fake_train.py"
 TARGET = 0.908
@@ -106,6 +106,6 @@ def make_run(
             series = power_series(record.run_start_ms, record.run_stop_ms, power_w, seed)
             seed_paths.telemetry.write_text(json.dumps(series))
     # scored as loop.finish does, without its MLCommons export
-    run.save_summary(loop.summary_of(run, loop.score_run(run)))
+    run.save_summary(scoring.summary_of(run, scoring.score_run(run)))
     run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": "finished"}))
     return run_id

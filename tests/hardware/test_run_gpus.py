@@ -12,7 +12,7 @@ import pytest
 from orchestrator.config.workloads import load_workload
 from orchestrator.insight import gpus as nvml_access
 from orchestrator.results.store import Store
-from orchestrator.runners.base import SeedJob
+from orchestrator.runners.base import JobSpec
 from orchestrator.runners.local import LocalRunner
 from orchestrator.runners.slurm import SlurmOptions, batch_script
 from tests.conftest import TEST_WORKLOADS
@@ -46,7 +46,8 @@ def test_local_runner_sets_cuda_visible_devices_from_gpus(
 
 def test_slurm_hides_gpus_only_when_told_none():
     workload = load_workload(TEST_WORKLOADS / "fakebench")
-    job = SeedJob(run_id="r", seed=1, workload=workload, data_dir=Path("/d"), results_dir=Path("/r"), env={})
+    job = JobSpec(kind="seed", name="seed1", run_id="r", seed=1, bundle=workload, command=workload.run, args=("1",),
+                  data_dir=Path("/d"), folder=Path("/r"), env={})
     script = {spec: batch_script(job, SlurmOptions(gpus=spec), project_root=Path("/p"), output=Path("/o"))
               for spec in (None, "none", "2")}
     assert "CUDA_VISIBLE_DEVICES" not in script[None] and "--gres" not in script[None]
@@ -138,8 +139,8 @@ def _say_order_workload():
 def _local_job_and_dataset_command(tmp_path: Path) -> list[str]:
     runner = LocalRunner(Path("."))
     workload = _say_order_workload()
-    job = runner.submit(SeedJob(run_id="order", seed=0, workload=workload, data_dir=tmp_path, results_dir=tmp_path,
-                                env={}, command=SAY_ORDER))
+    job = runner.submit(JobSpec(kind="step", name="order", run_id="order", bundle=workload, data_dir=tmp_path,
+                                folder=tmp_path, env={}, command=SAY_ORDER))
     seen = b"".join(job.stream()).decode().split()
     job.wait()
     done = runner.dataset_command(workload, [], timeout_s=60, on_line=lambda line: None)
@@ -170,8 +171,8 @@ def _docker_environments(tmp_path: Path) -> list[dict]:
     runner._client = SimpleNamespace(containers=containers)
     runner._image = SimpleNamespace(tag="mltrain/fakebench:test")
     workload = _say_order_workload()
-    runner.submit(SeedJob(run_id="order", seed=0, workload=workload, data_dir=tmp_path, results_dir=tmp_path / "r",
-                          env={}, command=SAY_ORDER))
+    runner.submit(JobSpec(kind="step", name="order", run_id="order", bundle=workload, data_dir=tmp_path,
+                          folder=tmp_path, env={}, command=SAY_ORDER))
     runner.dataset_command(workload, [], timeout_s=5, on_line=lambda line: None)
     return [options["environment"] for options in containers.created]
 
@@ -183,7 +184,8 @@ def _slurm_script_and_srun_env(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from orchestrator.runners.slurm import SlurmRunner
 
     workload = load_workload(TEST_WORKLOADS / "fakebench")
-    job = SeedJob(run_id="r", seed=1, workload=workload, data_dir=Path("/d"), results_dir=Path("/r"), env={})
+    job = JobSpec(kind="seed", name="seed1", run_id="r", seed=1, bundle=workload, command=workload.run, args=("1",),
+                  data_dir=Path("/d"), folder=Path("/r"), env={})
     script = batch_script(job, SlurmOptions(gpus="2"), project_root=Path("/p"), output=Path("/o"))
     order = [line.split("=", 1)[1] for line in script.splitlines() if line.startswith("export CUDA_DEVICE_ORDER=")]
     seen: dict = {}

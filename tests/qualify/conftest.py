@@ -2,6 +2,7 @@
 
 from tests.docker.conftest import (  # noqa: F401 - fixtures, found by name
     cli_with_build,
+    containers,
     docker_cli,
     docker_engine,
     no_leftover_containers,

@@ -35,22 +35,22 @@ def test_too_few_peers_flag_nobody_and_a_missing_record_is_could_not_run():
     assert [r.flagged for r in rows] == [False, False, False]
     assert rows[1].worst_vs_fleet_pct == pytest.approx(-33.33, abs=0.01)
     assert "too few peers to compare" in rows[0].reason
-    assert rows[2].verdict is Status.ERROR and rows[2].reason == "slurm job 7 (NODE_FAIL) wrote no record"
+    assert rows[2].verdict is Status.INCONCLUSIVE and rows[2].reason == "slurm job 7 (NODE_FAIL) wrote no record"
 
 
 def test_the_batch_script_pins_one_node_exclusively():
     from orchestrator.config.workloads import load_workload
-    from orchestrator.runners.base import SeedJob
+    from orchestrator.runners.base import JobSpec
     from orchestrator.runners.slurm import batch_script
     from tests.conftest import TEST_WORKLOADS
 
     workload = load_workload(TEST_WORKLOADS / "fakebench")
-    job = SeedJob(run_id="q", seed=0, workload=workload, data_dir=Path("/d"), results_dir=Path("/r/results"),
-                  env={}, command=("python", "-m", "orchestrator.cli", "qualify", "--node-name", "gpu07"))
+    job = JobSpec(kind="node", name="node-gpu07", run_id="q", bundle=workload, data_dir=Path("/d"), folder=Path("/r"),
+                  env={}, command=("python", "-m", "orchestrator.cli", "qualify", "order", "/r/order.json"))
     script = batch_script(job, SlurmOptions(nodelist="gpu07", exclusive=True), project_root=Path("/repo"),
                           output=Path("/r/out"))
     assert "#SBATCH --nodelist=gpu07\n#SBATCH --exclusive\n" in script
-    assert script.rstrip().endswith("-m orchestrator.cli qualify --node-name gpu07")
+    assert script.rstrip().endswith("-m orchestrator.cli qualify order /r/order.json")
     with pytest.raises(Exception, match="node list 'gpu07;reboot'"):
         SlurmOptions(nodelist="gpu07;reboot")
 

@@ -151,8 +151,10 @@ def test_the_fleet_asks_slurm_for_each_nodes_gpus(cli, tmp_path: Path, monkeypat
         assert "--gres" not in script
     if gpus is None:
         assert "CUDA_VISIBLE_DEVICES" not in script  # nothing of the node's hidden from its qualification
-    command = script.rstrip().splitlines()[-1]  # the node's own `mltrain qualify`
-    assert command.startswith("exec ") and ("--gpus none" in command) == bool(node_args)
+    command = script.rstrip().splitlines()[-1]  # the node's own `mltrain qualify order FILE`
+    assert command.startswith("exec ") and " -m orchestrator.cli -q qualify order " in command
+    order = json.loads(Path(command.split()[-1]).read_text())  # the fleet's typed order to the node
+    assert (order["gpus"] == "none") == bool(node_args)  # so that the node's verdict says its GPUs were left out
 
 
 def test_the_probe_numbers_the_gpus_of_a_mixed_node_as_nvml_does(cli, node, tmp_path: Path):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from orchestrator.qualify import judge, micro, probe_lines
 from orchestrator.qualify.config import QUALIFY_FILE_ENV, DeviceSuite, GemmSpec, HistoryPolicy, ProbeSettings, Suite
-from orchestrator.qualify.jobs import StepOutcome
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import References
 from orchestrator.results.qualification import Reference, Status
 from orchestrator.results.records import Exit
+from orchestrator.runners.outcome import JobOutcome
 from tests.conftest import PROJECT, TEST_WORKLOADS
 from workloads.common.probe import protocol, registry, settings
 
@@ -63,7 +63,8 @@ def test_the_orchestrator_speaks_the_probes_protocol_and_settings():
 
 
 def finished(tmp_path: Path, *lines: str) -> ProbeRun:
-    run = ProbeRun(outcome=StepOutcome(exit=Exit(code=0), output=tmp_path / "out", timed_out=False, seconds=1.0))
+    run = ProbeRun(outcome=JobOutcome(job_id="pid:1", exit=Exit(code=0), log=tmp_path / "out",
+                                        timed_out=False, lost="", seconds=1.0))
     for line in lines:
         run.observe(line)
     return run
@@ -76,7 +77,7 @@ def test_a_probe_of_another_protocol_could_not_run(tmp_path: Path):
                                  sane=True, detail="protocol 1"),
                    protocol.line("timing", check="gemm", seconds=1.0))
     (gemm,) = micro.probe_checks(run, SUITE, ProbeSettings())
-    assert gemm.status is Status.ERROR and not gemm.measurements
+    assert gemm.status is Status.INCONCLUSIVE and not gemm.measurements
     assert gemm.reason.startswith("the probe speaks protocol 1, this mltrain reads protocol 2")
 
 

@@ -62,10 +62,10 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
     from orchestrator.qualify import micro
     from orchestrator.qualify.config import DeviceSuite, GemmSpec, ProbeSettings, Suite
     from orchestrator.qualify.devices import Gpu
-    from orchestrator.qualify.jobs import StepOutcome
     from orchestrator.qualify.probe_lines import ProbeRun
     from orchestrator.results.qualification import Status
     from orchestrator.results.records import Exit
+    from orchestrator.runners.outcome import JobOutcome
 
     def result(metric: str, gpu: int, passed: bool, detail: str) -> str:
         return protocol.line("result", check="gemm", metric=metric, gpu=gpu,
@@ -73,7 +73,8 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
                              performance={"value": 600.0, "unit": "TFLOP/s", "better": "higher", "detail": "timed"})
 
     gpus = {0: Gpu(index=2, pci_bus_id="00000000:3B:00.0"), 1: Gpu(index=3, pci_bus_id="00000000:5E:00.0")}
-    probe = ProbeRun(outcome=StepOutcome(exit=Exit(code=0), output=tmp_path / "out", timed_out=False, seconds=1.0))
+    probe = ProbeRun(outcome=JobOutcome(job_id="pid:1", exit=Exit(code=0), log=tmp_path / "out",
+                                        timed_out=False, lost="", seconds=1.0))
     for line in (protocol.line("device", protocol=protocol.PROTOCOL, device="cuda", gpu_count=2),
                  result("gemm_bf16_5124x9124x2560_gpu0", 0, True, "max relative error 0.001"),
                  result("gemm_bf16_5124x9124x2560_gpu1", 1, False, "max relative error 0.4"),

@@ -43,7 +43,7 @@ def test_an_input_bound_node_warns_naming_both_rates(cli, tmp_path: Path, monkey
 
 @pytest.mark.parametrize(("mode", "code", "status", "reason"), [
     ("oom", 1, "fail", "fakebench throughput: GPU out of memory: lower the per-GPU batch size"),
-    ("crash", 1, "fail", "fakebench throughput exited with status 1: RuntimeError: fakebench throughput crashed"),
+    ("crash", 1, "fail", "fakebench throughput: exited with status 1: RuntimeError: fakebench throughput crashed"),
     ("no_result", 1, "fail", "fakebench throughput exited 0 without its final `throughput` MLLOG line"),
     ("bad_input", 3, "inconclusive",
      "fakebench throughput refused the suite's settings (exit 2): error: STEPS must be"),

@@ -15,8 +15,9 @@ import pytest
 
 from orchestrator.config.workloads import load_workload
 from orchestrator.errors import UsageError
-from orchestrator.runners.base import SeedJob
+from orchestrator.results.paths import SeedPaths
 from orchestrator.runners.slurm import SlurmJob, SlurmOptions, batch_script
+from orchestrator.session.seed import seed_spec
 
 TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "batch_script.sh"
@@ -25,11 +26,10 @@ GOLDEN = Path(__file__).parent / "golden" / "batch_script.sh"
 def test_batch_script_matches_the_golden_file(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)  # the script numbers GPUs in PCI bus order unless told
     workload = load_workload(TESTS / "workloads" / "fakebench")
-    job = SeedJob(
+    job = seed_spec(
         run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),
-        results_dir=Path("/results/run/seeds/7/results"),
+        paths=SeedPaths(Path("/results/run/seeds/7")),
         env={"MLTRAIN_PROFILE": "qualify", "QUALITY_THRESHOLD": "0.908", "ODD": "a b'c;$(rm -rf /)"},
-        labels={"mltrain.run_id": "fakebench-qualify-1", "mltrain.seed": "7"},
     )
     script = batch_script(
         job, SlurmOptions(partition="gpu", gpus="8", time_limit_minutes=90), project_root=Path("/repo"),
@@ -85,11 +85,10 @@ def test_no_controller_is_a_one_line_error(cli, tmp_path: Path, monkeypatch: pyt
     assert "no Slurm controller answers" in r.err or "sinfo not found" in r.err
 
 
-def _job(**changes) -> SeedJob:
+def _job(**changes):
     workload = load_workload(TESTS / "workloads" / "fakebench")
-    job = SeedJob(run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),
-                  results_dir=Path("/results/run/seeds/7/results"), env={"MLTRAIN_PROFILE": "qualify"},
-                  labels={"mltrain.run_id": "fakebench-qualify-1", "mltrain.seed": "7"})
+    job = seed_spec(run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),
+                    paths=SeedPaths(Path("/results/run/seeds/7")), env={"MLTRAIN_PROFILE": "qualify"})
     return dataclasses.replace(job, **changes)
 
 
@@ -102,21 +101,21 @@ def _job(**changes) -> SeedJob:
         ({}, "gpu#x", "holds '#'"),
         ({}, "gpu;id", "is not a Slurm name"),
         ({}, "gpu,", "is not a Slurm name"),
-        ({"results_dir": Path("/r s/run/seeds/7/results")}, None, "the seed folder '/r s/run/seeds/7/slurm-job.out'"),
-        ({"results_dir": Path("/r%j/run/seeds/7/results")}, None, "holds '%'"),
-        ({"results_dir": Path("/r\n/run/seeds/7/results")}, None, "has a control character"),
-        ({"results_dir": Path("/it's/seeds/7/results")}, None, "holds \"'\""),
+        ({"folder": Path("/r s/run/seeds/7")}, None, "the job folder '/r s/run/seeds/7/slurm-job.out'"),
+        ({"folder": Path("/r%j/run/seeds/7")}, None, "holds '%'"),
+        ({"folder": Path("/r\n/run/seeds/7")}, None, "has a control character"),
+        ({"folder": Path("/it's/seeds/7")}, None, "holds \"'\""),
         ({"data_dir": Path("/data\nrm -rf ~")}, None, "environment variable DATADIR '/data\\nrm -rf ~' has a control"),
         ({"env": {"ODD": "a\nb"}}, None, "environment variable ODD 'a\\nb' has a control character"),
         ({"env": {"A B": "x"}}, None, "environment variable 'A B' of the profile is not a shell variable name"),
-        ({"labels": {"note": "a b"}}, None, "the job comment 'note=a b' holds ' '"),
+        ({"labels": {"note": "a b"}}, None, "note=a b' holds ' '"),
     ],
 )
 def test_values_a_batch_script_cannot_carry_are_refused_naming_them(changes, partition, message):
     job = _job(**changes)
     with pytest.raises(UsageError) as refused:
         batch_script(job, SlurmOptions(partition=partition), project_root=Path("/repo"),
-                     output=job.results_dir.parent / "slurm-job.out")
+                     output=job.paths.slurm_output)
     assert message in str(refused.value)
 
 

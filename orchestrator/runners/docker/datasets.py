@@ -15,9 +15,8 @@ from pathlib import Path
 import docker
 from docker.types import Mount
 
-from orchestrator.config.workloads import Workload
-from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, host_text
-from orchestrator.runners.docker.engine import LABEL_WORKLOAD, run_container
+from orchestrator.runners.base import LABEL_WORKLOAD, Bundle, DatasetArg, DatasetResult, HostPath, host_text
+from orchestrator.runners.docker.engine import run_container
 from orchestrator.runners.gpus import device_order_env
 
 MOUNT_BASE = "/mnt/mltrain"
@@ -49,7 +48,7 @@ def container_args(args: Sequence[DatasetArg]) -> tuple[list[str], list[Mount], 
 def run_dataset_command(
     client: docker.DockerClient,
     image: str,
-    workload: Workload,
+    workload: Bundle,
     command: list[str],
     args: Sequence[DatasetArg],
     *,

@@ -17,10 +17,8 @@ import requests.exceptions
 from docker.types import Ulimit
 
 from orchestrator.errors import RunnerError
+from orchestrator.runners.base import LABEL_RUN_ID
 
-LABEL_RUN_ID = "mltrain.run_id"
-LABEL_SEED = "mltrain.seed"
-LABEL_WORKLOAD = "mltrain.workload"
 HELPER_TIMEOUT_SECONDS = 300
 """Longest a helper container (version probe, cache drop) may take."""
 ENGINE_TIMEOUT_SECONDS = 60

@@ -23,12 +23,12 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from orchestrator.config.workloads import DECLARATION, Workload
+from orchestrator.config.workloads import DECLARATION
 from orchestrator.errors import ConfigError, RunnerError
+from orchestrator.runners.base import LABEL_WORKLOAD, Bundle
 
 IMAGE_REPOSITORY = "mltrain"
 """Images are tagged ``mltrain/<workload>:<hash>``."""
-LABEL_WORKLOAD = "mltrain.workload"
 LABEL_CONTENT_HASH = "mltrain.content-hash"
 LABEL_BASE_IMAGE = "mltrain.base-image"
 HASH_LENGTH = 16
@@ -90,7 +90,7 @@ class BuiltImage:
     """True when an image with this tag existed and nothing was built."""
 
 
-def build_spec(workload: Workload, project_root: Path, *, base_image: str | None = None) -> BuildSpec:
+def build_spec(workload: Bundle, project_root: Path, *, base_image: str | None = None) -> BuildSpec:
     """Assemble what goes into ``workload``'s image; `base_image` overrides the Dockerfile's default."""
     if workload.image is None:
         raise ConfigError(f"workload {workload.name!r} declares no image: add `image: {{dockerfile: ...}}`")
@@ -113,7 +113,7 @@ KIT = Path("workloads") / "common"
 """mltrain's kit of the code every image needs: the qualification probe and the precision rule it shares."""
 
 
-def context_files(workload: Workload, *, kit: Path | None = None) -> Iterator[ContextFile]:
+def context_files(workload: Bundle, *, kit: Path | None = None) -> Iterator[ContextFile]:
     """The workload's folder, plus the Python its registry folder shares: top-level modules and
     packages that are not workloads (no other workload, no README); and mltrain's own ``kit``
     (``workloads/common``) where that folder has none, so that every image mltrain builds runs the

@@ -1,4 +1,4 @@
-"""The Docker backend: one image per workload, one fresh container per seed.
+"""The Docker backend: one image per workload (or harness), one fresh container per job.
 
 Containers run as NVIDIA's MLPerf harness starts them (``--ipc=host``, unlimited memlock,
 64 MiB stack, GPUs through a device request), with no network, as the invoking user, the
@@ -24,19 +24,10 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import Mount
 
-from orchestrator.config.workloads import Workload
 from orchestrator.errors import DataError, RunnerError, UsageError
 from orchestrator.results.records import Exit
-from orchestrator.runners.base import DatasetArg, DatasetResult, Job, Runner, SeedJob
-from orchestrator.runners.docker.engine import (
-    LABEL_RUN_ID,
-    LABEL_SEED,
-    LABEL_WORKLOAD,
-    connect,
-    engine_address,
-    remove_leftovers,
-    short_error,
-)
+from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
+from orchestrator.runners.docker.engine import connect, engine_address, remove_leftovers, short_error
 from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image, image_present
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
@@ -72,7 +63,7 @@ def check_base_image(base_image: str | None) -> str | None:
 
 
 class DockerRunner(Runner):
-    """Runs each seed in a fresh container of the workload's image."""
+    """Runs each job in a fresh container of its bundle's image."""
 
     name = "docker"
 
@@ -115,10 +106,10 @@ class DockerRunner(Runner):
             self._client = connect()
         return self._client
 
-    def prepare(self, workload: Workload) -> dict[str, Any]:
+    def prepare(self, bundle: Bundle) -> dict[str, Any]:
         client = self.client
         info = client.info()
-        spec = build_spec(workload, self.project_root, base_image=self.base_image)
+        spec = build_spec(bundle, self.project_root, base_image=self.base_image)
         gpus_seen: list[str] | None = None
         if self.gpus.wanted and image_present(client, spec.base_image):  # refused before any build
             gpus_seen = check_gpu_support(client, spec.base_image, self.gpus, user=self.user)
@@ -160,39 +151,33 @@ class DockerRunner(Runner):
             "drop_caches": self._drop_method,
         }
 
-    def stop_leftovers(self, run_id: str, seeds: Sequence[int]) -> list[str]:
+    def stop_leftovers(self, run_id: str) -> list[str]:
         return [f"container {name}" for name in remove_leftovers(self.client, run_id)]
 
-    def submit(self, job: SeedJob) -> Job:
+    def submit(self, spec: JobSpec) -> Job:
         if self._image is None:
             raise RunnerError("DockerRunner.submit before prepare: the image is not built")
-        if not job.data_dir.is_dir():
-            raise DataError(f"data folder {job.data_dir} does not exist")
-        job.results_dir.mkdir(parents=True, exist_ok=True)
+        if not spec.data_dir.is_dir():
+            raise DataError(f"data folder {spec.data_dir} does not exist")
+        spec.results_dir.mkdir(parents=True, exist_ok=True)
         if self.drop_caches:
             self._drop_method = clear_caches(self.client, self._image.tag, self.on_status)
-        labels = {
-            **job.labels,
-            LABEL_RUN_ID: job.run_id,
-            LABEL_SEED: str(job.seed),
-            LABEL_WORKLOAD: job.workload.name,
-        }
-        environment = {**device_order_env(), **job.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
+        environment = {**device_order_env(), **spec.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
         if not self.user.startswith("0:"):
             environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
-        name = container_name(job.run_id, job.seed)
+        name = container_name(spec.run_id, spec.name)
         options: dict[str, Any] = {
             "image": self._image.tag,
-            "entrypoint": container_argv(job.workload, job.command or job.workload.run),
-            "command": [] if job.command else [str(job.seed)],
+            "entrypoint": container_argv(spec.bundle, spec.command),
+            "command": list(spec.args),
             "name": name,
-            "labels": labels,
+            "labels": spec.marks(),
             "environment": environment,
             "working_dir": CONTAINER_WORKDIR,
             "user": self.user,
             "mounts": [
-                Mount(CONTAINER_DATA, str(job.data_dir.resolve()), type="bind", read_only=True),
-                Mount(CONTAINER_RESULTS, str(job.results_dir.resolve()), type="bind"),
+                Mount(CONTAINER_DATA, str(spec.data_dir.resolve()), type="bind", read_only=True),
+                Mount(CONTAINER_RESULTS, str(spec.results_dir.resolve()), type="bind"),
             ],
             "network_mode": "none",
             "ipc_mode": self.ipc,
@@ -205,26 +190,26 @@ class DockerRunner(Runner):
         try:
             container = self._create(name, options)
         except docker.errors.APIError as exc:
-            raise RunnerError(f"cannot create the container of seed {job.seed}: {short_error(exc)}") from None
+            raise RunnerError(f"cannot create the container of {_said(spec)}: {short_error(exc)}") from None
         try:
             container.start()
         except docker.errors.APIError as exc:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
-            raise RunnerError(f"cannot start the container of seed {job.seed}: {short_error(exc)}") from None
-        self.on_status(f"seed {job.seed}: container {container.short_id} ({name}) started")
+            raise RunnerError(f"cannot start the container of {_said(spec)}: {short_error(exc)}") from None
+        self.on_status(f"{_said(spec)}: container {container.short_id} ({name}) started")
         return DockerJob(container)
 
     def dataset_command(
-        self, workload: Workload, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
+        self, bundle: Bundle, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],
     ) -> DatasetResult:
-        """In a helper container of the workload's image (`orchestrator.runners.docker.datasets`)."""
+        """In a helper container of the bundle's image (`orchestrator.runners.docker.datasets`)."""
         from orchestrator.runners.docker.datasets import run_dataset_command
 
         if self._image is None:
             raise RunnerError("DockerRunner.dataset_command before prepare: the image is not built")
         return run_dataset_command(
-            self.client, self._image.tag, workload, container_argv(workload, workload.data.cli), args,
+            self.client, self._image.tag, bundle, container_argv(bundle, bundle.data.cli), args,
             user=self.user, working_dir=CONTAINER_WORKDIR, timeout_s=timeout_s, on_line=on_line,
         )
 
@@ -241,25 +226,33 @@ class DockerRunner(Runner):
         return self.client.containers.create(**options)
 
 
-def container_argv(workload: Workload, command: Sequence[str] | None = None) -> list[str]:
-    """The workload's ``run`` argv (or another of its commands, such as ``data.cli``) as seen from
-    /workspace: entries naming a file of the workload folder become paths under ``workloads/<name>/``."""
+def container_argv(bundle: Bundle, command: Sequence[str] | None = None) -> list[str]:
+    """The bundle's ``run`` argv (or another of its commands, such as ``data.cli``) as seen from
+    /workspace: entries naming a file of its folder become paths under ``workloads/<name>/``."""
     argv: list[str] = []
-    for item in workload.run if command is None else command:
+    for item in bundle.run if command is None else command:
         relative = Path(item)
-        if not item.startswith("-") and not relative.is_absolute() and (workload.folder / relative).is_file():
-            argv.append(f"workloads/{workload.name}/{relative.as_posix()}")
+        if not item.startswith("-") and not relative.is_absolute() and (bundle.folder / relative).is_file():
+            argv.append(f"workloads/{bundle.name}/{relative.as_posix()}")
         else:
             argv.append(item)
     return argv
 
 
-def container_name(run_id: str, seed: int) -> str:
-    return f"mltrain-{_NAME_UNSAFE.sub('_', run_id)}-seed{seed}"
+def container_name(run_id: str, job: str) -> str:
+    """``mltrain-<run id>-<job name>`` (a seed's: ``...-seed7``), in the characters Docker takes."""
+    return _NAME_UNSAFE.sub("_", f"mltrain-{run_id}-{job}")
+
+
+def _said(spec: JobSpec) -> str:
+    """A job as status lines and errors name it: 'seed 7', 'the probe', 'job trial_2'."""
+    if spec.seed is not None:
+        return f"seed {spec.seed}"
+    return f"the {spec.name}" if spec.kind == "step" else f"job {spec.name}"
 
 
 class DockerJob(Job):
-    """One seed's container: its output, its end, and stopping it."""
+    """One job's container: its output, its end, and stopping it."""
 
     def __init__(self, container: Container) -> None:
         self.container = container

@@ -1,11 +1,11 @@
 #!/bin/bash
-#SBATCH --job-name=mltrain-fakebench-qualify-1-7
+#SBATCH --job-name=mltrain-fakebench-qualify-1-seed7
 #SBATCH --output=/results/run/seeds/7/slurm-job.out
 #SBATCH --chdir=@WORKLOAD@
 #SBATCH --time=90
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
-#SBATCH --comment=mltrain.run_id=fakebench-qualify-1;mltrain.seed=7
+#SBATCH --comment=mltrain.job=seed7;mltrain.kind=seed;mltrain.run_id=fakebench-qualify-1;mltrain.seed=7;mltrain.workload=fakebench
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:8
 set -euo pipefail
