@@ -11,9 +11,9 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.insight.compare import Comparison, Quantity, SetupRow
 from orchestrator.insight.statistics import Test
-from orchestrator.render import text
 
 CSV_COLUMNS = (
     "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.insight.compare import Comparison, SetupRow
 from orchestrator.insight.convergence import SLOWER_ALPHA, ConvergenceCheck
-from orchestrator.render import text
 
 VERDICT_WORDS = {
     "slower": "slower than the reference",

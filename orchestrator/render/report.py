@@ -18,14 +18,14 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from orchestrator import text
 from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
-from orchestrator.insight.resource_errors import classify
 from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
-from orchestrator.render import text
 from orchestrator.render.comparison import mlperf_score, verdict
 from orchestrator.results.qualification import QualificationRecord
+from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 STYLE = """
