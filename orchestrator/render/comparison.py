@@ -119,7 +119,7 @@ def scaled_anywhere(result: Comparison) -> bool:
 def mlperf_score(row: SetupRow) -> str:
     """'12.1 min (x1.011)' where a scaling factor applies, else the olympic score itself."""
     shown = text.duration(row.mlperf_score_ms.value)
-    return shown + (f" (x{row.scaling_factor:.4g})" if row.scaling_factor != 1.0 else "")
+    return shown + (f" (x{text.number(row.scaling_factor)})" if row.scaling_factor != 1.0 else "")
 
 
 def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> list[str]:

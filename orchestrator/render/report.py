@@ -120,7 +120,7 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
         throttling = ", ".join(f"{k} {v:.0%}" for k, v in telemetry.throttling.items()) or "none"
         cells += [
             text.energy(energy.joules),
-            "-" if energy.mean_power_w is None else f"{energy.mean_power_w:.4g} W",
+            "-" if energy.mean_power_w is None else f"{text.number(energy.mean_power_w)} W",
             text.number(telemetry.gpu_util_mean_pct, "%"),
             esc(throttling),
             esc(telemetry.bottleneck),
