@@ -1,5 +1,5 @@
 """Time in arithmetic: mltrain keeps milliseconds; MLCommons' result summarizer and the published
-results count minutes. The one place that converts between the two (`orchestrator.render.text` is
+results count minutes. The one place that converts between the two (`orchestrator.text` is
 the one place that writes either for people)."""
 
 from __future__ import annotations

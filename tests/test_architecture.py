@@ -5,11 +5,24 @@ or a folder into place (stage, then rename, then flush the folder)."""
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
 ATOMIC = PROJECT / "orchestrator" / "results" / "atomic.py"
 MODULE_RENAMES = {("os", "replace"), ("os", "rename"), ("shutil", "move")}
+
+
+def test_the_import_contracts_hold():
+    lint = shutil.which("lint-imports")
+    if lint is None:
+        pytest.fail("import-linter is not installed: install the dev extra (pip install -e '.[workloads,dev]')")
+    result = subprocess.run([lint, "--no-cache"], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert " 0 broken" in result.stdout and "KEPT" in result.stdout
 
 
 def renames_in(source: str) -> list[int]:

@@ -28,11 +28,10 @@ def export_run(
     An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
     import socket
 
-    from orchestrator import units
+    from orchestrator import text, units
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
-    from orchestrator.render import text
     from orchestrator.results.outputs import check_output_folder
 
     out = output(ctx)

@@ -233,10 +233,10 @@ def history(
     found = store.history(node)
     records = found.records[-last:]
     if html is not None:
-        from orchestrator.render import report
+        from orchestrator.render.qualification_report import qualification_page
         from orchestrator.results.outputs import write_output
 
-        write_output(html, report.qualification_page(records), option="--html")
+        write_output(html, qualification_page(records), option="--html")
         out.status(f"qualification history of {len(records)} run(s) written to {html}")
     if as_json:
         out.json([r.to_json() for r in records])

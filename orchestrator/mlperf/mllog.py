@@ -28,6 +28,7 @@ from typing import Any, Literal
 from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_dedup
 from mlperf_logging.mllog import constants as C
 
+from orchestrator import text
 from orchestrator.errors import LogError
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
@@ -346,7 +347,7 @@ def _classify(
     if evals and goal.collapsed(evals[-1].accuracy):
         return RunStatus.DIVERGED, f"{metric} collapsed to {evals[-1].accuracy:g} at epoch {evals[-1].epoch:g}"
     best = goal.best(p.accuracy for p in evals)
-    best_text = f"best {metric} {best:.4g}" if best is not None else f"no {metric} logged"
+    best_text = f"best {metric} {text.number(best)}" if best is not None else f"no {metric} logged"
     return RunStatus.NOT_CONVERGED, f"run_stop {status or 'without status'}; {best_text} {goal.short_of} {target:g}"
 
 

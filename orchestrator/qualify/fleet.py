@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
 from orchestrator.qualify import judge
@@ -199,6 +200,7 @@ def _against_peers(
             shortfall = -pct / 100 * abs(median)
             if shortfall > policy.k_mad * mad and -pct > policy.floor_pct and not flagged:
                 flagged = True
-                why = (f"{metric} {m.value:.4g} {m.unit} is {-pct:.1f}% worse than the fleet median {median:.4g}"
+                why = (f"{metric} {text.number(m.value)} {m.unit} is {-pct:.1f}% worse than the fleet median"
+                       f" {text.number(median)}"
                        f" of {len(values)} {record.hardware.key} nodes (> {policy.k_mad:g} MADs)")
     return worst_metric, None if worst_pct is None else round(worst_pct, 2), flagged, why

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, model_validato
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.mlperf import benchmarks, published
 from orchestrator.qualify.devices import split_metric
-from orchestrator.render.text import number
 from orchestrator.results.qualification import CheckResult, Reference
+from orchestrator.text import number
 from orchestrator.units import ms_from_minutes
 
 FILE = "floors.yaml"

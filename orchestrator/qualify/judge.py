@@ -16,8 +16,7 @@ from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.references import References
-from orchestrator.render.text import number
-from orchestrator.render.verdicts import drift_note, quorum_note
+from orchestrator.qualify.wording import drift_note, quorum_note
 from orchestrator.results.qualification import (
     VERDICT_EXIT_CODES,
     CheckResult,
@@ -26,6 +25,7 @@ from orchestrator.results.qualification import (
     Status,
     worst,
 )
+from orchestrator.text import number
 
 
 def judge_measurement(

@@ -17,11 +17,11 @@ from typing import Any
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
-from orchestrator.insight import resource_errors
 from orchestrator.qualify.config import ProbeSettings, Suite
 from orchestrator.qualify.devices import Gpu, gpu_metric, split_metric
 from orchestrator.qualify.probe_lines import CaseResult, ProbeRun
 from orchestrator.results.qualification import CheckResult, Measurement, Status
+from orchestrator.runners import resource_errors
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from orchestrator import text
 from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
@@ -231,7 +232,7 @@ def _probe(
             watch.status(f"  [{len(done)}/{len(wanted)}] {event.get('check')} done in {event.get('seconds', 0):.1f} s")
         elif event.get("kind") == "result":
             performance, sanity = event["performance"], event["sanity"]
-            watch.detail(f"    {event.get('metric')}: {performance['value']:.4g} {performance.get('unit')}"
+            watch.detail(f"    {event.get('metric')}: {text.number(performance['value'])} {performance.get('unit')}"
                          + ("" if sanity["passed"] else f" WRONG RESULT ({sanity.get('detail')})"))
 
     probe = micro.run_probe(runner, suite=plan.suite, probe=plan.config.probe, workload=plan.workload, run_id=qid,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
@@ -86,8 +87,8 @@ def throughput_check(
                                         detail="the input pipeline alone"))
         if meta.get("input_bound") is True or loader < log.value:
             status = Status.WARN
-            reasons.append(f"input-bound: the loader delivers {loader:.4g} samples/s, the steps consume"
-                           f" {log.value:.4g} samples/s (more loader workers or faster storage)")
+            reasons.append(f"input-bound: the loader delivers {text.number(loader)} samples/s, the steps consume"
+                           f" {text.number(log.value)} samples/s (more loader workers or faster storage)")
     elif data_dir is None:
         facts["loader"] = "not measured: random in-memory batches (give --data to time the input pipeline)"
     return CheckResult(name="throughput", kind="workload", status=status, sanity=Status.PASS,

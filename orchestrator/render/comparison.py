@@ -11,9 +11,9 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.insight.compare import Comparison, Quantity, SetupRow
 from orchestrator.insight.statistics import Test
-from orchestrator.render import text
 
 CSV_COLUMNS = (
     "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",
@@ -119,7 +119,7 @@ def scaled_anywhere(result: Comparison) -> bool:
 def mlperf_score(row: SetupRow) -> str:
     """'12.1 min (x1.011)' where a scaling factor applies, else the olympic score itself."""
     shown = text.duration(row.mlperf_score_ms.value)
-    return shown + (f" (x{row.scaling_factor:.4g})" if row.scaling_factor != 1.0 else "")
+    return shown + (f" (x{text.number(row.scaling_factor)})" if row.scaling_factor != 1.0 else "")
 
 
 def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> list[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.insight.compare import Comparison, SetupRow
 from orchestrator.insight.convergence import SLOWER_ALPHA, ConvergenceCheck
-from orchestrator.render import text
 
 VERDICT_WORDS = {
     "slower": "slower than the reference",
@@ -47,10 +47,10 @@ def sentence(row: SetupRow, check: ConvergenceCheck) -> str:
     """What the setup's convergence says, with the numbers and the rule behind it."""
     ref = check.reference
     against = (f"the training {ref.ruleset} RCP for batch size {ref.batch_size} ({ref.how}: mean"
-               f" {ref.mean_epochs:.4g} epochs, sd {ref.stdev_epochs:.3g})")
+               f" {text.number(ref.mean_epochs)} epochs, sd {ref.stdev_epochs:.3g})")
     if check.verdict == "too_few_runs":
         return f"{row.name}: too few converged runs ({check.runs} in the olympic mean) to compare with {against}"
-    mean = f"olympic mean {check.olympic_epochs:.4g} epochs-to-target over {check.runs} runs"
+    mean = f"olympic mean {text.number(check.olympic_epochs)} epochs-to-target over {check.runs} runs"
     p = f"p={check.p_slower:.2g}" if check.p_slower is not None else "p unknown"
     at_reference = (f"; time-to-train at the reference's convergence {text.duration(check.ttt_at_reference_ms)}"
                     " (olympic TTT x RCP mean / olympic epochs)" if check.ttt_at_reference_ms is not None else "")
@@ -60,7 +60,7 @@ def sentence(row: SetupRow, check: ConvergenceCheck) -> str:
                 f" regression (precision, learning rate, batch size) is the likely cause{at_reference}")
     if check.verdict == "faster_than_allowed":
         return (f"{row.name} converges faster than the RCP checker allows: {mean}, below its lowest accepted mean"
-                f" {ref.min_mean_epochs:.4g} for {against}; MLCommons would reject the result{at_reference}")
+                f" {text.number(ref.min_mean_epochs)} for {against}; MLCommons would reject the result{at_reference}")
     return f"{row.name} converges as the reference does: {mean} against {against}, slower {p}{at_reference}"
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from orchestrator.render import text
+from orchestrator import text
 from orchestrator.results.decisions import (
     DecisionLog,
     DecisionRule,

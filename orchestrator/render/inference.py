@@ -1,6 +1,6 @@
 """Inference runs as a person reads them: `mltrain infer` and `mltrain show` lines, and the
 comparison of inference setups (`orchestrator.inference.compare`) as tables. Numbers go through
-`orchestrator.render.text`."""
+`orchestrator.text`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.inference.compare import InferenceComparison
 from orchestrator.insight.statistics import Interval
-from orchestrator.render import text
 from orchestrator.render.tables import PROFILE_CAVEAT
 from orchestrator.results.inference import InferenceRun, Performance
 

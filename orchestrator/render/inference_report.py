@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orchestrator import text
 from orchestrator.inference.compare import InferenceComparison
 from orchestrator.insight import sysinfo
-from orchestrator.render import text
 from orchestrator.render.inference import comparison_notes, comparison_rows, latency_text, metric_text
 from orchestrator.render.report import _table, esc, page_head
 from orchestrator.render.tables import PROFILE_CAVEAT

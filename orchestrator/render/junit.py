@@ -10,9 +10,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from orchestrator.render.text import number
-from orchestrator.render.verdicts import quorum_note
+from orchestrator.qualify.wording import quorum_note
 from orchestrator.results.qualification import CheckResult, QualificationRecord, Status
+from orchestrator.text import number
 
 
 def junit_xml(records: Sequence[QualificationRecord]) -> str:

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from orchestrator.render.verdicts import exit_code_help
+from orchestrator.qualify.wording import exit_code_help
 from orchestrator.results.qualification import VERDICTS, QualificationRecord, Status
 
 STATUSES = tuple(s.value for s in Status)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from orchestrator.render.text import number
-from orchestrator.render.verdicts import quorum_note
+from orchestrator.qualify.wording import quorum_note
 from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
+from orchestrator.text import number
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta",
          Status.NOT_APPLICABLE: "dim"}

@@ -10,10 +10,10 @@ from rich.table import Table
 from orchestrator.config.profiles import ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
-from orchestrator.render.text import minutes, number, seconds
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
 from orchestrator.results.store import StoredRun
+from orchestrator.text import minutes, number, seconds
 
 if TYPE_CHECKING:
     from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it

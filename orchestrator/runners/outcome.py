@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.insight import resource_errors
 from orchestrator.results.records import Exit
+from orchestrator.runners import resource_errors
 
 TAIL_BYTES = 65536
 """How much of a job's output is searched for resource errors."""

@@ -195,8 +195,8 @@ def test_published_systems_compared() -> None:
 
 def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
     from orchestrator.insight.statistics import Test
-    from orchestrator.render.text import number as number_text
-    from orchestrator.render.text import seeds_needed as seeds_needed_text
+    from orchestrator.text import number as number_text
+    from orchestrator.text import seeds_needed as seeds_needed_text
 
     assert seeds_needed_text(None) == "-"
     assert seeds_needed_text(Test(p_value=0.3, significant=False, seeds_needed=None)) == "-"

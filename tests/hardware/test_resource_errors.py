@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.insight.resource_errors import ResourceKind, classify, is_out_of_memory
+from orchestrator.runners.resource_errors import ResourceKind, classify, is_out_of_memory
 
 CASES = [
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 39.59 GiB total capacity)",

@@ -15,9 +15,9 @@ from orchestrator.commands.qualify import qualify
 from orchestrator.config.locations import python_root
 from orchestrator.errors import EXIT_USAGE
 from orchestrator.qualify.judge import exit_code
+from orchestrator.qualify.wording import exit_code_help, exit_code_table
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
-from orchestrator.render.verdicts import exit_code_help, exit_code_table
 from orchestrator.results.qualification import VERDICT_EXIT_CODES, VERDICTS, FleetRecord, Status
 from orchestrator.results.qualify_store import QualificationStore
 from tests.qualify.test_outputs import make_record

@@ -1,13 +1,14 @@
-"""The words of qualification verdicts, shared by the reasons (`qualify.judge`), the terminal, JUnit
-and the CLI help: the exit code of each verdict, a re-measured number, a drifting one."""
+"""The words of qualification verdicts, in the qualify room because its judge writes them into
+records; shared by the reasons (`qualify.judge`), the terminal, JUnit and the CLI help: the exit code
+of each verdict, a re-measured number, a drifting one."""
 
 from __future__ import annotations
 
 from orchestrator.errors import EXIT_USAGE
 from orchestrator.qualify.config import DriftPolicy
 from orchestrator.qualify.drift import Fall
-from orchestrator.render.text import number
 from orchestrator.results.qualification import VERDICT_EXIT_CODES, Quorum, Status
+from orchestrator.text import number
 
 MEANING = {
     Status.PASS: "every check passed",

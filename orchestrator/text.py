@@ -1,5 +1,9 @@
 """The one set of text formatters: every number, interval and test result a person reads (terminal
-tables, the HTML report, verdict sentences) is written by these functions."""
+tables, the HTML report, the reasons a check or a verdict gives) is written by these functions.
+
+It sits below every room, beside `orchestrator.units`: the rooms that write a reason into a record
+(qualification's judge, its floors) format its numbers here, as `orchestrator.render` does for what it
+lays out, so there is one way to write a number and no room imports the presentation layer."""
 
 from __future__ import annotations
 
