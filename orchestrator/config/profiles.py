@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.numbers import Positive
@@ -25,6 +25,26 @@ OFFICIAL_FIELDS = ("runs", "drop_per_end", "max_non_converged")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _env_values_are_strings(value: object) -> object:
+    if isinstance(value, dict):
+        empty = [k for k, v in value.items() if v is None]
+        if empty:  # YAML's `A:` or `A: null` is no value, not the text "None"
+            raise ValueError(f"{empty[0]} has no value: write {empty[0]}: '' for an empty string, or remove it")
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+def _env_names_are_variables(value: dict[str, str]) -> dict[str, str]:
+    bad = [k for k in value if not _ENV_NAME.match(k)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not an environment variable name (letters, digits, '_')")
+    return value
+
+
+EnvVars = Annotated[dict[str, str], BeforeValidator(_env_values_are_strings), AfterValidator(_env_names_are_variables)]
+"""Variables handed to run_and_time.sh: names of letters, digits and '_', string values."""
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -37,6 +57,15 @@ class DatasetSpec(_Frozen):
     args: tuple[str, ...] = ()
     """Arguments for the workload's `synthesize` (synthetic source: size, cases ...) or `prepare`
     (real source: how raw data is made training-ready)."""
+
+
+class RealData(_Frozen):
+    """What a profile changes when its seeds read real data (the user's --data) instead of the
+    profile's synthetic set: the smoke profile's cuts (fewer cases, cropped evaluation), which the
+    workload logs and the summary states."""
+
+    env: EnvVars = {}
+    """Variables added over the profile's ``env``."""
 
 
 class Profile(_Frozen):
@@ -56,8 +85,10 @@ class Profile(_Frozen):
     timeout_minutes: Positive = 1440
     """Wall-clock limit of one run."""
     dataset: DatasetSpec = DatasetSpec()
-    env: dict[str, str] = {}
+    env: EnvVars = {}
     """Variables handed to run_and_time.sh."""
+    real_data: RealData | None = None
+    """On real data: what changes (see `RealData`); None: nothing."""
 
     @field_validator("seeds")
     @classmethod
@@ -68,24 +99,6 @@ class Profile(_Frozen):
             raise ValueError(str(exc)) from None
         return value
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_values_are_strings(cls, value: object) -> object:
-        if isinstance(value, dict):
-            empty = [k for k, v in value.items() if v is None]
-            if empty:  # YAML's `A:` or `A: null` is no value, not the text "None"
-                raise ValueError(f"{empty[0]} has no value: write {empty[0]}: '' for an empty string, or remove it")
-            return {str(k): str(v) for k, v in value.items()}
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names_are_variables(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [k for k in value if not _ENV_NAME.match(k)]
-        if bad:
-            raise ValueError(f"{bad[0]!r} is not an environment variable name (letters, digits, '_')")
-        return value
-
     @model_validator(mode="before")
     @classmethod
     def _mlperf_takes_the_rules(cls, data: object) -> object:
@@ -94,6 +107,8 @@ class Profile(_Frozen):
             if stated:
                 raise ValueError(f"{', '.join(stated)}: the {MLPERF} profile takes the runs and drops from MLPerf's"
                                  " rules for the benchmark (orchestrator/mlperf/benchmarks.py); remove them")
+            if "real_data" in data:
+                raise ValueError(f"real_data: the {MLPERF} profile runs the benchmark on its whole data; remove it")
         return data
 
     @model_validator(mode="after")

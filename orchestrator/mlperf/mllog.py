@@ -38,6 +38,8 @@ SAMPLES_PER_EPOCH = "samples_per_epoch"
 """Not an mllog constant: some implementations log it when an epoch differs from train_samples."""
 RESOLVED_SETTINGS = "resolved_settings"
 """Not an mllog constant: the workloads' precision/threads/device choice (workload conventions)."""
+CUTS = "cuts"
+"""Not an mllog constant: what a run left out of the benchmark's data; its value's ``text`` says it."""
 REASON = "reason"
 """Metadata of submission_division: why the workload chose that division."""
 EpochUnit = Literal["auto", "epochs", "samples"]
@@ -264,6 +266,7 @@ def build_record(
     gbs = _positive_int(log.first(C.GLOBAL_BATCH_SIZE))
     division = log.first(C.SUBMISSION_DIVISION)
     settings = log.first(RESOLVED_SETTINGS)
+    cuts = log.first(CUTS)
     status, reason = _classify(log, start, stop, goal, evals, reached, epochs_to_target, epochs_run, exit, ended)
     metadata = {e.key: e.value for e in log.events if e.key.startswith(_METADATA_KEYS)}
     if in_samples:
@@ -288,6 +291,7 @@ def build_record(
         division=str(division.value) if division is not None and division.value is not None else None,
         division_reason=_text(division.metadata.get(REASON)) if division is not None else None,
         resolved_settings=dict(settings.value) if settings is not None and isinstance(settings.value, dict) else None,
+        cuts=_text(cuts.value.get("text")) if cuts is not None and isinstance(cuts.value, dict) else None,
     )
 
 

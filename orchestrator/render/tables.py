@@ -92,6 +92,7 @@ def run_lines(run: StoredRun) -> list[str]:
     records = run.finished_records()
     lines += [f"division: {text}" for text in _distinct(_division(r) for r in records.values())]
     lines += [f"settings: {text}" for text in _distinct(_settings(r.resolved_settings) for r in records.values())]
+    lines += [f"cut: {text}" for text in _distinct(r.cuts for r in records.values())]
     lines += [f"compliance checker: {text}" for text in _distinct(
         rule for r in records.values() if r.compliance is not None for rule in r.compliance.relaxed)]
     return lines
@@ -175,6 +176,7 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
     if summary is not None:
         caveat = PROFILE_CAVEAT.get(summary.profile, summary.profile)
         lines.append(f"{summary.workload} ({caveat}), run {summary.run_id}")
+        lines += [f"{summary.profile} profile on cut data: {text}" for text in summary.cuts]
     lines.append(f"runs {score.runs}, converged {score.converged}, non-converged {score.non_converged}"
                  + (f", unfinished {score.unfinished}" if score.unfinished else ""))
     mlcommons = summary.mlcommons if summary is not None else None

@@ -121,6 +121,8 @@ class RunRecord(Record):
     """Why the workload logged that division (its ``reason`` metadata), when it said."""
     resolved_settings: dict[str, Any] | None = None
     """The ``resolved_settings`` event: precision, threads, device... as the workload chose them."""
+    cuts: str | None = None
+    """What the run left out of the benchmark's data, as its ``cuts`` event said it; None: nothing."""
     compliance: Compliance | None = None
     """mlperf_logging's compliance checker on this run's log; None when it was not run."""
 
@@ -361,4 +363,7 @@ class Summary(Score):
     mlperf_result: bool = False
     label: str | None = None
     target: Finite | None = None
+    cuts: tuple[str, ...] = ()
+    """What the finished seeds left out of the benchmark's data (their ``cuts``), each sentence once;
+    empty: the data whole."""
     mlcommons: MlcommonsCheck | None = None

@@ -42,6 +42,9 @@ class BenchmarkPlan:
     data_dir: Path
     makes_synthetic_data: bool = False
     """data_dir is the profile's synthetic set, made there when it is missing."""
+    real_data: bool = True
+    """The seeds read real data (the user's, or a real-source profile's), not the profile's synthetic
+    set: the profile's ``real_data`` env applies."""
     label: str | None = None
     """Names the setup for comparisons (`mltrain compare --label`)."""
     resumes: StoredRun | None = None
@@ -114,8 +117,10 @@ class BenchmarkPlan:
 
     def seed_env(self) -> dict[str, str]:
         """What every seed's run_and_time.sh is told besides DATADIR and RESULTS_DIR."""
+        real = self.profile.real_data.env if self.real_data and self.profile.real_data is not None else {}
         return {
             **self.profile.env,
+            **real,
             "MLTRAIN_PROFILE": self.profile.name,
             **({"MLTRAIN_SEEDS_RANDOM": "1"} if self.seeds_random else {}),  # the workloads' division rule
             self.workload.quality.env: repr(self.target),
@@ -175,6 +180,7 @@ def plan_new(
         workload=workload, profile=chosen, ruleset=ruleset, seeds=tuple(parsed), seeds_random=random,
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
+        real_data=chosen.dataset.source == "real" or data is not None,
     )
 
 
@@ -209,6 +215,7 @@ def plan_resume(
         workload=workload, profile=chosen, ruleset=ruleset, seeds=m.seeds, seeds_random=m.seeds_random,
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
+        real_data=chosen.dataset.source == "real" or data_dir != datasets.synthetic_dir(workload, chosen),
     )
 
 

@@ -24,6 +24,7 @@ def summary_of(run: StoredRun, score: Score, mlcommons: MlcommonsCheck | None = 
     return Summary(
         **score.model_dump(), run_id=run.run_id, workload=m.workload, benchmark=m.benchmark, profile=m.profile,
         mlperf_result=m.mlperf_result, label=m.label, target=m.target, mlcommons=mlcommons,
+        cuts=tuple(dict.fromkeys(r.cuts for r in run.finished_records().values() if r.cuts)),
     )
 
 

@@ -17,6 +17,9 @@ from mlperf_logging.mllog.mllog import MLLogger
 
 RESOLVED_SETTINGS = "resolved_settings"
 """mltrain's key: what precision, threads and device the run resolved (``auto``); once, before run_start."""
+CUTS = "cuts"
+"""mltrain's key: what a run left out of the benchmark's data (a smoke run on real data), its value a
+dict whose ``text`` says it in a sentence; once, after run_start, and only when something was cut."""
 THROUGHPUT = "throughput"
 """mltrain's key: samples/s of the throughput mode; its last line."""
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workloads.common.cli import Parser
+from workloads.unet3d.cuts import Cuts
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.precision import REQUESTS, normalise
 
@@ -131,6 +132,8 @@ class TrainConfig:
     """torch intra-op threads per rank; None: auto (usable CPUs / processes per node)."""
     eval_batch: int | None = None
     """Sliding windows per forward pass in evaluation; None: auto (CUDA 4, CPU 1)."""
+    cuts: Cuts = field(default_factory=Cuts)
+    """Evaluation and training cases left out, evaluation volumes cropped (cuts.py); default: none."""
     force_open: str | None = None
     """Why the division is forced to open (SUBMISSION_DIVISION=open, --division open); None: decided by the rules."""
     seeds_random: bool = False
@@ -265,6 +268,9 @@ KNOBS: dict[str, str] = {
     "CHANNELS_LAST": "--channels-last",
     "EVAL_BATCH": "--eval-batch",
     "COMPILE": "--compile",
+    "EVAL_CASES": "--eval-cases",
+    "EVAL_CROP": "--eval-crop",
+    "TRAIN_CASES": "--train-cases",
     "STEPS": "--steps",
     "WARMUP_STEPS": "--warmup-steps",
 }
@@ -323,6 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=auto_int, default=None, help="auto (default) or N loader processes")
     p.add_argument("--threads", type=auto_int, default=None, help="auto (default) or N intra-op threads")
     p.add_argument("--eval-batch", type=auto_int, default=None, help="auto (default: CUDA 4, CPU 1) or N windows")
+    p.add_argument("--eval-cases", type=auto_int, default=None,
+                   help="evaluate only the first N evaluation cases (default: all; a cut, logged)")
+    p.add_argument("--eval-crop", type=triple, default=None,
+                   help="crop evaluation volumes to at most D,H,W around the kidneys (default: whole; a cut, logged)")
+    p.add_argument("--train-cases", type=auto_int, default=None,
+                   help="train on only the first N training cases (default: all; a cut, logged)")
     p.add_argument("--division", choices=DIVISIONS, default=None,
                    help="open forces the open division (so does $SUBMISSION_DIVISION=open or "
                         "MLTRAIN_PROFILE=smoke); closed is logged only when the rules allow it")
@@ -338,6 +350,7 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
     quality = args.quality_threshold
     if quality is None:
         quality = float(env.get("QUALITY_THRESHOLD") or default("quality_threshold"))
+    cuts = Cuts(eval_cases=args.eval_cases, eval_crop=args.eval_crop, train_cases=args.train_cases)
     force_open = None
     if args.division == "open":
         force_open = "--division open"
@@ -345,6 +358,8 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         force_open = "SUBMISSION_DIVISION=open"
     elif env.get("MLTRAIN_PROFILE") == "smoke":
         force_open = "the smoke profile"
+    elif cuts.any:
+        force_open = "the data is cut (--eval-cases, --eval-crop or --train-cases)"
     elif env.get("SUBMISSION_DIVISION") not in (None, "", *DIVISIONS):
         raise ValueError(f"SUBMISSION_DIVISION must be closed or open, got {env.get('SUBMISSION_DIVISION')!r}")
     return TrainConfig(
@@ -375,6 +390,7 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         num_workers=args.num_workers,
         threads=args.threads,
         eval_batch=args.eval_batch,
+        cuts=cuts,
         force_open=force_open,
         seeds_random=env.get("MLTRAIN_SEEDS_RANDOM") == "1",
         submission_org=env.get("SUBMISSION_ORG") or default("submission_org"),

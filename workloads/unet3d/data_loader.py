@@ -32,6 +32,7 @@ from workloads.unet3d.augment import (
     foreground_classes,
     largest_component_boxes,
 )
+from workloads.unet3d.cuts import foreground_crop
 from workloads.unet3d.split import image_file, label_file
 
 
@@ -78,6 +79,7 @@ class TrainDataset(Dataset):
 
     def __init__(self, data_dir: Path, cases: Sequence[str], crop: BalancedCrop) -> None:
         self.data_dir, self.cases, self.crop = data_dir, list(cases), crop
+        self._boxes: dict[int, tuple[slice, ...]] = {}  # per process: each case's crop, found once
         self._boxes: dict[tuple[int, int], list] = {}  # per process: component boxes per (case, class)
         self._classes: dict[int, np.ndarray] = {}  # per process: foreground classes per case
 
@@ -160,16 +162,23 @@ def train_loader(dataset: TrainDataset, sampler: ShardedShuffleSampler, settings
 
 
 class EvalDataset(Dataset):
-    """Whole evaluation cases: index -> (image (1, D, H, W) float32, label (1, D, H, W) uint8)."""
+    """Whole evaluation cases: index -> (image (1, D, H, W) float32, label (1, D, H, W) uint8); with
+    ``crop`` (a smoke run's cut, cuts.py), at most that much of each around its foreground."""
 
-    def __init__(self, data_dir: Path, cases: Sequence[str]) -> None:
-        self.data_dir, self.cases = data_dir, list(cases)
+    def __init__(self, data_dir: Path, cases: Sequence[str], crop: tuple[int, int, int] | None = None) -> None:
+        self.data_dir, self.cases, self.crop = data_dir, list(cases), crop
+        self._boxes: dict[int, tuple[slice, ...]] = {}  # per process: each case's crop, found once
 
     def __len__(self) -> int:
         return len(self.cases)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         image, label = load_case(self.data_dir, self.cases[index])
+        if self.crop is not None:
+            if index not in self._boxes:
+                self._boxes[index] = foreground_crop(label, self.crop)
+            box = self._boxes[index]
+            image, label = np.ascontiguousarray(image[box]), np.ascontiguousarray(label[box])
         return torch.from_numpy(image), torch.from_numpy(label)
 
 

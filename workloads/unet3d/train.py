@@ -32,7 +32,7 @@ from workloads.common.cli import run_main
 from workloads.common.devices import pick_device
 from workloads.common.distributed import Context, all_reduce_sum, barrier, broadcast_int, env_rank, joined
 from workloads.common.errors import DataError, SettingsError
-from workloads.common.mllog import RESOLVED_SETTINGS, MlperfLog
+from workloads.common.mllog import CUTS, RESOLVED_SETTINGS, MlperfLog
 from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import Schedule, TrainConfig, config_from_args, learning_rate, resolve_schedule
@@ -140,6 +140,9 @@ def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Conte
     train_ids, eval_ids = load_split(config.data_dir, listing)
     if not eval_ids:
         raise DataError(f"{config.data_dir}: no evaluation cases in the split")
+    if config.cuts.any:  # a smoke run on real data: what it leaves out is logged, never silent
+        log.event(CUTS, config.cuts.log_value(train_ids, eval_ids))
+        train_ids, eval_ids = config.cuts.select(train_ids, eval_ids)
     check_shapes(config.data_dir, train_ids, config.input_shape)
     check_shapes(config.data_dir, eval_ids, (1, 1, 1))
     try:
@@ -151,8 +154,8 @@ def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Conte
     crop = BalancedCrop(patch=config.input_shape, oversampling=config.oversampling)
     sampler = ShardedShuffleSampler(len(train_ids), config.batch_size * ctx.world_size, ctx.rank, ctx.world_size, seed)
     loader = train_loader(TrainDataset(config.data_dir, train_ids, crop), sampler, loader_settings)
-    evaluation = eval_loader(EvalDataset(config.data_dir, eval_cases_of_rank(eval_ids, ctx.rank, ctx.world_size)),
-                             loader_settings)
+    evaluation = eval_loader(EvalDataset(config.data_dir, eval_cases_of_rank(eval_ids, ctx.rank, ctx.world_size),
+                                         config.cuts.eval_crop), loader_settings)
     log.event(C.TRAIN_SAMPLES, len(train_ids))
     log.event(C.EVAL_SAMPLES, len(eval_ids))
     log.event(K.SAMPLES_PER_EPOCH, schedule.samples_per_epoch)
