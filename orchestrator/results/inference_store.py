@@ -7,26 +7,17 @@ held, and read validated (`open`). The index rows come from the record, so `list
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
+from orchestrator.errors import RecordError, UsageError
 from orchestrator.results import atomic
+from orchestrator.results.folders import new_locked, writing
 from orchestrator.results.index import Index
 from orchestrator.results.inference import INFERENCE_FILE, InferencePaths, InferenceRun
 from orchestrator.results.lock import RunLock
 from orchestrator.results.paths import check_run_id, inside
-
-
-@contextlib.contextmanager
-def _writing(path: Path) -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        raise StoreWriteError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def run_ids(root: Path) -> list[str]:
@@ -67,7 +58,7 @@ class InferenceHandle:
     lock: RunLock
 
     def save(self, record: InferenceRun) -> None:
-        with _writing(self.paths.record):
+        with writing(self.paths.record):
             atomic.write_json(self.paths.record, record.to_json())
         self.record = record
         sync(self.root, record, Index(self.root))
@@ -84,14 +75,7 @@ class InferenceHandle:
 
 def create(root: Path, record: InferenceRun) -> InferenceHandle:
     where = paths(root, record.run_id)
-    try:
-        where.root.mkdir(parents=True, exist_ok=False)
-    except FileExistsError:
-        raise StoreError(f"run {record.run_id} already exists in {root}") from None
-    except OSError as exc:
-        raise StoreWriteError(f"cannot create {where.root}: {exc.strerror}") from None
-    with _writing(where.lock):
-        lock = RunLock(where.lock, record.run_id)
+    lock = new_locked(where.root, where.lock, record.run_id, root)
     handle = InferenceHandle(root, where, record, lock)
     handle.save(record)
     return handle

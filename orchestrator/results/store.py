@@ -15,7 +15,6 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,9 +23,10 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
-from orchestrator.errors import RecordError, StoreError, StoreWriteError, UsageError
+from orchestrator.errors import RecordError, StoreError, UsageError
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.decisions import DecisionLog
+from orchestrator.results.folders import new_locked, writing
 from orchestrator.results.index import Index, IndexBusy
 from orchestrator.results.inference import INFERENCE_FILE
 from orchestrator.results.lock import RunLock, is_held
@@ -72,15 +72,6 @@ def check_results_dir(results_dir: Path, *, write: bool = True) -> None:
         raise StoreError(f"results folder {probe} is not readable and writable by this user")
     if not write and probe == results_dir and not os.access(probe, os.R_OK | os.X_OK):
         raise StoreError(f"results folder {probe} is not readable by this user")
-
-
-@contextlib.contextmanager
-def _writing(path: Path) -> Iterator[None]:
-    """A failed write of a stored file is an infrastructure fault naming the file (disk full, quota...)."""
-    try:
-        yield
-    except OSError as exc:
-        raise StoreWriteError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def read_record(path: Path, model: type[R]) -> R | None:
@@ -142,16 +133,9 @@ class Store:
         """Make the run's folder, lock it, write its manifest and a pending state per seed. The
         run is returned locked: `StoredRun.close` (or the end of the process) releases it."""
         paths = self.paths(manifest.run_id)
-        try:
-            paths.root.mkdir(parents=True, exist_ok=False)
-        except FileExistsError:
-            raise StoreError(f"run {paths.run_id} already exists in {self.root}") from None
-        except OSError as exc:
-            raise StoreWriteError(f"cannot create {paths.root}: {exc.strerror}") from None
-        with _writing(paths.lock):
-            lock = RunLock(paths.lock, paths.run_id)
+        lock = new_locked(paths.root, paths.lock, paths.run_id, self.root)
         run = StoredRun(self, paths, manifest, None, {}, {}, lock=lock)
-        with _writing(paths.manifest):
+        with writing(paths.manifest):
             atomic.write_json(paths.manifest, manifest.to_json())
             for seed in manifest.seeds:
                 state = SeedState(seed=seed, state=SeedStateName.PENDING)
@@ -290,7 +274,7 @@ class StoredRun:
     def locked(self) -> StoredRun:
         """This run, read again under its lock (RunBusy, naming the holder, when a live process
         holds it). Validate before locking: taking the lock writes the lock file."""
-        with _writing(self.paths.lock):
+        with writing(self.paths.lock):
             lock = RunLock(self.paths.lock, self.run_id)
         try:
             run = self.store.open(self.run_id)
@@ -318,19 +302,19 @@ class StoredRun:
         return {s: r for s, r in sorted(self.records.items()) if self.finished(s)}
 
     def save_manifest(self, manifest: Manifest) -> None:
-        with _writing(self.paths.manifest):
+        with writing(self.paths.manifest):
             atomic.write_json(self.paths.manifest, manifest.to_json())
         self.manifest = manifest
         self.sync()
 
     def save_summary(self, summary: Summary) -> None:
-        with _writing(self.paths.summary):
+        with writing(self.paths.summary):
             atomic.write_json(self.paths.summary, summary.to_json())
         self.summary = summary
         self.sync()
 
     def save_decisions(self, decisions: DecisionLog) -> None:
-        with _writing(self.paths.decisions):
+        with writing(self.paths.decisions):
             atomic.write_json(self.paths.decisions, decisions.to_json())
         self.decisions = decisions
 
@@ -338,7 +322,7 @@ class StoredRun:
         """One more seed for a run whose rule asks for it: its pending state, then the manifest
         listing it (a state without the manifest's mention is ignored, and overwritten here)."""
         state = SeedState(seed=seed, state=SeedStateName.PENDING)
-        with _writing(self.paths.seed(seed).state):
+        with writing(self.paths.seed(seed).state):
             atomic.write_json(self.paths.seed(seed).state, state.to_json())
         self.states[seed] = state
         self.save_manifest(self.manifest.model_copy(update={"seeds": (*self.manifest.seeds, seed)}))
@@ -346,7 +330,7 @@ class StoredRun:
     def save_seed(self, state: SeedState, record: RunRecord | None = None) -> None:
         """Write a seed's record (if any), then its state: the state is what says it finished."""
         seed = self.paths.seed(state.seed)
-        with _writing(seed.state):
+        with writing(seed.state):
             if record is not None:
                 atomic.write_json(seed.record, record.to_json())
                 self.records[state.seed] = record
