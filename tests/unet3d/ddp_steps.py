@@ -42,12 +42,11 @@ def one_step(ctx: Context, samples: slice, steps: int = 2) -> dict[str, torch.Te
 
 def rank_main(out: Path) -> None:
     torch.set_num_threads(1)
-    ctx = distributed.init("cpu")
-    assert ctx.backend == "gloo" and ctx.world_size == 2
-    state = one_step(ctx, slice(ctx.rank, ctx.rank + 1))
-    if ctx.rank == 0:
-        torch.save(state, out)
-    distributed.shutdown(ctx)
+    with distributed.joined("cpu") as ctx:  # leaves once both ranks are done: gloo aborts a peer left talking
+        assert ctx.backend == "gloo" and ctx.world_size == 2
+        state = one_step(ctx, slice(ctx.rank, ctx.rank + 1))
+        if ctx.rank == 0:
+            torch.save(state, out)
 
 
 if __name__ == "__main__":
