@@ -563,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda":
+        if device.index is None:  # set_device needs an index: plain "cuda" is the current one
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     ref = import_reference(args.reference.resolve())
     inputs = make_inputs(args.batch, tuple(args.patch), args.case_shape, device)
