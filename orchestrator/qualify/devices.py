@@ -144,6 +144,6 @@ def gpu_metric(base: str, index: int) -> str:
 
 
 def split_metric(metric: str) -> tuple[str, int | None]:
-    """(``gemm_bf16_5124x9124x2560``, 3) of ``gemm_bf16_5124x9124x2560_gpu3``; (metric, None) otherwise."""
+    """(``gemm_bf16_8192x8192x8192``, 3) of ``gemm_bf16_8192x8192x8192_gpu3``; (metric, None) otherwise."""
     found = _PER_GPU.match(metric)
     return (found["base"], int(found["index"])) if found else (metric, None)

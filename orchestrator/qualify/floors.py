@@ -48,6 +48,9 @@ class Fraction(_Frozen):
 class GemmPolicy(Fraction):
     min_dim: int = Field(ge=1)
     """Only dense GEMMs whose M, N and K all reach this are judged against the peak."""
+    multiple_of: int = Field(ge=1)
+    """... and are all multiples of this: a shape off the kernels' tiles (5124x9124x2560, whose 16-bit
+    rows are not 16-byte aligned) runs far below the peak on a healthy GPU."""
 
 
 class WorkloadFloor(Fraction):
@@ -158,7 +161,10 @@ class Floors:
     def _gemm(self, metric: str, model: ModelFloor) -> Reference | None:
         found = _GEMM.match(metric)
         policy = self.parsed.gemm
-        if found is None or min(int(found[d]) for d in "mnk") < policy.min_dim:
+        if found is None:
+            return None
+        dims = [int(found[d]) for d in "mnk"]
+        if min(dims) < policy.min_dim or any(d % policy.multiple_of for d in dims):
             return None
         peak = model.gemm_tflops.get(found["dtype"])  # type: ignore[call-overload]
         if peak is None:

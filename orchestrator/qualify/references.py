@@ -14,7 +14,7 @@ The operator's file (``--references FILE``); thresholds are fractions of the val
       - model: NVIDIA H100 80GB HBM3          # the GPU's NVML name, or the CPU's /proc/cpuinfo model
         source: acceptance runs of 2025-03-01 on gpu[01-16], median of 5
         references:
-          gemm_bf16_5124x9124x2560: [650.0, -0.10, null, TFLOP/s]
+          gemm_bf16_8192x8192x8192: [700.0, -0.10, null, TFLOP/s]
           throughput_samples_per_s: [25.0, -0.05, 0.20, samples/s]
 
 Learned: the median and MAD of the last K passing runs of the same node on the same hardware and

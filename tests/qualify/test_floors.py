@@ -15,7 +15,7 @@ from orchestrator.qualify.references import References
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Status
 from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, node_trace, run_node
 
-HEALTHY_H100 = {"gemm_bf16_5124x9124x2560": 650.0, "gemm_fp32_5124x9124x2560": 50.0, "device_copy_GBps": 2900.0}
+HEALTHY_H100 = {"gemm_bf16_8192x8192x8192": 650.0, "gemm_fp32_8192x8192x8192": 50.0, "device_copy_GBps": 2900.0}
 
 
 def first_run(tmp_path: Path, per_gpu: dict[str, float], **kwargs):
@@ -32,8 +32,8 @@ def test_a_new_node_40_percent_slow_on_gemm_fails_on_its_first_run_naming_the_fl
     assert record.system["history"].startswith("0 of the 3 passing runs")  # no history: the floor judged it
     gemm = record.check("gemm")
     assert gemm.status is Status.FAIL
-    reason = next(r for r in gemm.reasons if r.startswith("gemm_bf16_5124x9124x2560_gpu1"))
-    assert reason.startswith("gemm_bf16_5124x9124x2560_gpu1 on GPU1 (00000000:28:00.0) 390 TFLOP/s below the lower"
+    reason = next(r for r in gemm.reasons if r.startswith("gemm_bf16_8192x8192x8192_gpu1"))
+    assert reason.startswith("gemm_bf16_8192x8192x8192_gpu1 on GPU1 (00000000:28:00.0) 390 TFLOP/s below the lower"
                              " bound 494.8 (floor reference 989.5 TFLOP/s: floor 50% (H100 SXM5 bf16 dense peak"
                              " 989.5 TFLOP/s; half of the datasheet peak"), reason
     assert reason.endswith("source: NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM: FP32 67 TFLOPS, TF32"
@@ -42,7 +42,7 @@ def test_a_new_node_40_percent_slow_on_gemm_fails_on_its_first_run_naming_the_fl
                            " then 390, 390: 2 of 2 repeat(s) failed too (2 needed): FAIL confirmed"), reason
     memory = record.check("memory")
     assert memory.status is Status.FAIL and "below the lower bound 2010 (floor reference 3350 GB/s" in memory.reason
-    fp32 = next(m for m in gemm.measurements if m.metric == "gemm_fp32_5124x9124x2560_gpu0")
+    fp32 = next(m for m in gemm.measurements if m.metric == "gemm_fp32_8192x8192x8192_gpu0")
     assert fp32.status is Status.FAIL and fp32.reference.lower == pytest.approx(33.5)  # 67 TFLOPS x 50%
 
 
@@ -53,11 +53,24 @@ def test_a_healthy_new_node_passes_its_floors(mltrain_env, tmp_path: Path):
     assert {m.reference.kind for m in judged} == {"floor"} and len(judged) == 4
 
 
+def test_a_gemm_off_the_kernels_tiles_is_not_judged_against_the_peak(mltrain_env, tmp_path: Path):
+    """What a healthy H100 SXM did on 2026-11-24 (torch 2.11, CUDA 13.0): the DeepBench 5124x9124x2560,
+    whose 16-bit rows are not 16-byte aligned, at a quarter of the dense peak; judged against the
+    floor, every H100 of a fleet failed its first nightly run."""
+    seen = {"gemm_fp16_5124x9124x2560": 236.0, "gemm_bf16_5124x9124x2560": 237.7,
+            "gemm_tf32_5124x9124x2560": 267.9, "gemm_fp32_5124x9124x2560": 46.6}
+    record = first_run(tmp_path, {**HEALTHY_H100, **seen})
+    assert record.verdict is Status.PASS, record.reasons
+    by_metric = {m.metric: m for m in record.check("gemm").measurements}
+    assert all(by_metric[f"{metric}_gpu{i}"].reference is None for metric in seen for i in (0, 1))
+    assert by_metric["gemm_bf16_8192x8192x8192_gpu0"].reference.kind == "floor"
+
+
 def test_the_operators_reference_overrides_a_floor(mltrain_env, tmp_path: Path):
     references = tmp_path / "refs.yaml"
     references.write_text(f"systems:\n  - model: {H100}\n    source: our H100s at 500 W caps, 2026-02\n"
-                          "    references: {gemm_bf16_5124x9124x2560: [420.0, -0.10, null, TFLOP/s]}\n")
-    record = first_run(tmp_path, {**HEALTHY_H100, "gemm_bf16_5124x9124x2560": 400.0}, references=references)
+                          "    references: {gemm_bf16_8192x8192x8192: [420.0, -0.10, null, TFLOP/s]}\n")
+    record = first_run(tmp_path, {**HEALTHY_H100, "gemm_bf16_8192x8192x8192": 400.0}, references=references)
     bf16 = [m for m in record.check("gemm").measurements if m.metric.startswith("gemm_bf16")]
     assert all(m.reference.kind == "operator" and m.status is Status.PASS for m in bf16), bf16
 
@@ -73,12 +86,12 @@ def ref(kind: str, lower: float | None, upper: float | None = None) -> Reference
     (None, None, "floor"),      # no history yet: the floor
 ])
 def test_history_tightens_a_floor_and_the_stricter_wins(node, fleet, picked):
-    m = Measurement(metric="gemm_bf16_5124x9124x2560_gpu3", value=700.0, unit="TFLOP/s")
+    m = Measurement(metric="gemm_bf16_8192x8192x8192_gpu3", value=700.0, unit="TFLOP/s")
     refs = References(node={m.metric: ref("history", node)} if node else {},
                       fleet={m.metric: ref("fleet", fleet)} if fleet else {},
                       floors={m.metric: ref("floor", 494.75)})
     assert refs.pick(m).kind == picked
-    operator = References(operator={"gemm_bf16_5124x9124x2560": ref("operator", 100.0)}, floors=refs.floors)
+    operator = References(operator={"gemm_bf16_8192x8192x8192": ref("operator", 100.0)}, floors=refs.floors)
     assert operator.pick(m).kind == "operator"  # written for the metric, it holds for each GPU's case
     lower_is_better = Measurement(metric="step_ms_median", value=10.0, unit="ms", better="lower")
     tighter = References(node={"step_ms_median": ref("history", 5.0, 12.0)},

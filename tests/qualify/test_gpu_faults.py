@@ -11,7 +11,7 @@ from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_O
 from orchestrator.results.qualification import Status
 from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, gpu_trace, node_trace, probe_source, run_node
 
-RATES = {"gemm_bf16_5124x9124x2560": 280.0, "gemm_fp32_5124x9124x2560": 19.0}
+RATES = {"gemm_bf16_8192x8192x8192": 280.0, "gemm_fp32_8192x8192x8192": 19.0}
 
 
 @pytest.fixture
@@ -112,21 +112,21 @@ def test_gemm_rate_below_the_operators_lower_bound_fails_naming_the_reference(no
         "  - model: NVIDIA A100-SXM4-80GB\n"
         "    source: acceptance runs of 2026-01-05 on gpu[01-08], median of 5\n"
         "    references:\n"
-        "      gemm_bf16_5124x9124x2560: [250.0, -0.05, null, TFLOP/s]\n"
-        "      gemm_fp32_5124x9124x2560: [19.5, -0.10, 0.10, TFLOP/s]\n"
+        "      gemm_bf16_8192x8192x8192: [250.0, -0.05, null, TFLOP/s]\n"
+        "      gemm_fp32_8192x8192x8192: [19.5, -0.10, 0.10, TFLOP/s]\n"
     )
-    record = node(probe=probe_source({"gemm_bf16_5124x9124x2560": 180.0, "gemm_fp32_5124x9124x2560": 19.0}),
+    record = node(probe=probe_source({"gemm_bf16_8192x8192x8192": 180.0, "gemm_fp32_8192x8192x8192": 19.0}),
                   references=references)
     gemm = record.check("gemm")
     assert gemm.status is Status.FAIL and record.verdict is Status.FAIL and record.exit_code == EXIT_INVALID_RESULT
     assert gemm.reasons == (
-        "gemm_bf16_5124x9124x2560 180 TFLOP/s below the lower bound 237.5 (operator reference 250 TFLOP/s:"
+        "gemm_bf16_8192x8192x8192 180 TFLOP/s below the lower bound 237.5 (operator reference 250 TFLOP/s:"
         " refs.yaml (NVIDIA A100-SXM4-80GB): acceptance runs of 2026-01-05 on gpu[01-08], median of 5); measured"
         " again: first 180 TFLOP/s, then 180, 180: 2 of 2 repeat(s) failed too (2 needed): FAIL confirmed",
     )
-    fp32 = next(m for m in gemm.measurements if m.metric == "gemm_fp32_5124x9124x2560")
+    fp32 = next(m for m in gemm.measurements if m.metric == "gemm_fp32_8192x8192x8192")
     assert fp32.status is Status.PASS and fp32.reference.lower == pytest.approx(17.55)
-    assert record.reasons[0].startswith("gemm: gemm_bf16_5124x9124x2560 180 TFLOP/s below the lower bound")
+    assert record.reasons[0].startswith("gemm: gemm_bf16_8192x8192x8192 180 TFLOP/s below the lower bound")
 
 
 def test_a_node_without_gpus_says_not_applicable_never_passed(mltrain_env, tmp_path: Path):
@@ -173,7 +173,7 @@ def test_cuda_that_cannot_use_the_gpus_nvml_sees_fails_naming_both_counts(node):
     """Issue 18: NVML sees two H100s, CUDA none (driver/CUDA mismatch, fabric manager down): the probe
     ran on the CPU; that is a FAIL naming each GPU and both counts, never a PASS of the CPU."""
     trace = node_trace([H100, H100])
-    record = node(trace, probe=cuda_probe_source(trace, {"gemm_fp32_5124x9124x2560": 0.13}, usable=[]))
+    record = node(trace, probe=cuda_probe_source(trace, {"gemm_fp32_8192x8192x8192": 0.13}, usable=[]))
     assert record.verdict is Status.FAIL and record.exit_code == EXIT_INVALID_RESULT
     text = " | ".join(health(record).reasons)
     assert "NVML sees 2 GPUs but CUDA sees 0" in text, text
@@ -186,7 +186,7 @@ def test_cuda_that_cannot_use_the_gpus_nvml_sees_fails_naming_both_counts(node):
 
 def test_fewer_gpus_in_cuda_than_in_nvml_fail_naming_the_missing_one(node):
     trace = node_trace([H100, H100])
-    record = node(trace, probe=cuda_probe_source(trace, {"gemm_fp32_5124x9124x2560": 50.0}, usable=[0]))
+    record = node(trace, probe=cuda_probe_source(trace, {"gemm_fp32_8192x8192x8192": 50.0}, usable=[0]))
     assert health(record).status is Status.FAIL and record.verdict is Status.FAIL
     text = " | ".join(health(record).reasons)
     assert "NVML sees 2 GPUs but CUDA sees 1" in text and "GPU1 (00000000:28:00.0" in text, text
@@ -197,25 +197,25 @@ def test_one_slow_gpu_of_eight_fails_naming_it(node, tmp_path: Path):
     """Issue 18: the largest GEMM and the memory copy run on every GPU; a reference written for the metric
     holds for each GPU's, so GPU5 at 60% of its peers fails, by name and slot."""
     trace = node_trace([H100] * 8)
-    per_gpu = {i: {"gemm_bf16_5124x9124x2560": 650.0, "device_copy_GBps": 2900.0} for i in range(8)}
-    per_gpu[5]["gemm_bf16_5124x9124x2560"] = 390.0
+    per_gpu = {i: {"gemm_bf16_8192x8192x8192": 650.0, "device_copy_GBps": 2900.0} for i in range(8)}
+    per_gpu[5]["gemm_bf16_8192x8192x8192"] = 390.0
     references = tmp_path / "refs.yaml"
     references.write_text(
         "systems:\n"
         f"  - model: {H100}\n"
         "    source: acceptance runs of 2026-01-05 on gpu[01-08], median of 5\n"
         "    references:\n"
-        "      gemm_bf16_5124x9124x2560: [650.0, -0.10, null, TFLOP/s]\n"
+        "      gemm_bf16_8192x8192x8192: [650.0, -0.10, null, TFLOP/s]\n"
     )
     record = node(trace, probe=cuda_probe_source(trace, per_gpu=per_gpu), references=references)
     gemm = record.check("gemm")
     assert gemm.status is Status.FAIL and record.verdict is Status.FAIL
     assert gemm.reasons == (
-        "gemm_bf16_5124x9124x2560_gpu5 on GPU5 (00000000:68:00.0) 390 TFLOP/s below the lower bound 585 (operator"
+        "gemm_bf16_8192x8192x8192_gpu5 on GPU5 (00000000:68:00.0) 390 TFLOP/s below the lower bound 585 (operator"
         f" reference 650 TFLOP/s: refs.yaml ({H100}): acceptance runs of 2026-01-05 on gpu[01-08], median of 5);"
         " measured again: first 390 TFLOP/s, then 390, 390: 2 of 2 repeat(s) failed too (2 needed): FAIL confirmed",)
     judged = {m.metric: m for m in gemm.measurements}
-    assert len(judged) == 8 and all(judged[f"gemm_bf16_5124x9124x2560_gpu{i}"].reference for i in range(8))
+    assert len(judged) == 8 and all(judged[f"gemm_bf16_8192x8192x8192_gpu{i}"].reference for i in range(8))
     memory = {m.metric for m in record.check("memory").measurements}
     assert memory == {f"device_copy_GBps_gpu{i}" for i in range(8)}
 

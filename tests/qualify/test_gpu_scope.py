@@ -162,12 +162,12 @@ def test_the_probe_numbers_the_gpus_of_a_mixed_node_as_nvml_does(cli, node, tmp_
     probe with CUDA_DEVICE_ORDER=PCI_BUS_ID, so cuda:0 is NVML's GPU0, and each per-GPU case is named by the
     GPU that made it."""
     trace = node_trace(["NVIDIA L4", H100])
-    node(trace, cuda_probe_source(trace, RATES, per_gpu={0: {"gemm_bf16_5124x9124x2560": 100.0},
-                                                         1: {"gemm_bf16_5124x9124x2560": 650.0}}))
+    node(trace, cuda_probe_source(trace, RATES, per_gpu={0: {"gemm_bf16_8192x8192x8192": 100.0},
+                                                         1: {"gemm_bf16_8192x8192x8192": 650.0}}))
     record = json.loads(qualify(cli, tmp_path, "--json").out)
     assert record["system"]["gpu_scope"]["cuda_to_nvml"] == {"cuda:0": "GPU0 (00000000:18:00.0)",
                                                              "cuda:1": "GPU1 (00000000:28:00.0)"}
     assert record["system"]["probe"]["device_name"] == "NVIDIA L4"
     gemm = {m["metric"]: m for c in record["checks"] for m in c["measurements"] if c["name"] == "gemm"}
-    assert gemm["gemm_bf16_5124x9124x2560_gpu0"]["value"] == 100.0  # the L4's, whatever CUDA called it
-    assert gemm["gemm_bf16_5124x9124x2560_gpu1"]["device"] == "GPU1 (00000000:28:00.0)"
+    assert gemm["gemm_bf16_8192x8192x8192_gpu0"]["value"] == 100.0  # the L4's, whatever CUDA called it
+    assert gemm["gemm_bf16_8192x8192x8192_gpu1"]["device"] == "GPU1 (00000000:28:00.0)"
