@@ -68,6 +68,18 @@ class ThroughputSpec(_Frozen):
     timeout_minutes: float = Field(default=10, gt=0)
 
 
+class InferenceSpec(_Frozen):
+    """The inference check (`orchestrator.qualify.inference`): the harness's smoke model under LoadGen."""
+
+    model: str = "resnet50"
+    scenario: Literal["SingleStream", "Offline"] = "SingleStream"
+    backend: Literal["onnxruntime", "torch"] = "onnxruntime"
+    device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
+    seconds: float = Field(default=5, gt=0)
+    """LoadGen's minimum duration: long enough for a few hundred queries, far below MLPerf's 10 minutes."""
+    timeout_minutes: float = Field(default=10, gt=0)
+
+
 PROBE_CHECKS = ("gemm", "conv", "memory", "storage", "nccl")
 """The probe's checks (each a module of workloads/common/probe/), in their default order; each has
 its settings' type below and a field of `DeviceSuite`."""
@@ -105,6 +117,7 @@ class DeviceSuite(_Frozen):
     storage: StorageSpec | None = None
     nccl: NcclSpec | None = None
     throughput: ThroughputSpec | None = None
+    inference: InferenceSpec | None = None
 
 
 class TimeToTrainSpec(_Frozen):

@@ -35,6 +35,7 @@ from orchestrator.qualify.dcgm import dcgm_check
 from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
+from orchestrator.qualify.inference import inference_check
 from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import (
@@ -67,6 +68,8 @@ class NodePlan:
     strict: bool = False
     profiles: Profiles | None = None
     """seeds.yaml, for the full suite's time-to-train seed."""
+    inference_roots: tuple[Path, ...] = ()
+    """Where the inference harness's declaration is found, for a suite that times inference."""
     gpus: str | None = None
     """``--gpus`` as the runner got it: None for its default (the node's GPUs), ``none`` when the
     operator kept the checks off the GPUs (the verdict then says they were not qualified)."""
@@ -132,6 +135,8 @@ def qualify_node(
                 checks.append(check)
             kind = probe.device_kind or ("cuda" if health.gpu_count else "cpu")
             checks.append(_throughput(plan, runner, qid, folder, scratch, kind, prepare_error, watch))
+            if plan.suite.device(kind).inference is not None:  # type: ignore[arg-type]
+                checks.append(_inference(plan, runner, qid, folder, kind, watch))
         if gpus and probe.device_kind == "cpu" and plan.gpus != "none":
             checks = [devices.not_on_the_gpus(check, gpus) for check in checks]
         checks.insert(0, _timed("dcgm_diag", timings, lambda: dcgm_check(plan.suite.dcgm_level, health.gpu_count),
@@ -156,7 +161,8 @@ def qualify_node(
     )
     drift = Drift(passing_runs(history, hardware, software), plan.config.drift)
     repeats = NodeRepeats(runner=runner, workload=plan.workload, suite=plan.suite, probe=plan.config.probe, run_id=qid,
-                          folder=folder, scratch=scratch, data=plan.data, kind=kind, gpus=on_gpus, status=watch.status)
+                          folder=folder, scratch=scratch, data=plan.data, kind=kind, gpus=on_gpus, status=watch.status,
+                          inference_roots=plan.inference_roots)
     judged = quorum.confirm(checks, lambda c: judge.judge_check(c, references, plan.config.history, drift), repeats,
                             plan.config.quorum, watch.status)
     for check in judged:
@@ -256,6 +262,13 @@ def _throughput(
     return _timed("throughput", watch.timings, lambda: throughput_check(
         runner, workload=plan.workload, spec=spec, run_id=qid, data_dir=plan.data, scratch=scratch,
         folder=folder / "throughput"), watch)
+
+
+def _inference(plan: NodePlan, runner: Runner, qid: str, folder: Path, kind: str, watch: Watch) -> CheckResult:
+    spec = plan.suite.device(kind).inference  # type: ignore[arg-type]
+    return _timed("inference", watch.timings, lambda: inference_check(
+        runner, spec=spec, roots=plan.inference_roots, run_id=qid, folder=folder / "inference",
+        status=watch.status), watch)
 
 
 def _time_to_train(

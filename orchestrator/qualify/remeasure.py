@@ -1,6 +1,7 @@
 """The quorum's repeats (`quorum`) on a node: the named checks run again through the same runner,
 each attempt in its own folder (``<qualification>/repeat-<n>/``), as the first run ran them: the
-probe narrowed to the checks asked for (`micro`), the workload's throughput mode (`throughput`).
+probe narrowed to the checks asked for (`micro`), the workload's throughput mode (`throughput`),
+the inference harness (`inference`).
 Health is not sampled again (the health check covered the first load); a repeat's own health or
 sanity fault still counts (`quorum`)."""
 
@@ -14,6 +15,7 @@ from orchestrator.config.workloads import Workload
 from orchestrator.qualify import micro
 from orchestrator.qualify.config import DeviceKind, ProbeSettings, Suite
 from orchestrator.qualify.devices import Gpu
+from orchestrator.qualify.inference import inference_check
 from orchestrator.qualify.throughput import throughput_check
 from orchestrator.results.qualification import CheckResult
 from orchestrator.runners.base import Runner
@@ -34,6 +36,7 @@ class NodeRepeats:
     kind: DeviceKind
     gpus: Mapping[int, Gpu]
     status: Callable[[str], None] = lambda _: None
+    inference_roots: tuple[Path, ...] = ()
 
     def __call__(self, names: tuple[str, ...], attempt: int) -> list[CheckResult]:
         folder = self.folder / f"repeat-{attempt}"
@@ -50,4 +53,9 @@ class NodeRepeats:
             checks.append(throughput_check(
                 self.runner, workload=self.workload, spec=self.suite.device(self.kind).throughput, run_id=self.run_id,
                 data_dir=self.data, scratch=self.scratch, folder=folder / "throughput"))
+        if "inference" in names:
+            self.status(f"  repeat {attempt}: inference")
+            checks.append(inference_check(self.runner, spec=self.suite.device(self.kind).inference,
+                                          roots=self.inference_roots, run_id=self.run_id,
+                                          folder=folder / "inference"))
         return checks

@@ -1,0 +1,91 @@
+"""Inference latency: the inference harness's smoke model under the real LoadGen for a few seconds,
+SingleStream (one sample per query: its 90th-percentile latency, MLPerf's metric) or Offline
+(samples/s), through the same runner as the training checks, judged like
+the workload throughput (the operator's references, the node's and the fleet's history).
+
+The model and data are the harness's smoke assets (`orchestrator.inference.data.ensure_smoke`: made
+once in mltrain's cache, about a minute), so every node times the same network on the same images
+and its numbers compare across nights. LoadGen calls such a short test INVALID (MLPerf's minimum
+duration is 10 minutes); that verdict is kept in the facts and does not judge the node: the check
+times latency, it makes no MLPerf claim. A harness that refuses the suite's settings (exit 2: an
+execution provider this node lacks) makes the check INCONCLUSIVE, a crash or a LoadGen error FAIL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import MltrainError
+from orchestrator.inference import data, logs
+from orchestrator.inference.job import run_harness
+from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
+from orchestrator.qualify.config import InferenceSpec
+from orchestrator.results.qualification import CheckResult, Measurement, Status
+from orchestrator.runners.base import Runner
+
+CHECK = "inference"
+LATENCY_PERCENTILE = "90.00"
+"""SingleStream's MLPerf metric: the 90th percentile of the query latencies."""
+
+
+def inference_check(
+    runner: Runner, *, spec: InferenceSpec | None, roots: Sequence[Path], run_id: str, folder: Path,
+    status: Callable[[str], None] = lambda _: None,
+) -> CheckResult:
+    def result(state: Status, reasons: list[str], **extra: Any) -> CheckResult:
+        sanity = Status.PASS if state is Status.PASS else state
+        return CheckResult(name=CHECK, kind="workload", status=state, sanity=sanity, reasons=tuple(reasons),
+                           sanity_reasons=tuple(reasons) if sanity is not Status.PASS else (), **extra)
+
+    if spec is None:
+        return result(Status.NOT_APPLICABLE, ["the suite times no inference on this device"])
+    options = InferenceOptions(model=spec.model, scenario=spec.scenario, profile="smoke", backend=spec.backend,
+                               device=spec.device, time_s=spec.seconds)
+    try:
+        plan = plan_inference(options, roots)
+        runner.prepare(plan.harness)
+        assets = data.ensure_smoke(runner, plan.harness, spec.model, status)
+        model = assets.model_torch if spec.backend == "torch" else assets.model_onnx
+        check_smoke_model(model, spec.backend, assets.input_shape)
+    except MltrainError as exc:
+        return result(Status.INCONCLUSIVE, [f"could not prepare the {spec.model} inference check: {exc}"])
+    args = plan.harness_args("performance", extra=assets.harness_args)
+    try:
+        outcome = run_harness(runner, plan.harness, run_id=run_id, name=CHECK, args=args, model=model,
+                              data_dir=assets.data, folder=folder, env={"MLTRAIN_PROFILE": "qualify"},
+                              timeout_s=spec.timeout_minutes * 60, on_line=lambda line: None)
+    except MltrainError as exc:
+        return result(Status.INCONCLUSIVE, [f"could not run the {spec.model} inference check: {exc}"])
+    facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
+                             "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
+    if not outcome.ok:
+        if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+            said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
+            return result(Status.INCONCLUSIVE, [f"the inference harness refused the suite's settings (exit 2){said}"],
+                          facts=facts, duration_s=outcome.seconds)
+        return result(Status.FAIL, [f"inference {spec.model}: {outcome.why()}"], facts=facts,
+                      duration_s=outcome.seconds)
+    try:
+        perf = logs.performance(folder / "results" / "performance" / "run_1", spec.scenario)
+    except MltrainError as exc:
+        return result(Status.FAIL, [f"inference {spec.model}: {exc}"], facts=facts, duration_s=outcome.seconds)
+    facts["loadgen"] = {"valid": perf.loadgen_valid, "reasons": list(perf.loadgen_reasons), "queries": perf.queries}
+    if perf.errors:
+        return result(Status.FAIL, [f"inference {spec.model}: LoadGen logged errors: {'; '.join(perf.errors)[:300]}"],
+                      facts=facts, duration_s=outcome.seconds)
+    where = (f"{spec.model} {spec.scenario}, {spec.backend} on {spec.device},"
+             f" {perf.queries} queries in {spec.seconds:g} s")
+    if spec.scenario == "SingleStream":
+        latency = perf.latency.percentiles_ns.get(LATENCY_PERCENTILE)
+        measured = None if latency is None else Measurement(metric="inference_p90_ms", value=latency / 1e6, unit="ms",
+                                                            better="lower", detail=where)
+    else:
+        measured = None if perf.value is None else Measurement(metric="inference_samples_per_s", value=perf.value,
+                                                               unit="samples/s", detail=where)
+    if measured is None:
+        return result(Status.FAIL, [f"inference {spec.model}: LoadGen logged no {perf.metric}"], facts=facts,
+                      duration_s=outcome.seconds)
+    measurements = (measured,)
+    return result(Status.PASS, [], measurements=measurements, facts=facts, duration_s=outcome.seconds)

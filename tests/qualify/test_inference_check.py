@@ -1,0 +1,94 @@
+"""The inference check (issue 20): the inference harness's smoke model under the real LoadGen,
+through the local runner, its 90th-percentile latency judged like every performance number (the
+operator's references, the quorum), a harness that refuses the node's device INCONCLUSIVE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnxruntime
+import pytest
+
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT
+from tests.conftest import TEST_WORKLOADS
+from tests.inference import tiny
+
+
+@pytest.fixture
+def tiny_smoke(mltrain_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The harness's smoke assets, made by hand in the test's cache (a tiny network, 24 JPEGs) so that
+    no smoke model is trained; the suites of tests/workloads/qualify.yaml."""
+    folder = Path(mltrain_env["XDG_CACHE_HOME"]) / "mltrain" / "data" / "inference" / "resnet50-smoke"
+    folder.mkdir(parents=True)
+    tiny.export(folder / "model.onnx", side=32, classes=10)
+    tiny.dataset(folder / "data")
+    (folder / "smoke.json").write_text(json.dumps({
+        "harness_args": ["--image-size", "32,32", "--label-offset", "0"], "input_shape": [3, 32, 32],
+        "reference_top1": 0.25, "seconds": 1.0}))
+    monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(TEST_WORKLOADS / "qualify.yaml"))
+    return folder
+
+
+def inference(record: dict) -> dict:
+    return next(c for c in record["checks"] if c["name"] == "inference")
+
+
+def test_the_inference_check_times_the_smoke_model_under_loadgen(cli, tiny_smoke: Path, tmp_path: Path):
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == 0, r.err
+    check = inference(json.loads(r.out))
+    assert check["status"] == "pass" and check["kind"] == "workload"
+    (m,) = check["measurements"]
+    assert m["metric"] == "inference_p90_ms" and m["unit"] == "ms" and m["better"] == "lower" and m["value"] > 0
+    assert check["facts"]["loadgen"]["queries"] > 0 and check["facts"]["backend"] == "onnxruntime"
+    detail = (Path(check["facts"]["output"]).parent / "results" / "performance" / "run_1" / "mlperf_log_detail.txt")
+    assert detail.is_file()  # LoadGen's own log, the number's source, kept beside the record
+
+
+def test_a_latency_above_the_operators_reference_fails_after_the_quorum(cli, tiny_smoke: Path, tmp_path: Path):
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("systems:\n  - model: '*'\n    source: a latency no CPU reaches\n"
+                    "    references: {inference_p90_ms: [0.000001, null, 0.10, ms]}\n")
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json",
+            "--references", str(refs))
+    assert r.code == EXIT_INVALID_RESULT, r.err
+    check = inference(json.loads(r.out))
+    (m,) = check["measurements"]
+    assert check["status"] == "fail" and m["status"] == "fail" and m["quorum"]["outcome"] == "confirmed"
+    assert len(m["quorum"]["repeats"]) == 2  # the harness ran twice more, each time over its bound
+    assert "inference_p90_ms" in check["reasons"][0] and "above the upper bound" in check["reasons"][0]
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in onnxruntime.get_available_providers(),
+                    reason="onnxruntime-gpu here: the harness would not refuse")
+def test_a_device_the_harness_cannot_use_is_inconclusive_not_a_pass(cli, tiny_smoke: Path, tmp_path: Path):
+    r = cli("qualify", "--suite", "inference_refused", "--results", str(tmp_path / "r"), "--node-name", "n1",
+            "--json")
+    assert r.code == EXIT_INFRASTRUCTURE, r.err
+    check = inference(json.loads(r.out))
+    assert check["status"] == "inconclusive" and check["measurements"] == []
+    (reason,) = check["reasons"]
+    assert reason.startswith("the inference harness refused the suite's settings (exit 2): inference: ONNX Runtime"
+                             " here has no CUDAExecutionProvider"), reason
+
+
+def test_a_missing_harness_is_inconclusive(cli, tiny_smoke: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = tmp_path / "qualify.yaml"
+    config.write_text((TEST_WORKLOADS / "qualify.yaml").read_text().replace(
+        "inference: {model: resnet50, scenario: SingleStream, seconds: 1}",
+        "inference: {model: no-such-model, scenario: SingleStream, seconds: 1}"))
+    monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(config))
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == EXIT_INFRASTRUCTURE, r.err
+    check = inference(json.loads(r.out))
+    assert check["status"] == "inconclusive"
+    assert check["reasons"][0].startswith("could not prepare the no-such-model inference check: ")
+
+
+def test_a_smoke_model_missing_from_the_cache_is_inconclusive(cli, tiny_smoke: Path, tmp_path: Path):
+    (tiny_smoke / "model.onnx").unlink()  # the cache damaged after the model was made
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == EXIT_INFRASTRUCTURE, r.err
+    (reason,) = inference(json.loads(r.out))["reasons"]
+    assert reason.startswith("could not prepare the resnet50 inference check: ") and "model.onnx" in reason, reason
