@@ -41,6 +41,12 @@ if [[ ! -d "$KIT/wheels" ]]; then
     exit 2
 fi
 
+made_for=$(sed -n 's/^pyproject: //p' "$KIT/MANIFEST.txt" 2>/dev/null)
+if [[ "$made_for" != "$(sha256sum pyproject.toml | cut -d' ' -f1)" ]]; then  # a new dependency would be missing
+    echo "gpu_session: the kit at $KIT was made for another pyproject.toml: make it again (python3 tools/gpu_kit.py --out $KIT)" | tee -a "$summary" >&2
+    exit 2
+fi
+
 wanted() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # The entry point pip writes beside $PYTHON: what a user runs.

@@ -17,13 +17,15 @@ kit is a folder of two things:
   checkout, a bare mirror or a clone URL. It is read at run time by
   ``benchmarks/unet3d_gpu_throughput.py`` and is never committed.
 
-``MANIFEST.txt`` lists the wheels, their total size, the target and the reference's commit. Exit 0
+``MANIFEST.txt`` lists the wheels, their total size, the target, the reference's commit and the
+SHA-256 of the pyproject.toml they were resolved for (`gpu_session.sh` refuses a kit made for another). Exit 0
 when the kit is complete, 2 on bad input (one line), 3 when pip or git failed (their output shown).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import shutil
 import subprocess
@@ -130,7 +132,8 @@ def build(args: argparse.Namespace) -> str:
         skip = {s.strip() for s in args.skip.split(",") if s.strip()}
         wheels = download_wheels(staging / "wheels", args.python_version, skip)
         lines = [f"target: CPython {args.python_version}, manylinux x86_64",
-                 f"left out: {', '.join([*ALWAYS_LEFT_OUT, *sorted(skip)])}"]
+                 f"left out: {', '.join([*ALWAYS_LEFT_OUT, *sorted(skip)])}",
+                 f"pyproject: {hashlib.sha256((PROJECT / 'pyproject.toml').read_bytes()).hexdigest()}"]
         if args.reference:
             commit = copy_reference(args.reference, staging / "reference" / "unet3d")
             lines.append(f"reference: {args.reference} {REFERENCE_PATH} at {commit}")

@@ -66,3 +66,14 @@ def test_the_gpu_session_without_a_kit_says_how_to_make_one(tmp_path: Path):
                env={**user_env(Path("/usr/bin")), "KIT": str(tmp_path / "nokit"), "OUT": str(tmp_path / "out")})
     assert done.returncode == 2
     assert "python3 tools/gpu_kit.py --out" in done.stderr
+
+
+def test_a_kit_made_for_another_pyproject_is_refused(tmp_path: Path):
+    """A kit made before a dependency was added would fail in pip's words, on the GPU machine's time."""
+    kit = tmp_path / "kit"
+    (kit / "wheels").mkdir(parents=True)
+    (kit / "MANIFEST.txt").write_text("target: CPython 3.12, manylinux x86_64\npyproject: " + "0" * 64 + "\n")
+    done = run(["bash", "benchmarks/gpu_session.sh"], cwd=PROJECT, check=False,
+               env={**user_env(Path("/usr/bin")), "KIT": str(kit), "OUT": str(tmp_path / "out")})
+    assert done.returncode == 2
+    assert "was made for another pyproject.toml: make it again" in done.stderr
