@@ -71,7 +71,8 @@ class ThroughputSpec(_Frozen):
 class InferenceSpec(_Frozen):
     """The inference check (`orchestrator.qualify.inference`): the harness's smoke model under LoadGen."""
 
-    model: str = "resnet50"
+    model: str = Field(min_length=1)
+    """A model the inference harness declares (its inference.yaml) with a smoke model."""
     scenario: Literal["SingleStream", "Offline"] = "SingleStream"
     backend: Literal["onnxruntime", "torch"] = "onnxruntime"
     device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
