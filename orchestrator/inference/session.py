@@ -106,7 +106,7 @@ class Jobs:
 def _raise_for(outcome: JobOutcome, name: str) -> None:
     if outcome.ok:
         return
-    if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+    if outcome.refused:
         said = outcome.last_line()
         raise UsageError(said.removeprefix("inference: ") or f"the harness refused job {name} (exit 2)")
     raise JobFailed(f"harness job {name}: {outcome.why()} (all of it: {outcome.log})")

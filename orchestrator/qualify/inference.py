@@ -61,7 +61,7 @@ def inference_check(
     facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
                              "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
     if not outcome.ok:
-        if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+        if outcome.refused:
             said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
             return result(Status.INCONCLUSIVE, [f"the inference harness refused the suite's settings (exit 2){said}"],
                           facts=facts, duration_s=outcome.seconds)

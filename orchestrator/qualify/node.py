@@ -30,7 +30,7 @@ from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.insight import sysinfo
 from orchestrator.qualify import devices, judge, micro, quorum
-from orchestrator.qualify.config import QualifyConfig, Suite
+from orchestrator.qualify.config import InferenceSpec, QualifyConfig, Suite
 from orchestrator.qualify.dcgm import dcgm_check
 from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.floors import load_floors
@@ -135,8 +135,9 @@ def qualify_node(
                 checks.append(check)
             kind = probe.device_kind or ("cuda" if health.gpu_count else "cpu")
             checks.append(_throughput(plan, runner, qid, folder, scratch, kind, prepare_error, watch))
-            if plan.suite.device(kind).inference is not None:  # type: ignore[arg-type]
-                checks.append(_inference(plan, runner, qid, folder, kind, watch))
+            inference = plan.suite.device(kind).inference  # type: ignore[arg-type]
+            if inference is not None:
+                checks.append(_inference(plan, runner, qid, folder, inference, watch))
         if gpus and probe.device_kind == "cpu" and plan.gpus != "none":
             checks = [devices.not_on_the_gpus(check, gpus) for check in checks]
         checks.insert(0, _timed("dcgm_diag", timings, lambda: dcgm_check(plan.suite.dcgm_level, health.gpu_count),
@@ -264,8 +265,8 @@ def _throughput(
         folder=folder / "throughput"), watch)
 
 
-def _inference(plan: NodePlan, runner: Runner, qid: str, folder: Path, kind: str, watch: Watch) -> CheckResult:
-    spec = plan.suite.device(kind).inference  # type: ignore[arg-type]
+def _inference(plan: NodePlan, runner: Runner, qid: str, folder: Path, spec: InferenceSpec,
+               watch: Watch) -> CheckResult:
     return _timed("inference", watch.timings, lambda: inference_check(
         runner, spec=spec, roots=plan.inference_roots, run_id=qid, folder=folder / "inference",
         status=watch.status), watch)

@@ -114,7 +114,7 @@ def _failure(outcome: JobOutcome, name: str) -> tuple[Status, str]:
     suite's settings (exit 2: bad input, the configuration's fault, not the node's)."""
     if outcome.ok:
         return Status.FAIL, f"{name} throughput exited 0 without its final `throughput` MLLOG line"
-    if outcome.exit.code == 2 and not outcome.timed_out and not outcome.lost:
+    if outcome.refused:
         said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
         return Status.INCONCLUSIVE, f"{name} throughput refused the suite's settings (exit 2){said}"
     return Status.FAIL, f"{name} throughput: {outcome.why()}"

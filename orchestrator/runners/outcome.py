@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import EXIT_USAGE
 from orchestrator.results.records import Exit
 from orchestrator.runners import resource_errors
 
@@ -72,6 +73,12 @@ class JobOutcome:
     @property
     def ok(self) -> bool:
         return self.exit.code == 0 and not self.timed_out and not self.lost
+
+    @property
+    def refused(self) -> bool:
+        """It exited 2 on its own, whole: the contract's "bad input" (the settings it was given, not the
+        node, are at fault)."""
+        return self.exit.code == EXIT_USAGE and not self.timed_out and not self.lost
 
     def text(self) -> str:
         """The whole log."""
