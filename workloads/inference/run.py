@@ -161,6 +161,7 @@ def run(options: Options) -> dict[str, Any]:
             log_settings.log_output.copy_summary_to_stdout = False
             started = time.perf_counter()
             lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
+            server.raise_failure(mode)
             tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
         if "accuracy" in tests:
             folder = options.out / ACCURACY_DIR

@@ -4,7 +4,14 @@ The QSL loads preprocessed samples into one contiguous array when LoadGen asks (
 run, as the rules allow) and drops them when it says so. The SUT answers each query with the
 model's response bytes: SingleStream and MultiStream queries run in LoadGen's issuing thread (one
 query is in flight at a time, so a hand-off would only add latency); Offline and Server queries go
-to worker threads that batch what is waiting, up to ``max_batch`` samples per backend call.
+to worker threads, up to ``max_batch`` samples per backend call. Offline's one query is cut into
+batches in LoadGen's issuing thread, which gathers each batch's samples while the workers predict
+(a bounded queue keeps it a few batches ahead, as the reference's ``QueueRunner`` does); Server's
+queries are merged by the workers with whatever else waits (dynamic batching), then gathered.
+
+A backend that fails during a test (a device lost, out of memory) must not leave LoadGen waiting
+for answers that never come: the batch is answered empty, as the reference does, the first error
+kept, and the harness fails the test with it once LoadGen returns.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from workloads.common.errors import Failure
 from workloads.inference.backends import Backend
 
 INLINE_SCENARIOS = ("SingleStream", "MultiStream")
@@ -75,10 +83,14 @@ class Server:
                  workers: int) -> None:
         self.lg, self.model, self.backend, self.samples = lg, model, backend, samples
         self.inline = scenario in INLINE_SCENARIOS
+        self.gather_ahead = scenario == "Offline"
         self.max_batch = max_batch
         self.timings = Timings()
+        self.failure: str | None = None
+        """The first backend error of the test (its type and message), if any."""
         self.lock = threading.Lock()
-        self.queue: queue.Queue[Any] = queue.Queue()
+        self.queue: queue.Queue[tuple[list[Any], np.ndarray | None] | None] = queue.Queue(
+            maxsize=2 * workers if self.gather_ahead else 0)
         self.threads = [] if self.inline else [threading.Thread(target=self._work, name=f"sut-{n}", daemon=True)
                                                for n in range(workers)]
         for thread in self.threads:
@@ -90,22 +102,32 @@ class Server:
             done, self.timings = self.timings, Timings()
         return done
 
+    def raise_failure(self, test: str) -> None:
+        """Failure (exit 1, one line) when the backend failed during ``test``."""
+        if self.failure is not None:
+            raise Failure(f"the backend failed during the {test} test: {self.failure}")
+
     def issue(self, queries: Sequence[Any]) -> None:
         if self.inline:
             self._answer(list(queries))
             return
         for start in range(0, len(queries), self.max_batch):
-            self.queue.put(queries[start:start + self.max_batch])
+            chunk = list(queries[start:start + self.max_batch])
+            gathered = self.samples.batch([q.index for q in chunk]) if self.gather_ahead else None
+            self.queue.put((chunk, gathered))
 
     def flush(self) -> None:
         pass
 
     def _work(self) -> None:
         while True:
-            first = self.queue.get()
-            if first is None:
+            item = self.queue.get()
+            if item is None:
                 return
-            queries = list(first)
+            queries, gathered = item
+            if gathered is not None:
+                self._answer(queries, gathered)
+                continue
             while len(queries) < self.max_batch:  # what else waits joins this batch (Server's dynamic batching)
                 try:
                     more = self.queue.get_nowait()
@@ -114,16 +136,22 @@ class Server:
                 if more is None:
                     self.queue.put(None)
                     break
-                queries += list(more)
+                queries = queries + more[0]
             for start in range(0, len(queries), self.max_batch):
                 self._answer(queries[start:start + self.max_batch])
 
-    def _answer(self, queries: list[Any]) -> None:
+    def _answer(self, queries: list[Any], gathered: np.ndarray | None = None) -> None:
         indices = [q.index for q in queries]
         started = time.perf_counter()
-        outputs = self.backend.predict(self.samples.batch(indices))
-        predicted = time.perf_counter()
-        payloads = self.model.respond(outputs, indices)
+        try:
+            outputs = self.backend.predict(self.samples.batch(indices) if gathered is None else gathered)
+            predicted = time.perf_counter()
+            payloads = self.model.respond(outputs, indices)
+        except Exception as exc:  # noqa: BLE001 - any backend error: LoadGen still needs its answers
+            with self.lock:
+                self.failure = self.failure or f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+            return
         responses = [self.lg.QuerySampleResponse(q.id, p.ctypes.data, p.nbytes) for q, p in zip(queries, payloads,
                                                                                                   strict=True)]
         self.lg.QuerySamplesComplete(responses)
