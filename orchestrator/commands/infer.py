@@ -54,7 +54,7 @@ def infer(
                                 help="Server: find the highest target QPS that passes (bracket, then bisect)."),
     trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile."),
     max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
-    threads: int = typer.Option(0, "--threads", min=0, help="Backend intra-op threads (0: its default)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the harness runs."),
     gpus: str = typer.Option(None, "--gpus", help="GPUs the harness gets (all, N, 0,1 or none)."),

@@ -54,7 +54,11 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     h = result.harness
     versions = ", ".join(f"{k} {v}" for k, v in sorted(h.versions.items()) if k in ("onnxruntime", "torch",
                                                                                     "mlcommons-loadgen"))
-    lines.append(f"backend {h.backend} on {', '.join(h.providers)} ({versions}); batch up to {h.max_batch}")
+    threads = f"{h.threads or 'default'} intra-op thread{'s' * (h.threads != 1)} per call" + (
+        f" ({h.threads_source})" if h.threads_source else "")
+    workers = f", {h.workers} workers" if h.workers and run.scenario in ("Offline", "Server") else ""
+    lines.append(f"backend {h.backend} on {', '.join(h.providers)} ({versions}); batch up to {h.max_batch}, {threads}"
+                 f"{workers}")
     perf = result.performance
     if perf is not None:
         verdict = "VALID" if perf.loadgen_valid else "INVALID: " + "; ".join(perf.loadgen_reasons or ("see the log",))

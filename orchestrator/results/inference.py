@@ -125,6 +125,12 @@ class Harness(Record):
     """Model loading plus the last test over the data (the accuracy pass when there was one)."""
     preprocess_s: float = Field(ge=0)
     max_batch: int = Field(ge=1)
+    threads: int = Field(default=0, ge=0)
+    """Intra-op threads per backend call, as the harness chose them (0: the backend's default)."""
+    threads_source: str = ""
+    """Why that many ('given', 'auto: ...'); empty in runs stored before it was recorded."""
+    workers: int = Field(default=0, ge=0)
+    """Threads calling the backend at once in Offline and Server (0: not recorded)."""
     samples: int = Field(ge=1)
     user_conf: dict[str, float] = Field(default_factory=dict)
     user_conf_sources: dict[str, str] = Field(default_factory=dict)

@@ -110,6 +110,7 @@ def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tm
     assert {row["kind"] for row in listed} == {"inference"} and all(row["metric"] > 0 for row in listed)
     shown = cli("show", ids["a"][0], "--results", str(results))
     assert shown.code == 0 and "as an MLPerf result: INVALID" in shown.out
+    assert "batch up to 32, 1 intra-op thread per call (given), 2 workers" in " ".join(shown.out.split())
     compared = cli("compare", "--label", "a", "--label", "b", "--results", str(results), "--json")
     assert compared.code == 0, compared.err
     rows = {row["setup"]: row for row in json.loads(compared.out)["rows"]}

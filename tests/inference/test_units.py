@@ -97,3 +97,30 @@ def test_the_declaration_agrees_with_the_model_modules(model: str):
     facts = find_model([workloads_dir()], model).model(model)
     module = find(model)
     assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and model == module.CONF_MODEL
+
+
+@pytest.mark.parametrize(("scenario", "device", "given", "cpus", "host", "chosen", "why"), [
+    ("Offline", "cpu", 0, 2, 2, 1, "auto: 2 usable CPUs shared by 2 workers"),
+    ("Server", "cpu", 0, 16, 64, 8, "auto: 16 usable CPUs shared by 2 workers"),
+    ("Offline", "cpu", 0, 1, 1, 1, "auto: 1 usable CPU shared by 2 workers"),
+    ("SingleStream", "cpu", 0, 2, 2, 0, "the backend's default (one call at a time)"),
+    ("MultiStream", "cpu", 0, 4, 32, 4, "auto: the 4 CPUs this process may use (of 32)"),
+    ("Offline", "cuda", 0, 2, 2, 0, "the backend's default (the model runs on the device)"),
+    ("Offline", "cpu", 3, 2, 2, 3, "given"),
+])
+def test_intra_op_threads_never_oversubscribe_the_cpus_the_process_may_use(
+        scenario: str, device: str, given: int, cpus: int, host: int, chosen: int, why: str):
+    from workloads.inference.run import Options, intra_op_threads
+
+    options = Options(model_name="resnet50", model=Path("m.onnx"), data=Path("d"), out=Path("o"), scenario=scenario,
+                      device=device, threads=given, workers=2)
+    assert intra_op_threads(options, cpus, host) == (chosen, why)
+
+
+def test_negative_threads_are_refused_with_one_line():
+    from workloads.inference.run import Options, intra_op_threads
+
+    options = Options(model_name="resnet50", model=Path("m.onnx"), data=Path("d"), out=Path("o"), scenario="Offline",
+                      threads=-1)
+    with pytest.raises(HarnessError, match=r"^--threads -1: give 0 \(chosen for you\) or a positive count$"):
+        intra_op_threads(options, 2, 2)

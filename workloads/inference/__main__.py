@@ -62,7 +62,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target-qps", help="user.conf target_qps (Offline, Server): a number or auto")
     p.add_argument("--target-latency-ms", help="user.conf target_latency (SingleStream, MultiStream): a number or auto")
     p.add_argument("--max-batch", type=positive(int), help="samples per backend call (default: the model's)")
-    p.add_argument("--threads", type=int, default=0, help="backend intra-op threads (0: its default)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="backend intra-op threads per call (0: chosen: on the CPU, the usable CPUs shared by the "
+                        "workers in Offline and Server; else the backend's default)")
     p.add_argument("--workers", type=positive(int), default=2,
                    help="threads answering Offline and Server queries, each calling the backend (default 2: "
                         "two calls in flight keep the device busy while the other's inputs and outputs move)")

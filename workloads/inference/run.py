@@ -12,6 +12,7 @@ The results folder it fills (``--out``), in the MLPerf Inference results layout:
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from workloads.common import atomic
+from workloads.common.cpus import threads_per_process, usable_cpus
 from workloads.inference import backends, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
 from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
-from workloads.inference.sut import Samples, Server
+from workloads.inference.sut import INLINE_SCENARIOS, Samples, Server
 
 MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("performance", "accuracy")}
 PERFORMANCE_DIR = Path("performance") / "run_1"
@@ -116,6 +118,26 @@ def user_values(options: Options, module: Any, measured: dict[str, float]) -> tu
     return values, sources
 
 
+def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, str]:
+    """The backend's intra-op threads per call, and why. Given; or, on the CPU, where the workers call
+    the backend at once (Offline, Server), the ``cpus`` this process may use shared among them (two
+    ONNX Runtime thread pools of the default size, spinning on the same 2 CPUs, ran Offline 20%
+    slower than one thread each); or, one call at a time, the backend's own default unless the
+    process may use fewer CPUs than the host has (a container's quota, a binding), then those."""
+    if options.threads < 0:
+        raise HarnessError(f"--threads {options.threads}: give 0 (chosen for you) or a positive count")
+    if options.threads:
+        return options.threads, "given"
+    if options.device != "cpu":
+        return 0, "the backend's default (the model runs on the device)"
+    if options.scenario not in INLINE_SCENARIOS:
+        return threads_per_process(cpus, options.workers), f"auto: {cpus} usable CPU{'s' * (cpus != 1)} shared by " \
+            f"{options.workers} workers"
+    if cpus < host_cpus:
+        return cpus, f"auto: the {cpus} CPUs this process may use (of {host_cpus})"
+    return 0, "the backend's default (one call at a time)"
+
+
 def run(options: Options) -> dict[str, Any]:
     """Run the tests; return the facts written to ``harness.json``."""
     import mlperf_loadgen as lg
@@ -132,7 +154,8 @@ def run(options: Options) -> dict[str, Any]:
     max_batch = options.max_batch or module.MAX_BATCH
     options.out.mkdir(parents=True, exist_ok=True)
     trace_dir = options.out / "trace" if options.trace else None
-    backend = backends.load(options.backend, options.model, device=options.device, threads=options.threads,
+    threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
+    backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir)
     samples = Samples(model)
     measured = warm_up(backend, samples, model.count, max_batch)
@@ -176,6 +199,7 @@ def run(options: Options) -> dict[str, Any]:
                            official=lg_settings.official(lg, module.CONF_MODEL, options.scenario),
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
+                           threads=threads, threads_source=threads_source,
                            samples=model.count, trace_file=trace_file, operators=operators)
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record
