@@ -205,6 +205,12 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "tensorrt"), default="cpu")
     parser.add_argument("--reference", type=Path, default=MIRROR, help="mlcommons/inference checkout or mirror")
     args = parser.parse_args()
+    import onnxruntime
+
+    wanted = EXECUTION_PROVIDERS[args.device][0]
+    if wanted not in onnxruntime.get_available_providers():  # the bare loop would fall back to the CPU unsaid
+        sys.exit(f"inference_overhead: ONNX Runtime {onnxruntime.__version__} here has no {wanted} (it has "
+                 f"{', '.join(onnxruntime.get_available_providers())}): install onnxruntime-gpu, or use --device cpu")
     smoke = smoke_folder()
     data = smoke / "data"
     with tempfile.TemporaryDirectory(prefix="mltrain-inference-bench-") as scratch:
@@ -246,8 +252,6 @@ def main() -> None:
         "mltrain / reference --threads 1, Offline": (per_round("ours_off", "ref1_off"), "none (its best here)"),
         "mltrain / reference, SingleStream p90": (per_round("ours_p90", "ref_p90"), "<= 1"),
     }
-    import onnxruntime
-
     med = {key: statistics.median(values) for key, values in rows.items()}
     threads = harness_threads("Offline", args.device)
     print(f"\ndevice {args.device}, {args.seconds:g} s tests, {args.rounds} rounds, {dataset.count} images at"
