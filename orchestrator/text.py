@@ -7,6 +7,7 @@ lays out, so there is one way to write a number and no room imports the presenta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -43,8 +44,14 @@ def summarizer_minutes(value: float | None) -> str:
 
 
 def number(value: float | None, suffix: str = "") -> str:
-    """A value as tables show it (4 significant digits), '-' when there is none."""
-    return "-" if value is None else f"{value:.4g}{suffix}"
+    """A value as tables show it (4 significant digits; from 10,000 up a whole number with its
+    thousands separated, '11,310' rather than '1.131e+04'), '-' when there is none."""
+    if value is None:
+        return "-"
+    if math.isfinite(value) and abs(value) >= 1e4:
+        digits = math.floor(math.log10(abs(value))) + 1
+        return f"{round(value, 4 - digits):,.0f}{suffix}"
+    return f"{value:.4g}{suffix}"
 
 
 def percent(value: float | None) -> str:

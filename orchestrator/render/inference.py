@@ -63,7 +63,7 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     if perf is not None:
         verdict = "VALID" if perf.loadgen_valid else "INVALID: " + "; ".join(perf.loadgen_reasons or ("see the log",))
         lines.append(f"{run.scenario}: {perf.metric} {metric_text(perf)} (LoadGen {verdict})")
-        lines.append(f"latency: {latency_text(perf)}; {perf.queries} queries")
+        lines.append(f"latency: {latency_text(perf)}; {perf.queries} quer{'y' if perf.queries == 1 else 'ies'}")
     acc = result.accuracy
     if acc is not None:
         met = "met" if acc.met else "NOT met"

@@ -204,6 +204,8 @@ def test_seeds_needed_text_shows_the_search_ceiling_as_a_bound():
     capped = Test(p_value=0.9, significant=False, seeds_needed=MAX_SEEDS_NEEDED)
     assert seeds_needed_text(capped) == f">={MAX_SEEDS_NEEDED:,}"
     assert number_text(None) == "-" and number_text(1.23456, "x") == "1.235x"
+    assert number_text(11_314.6, " samples/s") == "11,310 samples/s" and number_text(-123_456.0) == "-123,500"
+    assert number_text(9_999.4) == "9999" and number_text(float("inf")) == "inf"
 
 
 def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_quoted() -> None:
