@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -52,13 +53,19 @@ def cli(mltrain_env: dict[str, str], capsys: pytest.CaptureFixture[str]):
 
 @pytest.fixture
 def cli_process(mltrain_env: dict[str, str]):
-    """Start ``mltrain ARGS`` as a child process (for signals); returns the Popen."""
+    """Start ``mltrain ARGS`` as a child process (for signals); returns the Popen. The child starts
+    with the stop signals at their defaults: mltrain keeps a signal ignored when it starts (``nohup``
+    ignores SIGHUP), so a test run under ``nohup`` would otherwise see SIGHUP do nothing."""
+
+    def default_stop_signals() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
 
     def start(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         env = {**os.environ, **mltrain_env, **(extra_env or {})}
         return subprocess.Popen(
             [sys.executable, "-m", "orchestrator.cli", *args], cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
+            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_stop_signals,
         )
 
     return start
