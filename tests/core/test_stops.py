@@ -186,3 +186,21 @@ def test_a_signal_after_the_run_is_stored_still_exits_with_its_own_code_and_says
     r = cli("run", "fakebench", "--results", str(tmp_path / "results"))
     assert r.code == 143, r.err
     assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"
+
+
+def test_a_signal_ignored_when_mltrain_starts_stays_ignored_and_the_others_stop_it():
+    from orchestrator.signals import Stop, stop_on_signals
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
+    term = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(Stop) as stopped, stop_on_signals():
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing happens
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs between bytecodes; Stop is raised before this ends
+        assert stopped.value.exit_code == 143
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is term  # the previous handler is back
+    finally:
+        signal.signal(signal.SIGHUP, before)
