@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from workloads.common.cli import one_line
 from workloads.inference.errors import BackendError, HarnessError
 from workloads.inference.operators import OperatorTime, onnxruntime_operators, torch_operators
 
@@ -77,7 +78,7 @@ class OnnxRuntime:
         try:
             self.session = ort.InferenceSession(str(model), sess_options=options, providers=wanted)
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own exception types for a bad file
-            raise HarnessError(f"{model}: ONNX Runtime cannot load it ({' '.join(str(exc).split())[:300]})") from None
+            raise HarnessError(f"{model}: ONNX Runtime cannot load it ({one_line(exc)[:300]})") from None
         load_s = time.perf_counter() - started
         first = self.session.get_inputs()[0]
         self.input_name = first.name
@@ -114,7 +115,7 @@ class Torch:
         try:
             program = torch.export.load(str(model))
         except Exception as exc:  # noqa: BLE001 - torch raises many types for a file that is not a program
-            raise HarnessError(f"{model}: torch.export.load cannot read it ({' '.join(str(exc).split())[:300]}); "
+            raise HarnessError(f"{model}: torch.export.load cannot read it ({one_line(exc)[:300]}); "
                                "the torch backend takes a program saved by torch.export.save (.pt2)") from None
         self.module = program.module().to(self.device)
         load_s = time.perf_counter() - started

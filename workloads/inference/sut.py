@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from workloads.common.cli import one_line
 from workloads.common.errors import Failure
 from workloads.inference.backends import Backend
 
@@ -149,7 +150,7 @@ class Server:
             payloads = self.model.respond(outputs, indices)
         except Exception as exc:  # noqa: BLE001 - any backend error: LoadGen still needs its answers
             with self.lock:
-                self.failure = self.failure or f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                self.failure = self.failure or f"{type(exc).__name__}: {one_line(exc)[:300]}"
             self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
             return
         responses = [self.lg.QuerySampleResponse(q.id, p.ctypes.data, p.nbytes) for q, p in zip(queries, payloads,
