@@ -22,6 +22,7 @@ from orchestrator.inference import data, logs
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
 from orchestrator.qualify.config import InferenceSpec
+from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status
 from orchestrator.runners.base import Runner
 
@@ -62,9 +63,8 @@ def inference_check(
                              "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
     if not outcome.ok:
         if outcome.refused:
-            said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
-            return result(Status.INCONCLUSIVE, [f"the inference harness refused the suite's settings (exit 2){said}"],
-                          facts=facts, duration_s=outcome.seconds)
+            return result(Status.INCONCLUSIVE, [refused_the_suite("the inference harness", outcome)], facts=facts,
+                          duration_s=outcome.seconds)
         return result(Status.FAIL, [f"inference {spec.model}: {outcome.why()}"], facts=facts,
                       duration_s=outcome.seconds)
     try:
@@ -87,5 +87,4 @@ def inference_check(
     if measured is None:
         return result(Status.FAIL, [f"inference {spec.model}: LoadGen logged no {perf.metric}"], facts=facts,
                       duration_s=outcome.seconds)
-    measurements = (measured,)
-    return result(Status.PASS, [], measurements=measurements, facts=facts, duration_s=outcome.seconds)
+    return result(Status.PASS, [], measurements=(measured,), facts=facts, duration_s=outcome.seconds)

@@ -18,6 +18,7 @@ from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
 from orchestrator.qualify.config import ThroughputSpec
+from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
@@ -115,6 +116,5 @@ def _failure(outcome: JobOutcome, name: str) -> tuple[Status, str]:
     if outcome.ok:
         return Status.FAIL, f"{name} throughput exited 0 without its final `throughput` MLLOG line"
     if outcome.refused:
-        said = f": {outcome.last_line()[:200]}" if outcome.last_line() else ""
-        return Status.INCONCLUSIVE, f"{name} throughput refused the suite's settings (exit 2){said}"
+        return Status.INCONCLUSIVE, refused_the_suite(f"{name} throughput", outcome)
     return Status.FAIL, f"{name} throughput: {outcome.why()}"
