@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.qualify.wording import quorum_note
 from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
@@ -16,8 +17,8 @@ STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", S
          Status.NOT_APPLICABLE: "dim"}
 
 
-def status_text(status: Status) -> str:
-    return f"[{STYLE[status]}]{status.word}[/]"
+def status_text(status: Status) -> Text:
+    return Text(status.word, style=STYLE[status])
 
 
 def summary_table(record: QualificationRecord) -> Table:
@@ -72,8 +73,10 @@ def fleet_table(fleet: FleetRecord) -> Table:
     table.add_column("worst vs fleet", overflow="fold", max_width=30)
     for row in fleet.rows:
         worst = "-" if row.worst_metric is None else f"{row.worst_metric} {row.worst_vs_fleet_pct:+.1f}%"
-        flag = " [bold red]SLOW[/]" if row.flagged else ""
-        table.add_row(row.node, row.hardware, status_text(row.verdict) + flag, worst)
+        verdict = status_text(row.verdict)
+        if row.flagged:
+            verdict.append(" SLOW", style="bold red")
+        table.add_row(row.node, row.hardware, verdict, worst)
     return table
 
 
@@ -93,7 +96,7 @@ def history_table(records: Sequence[QualificationRecord], metric: str | None = N
     else:
         table.add_column("first reason", overflow="fold", max_width=40)
     for r in records:
-        row = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
+        row: list[str | Text] = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
         if metric:
             m = r.measurements().get(metric)
             ref = m.reference if m else None
