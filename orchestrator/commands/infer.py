@@ -56,6 +56,9 @@ def infer(
     max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
+    trust_model: bool = typer.Option(False, "--trust-model",
+                                     help="--backend torch: load this .pt2, which runs code its author chose as it"
+                                     " loads (only a file you made)."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the harness runs."),
     gpus: str = typer.Option(None, "--gpus", help="GPUs the harness gets (all, N, 0,1 or none)."),
     results: Path = RESULTS_OPTION,
@@ -77,7 +80,7 @@ def infer(
                                device=device.value, accuracy=accuracy, count=count, time_s=time_s,
                                target_qps=target_qps, target_latency_ms=target_latency, model_file=model_file,
                                data=data, trace=trace, search=search, max_batch=max_batch, threads=threads,
-                               label=label)
+                               label=label, trust_model=trust_model)
     plan = plan_inference(options, registry().roots)
     root = results_dir(results)
     chosen = make_runner(RunnerOptions(name=runner.value, gpus=gpus), out.status)

@@ -12,6 +12,8 @@ from orchestrator.inference.declaration import InputFacts
 
 ONNX_SUFFIX = ".onnx"
 TORCH_SUFFIX = ".pt2"
+UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it loads (pickled tensors, shape "
+                     "expressions evaluated by sympy)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,13 +33,18 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_model(path: Path, backend: str, expected: InputFacts) -> CheckedModel:
-    """The file as the backend will take it; UsageError naming the file and what is wrong."""
+def check_model(path: Path, backend: str, expected: InputFacts, *, trusted: bool = False) -> CheckedModel:
+    """The file as the backend will take it; UsageError naming the file and what is wrong. A torch
+    program runs code as it loads (pickle, sympy's eval of its shape expressions: no check of its
+    contents makes it safe), so one the user does not vouch for (``trusted``) is refused unread."""
     if not path.is_file():
         raise UsageError(f"--model {path}: no such file")
     if backend == "torch":
         if path.suffix != TORCH_SUFFIX:
             raise UsageError(f"--model {path}: the torch backend takes a torch.export program (.pt2)")
+        if not trusted:
+            raise UsageError(f"--model {path}: {UNTRUSTED_PROGRAM}; run only a .pt2 you made (--trust-model), "
+                             "else export the model to ONNX for --backend onnxruntime")
         return CheckedModel(path=path, sha256=sha256(path), input_name="", input_shape=(), opset=None)
     return _check_onnx(path, expected)
 

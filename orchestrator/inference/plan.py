@@ -37,6 +37,8 @@ class InferenceOptions:
     max_batch: int | None = None
     threads: int = 0
     label: str | None = None
+    trust_model: bool = False
+    """--trust-model: the user vouches for a model file that runs code as it loads (a .pt2)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +74,8 @@ class InferencePlan:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         if o.trace:
             args.append("--trace")
+        if self.checked is None or o.trust_model:  # the smoke model is made here; else the user vouched for it
+            args.append("--trust-model")
         return [*args, *extra]
 
 
@@ -113,13 +117,13 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
         raise DataError(f"--profile {o.profile} needs the dataset: --data DIR{hint}")
     if not o.data.is_dir():
         raise DataError(f"--data {o.data}: no such folder{hint}")
-    checked = check_model(o.model_file, o.backend, facts.input)
+    checked = check_model(o.model_file, o.backend, facts.input, trusted=o.trust_model)
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 
 
 def check_smoke_model(path: Path, backend: str, shape: tuple[int, int, int]) -> CheckedModel:
-    return check_model(path, backend, InputFacts(shape=shape))
+    return check_model(path, backend, InputFacts(shape=shape), trusted=True)  # made by the harness, here
 
 
 def _positive(text: str) -> bool:

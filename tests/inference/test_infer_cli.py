@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import PROJECT
 from tests.inference import tiny
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
@@ -122,3 +125,24 @@ def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tm
     folder = Path(json.loads(exported.out)["folder"])
     assert folder.parts[-6:] == ("open", "mltrain", "results", folder.parts[-3], "resnet50", "Offline")
     assert (folder / "performance" / "run_1" / "mlperf_log_detail.txt").is_file() and (folder / "user.conf").is_file()
+
+
+def test_a_torch_program_is_refused_unread_unless_its_user_vouches_for_it(cli, assets, tmp_path: Path):
+    """torch.export.load runs code a .pt2 carries (pickles, sympy's eval of its shape expressions):
+    mltrain and the harness refuse the file before anything reads it, unless --trust-model."""
+    ran = tmp_path / "code-ran"
+    evil = tiny.program(tmp_path / "evil.pt2", runs=f"open({str(ran)!r}, 'w').close()")
+    r = cli("infer", "resnet50", "--backend", "torch", "--model", str(evil), "--data", str(assets[1]),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and r.err.count("\n") == 1 and "--trust-model" in r.err, r.err
+    assert not ran.exists() and not (tmp_path / "r").exists()
+    harness = subprocess.run(
+        [sys.executable, "-m", "workloads.inference", "--model-name", "resnet50", "--backend", "torch",
+         "--model", str(evil), "--data", str(assets[1]), "--out", str(tmp_path / "out"), "--count", "4"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert harness.returncode == 2 and "--trust-model" in harness.stderr and not ran.exists(), harness.stderr
+
+    made = tiny.program(tmp_path / "made.pt2")
+    r = infer(cli, (made, assets[1]), tmp_path / "r", "--backend", "torch", "--trust-model", "--time", "0.2")
+    assert r.code in (0, 1), r.err
+    assert json.loads(r.out)["result"]["harness"]["backend"] == "torch"

@@ -60,6 +60,8 @@ class Options:
     label_offset: int | None = None
     profile: str = ""
     """The orchestrator's profile name, recorded only."""
+    trust_model: bool = False
+    """The model file may run code as it loads (a torch.export program): its user vouches for it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -156,7 +158,7 @@ def run(options: Options) -> dict[str, Any]:
     trace_dir = options.out / "trace" if options.trace else None
     threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
-                            trace_dir=trace_dir)
+                            trace_dir=trace_dir, trust_model=options.trust_model)
     samples = Samples(model)
     measured = warm_up(backend, samples, model.count, max_batch)
     values, sources = user_values(options, module, measured)
