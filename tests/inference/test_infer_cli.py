@@ -146,3 +146,23 @@ def test_a_torch_program_is_refused_unread_unless_its_user_vouches_for_it(cli, a
     r = infer(cli, (made, assets[1]), tmp_path / "r", "--backend", "torch", "--trust-model", "--time", "0.2")
     assert r.code in (0, 1), r.err
     assert json.loads(r.out)["result"]["harness"]["backend"] == "torch"
+
+
+@pytest.mark.parametrize("fault", ["missing", "unreadable"])
+def test_a_bad_image_past_the_first_fifty_is_bad_input_never_a_crash(cli, assets, tmp_path: Path, fault: str):
+    """A listed image that is not there is found before anything runs; one that cannot be decoded is
+    found when LoadGen loads it, inside its callback: exit 2 naming the image, no run kept (it was a
+    SIGSEGV: an exception cannot unwind through LoadGen)."""
+    data = tiny.dataset(tmp_path / "data", images=60)
+    bad = data / "img_055.jpg"
+    if fault == "missing":
+        bad.unlink()
+    else:
+        bad.write_bytes(b"not a jpeg")
+    r = cli("infer", "resnet50", "--profile", "qualify", "--model", str(assets[0]), "--data", str(data),
+            "--results", str(tmp_path / "r"), "--count", "60", "--time", "0.2")
+    assert r.code == 2, r.err
+    said = "missing image listed in val_map.txt" if fault == "missing" else "cannot read this image"
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and last.endswith(f"{bad}: {said}"), r.err
+    assert "signal" not in r.err and [p.name for p in (tmp_path / "r").glob("*")] in ([], ["index.db"])

@@ -26,11 +26,11 @@ def export(path: Path, side: int = 224, classes: int = 1001) -> Path:
     return path
 
 
-def dataset(folder: Path) -> Path:
+def dataset(folder: Path, images: int = IMAGES) -> Path:
     rng = np.random.default_rng(0)
     folder.mkdir(parents=True)
     lines = []
-    for k in range(IMAGES):
+    for k in range(images):
         pixels = rng.integers(0, 256, size=(48 + k, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(folder / f"img_{k:03d}.jpg", quality=90)
         lines.append(f"img_{k:03d}.jpg {k % 4}")

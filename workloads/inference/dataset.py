@@ -1,7 +1,7 @@
 """The inference harness's dataset command line (``inference.yaml`` ``data.cli``), run where the
 harness runs:
 
-    python -m workloads.inference.dataset check MODEL DIR   # the model's layout, first images there
+    python -m workloads.inference.dataset check MODEL DIR   # the model's layout, every image there
     python -m workloads.inference.dataset smoke MODEL OUT   # the smoke model and data, made once
 
 Exit codes: 0 ok (the folder on stdout, alone, for smoke), 2 bad input or data (one line on stderr).

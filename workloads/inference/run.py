@@ -26,7 +26,7 @@ from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
 from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
-from workloads.inference.sut import INLINE_SCENARIOS, Samples, Server
+from workloads.inference.sut import INLINE_SCENARIOS, Samples, Server, from_loadgen
 
 MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("performance", "accuracy")}
 PERFORMANCE_DIR = Path("performance") / "run_1"
@@ -172,8 +172,8 @@ def run(options: Options) -> dict[str, Any]:
         overrides["performance_sample_count_override"] = model.count
     server = Server(lg, model, backend, samples, scenario=options.scenario, max_batch=max_batch,
                     workers=options.workers)
-    sut = lg.ConstructSUT(server.issue, server.flush)
-    qsl = lg.ConstructQSL(model.count, sample_count, samples.load, samples.unload)
+    sut = lg.ConstructSUT(from_loadgen(server.issue), from_loadgen(server.flush))
+    qsl = lg.ConstructQSL(model.count, sample_count, from_loadgen(samples.load), from_loadgen(samples.unload))
     tests: dict[str, Any] = {}
     accuracy = None
     try:

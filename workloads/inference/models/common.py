@@ -79,12 +79,9 @@ def read_accuracy_log(path: Path) -> list[tuple[int, bytes]]:
     return sorted(seen.items())
 
 
-def first_files(items: list[Path], limit: int = 50) -> list[Path]:
-    """The files a fast check looks at: the first ``limit``."""
-    return items[:limit]
-
-
 def require_files(paths: list[Path], what: str) -> None:
+    """Every one of ``paths`` is a file (a stat each: 50,000 take well under a second on a local
+    disk), so that a missing one is bad input found before LoadGen starts, never inside it."""
     missing = [p for p in paths if not p.is_file()]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

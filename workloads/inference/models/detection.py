@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from workloads.inference.errors import HarnessError
-from workloads.inference.models.common import Accuracy, first_files, read_image, require_files
+from workloads.inference.models.common import Accuracy, read_image, require_files
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +52,7 @@ def list_images(annotations: dict, folders: list[Path], where: Path) -> list[Ima
                   for i in annotations["images"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise HarnessError(f"{where}: an image entry lacks id, file_name, height or width ({exc})") from None
-    require_files(first_files([i.path for i in images]), f"image (looked in {folder})")
+    require_files([i.path for i in images], f"image (looked in {folder})")
     return images
 
 
