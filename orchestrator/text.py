@@ -54,6 +54,14 @@ def number(value: float | None, suffix: str = "") -> str:
     return f"{value:.4g}{suffix}"
 
 
+def exact(value: float) -> str:
+    """A value as given, not rounded (a bound, an option): a whole number with its thousands
+    separated ('65,536'), any other in the shortest form that reads back the same ('0.001', '1e-300')."""
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16:
+        return f"{int(value):,}"
+    return repr(float(value)) if math.isfinite(value) else str(value)
+
+
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 

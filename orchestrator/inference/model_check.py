@@ -12,6 +12,9 @@ from orchestrator.inference.declaration import InputFacts
 
 ONNX_SUFFIX = ".onnx"
 TORCH_SUFFIX = ".pt2"
+MAX_BATCH = 65_536
+"""The most samples one backend call may take (a fixed batch axis, --max-batch): beyond it a batch of
+the smallest model's inputs no longer fits a GPU, nor LoadGen's queries of a test."""
 UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it loads (pickled tensors, shape "
                      "expressions evaluated by sympy)")
 
@@ -74,6 +77,9 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
     if len(shape) != 4 or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
                          f"{_dims(want)} (N the batch): export it for that input")
+    if isinstance(shape[0], int) and not 1 <= shape[0] <= MAX_BATCH:
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} has a fixed batch of {shape[0]:,} samples; "
+                         f"give a model whose batch axis is free or from 1 to {MAX_BATCH:,}")
     if tensor.elem_type != onnx.TensorProto.FLOAT:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
                          f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")

@@ -4,16 +4,45 @@ Every refusal is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
-from orchestrator.inference.model_check import CheckedModel, check_model
+from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model
+from orchestrator.text import exact
 
 BACKENDS = ("onnxruntime", "torch")
 DEVICES = ("cpu", "cuda", "tensorrt")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of one numeric option: what LoadGen can represent and any machine could use. What
+    the machine the harness runs on can take (its CPUs, its memory for LoadGen's schedule and a
+    batch) the harness checks there, before its test starts."""
+
+    low: float
+    high: float
+    unit: str = ""
+
+    def check(self, option: str, value: float) -> None:
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            unit = f" {self.unit}" if self.unit else ""
+            raise UsageError(f"{option} {exact(value)}: give a number from {exact(self.low)} to "
+                             f"{exact(self.high)}{unit}")
+
+
+BOUNDS = {
+    "--time": Bound(0.001, 86_400, "s"),  # LoadGen counts whole milliseconds; a day is longer than any test
+    "--target-qps": Bound(0.001, 1e7, "queries/s"),  # one query every 1,000 s .. beyond any one node's rate
+    "--target-latency-ms": Bound(0.001, 1e6, "ms"),  # 1 us .. 1,000 s a query
+    "--max-batch": Bound(1, MAX_BATCH, "samples"),
+    "--threads": Bound(0, 4096),  # 0: chosen by the harness; more than the largest nodes have CPUs
+}
+"""Every numeric option of `mltrain infer`, bounded (``--count`` by the model's dataset)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +129,13 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
     if o.search and o.target_qps not in (None, "auto"):
         raise UsageError("--search finds the target QPS itself: drop --target-qps")
     for name, value in (("--target-qps", o.target_qps), ("--target-latency-ms", o.target_latency_ms)):
-        if value is not None and value != "auto" and not _positive(value):
-            raise UsageError(f"{name} {value!r}: give a positive number or auto")
+        if value is not None and value != "auto":
+            BOUNDS[name].check(name, _number(name, value))
+    for name, given in (("--time", o.time_s), ("--max-batch", o.max_batch), ("--threads", o.threads)):
+        if given is not None:
+            BOUNDS[name].check(name, given)
+    if o.count is not None:
+        Bound(1, facts.dataset.samples, f"samples ({facts.dataset.name})").check("--count", o.count)
     if o.profile == "smoke":
         if not facts.smoke:
             raise UsageError(f"{o.model} has no smoke model: give --model and --data with --profile qualify")
@@ -126,8 +160,8 @@ def check_smoke_model(path: Path, backend: str, shape: tuple[int, int, int]) -> 
     return check_model(path, backend, InputFacts(shape=shape), trusted=True)  # made by the harness, here
 
 
-def _positive(text: str) -> bool:
+def _number(option: str, text: str) -> float:
     try:
-        return float(text) > 0
+        return float(text)
     except ValueError:
-        return False
+        raise UsageError(f"{option} {text!r}: give a number or auto") from None

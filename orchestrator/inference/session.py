@@ -72,13 +72,23 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
     )
 
 
+HARNESS_WARNING = "inference: warning: "
+"""How the harness starts a line the user must see (a test that will run long): shown as status."""
+
+
 class Jobs:
     """The harness jobs of one run, each in ``jobs/<name>`` (trials in ``search/trial_<n>``)."""
 
     def __init__(self, plan: InferencePlan, runner: Runner, handle: inference_store.InferenceHandle, inputs: Inputs,
-                 on_line: Callable[[str], None]) -> None:
+                 on_line: Callable[[str], None], status: Callable[[str], None] = lambda _: None) -> None:
         self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
-        self.on_line = on_line
+        self.detail, self.status = on_line, status
+
+    def on_line(self, line: str) -> None:
+        if line.startswith(HARNESS_WARNING):
+            self.status("warning: " + line.removeprefix(HARNESS_WARNING))
+        else:
+            self.detail(line)
 
     def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None) -> Path:
         """Run one job; its results folder. UsageError (exit 2) when the harness refused its input."""
@@ -166,7 +176,7 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
                         provenance=provenance)
     handle = inference_store.create(results_root, record)
     try:
-        jobs = Jobs(plan, runner, handle, inputs, on_line)
+        jobs = Jobs(plan, runner, handle, inputs, on_line, status)
         status(f"{run_id}: {plan.options.model} {plan.options.scenario} on {runner.name}")
         folder, facts_json, found = measure(jobs, plan)
         result = result_of(plan, inputs, handle.paths.root, folder, facts_json, found)

@@ -166,3 +166,31 @@ def test_a_bad_image_past_the_first_fifty_is_bad_input_never_a_crash(cli, assets
     last = r.err.strip().splitlines()[-1]
     assert last.startswith("error: ") and last.endswith(f"{bad}: {said}"), r.err
     assert "signal" not in r.err and [p.name for p in (tmp_path / "r").glob("*")] in ([], ["index.db"])
+
+
+def test_a_target_whose_schedule_exceeds_this_machine_is_refused_before_the_warm_up(cli, assets, tmp_path: Path):
+    """Within the options' bounds, LoadGen would still hold 1e7 x 86,400 x 1.1 samples (about 350 TiB):
+    the harness refuses it with the range that fits here, exit 2, no run kept."""
+    r = infer(cli, assets, tmp_path / "r", "--target-qps", "1e7", "--time", "86400")
+    assert r.code == 2 and r.err.count("\n") >= 1, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert "LoadGen would hold 950,400,000,000 samples" in last and "give --target-qps from 0.001 to" in last
+    assert [p.name for p in (tmp_path / "r").glob("*")] in ([], ["index.db"])
+
+
+def test_the_auto_target_is_the_sustained_rate_and_a_test_that_will_run_long_is_said(cli, assets, tmp_path: Path):
+    """A "60 s" qualify test once ran 662 s: its auto target was twice a rate measured on one small
+    batch. The warm-up now runs the test's own path; the test ends near its duration. A target the
+    machine cannot meet is said before the test starts."""
+    r = infer(cli, assets, tmp_path / "r", "--time", "2", "--target-qps", "auto")
+    assert r.code in (0, 1), r.err
+    harness = json.loads(r.out)["result"]["harness"]
+    assert harness["user_conf_sources"]["target_qps"].startswith("auto: 1 x the warm-up's sustained throughput")
+    run = tmp_path / "r" / json.loads(r.out)["run_id"]
+    test_s = json.loads((run / "jobs" / "main" / "results" / "harness.json").read_text())["tests"]["performance"]
+    assert test_s["test_s"] < 2 * 2, test_s  # 1.1 x 2 s when the warm-up's rate holds
+    assert "will run" not in r.err
+
+    r = infer(cli, assets, tmp_path / "r", "--time", "0.001", "--target-qps", "1e6", "--count", "4")
+    assert r.code in (0, 1), r.err
+    assert "warning: the Offline test will run about" in r.err and "not 0.001 s: LoadGen planned 1,100 samples" in r.err

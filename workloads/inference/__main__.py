@@ -17,13 +17,14 @@ Exit codes: 0 the tests ran (LoadGen's verdict is in its logs), 2 bad input (one
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from workloads.common.cli import Parser, run_main
 from workloads.inference.models import MODULES
 from workloads.inference.run import MODES, Options, run
-from workloads.inference.settings import SCENARIOS
+from workloads.inference.settings import MAX_TEST_S, SCENARIOS
 
 
 def image_size(text: str) -> tuple[int, int]:
@@ -35,11 +36,11 @@ def image_size(text: str) -> tuple[int, int]:
     return parts[0], parts[1]
 
 
-def positive(kind: type) -> object:
+def positive(kind: type, most: float = float("inf")) -> object:
     def parse(text: str) -> object:
         value = kind(text)
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be positive")
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0, at most {most:g}")
         return value
     return parse
 
@@ -56,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
                    help="tensorrt: ONNX Runtime's TensorRT execution provider (CUDA behind it)")
     p.add_argument("--mode", choices=sorted(MODES), default="performance")
     p.add_argument("--count", type=positive(int), help="use the first N samples; N queries per test (beyond the rules)")
-    p.add_argument("--time", type=positive(float), help="test duration in seconds (beyond the rules)")
+    p.add_argument("--time", type=positive(float, MAX_TEST_S), help="test duration in seconds (beyond the rules)")
     p.add_argument("--min-query-count", type=positive(int),
                    help="LoadGen's min_query_count, samples in Offline (beyond the rules)")
     p.add_argument("--target-qps", help="user.conf target_qps (Offline, Server): a number or auto")

@@ -12,15 +12,19 @@ The results folder it fills (``--out``), in the MLPerf Inference results layout:
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
+import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
+from workloads.common.memory import available_bytes
 from workloads.inference import backends, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
@@ -32,6 +36,16 @@ MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("p
 PERFORMANCE_DIR = Path("performance") / "run_1"
 ACCURACY_DIR = Path("accuracy")
 AUTO = "auto"
+WARM_UP_SHARE, WARM_UP_MIN_S, WARM_UP_MAX_S = 0.05, 1.0, 10.0
+"""The warm-up runs the test's own path for 5% of the test's duration, from 1 s to 10 s."""
+AUTO_SHARE = {"Server": 0.5, "Offline": 1.0}
+"""Of the warm-up's sustained throughput, the auto target QPS (Offline's query already holds LoadGen's
+10% slack; Server at half the rate keeps its latencies bounded)."""
+AUTO_LATENCY_SHARE = 0.5
+"""Of the warm-up's latency, the auto target latency: LoadGen plans twice the queries a test needs,
+so that a faster test still reaches its minimum duration."""
+RUNS_LONG = 1.5
+"""A test expected to run this many times its duration, or longer, is said to before it starts."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,31 +84,103 @@ def _number(text: str, what: str) -> float:
         value = float(text)
     except ValueError:
         raise HarnessError(f"{what} {text!r}: give a positive number or auto") from None
-    if not value > 0:
+    if not (math.isfinite(value) and value > 0):
         raise HarnessError(f"{what} {text!r}: give a positive number or auto")
     return value
 
 
-def warm_up(backend: backends.Backend, samples: Samples, count: int, max_batch: int) -> dict[str, float]:
-    """Five single-sample calls and three full batches after the first of each: the latency and
-    throughput 'auto' targets take (LoadGen's query generation needs a rough expectation)."""
-    samples.load(list(range(min(count, max_batch))))
-    rows = list(samples.rows)
-    single, full = samples.batch(rows[:1]), samples.batch(rows)
-    timings: dict[str, list[float]] = {"single": [], "batch": []}
-    for name, batch, repeats in (("single", single, 6), ("batch", full, 4)):
-        for _ in range(repeats):
-            started = time.perf_counter()
-            backend.predict(batch)
-            timings[name].append(time.perf_counter() - started)
-    samples.unload(rows)
-    latency = statistics.median(timings["single"][1:])
-    return {"latency_ms": latency * 1000, "batch_ms": statistics.median(timings["batch"][1:]) * 1000,
-            "throughput_qps": len(rows) / statistics.median(timings["batch"][1:])}
+class Rehearsal:
+    """What `Server` calls of LoadGen, standing in for it in the warm-up: the answers are counted, so
+    that the warm-up times the test's own path (gathering, the workers, the responses)."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self.done = threading.Condition()
+
+    @staticmethod
+    def QuerySampleResponse(query_id: int, data: int, size: int) -> None:  # noqa: N802 - LoadGen's name
+        return None
+
+    def QuerySamplesComplete(self, responses: list[Any]) -> None:  # noqa: N802 - LoadGen's name
+        with self.done:
+            self.answered += len(responses)
+            self.done.notify_all()
+
+    def wait_for(self, answered: int) -> None:
+        with self.done:
+            self.done.wait_for(lambda: self.answered >= answered)
 
 
-def user_values(options: Options, module: Any, measured: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
-    """user.conf values and, per value, where it came from."""
+@dataclass(frozen=True)
+class Query:
+    """A query sample as the SUT reads LoadGen's: its id and its sample's index."""
+
+    id: int
+    index: int
+
+
+def warm_up_seconds(test_s: float) -> float:
+    return min(max(WARM_UP_MIN_S, WARM_UP_SHARE * test_s), WARM_UP_MAX_S)
+
+
+def warm_up(backend: backends.Backend, model: Any, samples: Samples, *, count: int, max_batch: int, workers: int,
+            seconds: float) -> dict[str, float]:
+    """Sustained timings of the test's own path, after a first call of each kind: a single sample
+    and a batch answered in the caller's thread (the latency targets), and batches through the
+    workers for ``seconds`` (the throughput target). Each is what LoadGen's schedule is planned from:
+    a rate measured on one small batch once planned a "60 s" Offline test that ran 662 s."""
+    rows = list(range(min(count, 2 * max_batch)))
+    samples.load(rows)
+    stand_in = Rehearsal()
+    inline = Server(stand_in, model, backend, samples, scenario="SingleStream", max_batch=max_batch, workers=1)
+    batched = Server(stand_in, model, backend, samples, scenario="Offline", max_batch=max_batch, workers=workers)
+    ids = iter(range(1 << 62))
+
+    def queries(n: int) -> list[Query]:
+        return [Query(next(ids), rows[k % len(rows)]) for k in range(n)]
+
+    def timed(n: int, least_s: float, least_calls: int) -> float:
+        inline.issue(queries(n))  # the first call of a shape is slower: not timed
+        times: list[float] = []
+        started = time.perf_counter()
+        while len(times) < least_calls or time.perf_counter() - started < least_s:
+            call = time.perf_counter()
+            inline.issue(queries(n))
+            times.append(time.perf_counter() - call)
+        return statistics.median(times)
+
+    try:
+        single = timed(1, seconds / 4, 5)
+        full = timed(len(rows[:max_batch]), seconds / 4, 3)
+        round_size = 2 * workers * max_batch
+        first = stand_in.answered + workers * max_batch  # the workers' first calls: not timed
+        batched.issue(queries(workers * max_batch))
+        stand_in.wait_for(first)
+        start_count, issued, rounds = stand_in.answered, 0, 0
+        started = time.perf_counter()
+        while rounds < 3 or time.perf_counter() - started < seconds / 2:
+            batched.issue(queries(round_size))
+            issued, rounds = issued + round_size, rounds + 1
+        stand_in.wait_for(start_count + issued)
+        elapsed = time.perf_counter() - started
+    finally:
+        batched.close()
+        samples.unload(rows)
+    inline.raise_failure("warm-up")
+    batched.raise_failure("warm-up")
+    return {"latency_ms": single * 1000, "batch_ms": full * 1000, "throughput_qps": issued / elapsed,
+            "seconds": round(elapsed, 3), "samples": issued}
+
+
+def auto_targets(options: Options) -> list[str]:
+    """The user.conf targets of this scenario that the warm-up measures."""
+    given = {"target_qps": options.target_qps, "target_latency": options.target_latency_ms}
+    return [key for key, text in given.items() if text == AUTO and options.scenario in lg_settings.USER_KEYS[key]]
+
+
+def user_values(options: Options, module: Any,
+                measured: dict[str, float] | None) -> tuple[dict[str, float], dict[str, str]]:
+    """user.conf values and, per value, where it came from (``measured``: the warm-up, for auto)."""
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
     for scope in ("*", options.scenario):
@@ -105,19 +191,77 @@ def user_values(options: Options, module: Any, measured: dict[str, float]) -> tu
         if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
             continue
         if text == AUTO:
+            if measured is None:
+                raise HarnessError(f"{key} auto needs the warm-up's timings")
             # LoadGen generates the queries of a test from these: too high a QPS (Offline) or too low a
             # latency only makes the test run past its duration; the other way round it ends too soon.
-            share = {"Server": 0.5, "Offline": 2.0}.get(options.scenario, 0.5)
             if key == "target_qps":
+                share = AUTO_SHARE.get(options.scenario, 1.0)
                 values[key] = round(measured["throughput_qps"] * share, 3)
-                sources[key] = f"auto: {share:g} x the warm-up throughput"
+                sources[key] = f"auto: {share:g} x the warm-up's sustained throughput"
             else:
                 batch = "batch_ms" if options.scenario == "MultiStream" else "latency_ms"
-                values[key] = round(measured[batch] * share, 3)
-                sources[key] = f"auto: {share:g} x the warm-up latency"
+                values[key] = round(measured[batch] * AUTO_LATENCY_SHARE, 3)
+                sources[key] = f"auto: {AUTO_LATENCY_SHARE:g} x the warm-up latency"
         else:
             values[key], sources[key] = _number(text, f"--{key.replace('_', '-')}"), "given"
     return values, sources
+
+
+def fitted(lg: Any, requested: lg_settings.Requested, sources: dict[str, str], user_conf: Path,
+           ) -> tuple[Any, dict[str, Any], lg_settings.Schedule, dict[str, float]]:
+    """LoadGen's settings, their overrides and schedule, the schedule within what this machine can
+    hold (`settings.fits`): an auto target lowered to fit, and said so; a given one refused (exit 2)."""
+    built, overrides = lg_settings.build(lg, requested, user_conf)
+    plan = lg_settings.schedule(built, requested.scenario)
+    available = available_bytes()
+    if lg_settings.fits(plan, available):
+        return built, overrides, plan, requested.user_conf
+    key = "target_qps" if requested.scenario in lg_settings.USER_KEYS["target_qps"] else "target_latency"
+    high, low = lg_settings.highest_qps(plan, available), lg_settings.lowest_qps(plan)
+    if sources.get(key, "").startswith(AUTO) and plan.qps > high:
+        value = high if key == "target_qps" else 1000 / high
+        sources[key] += f", lowered to what LoadGen's schedule may take of this machine's memory ({value:.4g})"
+        requested = replace(requested, user_conf={**requested.user_conf, key: round(value, 3)})
+        built, overrides = lg_settings.build(lg, requested, user_conf)
+        return built, overrides, lg_settings.schedule(built, requested.scenario), requested.user_conf
+    if plan.planned_s > lg_settings.MAX_TEST_S:
+        what = f"plan a test of {plan.planned_s:.3g} s, longer than {lg_settings.MAX_TEST_S // 86_400} days"
+    else:
+        what = (f"hold {plan.samples:,} samples, {plan.memory_bytes / 2**30:,.4g} GiB, where "
+                f"{(available or 0) / 2**30:,.4g} GiB are available")
+    if key == "target_qps":
+        range_ = f"give --target-qps from {low:.4g} to {high:.4g}"
+    else:
+        range_ = f"give --target-latency-ms from {1000 / high:.4g} to {1000 / max(low, 1e-12):.4g}"
+    raise HarnessError(f"{requested.scenario} at {plan.qps:.4g} queries/s over {plan.min_s:g} s: LoadGen would "
+                       f"{what}; {range_}")
+
+
+def expected_seconds(plan: lg_settings.Schedule, measured: dict[str, float], scenario: str) -> float:
+    """How long the performance test should run at the warm-up's pace."""
+    rate = measured["throughput_qps"]
+    if scenario == "Offline":
+        return plan.samples / rate
+    if scenario == "Server":  # the queries it issues must be answered too
+        return max(plan.planned_s, min(plan.samples, plan.qps * plan.planned_s) / rate)
+    latency_s = measured["batch_ms" if scenario == "MultiStream" else "latency_ms"] / 1000
+    return max(plan.min_s, plan.queries * latency_s)
+
+
+def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
+    """The batches in flight (each worker's, and Offline's gathered ahead: 3 per worker) fit this
+    machine's memory, one sample measured: a model with a fixed batch of 2^40 passed every other check."""
+    samples.load([0])
+    sample = samples.array[0].nbytes
+    samples.unload([0])
+    available = available_bytes()
+    in_flight = 3 * max(1, workers) * max_batch * sample
+    if available is not None and in_flight > lg_settings.MEMORY_SHARE * available:
+        most = max(1, int(lg_settings.MEMORY_SHARE * available / (3 * max(1, workers) * sample)))
+        raise HarnessError(f"a batch of {max_batch:,} samples ({sample / 2**20:.3g} MiB each, {3 * workers} batches "
+                           f"in flight) needs {in_flight / 2**30:.3g} GiB; {available / 2**30:.3g} GiB are available "
+                           f"here: give --max-batch from 1 to {most:,}")
 
 
 def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, str]:
@@ -126,8 +270,9 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     ONNX Runtime thread pools of the default size, spinning on the same 2 CPUs, ran Offline 20%
     slower than one thread each); or, one call at a time, the backend's own default unless the
     process may use fewer CPUs than the host has (a container's quota, a binding), then those."""
-    if options.threads < 0:
-        raise HarnessError(f"--threads {options.threads}: give 0 (chosen for you) or a positive count")
+    if not 0 <= options.threads <= host_cpus:  # each thread has its stack: 100,000 of them took 6 GB
+        raise HarnessError(f"--threads {options.threads}: give 0 (chosen for you) to {host_cpus}, the CPUs of "
+                           "this machine")
     if options.threads:
         return options.threads, "given"
     if options.device != "cpu":
@@ -160,12 +305,30 @@ def run(options: Options) -> dict[str, Any]:
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir, trust_model=options.trust_model)
     samples = Samples(model)
-    measured = warm_up(backend, samples, model.count, max_batch)
-    values, sources = user_values(options, module, measured)
-    requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
-                                      time_s=options.time_s, count=options.count,
-                                      min_query_count=options.min_query_count)
-    settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
+    check_batch(samples, max_batch, options.workers)
+    official = lg_settings.official(lg, module.CONF_MODEL, options.scenario)
+    test_s = options.time_s if options.time_s is not None else official["min_duration_ms"] / 1000
+
+    def settled(measured: dict[str, float] | None) -> tuple[Any, dict[str, Any], lg_settings.Schedule,
+                                                            dict[str, float], dict[str, str]]:
+        values, sources = user_values(options, module, measured)
+        requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
+                                          time_s=options.time_s, count=options.count,
+                                          min_query_count=options.min_query_count)
+        return (*fitted(lg, requested, sources, options.out / "user.conf"), sources)
+
+    given = None if auto_targets(options) else settled(None)  # a target given is refused before the warm-up
+    measured = warm_up(backend, model, samples, count=model.count, max_batch=max_batch, workers=options.workers,
+                       seconds=warm_up_seconds(test_s))
+    settings, overrides, plan, values, sources = given or settled(measured)
+    if "performance" in MODES[options.mode]:
+        expected = expected_seconds(plan, measured, options.scenario)
+        if expected > RUNS_LONG * plan.min_s:
+            sys.stderr.write(f"inference: warning: the {options.scenario} test will run about {expected:.0f} s, "
+                             f"not {plan.min_s:g} s: LoadGen planned {plan.samples:,} samples at "
+                             f"{plan.qps:.4g} queries/s; this machine answered {measured['throughput_qps']:.4g} "
+                             "samples/s in the warm-up\n")
+            sys.stderr.flush()
     sample_count = settings.performance_sample_count_override or model.count
     if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
         settings.performance_sample_count_override = sample_count = model.count
@@ -198,7 +361,7 @@ def run(options: Options) -> dict[str, Any]:
         lg.DestroySUT(sut)
     trace_file, operators = backend.stop_trace()
     record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
-                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario),
+                           official=official,
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
                            threads=threads, threads_source=threads_source,
