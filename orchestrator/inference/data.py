@@ -4,12 +4,12 @@ before anything is written."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config.locations import data_cache_dir
+from orchestrator.config.reading import read_json
 from orchestrator.errors import DataError
 from orchestrator.inference.declaration import Harness
 from orchestrator.runners.base import HostPath, Runner
@@ -54,7 +54,7 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
             raise DataError(f"making the smoke {model} model failed {result.where}: {result.last_line()}")
     marker = folder / SMOKE_MARKER
     try:
-        facts = json.loads(marker.read_text())
+        facts = read_json(marker)
         return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
                            data=folder / "data", reference_percent=100.0 * float(facts["reference_top1"]),
                            input_shape=tuple(int(d) for d in facts["input_shape"]),  # type: ignore[arg-type]

@@ -11,12 +11,12 @@ scaling factor and the system description; a problem is one line naming the file
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.config.reading import read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
 
@@ -122,7 +122,7 @@ def read_folder(folder: Path, benchmark: str) -> ResultFolder:
 
 def read_system_description(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        data = read_json(path)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a JSON system description ({checkers.one_line(str(exc), 80)});"
                          " fix or remove it") from None

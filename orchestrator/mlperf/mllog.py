@@ -29,6 +29,7 @@ from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_d
 from mlperf_logging.mllog import constants as C
 
 from orchestrator import text
+from orchestrator.config.reading import parse_json
 from orchestrator.errors import LogError
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
@@ -113,7 +114,7 @@ def parse_line(line: str, number: int = 0) -> Event:
     at = line.find(MLLOG_PREFIX)
     if at < 0:
         raise ValueError("not an MLLOG line")
-    raw = json.loads(line[at + len(MLLOG_PREFIX):])
+    raw = parse_json(line[at + len(MLLOG_PREFIX):])
     key = str(raw["key"])
     time_ms = raw["time_ms"]
     if not is_number(time_ms) or abs(time_ms) > MAX_TIME_MS:

@@ -11,7 +11,6 @@ leading out of its folder is refused. A run is written only under its lock (`orc
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
+from orchestrator.config.reading import read_json
 from orchestrator.errors import RecordError, StoreError, UsageError
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.decisions import DecisionLog
@@ -77,7 +77,7 @@ def check_results_dir(results_dir: Path, *, write: bool = True) -> None:
 def read_record(path: Path, model: type[R]) -> R | None:
     """A stored JSON file as its typed record; None when it does not exist."""
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
