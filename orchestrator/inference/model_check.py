@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.config.reading import check_regular, open_regular
 from orchestrator.errors import UsageError
 from orchestrator.inference.declaration import InputFacts
 
@@ -30,7 +31,7 @@ class CheckedModel:
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -40,8 +41,12 @@ def check_model(path: Path, backend: str, expected: InputFacts, *, trusted: bool
     """The file as the backend will take it; UsageError naming the file and what is wrong. A torch
     program runs code as it loads (pickle, sympy's eval of its shape expressions: no check of its
     contents makes it safe), so one the user does not vouch for (``trusted``) is refused unread."""
-    if not path.is_file():
-        raise UsageError(f"--model {path}: no such file")
+    try:
+        check_regular(path)
+    except FileNotFoundError:
+        raise UsageError(f"--model {path}: no such file") from None
+    except OSError as exc:  # a folder, a device, a FIFO: said as what it is
+        raise UsageError(f"--model {path}: {exc.strerror or exc}") from None
     if backend == "torch":
         if path.suffix != TORCH_SUFFIX:
             raise UsageError(f"--model {path}: the torch backend takes a torch.export program (.pt2)")

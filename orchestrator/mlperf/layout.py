@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.config.reading import read_json
+from orchestrator.config.reading import check_regular, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
 
@@ -67,7 +67,17 @@ def locate(folder: Path, benchmark: str) -> Path:
 
 
 def _logs(folder: Path) -> list[Path]:
-    return [p for p in folder.iterdir() if (RESULT_FILE.match(p.name) or NVIDIA_LOG.match(p.name)) and p.is_file()]
+    """The folder's logs, each a regular file: MLCommons' tools read every ``result_*.txt`` and the
+    ``scaling.json`` of the folder, so one that is not (a FIFO blocked the import for good, deaf to
+    Ctrl-C) is refused, never passed over."""
+    logs = [p for p in folder.iterdir() if RESULT_FILE.match(p.name) or NVIDIA_LOG.match(p.name)]
+    scaling = folder / "scaling.json"
+    for path in [*logs, *([scaling] if scaling.exists() or scaling.is_symlink() else [])]:
+        try:
+            check_regular(path)
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror or exc}: an import reads only regular files") from None
+    return logs
 
 
 def result_files(folder: Path) -> tuple[dict[int, Path], Naming]:

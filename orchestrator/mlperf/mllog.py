@@ -18,6 +18,7 @@ the v4.0 unet3d RCPs do): both become epochs here (`epochs_counted_in_samples`),
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -29,7 +30,7 @@ from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_d
 from mlperf_logging.mllog import constants as C
 
 from orchestrator import text
-from orchestrator.config.reading import parse_json
+from orchestrator.config.reading import open_regular, parse_json
 from orchestrator.errors import LogError
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
@@ -177,9 +178,10 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
 
 
 def parse_file(path: Path) -> ParsedLog:
+    """A log file's events: a regular file only (a FIFO among the logs of an import hung it for good)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            return parse_lines(handle)
+        with open_regular(path) as handle:
+            return parse_lines(io.TextIOWrapper(handle, encoding="utf-8", errors="replace"))
     except OSError as exc:
         raise LogError(f"{path}: cannot read log: {exc.strerror}") from None
 
