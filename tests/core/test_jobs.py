@@ -173,3 +173,27 @@ def test_what_is_forked_while_a_run_is_killed_is_killed_too(tmp_path: Path, monk
     assert sorted(killed) == sorted([first.pid, *late])
     assert proc.find_marked(run_id) == []
 
+
+
+def test_lines_are_cut_as_they_arrive_whatever_the_chunks():
+    text = b"first\n\nsecond line\nthird" + b"x" * 300 + b"\nlast without newline"
+    for size in (1, 3, 64, len(text)):
+        seen: list[str] = []
+        lines = jobs_module.LineSplitter(seen.append, max_bytes=100)
+        for start in range(0, len(text), size):
+            lines.feed(text[start:start + size])
+        lines.close()
+        assert seen == ["first", "", "second line", ("third" + "x" * 300)[:100], "last without newline"], size
+
+
+def test_one_long_line_is_followed_in_linear_time(fakebench: Workload, tmp_path: Path):
+    """A 100 MiB line took 187 s to follow (20 MiB: 8 s): the pending bytes were joined and split
+    again with every 64 KiB chunk. The log keeps the line whole; on_line gets its first MiB."""
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", "import sys; sys.stdout.write('x' * (40 << 20) + "
+                                                              "'\\nend\\n')"), run_id=run_id_for(tmp_path))
+    seen: list[int] = []
+    started = time.monotonic()
+    outcome = run_job(LocalRunner(PROJECT), job, timeout_s=120, on_line=lambda line: seen.append(len(line)))
+    took = time.monotonic() - started
+    assert outcome.ok and took < 10, f"{took:.1f} s"
+    assert seen == [jobs_module.MAX_LINE_BYTES, 3] and outcome.log.stat().st_size == (40 << 20) + 5
