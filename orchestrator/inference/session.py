@@ -97,6 +97,8 @@ class Jobs:
                               model=self.inputs.model_file, data_dir=self.inputs.data, folder=folder,
                               env={"MLTRAIN_PROFILE": self.plan.options.profile},
                               timeout_s=self.plan.rules.timeout_minutes * 60, on_line=self.on_line)
+        if outcome.leftovers:
+            self.status(f"warning: {outcome.leftover_note()}")
         _raise_for(outcome, name)
         return folder / "results"
 

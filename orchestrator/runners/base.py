@@ -200,6 +200,8 @@ class Job(ABC):
     """A submitted run. `stream` and `wait` are called from one thread, `cancel` from any."""
 
     job_id: str
+    leftovers: Sequence[str] = ()
+    """What the job left running after it ended, which the runner stopped ('pid 42 (sleep)')."""
 
     @abstractmethod
     def stream(self) -> Iterator[bytes]:

@@ -159,8 +159,13 @@ class StartedJob:
         if follower.exit is None:  # the job's end was not seen: make sure it has ended
             self.handle.cancel()
             lost = lost or "mltrain did not see the job end"
-        return JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost), timed_out=timed_out,
-                          lost=lost, seconds=time.monotonic() - self.started, log=self.spec.paths.output)
+        outcome = JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost),
+                             timed_out=timed_out, lost=lost, seconds=time.monotonic() - self.started,
+                             log=self.spec.paths.output, leftovers=tuple(self.handle.leftovers))
+        if outcome.leftovers:  # said in the log too, after all it printed
+            with contextlib.suppress(OSError), self.spec.paths.output.open("a") as log:
+                log.write(f"mltrain: {outcome.leftover_note()}\n")
+        return outcome
 
     def stop(self) -> None:
         """Cancel the job and wait (a while) for its output to end: how a stop signal ends it."""

@@ -196,6 +196,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
         record = run_seed(
             runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
+            warning=watch.warning,
         )
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
                                    reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
