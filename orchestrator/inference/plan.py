@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from orchestrator.config.labels import check_label
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
 from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model
@@ -109,6 +110,7 @@ class InferencePlan:
 
 
 def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> InferencePlan:
+    check_label(options.label)
     harness = find_model(roots, options.model)
     facts = harness.model(options.model)
     rules = harness.profiles[options.profile]  # type: ignore[index]

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from orchestrator.config.labels import check_label, label_from
 from orchestrator.config.profiles import MLPERF
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import StoreError
@@ -59,6 +60,7 @@ def import_folder(
 ) -> tuple[StoredRun, Score]:
     """Read and score every log, then store them as one run (profile mlperf, the benchmark's own
     olympic rule), checked under ``ruleset`` (default: the workload's)."""
+    check_label(label)
     ruleset = benchmarks.check_ruleset(ruleset, benchmark) if ruleset else benchmarks.ruleset_of(workload)
     found = layout.read_folder(folder, benchmark)
     records = read_records(found, workload, ruleset=ruleset, epoch_unit=epoch_unit)
@@ -68,7 +70,7 @@ def import_folder(
         benchmark=benchmark,
         profile=MLPERF,
         mlperf_result=True,
-        label=label or found.system or found.folder.name,
+        label=label or label_from(found.system or found.folder.name),
         seeds=tuple(found.files),
         runner="imported",
         imported_from=str(found.folder.resolve()),

@@ -510,6 +510,9 @@ CASES: dict[str, Bad] = {
     "infer model with a fixed batch of 2^40": Bad(
         ("infer", "resnet50", "--model", "{T}/big.onnx", "--data", "{T}"), "a fixed batch of 1,099,511,627,776",
         prepare=_onnx_with_batch("big.onnx", 2**40)),
+    "infer label with a newline": Bad(("infer", "resnet50", "--label", "a\nb"), "--label 'a\\nb': give a name"),
+    "import label with a newline": Bad(("import", "{T}/logs", "--benchmark", "unet3d", "--label", "a\nb"),
+                                       "--label 'a\\nb': give a name", prepare=_logs(lambda n, log: log)),
     "infer model file missing": Bad(("infer", "resnet50", "--model", "{T}/none.onnx", "--data", "{T}"), "none.onnx"),
     "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"), "m.onnx",
                                 prepare=_a_file("m.onnx")),
