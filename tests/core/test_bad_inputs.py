@@ -262,6 +262,15 @@ CASES: dict[str, Bad] = {
     "run unknown profile": Bad(("run", "fakebench", "--profile", "fast"), "'fast' is not one of"),
     "run unknown runner": Bad(("run", "fakebench", "--runner", "cloud"), "'cloud' is not one of"),
     "run unknown ipc": Bad(("run", "fakebench", "--ipc", "shared"), "'shared' is not one of"),
+    "run options of other runners": Bad(
+        ("run", "fakebench", "--runner", "local", "--partition", "gpu", "--shm-size", "2g", "--ipc", "private",
+         "--base-image", "foo:1", "--drop-caches"),
+        "--shm-size, --ipc, --base-image, --drop-caches are for the docker runner; --partition is for the slurm "
+        "runner: this command runs on the local runner; drop them, or pick the runner with --runner"),
+    "run a docker option locally": Bad(("run", "fakebench", "--runner", "local", "--rebuild"),
+                                        "--rebuild is for the docker runner: this command runs on the local runner"),
+    "qualify a docker option locally": Bad(("qualify", "--base-image", "foo:1"),
+                                           "--base-image is for the docker runner: this command runs on the local"),
     "run label with a newline": Bad(("run", "fakebench", "--label", "a\nb"), "--label"),
     "run empty label": Bad(("run", "fakebench", "--label", ""), "--label"),
     "run retry-failed without resume": Bad(("run", "fakebench", "--retry-failed"), "--retry-failed"),
