@@ -59,6 +59,16 @@ class ModelFacts(_Frozen):
     smoke: bool = False
     """The harness can make a smoke model and data for it (`data.cli smoke MODEL OUT`)."""
     how_to_get: str = ""
+    """Where the model file and the data come from: its sentence on the data starts "The data"."""
+
+    def how_to_get_the(self, part: Literal["model", "data"]) -> str:
+        """The part of `how_to_get` about the model file, or about the data (all of it where it does
+        not say them apart): a missing --data is told where the data comes from, not the model."""
+        text = " ".join(self.how_to_get.split())
+        at = text.find("The data")
+        if at < 0:
+            return text
+        return text[at:] if part == "data" else (text[:at].strip() or text)
 
 
 class ProfileRules(_Frozen):

@@ -145,15 +145,16 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
             raise UsageError("--profile smoke runs the smoke model on its own data: drop --model and --data "
                              "(or use --profile qualify)")
         return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None)
-    how = facts.how_to_get.strip().splitlines()
-    hint = f" ({how[0].strip()})" if how else ""
+    model_hint, data_hint = (f" ({text})" if (text := facts.how_to_get_the(part)) else ""
+                             for part in ("model", "data"))
     if o.model_file is None:
-        raise UsageError(f"--profile {o.profile} needs the model file: --model FILE{hint}")
+        raise UsageError(f"--profile {o.profile} needs the model file: --model FILE{model_hint}")
     if o.data is None:
-        raise DataError(f"--profile {o.profile} needs the dataset: --data DIR{hint}")
-    if not o.data.is_dir():
-        raise DataError(f"--data {o.data}: no such folder{hint}")
+        raise DataError(f"--profile {o.profile} needs the dataset: --data DIR{data_hint}")
     checked = check_model(o.model_file, o.backend, facts.input, trusted=o.trust_model)
+    if not o.data.is_dir():
+        what = "no such folder" if not o.data.exists() else "not a folder"
+        raise DataError(f"--data {o.data}: {what}{data_hint}")
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import data, logs, search
-from orchestrator.inference.job import run_harness
+from orchestrator.inference.job import as_given, run_harness
 from orchestrator.inference.plan import InferencePlan, check_smoke_model
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
@@ -99,7 +99,7 @@ class Jobs:
                               timeout_s=self.plan.rules.timeout_minutes * 60, on_line=self.on_line)
         if outcome.leftovers:
             self.status(f"warning: {outcome.leftover_note()}")
-        _raise_for(outcome, name)
+        _raise_for(outcome, name, self.inputs.model_file)
         return folder / "results"
 
     def trial(self, number: int, target_qps: float | None) -> SearchTrial:
@@ -115,13 +115,13 @@ class Jobs:
                            folder=str(folder.relative_to(self.handle.paths.root)))
 
 
-def _raise_for(outcome: JobOutcome, name: str) -> None:
+def _raise_for(outcome: JobOutcome, name: str, model: Path) -> None:
     if outcome.ok:
         return
     if outcome.refused:
-        said = outcome.last_line()
+        said = as_given(outcome.last_line(), model)
         raise UsageError(said.removeprefix("inference: ") or f"the harness refused job {name} (exit 2)")
-    raise JobFailed(f"harness job {name}: {outcome.why()} (all of it: {outcome.log})")
+    raise JobFailed(f"harness job {name}: {as_given(outcome.why(), model)} (all of it: {outcome.log})")
 
 
 def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]:

@@ -194,3 +194,49 @@ def test_the_auto_target_is_the_sustained_rate_and_a_test_that_will_run_long_is_
     r = infer(cli, assets, tmp_path / "r", "--time", "0.001", "--target-qps", "1e6", "--count", "4")
     assert r.code in (0, 1), r.err
     assert "warning: the Offline test will run about" in r.err and "not 0.001 s: LoadGen planned 1,100 samples" in r.err
+
+
+def test_each_missing_input_names_itself_with_its_own_hint(cli, assets, tmp_path: Path):
+    r = cli("infer", "resnet50", "--model", str(assets[0]), "--data", str(tmp_path / "none"),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and f"--data {tmp_path / 'none'}: no such folder (The data: the 50,000 ImageNet" in r.err
+    assert "ONNX model" not in r.err
+    r = cli("infer", "resnet50", "--data", str(assets[1]), "--results", str(tmp_path / "r"))
+    assert r.code == 2 and "--model FILE (The reference ONNX model: resnet50_v1.onnx" in r.err
+    assert "The data" not in r.err
+    r = cli("infer", "resnet50", "--model", str(tmp_path / "none.onnx"), "--data", str(tmp_path / "none"),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and f"--model {tmp_path / 'none.onnx'}: no such file" in r.err
+
+
+def test_a_model_the_harness_refuses_is_named_as_given_not_as_its_staged_copy(cli, assets, tmp_path: Path):
+    """A file that passes the ONNX checks but ONNX Runtime cannot load (an operator it does not know)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("NoSuchOperator", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 224, 224])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1001])])
+    model = tmp_path / "odd.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    r = infer(cli, (model, assets[1]), tmp_path / "r")
+    assert r.code == 2, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith(f"error: --model {model}: ONNX Runtime cannot load it") and "/model/odd.onnx" not in last
+
+
+@pytest.mark.parametrize(("written", "said"), [
+    ("\ufeff", None),  # an editor's UTF-8 with BOM: read as UTF-8
+    ("\xff", "val_map.txt: the val_map.txt is not UTF-8 text (byte 0xff on line 1)"),
+])
+def test_a_val_map_with_a_bom_reads_and_one_not_utf8_is_named(cli, assets, tmp_path: Path, written: str,
+                                                               said: str | None):
+    data = tiny.dataset(tmp_path / "data")
+    listing = data / "val_map.txt"
+    raw = listing.read_bytes()
+    listing.write_bytes((b"\xef\xbb\xbf" if written == "\ufeff" else b"\xff") + raw)
+    r = infer(cli, (assets[0], data), tmp_path / "r", "--time", "0.2")
+    if said is None:
+        assert r.code in (0, 1), r.err
+    else:
+        assert r.code == 2 and said in r.err and "Traceback" not in r.err, r.err

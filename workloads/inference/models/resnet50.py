@@ -21,6 +21,7 @@ from workloads.inference.models.common import (
     Accuracy,
     center_crop,
     read_image,
+    read_text_file,
     require_files,
     resize_with_aspect_ratio,
 )
@@ -39,7 +40,7 @@ def read_val_map(data: Path) -> list[tuple[str, int]]:
     if not path.is_file():
         raise HarnessError(f"{path}: missing (resnet50 data is DIR/val_map.txt listing '<image> <label>' per line)")
     items = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text_file(path, VAL_MAP).splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
