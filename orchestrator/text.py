@@ -25,10 +25,12 @@ def seconds(ms: float | None) -> str:
 
 
 def duration(ms: float | None) -> str:
-    """'12.3 s' below two minutes, '4.56 min' above, '-' when there is none."""
+    """'12.3 s' below two minutes, '4.56 min' up to two days, '3.5 days' above, '-' when there is none."""
     if ms is None:
         return "-"
     value = ms / 1000
+    if value >= 2 * 86_400:
+        return f"{number(value / 86_400)} days"
     return f"{value:.3g} s" if value < 120 else f"{value / 60:.4g} min"
 
 

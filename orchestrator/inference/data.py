@@ -8,6 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from orchestrator.config.files import first_problem
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.reading import read_json
 from orchestrator.errors import DataError
@@ -36,6 +39,20 @@ class SmokeAssets:
     seconds: float | None
 
 
+class SmokeFacts(BaseModel):
+    """``smoke.json``, as the harness wrote it beside the smoke model: validated on read (a damaged
+    cache with a negative reference top-1 made the accuracy target negative)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str
+    reference_top1: float = Field(gt=0, le=1, allow_inf_nan=False)
+    """The trained smoke model's own top-1, a fraction: what the accuracy target is 99% of."""
+    input_shape: tuple[PositiveInt, PositiveInt, PositiveInt]
+    harness_args: tuple[str, ...]
+    seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 def smoke_dir(harness: str, model: str) -> Path:
     return data_cache_dir() / harness / f"{model}-smoke"
 
@@ -53,15 +70,18 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
         if result.returncode != 0:
             raise DataError(f"making the smoke {model} model failed {result.where}: {result.last_line()}")
     marker = folder / SMOKE_MARKER
+    redo = f"remove {folder} and it is made again"
     try:
-        facts = read_json(marker)
-        return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
-                           data=folder / "data", reference_percent=100.0 * float(facts["reference_top1"]),
-                           input_shape=tuple(int(d) for d in facts["input_shape"]),  # type: ignore[arg-type]
-                           harness_args=tuple(str(a) for a in facts["harness_args"]), made_now=made,
-                           seconds=facts.get("seconds"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"{marker}: unreadable smoke facts ({exc}); remove {folder} and it is made again") from None
+        facts = SmokeFacts.model_validate(read_json(marker))
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        problem = first_problem(exc) if isinstance(exc, ValidationError) else " ".join(str(exc).split())
+        raise DataError(f"{marker}: damaged smoke facts ({problem}); {redo}") from None
+    if facts.model != model:
+        raise DataError(f"{marker}: the smoke facts of {facts.model!r}, in the folder of {model!r}; {redo}")
+    return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
+                       data=folder / "data", reference_percent=100.0 * facts.reference_top1,
+                       input_shape=facts.input_shape, harness_args=facts.harness_args, made_now=made,
+                       seconds=facts.seconds)
 
 
 def check_dataset(runner: Runner, harness: Harness, model: str, data: Path) -> str:

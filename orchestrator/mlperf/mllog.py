@@ -33,7 +33,7 @@ from orchestrator import text
 from orchestrator.config.reading import open_regular, parse_json
 from orchestrator.errors import LogError
 from orchestrator.mlperf.quality import Goal
-from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
+from orchestrator.results.records import MAX_RUN_MS, EvalPoint, Exit, RunRecord, RunStatus
 
 MLLOG_PREFIX = ":::MLLOG"
 SAMPLES_PER_EPOCH = "samples_per_epoch"
@@ -376,3 +376,6 @@ def require_scorable(log: ParsedLog, source: str) -> None:
         raise LogError(f"{source}: run_stop not recorded")
     if stop.time_ms < start.time_ms:
         raise LogError(f"{source}: run_stop ({stop.time_ms:.0f}) is before run_start ({start.time_ms:.0f})")
+    if stop.time_ms - start.time_ms > MAX_RUN_MS:
+        raise LogError(f"{source}: run_stop is {text.duration(stop.time_ms - start.time_ms)} after run_start (at most "
+                       f"{text.duration(MAX_RUN_MS)}): not a time a run took; fix or remove the file")
