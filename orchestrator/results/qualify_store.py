@@ -124,7 +124,11 @@ class QualificationStore:
                 except RecordError as exc:
                     broken.append(str(exc))
                     continue
-                if record is not None:
+                if record is not None and record.node != name:
+                    # consistent with where it lives: else it is shown under a node it does not belong to
+                    broken.append(f"{path}: the record of node {record.node!r}, under nodes/{name}/: repair or "
+                                  "remove it")
+                elif record is not None:
                     records.append(record)
         records.sort(key=lambda r: (r.started_at, r.qualification_id))
         return History(records, broken)

@@ -167,3 +167,16 @@ def test_the_real_quick_suite_on_this_cpu_finishes_in_3_minutes(tmp_path: Path):
     bf16 = "gemm_bf16_3072x128x1024"  # measured on a CPU with native bf16, said not applicable elsewhere
     assert bf16 in gemm["skipped"] or bf16 in {m["metric"] for m in gemm["measurements"]}
     assert families["mltrain_qualify_duration_seconds"][0].value < 180
+
+
+def test_a_record_under_another_node_s_folder_is_named_not_shown_there(cli, tmp_path: Path):
+    """Stored records are consistent with where they live: one moved into nodes/b/ was shown as b's."""
+    results = tmp_path / "r"
+    assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a").code == 0
+    record = next((results / "qualify" / "nodes" / "a").glob("*.json"))
+    moved = results / "qualify" / "nodes" / "b" / record.name
+    moved.parent.mkdir()
+    record.rename(moved)
+    r = cli("qualify", "history", "--results", str(results), "--json")
+    assert r.code == 2 and json.loads(r.out) == []
+    assert f"{moved}: the record of node 'a'" in r.err and "under nodes/b/" in r.err, r.err
