@@ -58,6 +58,15 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def share(fraction: float | None) -> str:
+    """A share as a whole percent ('78%'), '<1%' for a small non-zero one, '-' when there is none."""
+    if fraction is None:
+        return "-"
+    if 0 < fraction < 0.005:
+        return "<1%"
+    return f"{fraction:.0%}"
+
+
 def energy(joules: float | None) -> str:
     if joules is None:
         return "-"
