@@ -110,10 +110,12 @@ def seeds_needed(test: Test | None) -> str:
     return f"{test.seeds_needed:,}"
 
 
-def test_sentence(test: Test) -> str:
-    """What a Welch test says, in words."""
+def test_sentence(test: Test, *, attributable: bool = True) -> str:
+    """What a Welch test says, in words (of a difference that cannot be the setups', only the numbers)."""
     if test.p_value is None:
         return "not testable"
+    if not attributable:
+        return f"p={test.p_value:.2g}"
     if test.significant:
         return f"p={test.p_value:.2g}, a real difference"
     if test.seeds_needed is None:
