@@ -125,7 +125,8 @@ def run(
     else:
         watch.update = lambda: _announce_finished(out, watch)
         stored, score = run_benchmark(plan, backend, store, watch)
-    show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions)
+    show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions,
+               records=stored.finished_records())
     if retry_hint(stored):
         out.warning(retry_hint(stored))
     if stored.index_note:
