@@ -59,8 +59,8 @@ BOOTSTRAP_SEED = 20240607
 
 
 HostVerdict = Literal["quiet", "disturbed", "unknown"]
-CAUSES_NAMED = 3
-"""Disturbed seeds named per setup in a sentence (the rest are counted)."""
+CAUSES_NAMED = 2
+"""Causes named per setup in a sentence (seeds disturbed alike are named together; the rest are counted)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,9 +210,14 @@ def host_evidence(setup: Setup) -> HostEvidence:
     """What the seeds of a setup say about their host."""
     disturbed = [s for s in setup.seeds if s.host == "disturbed"]
     unknown = [s for s in setup.seeds if s.host == "unknown"]
-    causes = [f"seed {s.seed}: {s.host_reason.removeprefix('disturbed: ')}" for s in disturbed[:CAUSES_NAMED]]
-    if len(disturbed) > CAUSES_NAMED:
-        causes.append(f"and {len(disturbed) - CAUSES_NAMED} more seed(s)")
+    by_reason: dict[str, list[int]] = {}
+    for seed in disturbed:
+        by_reason.setdefault(seed.host_reason.removeprefix("disturbed: "), []).append(seed.seed)
+    causes = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
+              for reason, seeds in list(by_reason.items())[:CAUSES_NAMED]]
+    if len(by_reason) > CAUSES_NAMED:
+        rest = sum(len(seeds) for seeds in list(by_reason.values())[CAUSES_NAMED:])
+        causes.append(f"and {rest} more seed(s), each its own way")
     why = "published by MLCommons: not run here" if setup.published else (
         unknown[0].host_reason.removeprefix("not judged: ") if unknown else "")
     return HostEvidence(quiet=len(setup.seeds) - len(disturbed) - len(unknown), disturbed=len(disturbed),

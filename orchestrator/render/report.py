@@ -51,8 +51,8 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .badge { display: inline-block; color: #fff; font-weight: 600; padding: 0.1em 0.5em; border-radius: 0.3em; }
 .verdict { display: grid; grid-template-columns: repeat(auto-fit, minmax(18em, 1fr)); gap: 0.8em; }
 .setup { border: 1px solid #ccc; border-radius: 0.4em; padding: 0.4em 0.9em 0.6em; }
-.setup dl { display: grid; grid-template-columns: max-content 1fr; gap: 0.2em 0.8em; margin: 0.3em 0; }
-.setup dt { color: #555; } .setup dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
+.setup dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.2em 0.8em; margin: 0.3em 0; }
+.setup dt { color: #555; } .setup dd { margin: 0; min-width: 0; overflow-x: auto; }
 .lines li { margin: 0.3em 0; }
 .caveat { border-left: 0.3em solid #8250df; padding-left: 0.6em; }
 """
@@ -179,7 +179,8 @@ def _when(views: Sequence[RunView]) -> str:
     spent = [(_instant(v.manifest.ended_at), start) for v, start in zip(views, starts, strict=True)]
     ms = sum((end - start).total_seconds() * 1000 for end, start in spent if end is not None and start is not None)
     first = min(known).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{first}, {text.duration(ms) if ms else 'still running'}" + (
+    ended = all(end is not None for end, _ in spent)
+    return f"{first}, {text.duration(ms) if ended else 'not ended'}" + (
         f" over {len(views)} runs" if len(views) > 1 else "")
 
 
@@ -205,8 +206,8 @@ def facts_html(setups: Sequence[comparing.Setup]) -> str:
     rows = [[f"<strong>{esc(name)}</strong>" if name in differing else esc(name),
              *(esc(s.facts.get(name, UNKNOWN)) for s in setups)]
             for name in [*differing, *(n for n in names if n not in differing)]]
-    said = (f"they differ in {', '.join(differing)}" if differing else "nothing recorded differs") + (
-        "; the rest is the same" if len(differing) < len(names) else "")
+    said = (f"they differ in {', '.join(differing)}" + ("; the rest is the same" if len(differing) < len(names)
+                                                          else "")) if differing else "nothing recorded differs"
     return f'<p>{esc(said)}</p><div class="scroll">{_table(head, rows)}</div>'
 
 
@@ -276,7 +277,9 @@ def systems_table(runs: Sequence[RunView]) -> str:
         facts.update({f"runner.{key}": value for key, value in sysinfo.flat_facts(manifest.runner_provenance)
                       if key != "runner"})
         columns.append(facts)
-    keys = list(dict.fromkeys(key for facts in columns for key in facts))
+    sections = ("host", "gpus", "storage", "container_engine", "software", "runner")
+    keys = sorted(dict.fromkeys(key for facts in columns for key in facts),
+                  key=lambda key: sections.index(key.split(".")[0]) if key.split(".")[0] in sections else len(sections))
     head = ("", *(f"{view.setup_name} ({view.run_id})" for view in runs))
     rows = [[f'<span class="id">{esc(key)}</span>', *(esc(facts.get(key, "-")) for facts in columns)] for key in keys]
     missing = [view.run_id for view, facts in zip(runs, columns, strict=True) if len(facts) <= 1]
@@ -491,6 +494,7 @@ def page_head(title: str, note: str) -> list[str]:
     return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         f'<p class="note">generated {esc(generated)}; {esc(note)}</p>',
