@@ -21,10 +21,14 @@ def data(
     workload: str = typer.Argument(..., help="Workload name."),
 ) -> None:
     """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check.
-    Everything after WORKLOAD goes to the workload's dataset command line as it is."""
+    Everything after WORKLOAD goes to the workload's dataset command line as it is (`mltrain data WORKLOAD
+    --help`: its own help)."""
     from orchestrator.config.locations import python_root
     from orchestrator.runners import proc
 
+    if workload in ("-h", "--help"):  # the options after WORKLOAD are the workload's; before it, this help
+        output(ctx).data(ctx.get_help())
+        return
     spec = registry().get(workload)
     proc.check_program(spec.data.cli, f"{spec.folder / 'workload.yaml'} field data.cli")
     args = list(ctx.args)

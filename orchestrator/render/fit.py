@@ -53,11 +53,15 @@ class Fitted:
         return f"not shown at this width: {', '.join(self.left_out)} (--wide shows every column)"
 
 
-def fit(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int | None, *, title: str = "",
+Cell = str | Text
+"""A cell: plain text (never read as markup), or styled `Text`."""
+
+
+def fit(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int | None, *, title: str = "",
         table_box: box.Box | None = box.SIMPLE_HEAD) -> Fitted:
-    """The table of ``rows`` (one string per column) in at most ``width`` characters (None: every
+    """The table of ``rows`` (one cell per column) in at most ``width`` characters (None: every
     column at its natural width, as --wide asks)."""
-    natural = [max([len(c.header), *(len(row[i]) for row in rows)]) for i, c in enumerate(columns)]
+    natural = [max([len(c.header), *(_width(row[i]) for row in rows)]) for i, c in enumerate(columns)]
     floor = [min(n, max(len(c.header), MIN_CUT)) if c.cut else n for c, n in zip(columns, natural, strict=True)]
     order = sorted(range(len(columns)), key=lambda i: (columns[i].priority, i))
     if width is None:
@@ -82,10 +86,22 @@ def fit(columns: Sequence[Col], rows: Sequence[Sequence[str]], width: int | None
         table.add_column(column.header, justify=column.justify, no_wrap=True, min_width=widths[index],
                          max_width=widths[index], overflow="ellipsis")
     for row in rows:  # as Text: a cell is never read as markup ('[smoke: ...]')
-        table.add_row(*(Text(shorten(row[i], widths[i])) for i in chosen))
+        table.add_row(*(_cell(row[i], widths[i]) for i in chosen))
     shown = sum(widths[i] for i in chosen) + PER_COLUMN * len(chosen) + EDGE
     shortened = tuple(columns[i].header for i in chosen if widths[i] < natural[i])
     return Fitted(table, tuple(columns[i].header for i in range(len(columns)) if i not in chosen), shortened, shown)
+
+
+def _width(cell: Cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else len(" ".join(cell.split()))
+
+
+def _cell(cell: Cell, width: int) -> Text:
+    if isinstance(cell, Text):
+        shown = cell.copy()
+        shown.truncate(width, overflow="ellipsis")
+        return shown
+    return Text(shorten(cell, width))
 
 
 def shorten(value: str, width: int) -> str:

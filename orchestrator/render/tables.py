@@ -149,7 +149,7 @@ def seeds_table(score: Score, *, hosts: dict[int, QuietHost] | None = None, widt
     columns = [Col("seed", justify="right"), Col("status", 1), Col("time-to-train s", 2, justify="right"),
                Col("epochs", 4, justify="right"), Col("counted", 3), *((Col("host", 5),) if hosts else ()),
                Col("why not", 6, cut=True)]
-    cells, reasons, disturbed = [], [], []
+    cells, reasons, disturbed = [], [], {}
     for seed, row in score.per_seed.items():
         converged = row.status is RunStatus.CONVERGED
         counted = "yes" if row.counted else ("dropped" if converged else "no")
@@ -162,10 +162,12 @@ def seeds_table(score: Score, *, hosts: dict[int, QuietHost] | None = None, widt
         if not converged:
             reasons.append(f"seed {seed}: {row.status.value}: {row.reason}")
         if host is not None and host.verdict == "disturbed":
-            disturbed.append(f"seed {seed}: host {host.reason}")
+            disturbed.setdefault(host.reason, []).append(seed)
     fitted = fit(columns, cells, width, title=caveat("Runs", profile == SMOKE), table_box=box.HEAVY_HEAD)
     cut = "why not" in fitted.left_out + fitted.shortened
-    return fitted, (reasons if cut else []) + disturbed
+    hosts_said = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: host {reason}"
+                  for reason, seeds in disturbed.items()]
+    return fitted, (reasons if cut else []) + hosts_said
 
 
 def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool,

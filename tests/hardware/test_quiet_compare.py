@@ -72,7 +72,7 @@ def test_a_run_beside_a_cpu_hog_is_not_attributable_and_names_the_hogs_share(cli
     assert proc.returncode == 0, err
     line = next(line for line in out.splitlines() if line.startswith("hog vs alone:"))
     assert "not attributable to the setups" in line and "a real difference" not in line
-    assert "hog: seed 4: the host ran other work in " in line
+    assert "hog: seed" in line and "the host ran other work in " in line
     share = verdicts[0].causes[0].share
     assert f"the host ran other work in {share:.0%} of the seed's time" in line
     assert "host of hog: disturbed (3 of 3 seeds)" in out
@@ -101,7 +101,7 @@ def test_a_disturbed_stored_run_is_not_attributable_in_compare_report_and_show(h
     assert made.code == 0 and "not attributable to the setups" in out.read_text()
     shown = _said(hw_cli("show", busy, "--results", str(results)).out)
     assert "quiet host: 5 disturbed of 5 seeds" in shown
-    assert "seed 1: host disturbed: the host ran other work in 100% of the seed's time" in shown
+    assert "seeds 1, 2, 3, 4, 5: host disturbed: the host ran other work in 100% of the seed's time" in shown
 
 
 def test_across_profiles_compare_and_report_exit_2_unless_forced(hw_cli, tmp_path: Path) -> None:
