@@ -29,7 +29,7 @@ from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
 from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, verdict
-from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT
+from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -165,9 +165,7 @@ def _rule(views: Sequence[RunView]) -> str:
     rules = {(v.manifest.rule.drop_per_end, v.manifest.rule.max_non_converged) for v in views}
     if len(rules) != 1:
         return "mixed rules"
-    drop, failures = rules.pop()
-    return (f"olympic: the {drop} fastest and {drop} slowest dropped, the mean of the rest;"
-            f" at most {failures} not converged")
+    return "olympic: " + rule_text(views[0].manifest.rule)
 
 
 def _when(views: Sequence[RunView]) -> str:

@@ -13,9 +13,17 @@ from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
 from orchestrator.render.fit import Col, Fitted, fit
 from orchestrator.results.decisions import DecisionLog
-from orchestrator.results.records import MlcommonsCheck, QuietHost, RunRecord, RunStatus, Score, Summary
+from orchestrator.results.records import (
+    MlcommonsCheck,
+    QuietHost,
+    RunRecord,
+    RunStatus,
+    Score,
+    ScoringRule,
+    Summary,
+)
 from orchestrator.results.store import StoredRun
-from orchestrator.text import minutes, number, seconds
+from orchestrator.text import minutes, number, seconds, summarizer_minutes
 
 if TYPE_CHECKING:
     from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
@@ -252,18 +260,33 @@ def _number_lines(summary: Summary | None, score: Score) -> list[str]:
             f" min {seconds(ttt.minimum)} s, max {seconds(ttt.maximum)} s"
         )
     if mlcommons is not None:
-        lines += mlcommons_lines(mlcommons)
+        lines += mlcommons_lines(mlcommons, score.rule)
     lines.append("result: VALID" if score.valid else f"result: INVALID: {score.reason}")
     return lines
 
 
-def mlcommons_lines(check: MlcommonsCheck) -> list[str]:
-    """What MLCommons' own tools said: the summarizer on the run's source, the RCP and package checkers."""
-    theirs = check.summarizer_score_min
-    verdict = "agrees" if check.agrees else "DISAGREES"
-    shown = "no score" if theirs is None else f"{theirs:.4f} min"
-    lines = [f"mlperf_logging result_summarizer ({check.ruleset}) on {check.source or check.folder}: {shown}"
-             f" ({verdict} with mltrain's MLPerf score)"]
+def rule_text(rule: ScoringRule) -> str:
+    """'the 1 fastest and 1 slowest dropped, the mean of the rest; at most 1 not converged'."""
+    return (f"the {rule.drop_per_end} fastest and {rule.drop_per_end} slowest dropped, the mean of the rest;"
+            f" at most {rule.max_non_converged} not converged")
+
+
+def mlcommons_lines(check: MlcommonsCheck, own_rule: ScoringRule | None = None) -> list[str]:
+    """What MLCommons' own tools said: the summarizer on the run's source beside mltrain's score of the
+    same logs by the same rule (both numbers, and the run's own rule where it scores otherwise), the
+    RCP and package checkers."""
+    theirs = summarizer_minutes(check.summarizer_score_min)
+    lines = [f"mlperf_logging result_summarizer ({check.ruleset}) on {check.source or check.folder}: {theirs}"]
+    if check.rule is not None:
+        ours = summarizer_minutes(check.mltrain_score_min)
+        lines.append(f"mltrain on the same logs by the summarizer's rule ({rule_text(check.rule)}): {ours}"
+                     f" -> {'agrees' if check.agrees else 'DISAGREES'}")
+        if own_rule is not None and (own_rule.drop_per_end, own_rule.max_non_converged) != (
+                check.rule.drop_per_end, check.rule.max_non_converged):
+            lines.append(f"this run's own score above is by its profile's rule ({rule_text(own_rule)}), not the"
+                         " summarizer's: the two differ by the rule, as they should")
+    else:  # a check recorded by an older mltrain: it compared the run's own score
+        lines.append(f"mltrain's MLPerf score {'agrees' if check.agrees else 'DISAGREES'} with it")
     if check.rcp is not None:
         lines.append(f"RCP check: {check.rcp.detail}")
     if check.package is not None:

@@ -285,6 +285,27 @@ class ImportedFolder(Record):
     """The compliance ruleset the logs were checked and scored with."""
     files: dict[int, str] = Field(default_factory=dict)
     """Run number -> the file's name in the folder."""
+    digest: str | None = None
+    """sha256 of the result files (names and bytes) and scaling.json: the same logs, wherever they lie,
+    are imported once. None in imports of an older mltrain."""
+    exported_run: str | None = None
+    """The run these logs were exported from, when they are an mltrain export (its ``mltrain.json``)."""
+
+
+class ExportedRun(Record):
+    """``mltrain.json`` beside an export's result files: the run they came from and how it is scored,
+    so that importing the export tells the run's own story (its profile, target and rule)."""
+
+    run_id: str = Field(min_length=1)
+    workload: str = Field(min_length=1)
+    profile: ProfileName
+    metric: str
+    target: Finite
+    rule: ScoringRule
+    seeds: dict[int, int] = Field(default_factory=dict)
+    """result_<n>.txt -> the seed it holds."""
+    mltrain: str = ""
+    """The mltrain version that exported it."""
 
 
 class Manifest(Record):
@@ -387,6 +408,11 @@ class MlcommonsCheck(Record):
     """The division the logs state (the export's system description says the same)."""
     rcp: RcpCheck | None = None
     package: PackageCheck | None = None
+    rule: ScoringRule | None = None
+    """The rule the summarizer scores by (MLPerf's for the benchmark), which ``mltrain_score_min`` uses too;
+    None in checks of an older mltrain (which compared the run's own score)."""
+    mltrain_score_min: NonNegative | None = None
+    """mltrain's score of the same logs by the summarizer's rule, scaling factor applied: what ``agrees`` compares."""
 
 
 class Summary(Score):

@@ -262,11 +262,12 @@ def close_after_error(run: StoredRun, status: Callable[[str], None]) -> None:
 
 
 def finish(run: StoredRun) -> tuple[StoredRun, Score]:
-    """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import,
-    MLCommons' own tools are run on its source (`orchestrator.mlperf.parity`); their verdict and
-    the RCP scaling factor are kept beside our score."""
+    """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import
+    (whatever its profile: an mltrain export keeps its run's), MLCommons' own tools are run on its
+    source (`orchestrator.mlperf.parity`); their verdict and the RCP scaling factor are kept beside
+    our score."""
     mlcommons = None
-    if run.manifest.profile == MLPERF and not run.unfinished_seeds():
+    if (run.manifest.profile == MLPERF or run.manifest.imported is not None) and not run.unfinished_seeds():
         mlcommons = parity.check(run)
     score = score_run(run, mlcommons)
     run.save_summary(summary_of(run, score, mlcommons))
