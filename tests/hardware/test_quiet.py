@@ -49,32 +49,42 @@ def test_own_processes_are_the_tree_and_the_marked_not_the_neighbours() -> None:
     assert first is None  # no interval yet
     assert seed.pid in pids and marked.pid in pids and neighbour.pid not in pids
     assert used is not None and 0.05 < used < 2 * 0.6 + 0.2  # two busy processes, at most two cores' worth
+    assert OwnProcesses(root=seed.pid).describe() == f"mltrain (pid {seed.pid}) and the processes below it"
 
 
-class Tree:
-    """psutil's process API over a table the test changes: pid -> (ppid, cpu seconds, reaped children's)."""
+def _fake_proc(root: Path, table: dict[int, tuple[int, float, float]]) -> None:
+    """A /proc of ``table``: pid -> (parent, its own CPU seconds, its reaped children's)."""
+    import shutil
 
-    def __init__(self, table: dict[int, tuple[int, float, float]]) -> None:
-        self.table = table
+    from orchestrator.insight.own_processes import TICKS_PER_S
 
-    def process_iter(self, attrs: list[str]) -> list[SimpleNamespace]:
-        return [SimpleNamespace(pid=pid, info={"ppid": ppid, "create_time": 1.0})
-                for pid, (ppid, _, _) in self.table.items()]
-
-    def Process(self, pid: int) -> SimpleNamespace:  # noqa: N802 - psutil's name
-        _, cpu, children = self.table[pid]
-        return SimpleNamespace(cpu_times=lambda: SimpleNamespace(user=cpu, system=0.0, children_user=children,
-                                                                 children_system=0.0))
+    shutil.rmtree(root, ignore_errors=True)
+    for pid, (parent, cpu, children) in table.items():
+        (root / str(pid)).mkdir(parents=True)
+        rest = [0] * 30
+        rest[1], rest[11], rest[13], rest[19] = parent, round(cpu * TICKS_PER_S), round(children * TICKS_PER_S), pid
+        (root / str(pid) / "stat").write_text(f"{pid} (python3 (a b)) S " + " ".join(map(str, rest[1:])))
 
 
-def test_a_reaped_child_is_not_counted_twice_nor_a_new_one_lost() -> None:
-    tree = Tree({100: (1, 5.0, 0.0), 101: (100, 2.0, 0.0)})
-    own = OwnProcesses(root=100, counters=tree)
-    own.step()
-    tree.table = {100: (1, 5.5, 3.0), 102: (100, 0.4, 0.0)}  # 101 ran 1 s more, ended, was reaped; 102 started
-    used, pids = own.step()
+def test_a_reaped_child_is_not_counted_twice_nor_a_new_one_lost(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    _fake_proc(proc, {100: (1, 5.0, 0.0), 101: (100, 2.0, 0.0), 200: (1, 50.0, 0.0)})
+    own = OwnProcesses(root=100, proc=proc)
+    assert own.step() == (None, {100, 101})
+    _fake_proc(proc, {100: (1, 5.5, 3.0), 102: (100, 0.4, 0.0), 200: (1, 80.0, 0.0)})  # 101 ran 1 s more, ended
+    used, pids = own.step()  # and was reaped; 102 started; 200 is someone else's
     assert pids == {100, 102}
     assert used == pytest.approx(0.5 + (3.0 - 2.0) + 0.4)
+
+
+def test_proc_stat_is_read_whatever_the_command_name_holds() -> None:
+    from orchestrator.insight.own_processes import TICKS_PER_S, read_stat
+
+    ticks = TICKS_PER_S
+    text = f"42 (a) b (c)) R 7 42 42 0 -1 4194560 0 0 0 0 {3 * ticks} {ticks} {2 * ticks} 0 20 0 1 0 9999 0 0"
+    stat = read_stat(text)
+    assert stat is not None and stat.parent == 7 and stat.cpu_s == 6.0 and stat.started == 9999
+    assert read_stat("42 (a) R 7") is None
 
 
 # ---------------------------------------------------------------- what the sampler records
