@@ -24,6 +24,7 @@ CSV_COLUMNS = (
     "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
     "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train", "scaling_factor", "mlperf_score_ms",
     "published", "accelerators", "accelerator_minutes", "samples_per_second_per_accelerator",
+    "profile", "host", "seeds_disturbed", "attributable", "differs",
 )
 
 
@@ -59,6 +60,9 @@ def flat_row(row: SetupRow) -> dict[str, Any]:
         "accelerators": row.per_accelerator.accelerators if row.per_accelerator else None,
         "accelerator_minutes": row.per_accelerator.accelerator_minutes if row.per_accelerator else None,
         "samples_per_second_per_accelerator": row.per_accelerator.samples_per_second if row.per_accelerator else None,
+        "profile": row.profile, "host": row.host.verdict if row.host is not None else None,
+        "seeds_disturbed": row.host.disturbed if row.host is not None else None,
+        "attributable": row.attributable, "differs": "; ".join(row.differs),
     }
 
 
