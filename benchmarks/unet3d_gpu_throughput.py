@@ -75,12 +75,13 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import statistics
 import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -593,6 +594,29 @@ def measure_variant(variant: Variant, ref: Reference, args: argparse.Namespace, 
     return Result(variant.name, rate, inputs.windows / statistics.median(eval_seconds), warm, details)
 
 
+class DeadlineReached(Exception):
+    """``--deadline-s`` passed while a variant was being measured."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise DeadlineReached in the main thread once ``seconds`` have passed (None: never)."""
+    if seconds is None:
+        yield
+        return
+
+    def reached(signum: int, frame: object) -> None:
+        raise DeadlineReached
+
+    previous = signal.signal(signal.SIGALRM, reached)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def baseline_rates(path: Path | None) -> dict[str, Result]:
     """The reference's (and reference-amp's) results from an earlier --json of this script."""
     if path is None:
@@ -622,15 +646,26 @@ def run_variants(ref: Reference, args: argparse.Namespace, device: torch.device,
     results: list[Result] = []
     skipped: list[dict[str, object]] = []
     header["skipped"] = skipped
+    slower = 1.0  # how much longer than their estimates the variants so far took (this device, this load)
     for variant in args.variants:
         left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - started)
+        cost = variant.cost_s * slower
         if variant.cuda_only and not cuda:
             skipped.append({"name": variant.name, "why": "needs CUDA (a dry run on the CPU)"})
-        elif left is not None and (variant.cost_s if cuda else 5.0) > left:
-            why = f"its ~{variant.cost_s:.0f} s did not fit the {left:.0f} s left"
+        elif left is not None and cost > left:
+            why = f"its ~{cost:.0f} s did not fit the {left:.0f} s left"
             skipped.append({"name": variant.name, "why": why})
         else:
-            result = measure_variant(variant, ref, args, device, inputs_for)
+            begun = time.monotonic()
+            try:
+                with deadline(left):
+                    result = measure_variant(variant, ref, args, device, inputs_for)
+            except DeadlineReached:
+                skipped.append({"name": variant.name,
+                                "why": f"stopped at the deadline after {time.monotonic() - begun:.0f} s"})
+                write_json(args.json, header, results, None)
+                break
+            slower = max(slower, (time.monotonic() - begun) / variant.cost_s)
             results.append(result)
             gc.collect()
             if cuda:

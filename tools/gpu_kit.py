@@ -15,7 +15,7 @@ holds only what the target lacks:
   interpreter (``--python-version``, CPython, manylinux x86_64), resolved here one level of
   ``Requires-Dist`` at a time (markers evaluated for the target), less every package the target
   already holds (``--have``: a ``pip list`` of it; by default ``tools/gpu_image.txt``, the lent
-  machines' image) and less ``--skip``. torch, numpy, triton and CUDA's own packages are never
+  machines' image) and less ``--skip``. torch, numpy, triton and CUDA's own libraries are never
   carried: the GPU machine's CUDA stack is what is measured. setuptools and wheel always are: pip's
   isolated build of the project finds its build backend only in the kit when there is no index.
   A package the list names with a version that does not satisfy a requirement is carried.
@@ -60,8 +60,9 @@ IMAGE_PACKAGES = PROJECT / "tools" / "gpu_image.txt"
 REFERENCE_PATH = "retired_benchmarks/unet3d/pytorch"
 REFERENCE_URL = "https://github.com/mlcommons/training"
 LIMIT_MIB = 60.0
-# Never carried: the GPU machine's own CUDA stack is what is measured.
-NEVER_CARRIED = ("torch", "numpy", "triton", "nvidia-*", "cuda-*")
+# Never carried: the GPU machine's own CUDA stack is what is measured (CUDA's libraries are nvidia-cu*, e.g.
+# nvidia-cublas, and nvidia-n*, e.g. nvidia-nccl; nvidia-ml-py, NVML's bindings, may travel).
+NEVER_CARRIED = ("torch", "numpy", "triton", "nvidia-cu*", "nvidia-n*", "cuda-*")
 # What gpu_session.sh installs beside the project: the test runner and its plug-ins.
 TEST_REQUIREMENTS = ("pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6")
 # Always carried: pip's isolated build of the project finds its backend only in the kit.
@@ -233,6 +234,8 @@ def resolve(roots: list[Requirement], target: Target, skip: set[str], pip: Pip, 
                 pending.append(name)
         if pending:
             before = set(dest.glob("*.whl"))
+            sys.stderr.write(f"gpu_kit: downloading {len(pending)} for CPython {target.python}: {', '.join(pending)}\n")
+            sys.stderr.flush()  # a line per round, also without a terminal
             pip.download([f"{n}{res.specs[n]}" for n in pending], dest)
             for wheel in set(dest.glob("*.whl")) - before:
                 res.chosen[canonicalize_name(parse_wheel_filename(wheel.name)[0])] = wheel

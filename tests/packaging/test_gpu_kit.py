@@ -72,7 +72,11 @@ def fake_project(tmp_path: Path, monkeypatch) -> tuple[Path, object]:
     wheels = tmp_path / "wheelhouse"
     wheels.mkdir()
     fake_wheel(wheels, "app-core", "1.0", ["leaf>=2", "held-lib>=1", "extra-lib; extra == 'fast'",
-                                           "py311-only; python_version < '3.12'"])
+                                           "py311-only; python_version < '3.12'", "nvidia-ml-py",
+                                           "nvidia-cublas-cu12", "nvidia-nccl-cu12"])
+    fake_wheel(wheels, "nvidia-ml-py", "13.0")  # NVML's bindings travel; CUDA's libraries never do
+    fake_wheel(wheels, "nvidia-cublas-cu12", "12.0")
+    fake_wheel(wheels, "nvidia-nccl-cu12", "2.0")
     fake_wheel(wheels, "leaf", "2.0")
     fake_wheel(wheels, "leaf", "3.0")
     fake_wheel(wheels, "extra-lib", "1.0", ["pinner"])
@@ -99,7 +103,7 @@ def test_the_kit_carries_what_the_target_lacks_with_markers_extras_and_late_pins
     assert gpu_kit.main(["--out", str(tmp_path / "kit"), "--have", str(have), "--wheels", str(wheels)]) == 0
     carried = names(tmp_path / "kit")
     # held-lib is on the target; py311-only's marker is false for 3.12; setuptools and wheel always travel
-    assert carried == {"app_core", "leaf", "extra_lib", "pinner", "setuptools", "wheel"}
+    assert carried == {"app_core", "leaf", "extra_lib", "pinner", "setuptools", "wheel", "nvidia_ml_py"}
     assert [p.name for p in (tmp_path / "kit" / "wheels").glob("leaf-*")] == ["leaf-2.0-py3-none-any.whl"]
     manifest = (tmp_path / "kit" / "MANIFEST.txt").read_text()
     assert "python: 3.12\n" in manifest and "held there, not carried: held-lib" in manifest
