@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from orchestrator.errors import DataError
+from orchestrator.results import atomic
 from orchestrator.results.records import Exit
 from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
 from orchestrator.runners.outcome import JobOutcome
@@ -71,7 +72,7 @@ class _Follower(threading.Thread):
 
     def _pump(self) -> None:
         pending = b""
-        with self.log.open("ab") as log:
+        with atomic.open_append(self.log) as log:  # never through a link left in the job's folder
             for chunk in self.handle.stream():
                 log.write(chunk)
                 log.flush()
@@ -135,7 +136,7 @@ def start_job(runner: Runner, spec: JobSpec, *, timeout_s: float | None,
     The runner's error (UsageError, ConfigError, RunnerError) when it refuses or cannot start it;
     ``timeout_s`` None: no limit of mltrain's (Slurm's own time limit holds the job)."""
     runner.check_job(spec)
-    spec.results_dir.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(spec.results_dir)
     return StartedJob(runner, spec, runner.submit(spec), on_line, timeout_s)
 
 
