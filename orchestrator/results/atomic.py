@@ -35,7 +35,8 @@ NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """How mltrain opens a file in place: never through a link, never blocked by a FIFO."""
 _LAYOUT = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP, errno.ENAMETOOLONG}
 """A write refused by what stands in the folder, not by the medium: bad input (exit 2)."""
-_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_MEDIUM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+"""A write the medium refused (full, over quota, too big, read-only, failing)."""
 
 
 class NotAFile(StoreError):
@@ -44,15 +45,16 @@ class NotAFile(StoreError):
 
 def what_is(mode: int) -> str:
     """What a file of ``mode`` (``st_mode``) is, in words."""
-    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((word for test, word in kinds if test(mode)), "not a regular file")
+    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((word for test, word in kinds if test(mode)), "an unknown kind of file")
 
 
 def not_a_file(path: Path | str, mode: int) -> NotAFile:
     """The one refusal of a non-regular file where mltrain writes one."""
-    return NotAFile(f"{path} is {what_is(mode)}, not a file: mltrain writes no file through it;"
-                    " remove it (or move it away) and try again")
+    return NotAFile(f"{path} is {what_is(mode)}, not a file mltrain wrote: remove it (or move it away) and try"
+                    " again")
 
 
 def check_regular(path: Path) -> None:
@@ -67,6 +69,15 @@ def check_regular(path: Path) -> None:
         raise not_a_file(path, mode)
 
 
+def is_empty_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file holding nothing (its last component not followed)."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == 0
+
+
 def write_error(exc: OSError, path: Path | str) -> MltrainError:
     """The one rule for a failed write: exit 3 naming the file, or exit 2 where the layout is at fault."""
     named = Path(path)
@@ -74,8 +85,7 @@ def write_error(exc: OSError, path: Path | str) -> MltrainError:
         named = Path(exc.filename)  # a file the write went through (not its staged copy)
     why = exc.strerror or str(exc)
     if exc.errno == errno.ELOOP:
-        return NotAFile(f"{named} is a symbolic link, not a file: mltrain writes no file through a link;"
-                        " remove it and try again")
+        return not_a_file(named, stat.S_IFLNK)
     if exc.errno == errno.ENAMETOOLONG:
         return StoreError(f"cannot write {named}: its name is too long for the file system ({why})")
     if exc.errno in _LAYOUT:
@@ -132,16 +142,15 @@ def staged(path: Path) -> Iterator[BinaryIO]:
             os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary open() would; mkstemp makes 0600
             os.close(fd)
             handle = open(tmp, "r+b", opener=_nofollow)  # noqa: SIM115 - by its path (handle.name); closed below
-        with handle:
-            try:
+        try:
+            with handle:
                 yield handle
-            except OSError as exc:  # the block's own writes: a full disk is this file's failed write
-                if exc.errno in _FULL:
-                    raise write_error(exc, path) from None
-                raise
-            with writing(path):
                 handle.flush()
                 os.fsync(handle.fileno())
+        except OSError as exc:  # the block's writes, the flush, the close: the medium refused this file
+            if exc.errno in _MEDIUM:
+                raise write_error(exc, path) from None
+            raise
         check_regular(path)
         with writing(path):
             os.replace(tmp, path)

@@ -39,8 +39,8 @@ def test_a_run_lock_that_is_a_link_is_refused_and_its_target_kept(cli, tmp_path:
     argv = ("score", run_id) if verb == "score" else ("run", "fakebench", "--resume", run_id)
     r = cli(*argv, "--results", str(results))
     assert r.code == EXIT_USAGE, r.err
-    assert r.err.splitlines() == [f"error: {lock} is a symbolic link, not a file: mltrain writes no file through it;"
-                                  " remove it (or move it away) and try again"]
+    assert r.err.splitlines() == [f"error: {lock} is a symbolic link, not a file mltrain wrote: remove it (or move"
+                                  " it away) and try again"]
     assert precious.read_text() == PRECIOUS and lock.is_symlink()
 
 
@@ -48,7 +48,7 @@ def test_a_run_lock_that_is_a_link_is_refused_and_its_target_kept(cli, tmp_path:
 def test_a_lock_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, make):
     lock = tmp_path / "run.lock"
     make(lock)
-    with pytest.raises(atomic.NotAFile, match=f"{lock} is a (FIFO|folder), not a file") as refused:
+    with pytest.raises(atomic.NotAFile, match=f"{lock} is a (FIFO|folder), not a file mltrain wrote") as refused:
         RunLock(lock, "r")
     assert refused.value.exit_code == EXIT_USAGE
     assert not is_held(lock)
