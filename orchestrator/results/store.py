@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.errors import RecordError, StoreError, UsageError
 from orchestrator.results import atomic
@@ -51,6 +51,8 @@ from orchestrator.results.reading import read_record
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
 RUNNING, STOPPED = "running", "stopped"
+NamesRun = TypeVar("NamesRun", Manifest, InferenceRun)
+"""A record that makes a folder a run: a training run's manifest, an inference run's record."""
 
 
 def now_iso() -> str:
@@ -214,22 +216,20 @@ class Store:
 
     def manifest(self, run_id: str) -> Manifest:
         """A run's manifest alone, validated (what a comparison needs of a run besides its index rows)."""
-        paths = self.paths(run_id)
-        manifest = read_record(paths.manifest, Manifest)
-        if manifest is None:
-            raise self._missing(run_id, "training")
-        if manifest.run_id != paths.run_id:
-            raise RecordError(f"{paths.manifest}: field run_id: {manifest.run_id!r} is not its folder's name")
-        return manifest
+        return self._run_record(self.paths(run_id).manifest, Manifest, "training")
 
     def open_inference(self, run_id: str) -> InferenceRun:
         """An inference run's record, validated; UsageError when there is no such run."""
-        paths = self.inference_paths(run_id)
-        record = read_record(paths.record, InferenceRun)
+        return self._run_record(self.inference_paths(run_id).record, InferenceRun, "inference")
+
+    def _run_record(self, path: Path, model: type[NamesRun], kind: str) -> NamesRun:
+        """The record that makes a folder a run of ``kind``, validated, naming its own folder."""
+        run_id = path.parent.name
+        record = read_record(path, model)
         if record is None:
-            raise self._missing(run_id, "inference")
-        if record.run_id != paths.run_id:
-            raise RecordError(f"{paths.record}: field run_id: {record.run_id!r} is not its folder's name")
+            raise self._missing(run_id, kind)
+        if record.run_id != run_id:
+            raise RecordError(f"{path}: field run_id: {record.run_id!r} is not its folder's name")
         return record
 
     def _missing(self, run_id: str, wanted: str) -> UsageError:

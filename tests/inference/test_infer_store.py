@@ -7,18 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.core.test_full_disk import NO_SPACE, assert_nothing_half_written, disk_full_when, listed
 from tests.core.test_store_safety import index_held  # noqa: F401,F811 - a fixture, found by name
 from tests.hardware.stored_runs import make_run
 from tests.inference import tiny
+from tests.inference.test_infer_cli import assets as tiny_assets
 
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny.export(folder / "tiny.onnx"), tiny.dataset(folder / "data")
+assets = tiny_assets  # the tiny model and dataset, made once for this module too
 
 
 def infer(cli, assets: tuple[Path, Path], results: Path, *args: str):
