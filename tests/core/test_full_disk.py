@@ -137,14 +137,20 @@ def test_reads_of_a_store_whose_index_cannot_be_saved_still_work(cli, tmp_path: 
     assert cli("show", run_id, "--results", str(results)).code == 0
 
 
-def test_an_import_whose_index_cannot_take_it_is_kept_once(cli, tmp_path: Path, monkeypatch):
-    results = tmp_path / "results"
-    logs = tmp_path / "logs"
-    made = make_run(tmp_path / "made", label=None, seeds=[1, 2, 3])
+def result_logs(folder: Path) -> Path:
+    """A folder of three ``result_<n>.txt`` MLPerf logs (fakebench's), as `mltrain import` takes them."""
+    made = make_run(folder / "made", label=None, seeds=[1, 2, 3])
+    logs = folder / "logs"
     logs.mkdir()
     for number, seed in enumerate((1, 2, 3)):
-        (logs / f"result_{number}.txt").write_text((tmp_path / "made" / made / "seeds" / str(seed) /
+        (logs / f"result_{number}.txt").write_text((folder / "made" / made / "seeds" / str(seed) /
                                                     "output.log").read_text())
+    return logs
+
+
+def test_an_import_whose_index_cannot_take_it_is_kept_once(cli, tmp_path: Path, monkeypatch):
+    results = tmp_path / "results"
+    logs = result_logs(tmp_path)
     make_run(results, label="a", seeds=[1, 2, 3])
     full_index(monkeypatch)
     r = cli("import", str(logs), "--benchmark", "unet3d", "--results", str(results))

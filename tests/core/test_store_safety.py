@@ -228,3 +228,17 @@ def test_a_run_outlives_an_index_another_process_holds(cli, index_held, monkeypa
     listed = cli("list", "--results", str(results), "--json")
     assert listed.code == 0 and len(json.loads(listed.out)) == 2
     assert "held by another process" in listed.err and "listed from the run folders" in listed.err
+
+
+def test_an_import_outlives_an_index_another_process_holds(cli, index_held, monkeypatch, tmp_path: Path):
+    from orchestrator.results import index as index_module
+    from tests.core.test_full_disk import result_logs
+
+    monkeypatch.setattr(index_module, "READ_WAIT_S", 0.5)
+    results, _ = index_held
+    r = cli("import", str(result_logs(tmp_path)), "--benchmark", "unet3d", "--results", str(results), "--json")
+    assert r.code == 0, r.err  # not exit 2 with the run moved in, which a retry imported twice
+    assert "index.db is held by another process (it waited 0.5 s): the index catches up at the next listing" in r.err
+    imported = json.loads(r.out)["run_id"]
+    listed = json.loads(cli("list", "--results", str(results), "--json").out)
+    assert imported in [row["run_id"] for row in listed] and len(listed) == 2
