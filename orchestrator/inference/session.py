@@ -120,8 +120,9 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
     if plan.options.search:
         found = search.search(jobs.trial)
         best = paths.root / search.best_trial(found).folder / "results"
-        shutil.copytree(best / "performance", paths.root / "performance")
-        shutil.copyfile(best / "user.conf", paths.root / "user.conf")
+        with atomic.writing(paths.root):
+            shutil.copytree(best / "performance", paths.root / "performance")
+            shutil.copyfile(best / "user.conf", paths.root / "user.conf")
         main = best
         if plan.accuracy:
             main = jobs.run("accuracy", paths.job("accuracy"), "accuracy")
@@ -135,7 +136,7 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
 
 
 def _move(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(target.parent)
     atomic.move(source, target)
 
 
