@@ -27,20 +27,77 @@ MLTRAINS = {"manifest.json", "summary.json", "decisions.json", "state.json", "ru
 """The records mltrain writes in a run's folder (LoadGen's own files beside them are not JSON documents)."""
 
 
-def disk_full_when(monkeypatch: pytest.MonkeyPatch, full: Callable[[Path, bytes], bool]) -> None:
-    """Every staged file for which ``full(target, data)`` holds finds the disk full when it is flushed
-    (inside `results.atomic`, as a real full disk refuses it)."""
-    real = os.fsync
+class FullLog:
+    """A job's log on a full disk: it opens, and no chunk of the job's output can be written to it."""
 
-    def fsync(fd: int) -> None:
-        staged = Path(os.readlink(f"/proc/self/fd/{fd}"))
-        if stat.S_ISREG(os.fstat(fd).st_mode) and staged.name.endswith(".tmp"):
-            target = staged.parent / staged.name[1:].rsplit(".", 2)[0]
-            if full(target, os.pread(fd, 1 << 20, 0)):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> FullLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def write(self, chunk: bytes) -> int:
+        raise OSError(errno.ENOSPC, NO_SPACE)
+
+    def flush(self) -> None:
+        pass
+
+
+class FullDisk:
+    """The disk fills up where a test says, until `free` (its own patches: the test's environment stays)."""
+
+    def __init__(self) -> None:
+        self._patches = pytest.MonkeyPatch()
+
+    def when(self, full: Callable[[Path, bytes], bool]) -> None:
+        """Every staged file for which ``full(target, data)`` holds finds the disk full when it is
+        flushed (inside `results.atomic`, as a real full disk refuses it)."""
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            staged = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if stat.S_ISREG(os.fstat(fd).st_mode) and staged.name.endswith(".tmp"):
+                target = staged.parent / staged.name[1:].rsplit(".", 2)[0]
+                if full(target, os.pread(fd, 1 << 20, 0)):
+                    raise OSError(errno.ENOSPC, NO_SPACE)
+            real(fd)
+
+        self._patches.setattr(atomic.os, "fsync", fsync)
+
+    def under(self, folder: Path) -> None:
+        """Every file's flush to disk under ``folder`` finds it full (a folder's flush does not)."""
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and Path(os.readlink(f"/proc/self/fd/{fd}")).is_relative_to(folder):
                 raise OSError(errno.ENOSPC, NO_SPACE)
-        real(fd)
+            real(fd)
 
-    monkeypatch.setattr(atomic.os, "fsync", fsync)
+        self._patches.setattr(atomic.os, "fsync", fsync)
+
+    def logs(self) -> None:
+        """No job's output can be written to its log."""
+        self._patches.setattr(atomic, "open_append", FullLog)
+
+    def index(self) -> None:
+        """SQLite cannot write the index: its journal finds the disk full."""
+        def refused(index: index_module.Index) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        self._patches.setattr(index_module.Index, "_open", refused)
+
+    def free(self) -> None:
+        self._patches.undo()
+
+
+@pytest.fixture
+def disk():
+    full = FullDisk()
+    yield full
+    full.free()
 
 
 def assert_nothing_half_written(results: Path) -> None:
@@ -57,10 +114,10 @@ def listed(cli, results: Path) -> list[str]:
     return [row["run_id"] for row in json.loads(r.out)]
 
 
-def test_a_training_run_whose_first_write_fails_is_exit_3_and_leaves_no_folder(cli, tmp_path: Path, monkeypatch):
+def test_a_training_run_whose_first_write_fails_is_exit_3_and_leaves_no_folder(cli, tmp_path: Path, disk):
     results = tmp_path / "results"
     earlier = make_run(results, label=None, seeds=[1, 2, 3])
-    disk_full_when(monkeypatch, lambda path, data: path.name == "manifest.json")
+    disk.when(lambda path, data: path.name == "manifest.json")
     r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
     assert r.code == 3, r.err
     (error,) = [line for line in r.err.splitlines() if line.startswith("error:")]
@@ -68,7 +125,7 @@ def test_a_training_run_whose_first_write_fails_is_exit_3_and_leaves_no_folder(c
     assert error.endswith(f"/manifest.json: {NO_SPACE}")
     assert sorted(p.name for p in results.iterdir() if p.is_dir()) == [earlier]  # the run never was
     assert_nothing_half_written(results)
-    monkeypatch.undo()
+    disk.free()
     assert listed(cli, results) == [earlier]
 
 
@@ -76,11 +133,11 @@ def qualify(cli, results: Path, *args: str):
     return cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1", *args)
 
 
-def test_a_qualification_whose_record_cannot_be_saved_is_inconclusive_never_pass(cli, tmp_path: Path, monkeypatch):
+def test_a_qualification_whose_record_cannot_be_saved_is_inconclusive_never_pass(cli, tmp_path: Path, disk):
     results = tmp_path / "results"
     first = qualify(cli, results, "--json")
     assert first.code == 0 and json.loads(first.out)["verdict"] == "pass", first.err
-    disk_full_when(monkeypatch, lambda path, data: path.parent.parent.name == "nodes" and path.suffix == ".json")
+    disk.when(lambda path, data: path.parent.parent.name == "nodes" and path.suffix == ".json")
     junit = tmp_path / "out" / "q.xml"
     r = qualify(cli, results, "--json", "--junit", str(junit))
     assert r.code == 3, r.err
@@ -94,7 +151,7 @@ def test_a_qualification_whose_record_cannot_be_saved_is_inconclusive_never_pass
     assert shown.code == 3 and "verdict: INCONCLUSIVE (exit 3)" in shown.out and "record:" not in shown.out
     assert not list(results.glob("qualify/nodes/n1/*/qualify.lock"))  # the qualification ended in order
     assert_nothing_half_written(results)
-    monkeypatch.undo()
+    disk.free()
     history = cli("qualify", "history", "--results", str(results), "--json")
     assert history.code == 0 and [q["qualification_id"] for q in json.loads(history.out)] == [
         json.loads(first.out)["qualification_id"]]
@@ -115,19 +172,28 @@ def test_a_qualification_that_cannot_begin_is_exit_3_and_leaves_no_folder(cli, t
     assert list((results / "qualify" / "nodes" / "n1").iterdir()) == []
 
 
-def full_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SQLite cannot write the index: its journal finds the disk full."""
-    def refused(self):
-        raise sqlite3.OperationalError("database or disk is full")
+def test_a_job_log_a_full_disk_refuses_stops_the_job_and_is_never_a_failed_check(cli, tmp_path: Path, disk):
+    results = tmp_path / "results"
+    disk.logs()
+    r = qualify(cli, results, "--json")
+    assert r.code == 3, r.err
+    record = json.loads(r.out)
+    assert record["verdict"] == "inconclusive" and {c["status"] for c in record["checks"]} <= {"inconclusive",
+                                                                                               "not_applicable"}
+    assert f"throughput/output.log: {NO_SPACE}" in " ".join(record["reasons"])
+    ran = cli("run", "fakebench", "--seeds", "1-3", "--results", str(results))
+    assert ran.code == 3 and f"/seeds/1/output.log: {NO_SPACE}" in ran.err, ran.err
+    run_id = listed(cli, results)[0]
+    disk.free()  # space is freed: the run completes, the seed run again (it had not crashed)
+    resumed = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert resumed.code == 0 and json.loads(resumed.out)["converged"] == 3, resumed.err
 
-    monkeypatch.setattr(index_module.Index, "_open", refused)
 
-
-def test_reads_of_a_store_whose_index_cannot_be_saved_still_work(cli, tmp_path: Path, monkeypatch):
+def test_reads_of_a_store_whose_index_cannot_be_saved_still_work(cli, tmp_path: Path, disk):
     results = tmp_path / "results"
     run_id = make_run(results, label="a", seeds=[1, 2, 3])
     (results / "index.db").unlink()
-    full_index(monkeypatch)
+    disk.index()
     r = cli("list", "--results", str(results), "--json")
     assert r.code == 0 and [row["run_id"] for row in json.loads(r.out)] == [run_id]
     assert r.err.splitlines() == [f"warning: cannot write {results / 'index.db'}: database or disk is full: listed"
@@ -148,38 +214,26 @@ def result_logs(folder: Path) -> Path:
     return logs
 
 
-def test_an_import_whose_index_cannot_take_it_is_kept_once(cli, tmp_path: Path, monkeypatch):
+def test_an_import_whose_index_cannot_take_it_is_kept_once(cli, tmp_path: Path, disk):
     results = tmp_path / "results"
     logs = result_logs(tmp_path)
     make_run(results, label="a", seeds=[1, 2, 3])
-    full_index(monkeypatch)
+    disk.index()
     r = cli("import", str(logs), "--benchmark", "unet3d", "--results", str(results))
     assert r.code == 0 and "the rules need 40 runs, this set has 3" in r.out, r.err  # imported and scored
     assert "database or disk is full: the index catches up at the next listing" in r.err
-    monkeypatch.undo()
+    disk.free()
     assert len(listed(cli, results)) == 2 and not list(results.glob(".import-*"))
 
 
-def fsync_full(monkeypatch: pytest.MonkeyPatch, disk: Path) -> None:
-    """A file's flush to disk finds ``disk`` full (a folder's flush, or another disk's, does not)."""
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and Path(os.readlink(f"/proc/self/fd/{fd}")).is_relative_to(disk):
-            raise OSError(errno.ENOSPC, NO_SPACE)
-        real(fd)
-
-    monkeypatch.setattr(atomic.os, "fsync", fsync)
-
-
 @pytest.mark.parametrize("command", ["report", "export", "sysinfo"])
-def test_an_output_that_a_full_disk_refuses_is_exit_3_naming_it(cli, tmp_path: Path, monkeypatch, command: str):
+def test_an_output_that_a_full_disk_refuses_is_exit_3_naming_it(cli, tmp_path: Path, disk, command: str):
     results, out = tmp_path / "results", tmp_path / "out"
     run_id = make_run(results, label="a", seeds=[1, 2, 3], system={"host": {"cpu_model": "Test CPU"}})
     argv = {"report": ("report", run_id, "--results", str(results), "--out", str(out / "r.html")),
             "export": ("export", run_id, "--results", str(results), "--mlcommons", str(out)),
             "sysinfo": ("sysinfo", "--system-desc", str(out))}[command]
-    fsync_full(monkeypatch, out)
+    disk.under(out)
     r = cli(*argv)
     assert r.code == 3, r.err
     (error,) = [line for line in r.err.splitlines() if line.startswith("error:")]

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.core.test_full_disk import NO_SPACE, assert_nothing_half_written, disk_full_when, listed
+from tests.core.test_full_disk import NO_SPACE, assert_nothing_half_written, listed
+from tests.core.test_full_disk import disk as full_disk
 from tests.core.test_store_safety import index_held  # noqa: F401,F811 - a fixture, found by name
 from tests.hardware.stored_runs import make_run
 from tests.inference import tiny
 from tests.inference.test_infer_cli import assets as tiny_assets
 
 assets = tiny_assets  # the tiny model and dataset, made once for this module too
+disk = full_disk
 
 
 def infer(cli, assets: tuple[Path, Path], results: Path, *args: str):
@@ -24,10 +26,10 @@ def infer(cli, assets: tuple[Path, Path], results: Path, *args: str):
 
 
 def test_an_inference_run_whose_record_cannot_be_finished_is_exit_3_and_kept_as_failed(cli, assets, tmp_path: Path,
-                                                                                        monkeypatch):
+                                                                                        disk):
     results = tmp_path / "results"
     earlier = make_run(results, label=None, seeds=[1, 2, 3])
-    disk_full_when(monkeypatch, lambda path, data: path.name == "inference.json" and b'"state": "finished"' in data)
+    disk.when(lambda path, data: path.name == "inference.json" and b'"state": "finished"' in data)
     r = infer(cli, assets, results)
     assert r.code == 3, r.err
     (run,) = [p for p in results.iterdir() if p.is_dir() and p.name != earlier]
@@ -35,18 +37,18 @@ def test_an_inference_run_whose_record_cannot_be_finished_is_exit_3_and_kept_as_
     record = json.loads((run / "inference.json").read_text())
     assert record["state"] == "failed" and record["failure"] == f"cannot write {run / 'inference.json'}: {NO_SPACE}"
     assert_nothing_half_written(results)
-    monkeypatch.undo()
+    disk.free()
     assert sorted(listed(cli, results)) == sorted([earlier, run.name])
 
 
-def test_an_inference_run_whose_first_write_fails_leaves_no_folder(cli, assets, tmp_path: Path, monkeypatch):
+def test_an_inference_run_whose_first_write_fails_leaves_no_folder(cli, assets, tmp_path: Path, disk):
     results = tmp_path / "results"
     earlier = make_run(results, label=None, seeds=[1, 2, 3])
-    disk_full_when(monkeypatch, lambda path, data: path.name == "inference.json")
+    disk.when(lambda path, data: path.name == "inference.json")
     r = infer(cli, assets, results)
     assert r.code == 3 and f"/inference.json: {NO_SPACE}" in r.err, r.err
     assert [p.name for p in results.iterdir() if p.is_dir()] == [earlier]
-    monkeypatch.undo()
+    disk.free()
     assert listed(cli, results) == [earlier]
 
 
