@@ -38,10 +38,11 @@ timed and freed, and only one model holds the GPU's memory at a time:
 
 Variants (``--variants``, in this order, each a setting a run records in its ``resolved_settings``:
 ``COMPILE``/``COMPILE_MODE``, ``CHANNELS_LAST``, ``CUDNN_BENCHMARK``, ``FUSED_LOSS``, ``PIN_MEMORY``,
-``EVAL_BATCH``, ``BATCH_SIZE``): ours in the closed-legal precision ``auto`` resolves, at batch 2 (the
+``EVAL_BATCH``, ``BATCH_SIZE``, ``AMP``): ours in the closed-legal precision ``auto`` resolves, at batch 2 (the
 reference's) and 7 (NVIDIA's per-GPU batch in its v4.0 8-GPU submissions: global 56), eager or
 compiled in each torch.compile mode, with the fused Dice+CE loss, without cuDNN's autotuner, from
-unpinned host memory, and evaluation at 1 and 8 windows per call. ``--deadline-s`` starts a variant
+unpinned host memory, in fp16 with loss scaling (the path a V100 or T4 takes), and evaluation at 1
+and 8 windows per call. ``--deadline-s`` starts a variant
 only when its estimated cost (``Variant.cost_s``, an H100's compile and measurement) still fits, so
 the cheap and likely ones come first and a variant that cannot finish is named as skipped. Each
 variant's parity: its loss on the benchmark's batch and its logits on one window, in its own
@@ -516,13 +517,16 @@ class Variant:
     """None: auto (4 on CUDA)."""
     train: bool = True
     """False: only evaluation is timed."""
+    precision: str = "auto"
+    """fp16: the path V100 and T4 take (autocast fp16 + GradScaler), measured on this GPU."""
     cuda_only: bool = False
     """Compiling or device-only knobs: skipped in a CPU dry run."""
 
     def settings(self, device: torch.device) -> RunSettings:
         knobs = StepKnobs(compile_mode=self.compile_mode or "default", cudnn_benchmark=self.cudnn_benchmark,
                           fused_loss=self.fused_loss, pin_memory=self.pinned)
-        return our_settings(device, "auto", self.compile_mode is not None, self.channels_last, knobs, self.eval_batch)
+        return our_settings(device, self.precision, self.compile_mode is not None, self.channels_last, knobs,
+                            self.eval_batch)
 
 
 VARIANTS = (
@@ -534,6 +538,7 @@ VARIANTS = (
     Variant("eval-batch-1", 2, 8, eval_batch=1, train=False),
     Variant("b2-unpinned", 2, 12, pinned=False, cuda_only=True),
     Variant("b2-no-cudnn-benchmark", 2, 12, cudnn_benchmark=False, cuda_only=True),
+    Variant("b2-fp16", 2, 12, precision="fp16", cuda_only=True),
     Variant("b7-compile-cudagraphs", 7, 100, compile_mode="reduce-overhead", channels_last=None, cuda_only=True),
     Variant("b2-compile", 2, 80, compile_mode="default", channels_last=None, cuda_only=True),
     Variant("b7-compile-max-autotune", 7, 240, compile_mode="max-autotune-no-cudagraphs", channels_last=None,
