@@ -46,6 +46,8 @@ def import_logs(
     source = (f" (an mltrain export of run {imported.exported_run}: scored by its {run.manifest.profile} profile's"
               f" target {run.manifest.target:g} and rule)" if imported is not None and imported.exported_run else "")
     out.status(f"imported {len(run.manifest.seeds)} logs from {folder} as run {run.run_id}{source}")
+    if run.index_note:
+        out.warning(run.index_note)
     show_score(out, run.summary, score, as_json=as_json, records=run.finished_records())
     code = exit_code(run, score)
     if code:

@@ -25,8 +25,8 @@ from orchestrator.qualify.config import FleetPolicy
 from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.references import MAD_TO_SIGMA
 from orchestrator.results.qualification import FleetRecord, FleetRow, NodeOrder, QualificationRecord, Status, worst
-from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
-from orchestrator.results.store import now_iso
+from orchestrator.results.qualifications import Qualifications, new_qualification_id
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import StartedJob, start_job, stop_jobs
 from orchestrator.runners.outcome import JobOutcome
@@ -69,7 +69,7 @@ def qualify_fleet(
 ) -> tuple[FleetRecord, list[QualificationRecord]]:
     """The fleet's record and the node records it gathered."""
     started_at = now_iso()
-    store = QualificationStore(results_dir)
+    store = Store(results_dir).qualifications
     fleet_id = new_qualification_id("fleet", plan.suite_name)
     nodes = select_nodes(plan)
     lock = store.begin(store.fleet_dir(fleet_id), fleet_id)
@@ -102,7 +102,7 @@ def qualify_fleet(
 
 
 def run_nodes(
-    plan: FleetPlan, nodes: list[str], workload: Workload, store: QualificationStore, fleet_id: str,
+    plan: FleetPlan, nodes: list[str], workload: Workload, store: Qualifications, fleet_id: str,
     status: Callable[[str], None],
 ) -> tuple[dict[str, JobOutcome], dict[str, str]]:
     """Each node's job submitted, then each followed to its end: (node -> outcome, node -> why it
@@ -137,7 +137,7 @@ def _runner(plan: FleetPlan, status: Callable[[str], None], *, node: str | None 
                        status)
 
 
-def node_job(plan: FleetPlan, node: str, workload: Workload, store: QualificationStore, fleet_id: str) -> JobSpec:
+def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualifications, fleet_id: str) -> JobSpec:
     """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
     folder = store.fleet_dir(fleet_id) / node
     order = store.save_order(NodeOrder(

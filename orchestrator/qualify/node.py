@@ -27,7 +27,7 @@ from typing import Any
 from orchestrator import text
 from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import MltrainError
+from orchestrator.errors import MltrainError, StoreWriteError
 from orchestrator.insight import sysinfo
 from orchestrator.qualify import devices, judge, micro, quorum
 from orchestrator.qualify.config import InferenceSpec, QualifyConfig, Suite
@@ -47,8 +47,9 @@ from orchestrator.qualify.references import (
 )
 from orchestrator.qualify.remeasure import NodeRepeats
 from orchestrator.qualify.throughput import throughput_check
+from orchestrator.results import atomic
 from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
-from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
+from orchestrator.results.qualifications import Qualifications, new_qualification_id
 from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
 
@@ -100,11 +101,10 @@ def qualify_node(
 ) -> QualificationRecord:
     """Run the suite on this node and store its judged record."""
     started_at, started = now_iso(), time.monotonic()
-    store = QualificationStore(results_dir)
+    store = Store(results_dir).qualifications
     qid = new_qualification_id(plan.node, plan.suite_name)
-    folder = store.node_dir(plan.node) / qid
-    scratch = folder / "no-data"
-    scratch.mkdir(parents=True, exist_ok=True)
+    folder = store.new_folder(plan.node, qid)  # the node's folder checked before anything is written
+    scratch = atomic.make_folder(folder / "no-data")
     timings = watch.timings
 
     t = time.monotonic()
@@ -183,7 +183,20 @@ def qualify_node(
                 "history": why or f"references learned from {len(comparable)} passing runs",
                 "data": str(plan.data) if plan.data else None},
     )
-    store.save(record)
+    return _saved(store, record)
+
+
+def _saved(store: Qualifications, record: QualificationRecord) -> QualificationRecord:
+    """The record, stored. One that cannot be written (a full disk, a quota) is INCONCLUSIVE (exit 3)
+    whatever its checks said: a node is never failed, nor passed, by a write of mltrain's."""
+    try:
+        store.save(record)
+    except StoreWriteError as exc:
+        return record.model_copy(update={
+            "verdict": Status.INCONCLUSIVE, "exit_code": judge.exit_code(Status.INCONCLUSIVE, strict=record.strict),
+            "reasons": (f"the record could not be saved ({exc}): free the space and qualify again; its checks said"
+                        f" {record.verdict.word}", *record.reasons),
+        })
     return record
 
 
