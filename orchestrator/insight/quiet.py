@@ -113,13 +113,13 @@ def judge(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float 
                                               " average)")))
     column("load_1m")
     causes += _gpu_causes(series.get("gpus") or [], window, measured, not_measured)
-    if other is None and steal is None:
-        return QuietHost(verdict="unknown", samples=samples, measured=measured, not_measured=not_measured,
-                         reason="the host's CPU could not be told apart from the seed's: "
-                                + (not_measured.get("other_cpu_pct") or "not sampled"))
     if causes:
         return QuietHost(verdict="disturbed", samples=samples, causes=tuple(causes), measured=measured,
                          not_measured=not_measured, reason="disturbed: " + "; ".join(c.sentence for c in causes))
+    if other is None and steal is None:
+        return QuietHost(verdict="unknown", samples=samples, measured=measured, not_measured=not_measured,
+                         reason="not judged: the host's CPU could not be told apart from the seed's: "
+                                + (not_measured.get("other_cpu_pct") or "not sampled"))
     return QuietHost(verdict="quiet", samples=samples, measured=measured, not_measured=not_measured,
                      reason=_quiet_reason(measured, not_measured, samples))
 

@@ -248,3 +248,12 @@ def test_the_verdict_is_kept_in_the_seed_record_and_old_records_still_load() -> 
     again = RunRecord.from_json(json.loads(json.dumps(record.to_json())))
     assert again.quiet_host == verdict and again.quiet_host.causes[0].share == 1.0
     assert RunRecord.from_json({"status": "converged", "reason": "reached", "time_to_train_ms": 10}).quiet_host is None
+
+
+def test_a_gpu_cause_is_judged_where_the_hosts_cpu_could_not_be_told_apart() -> None:
+    gpus = _gpu_columns(busy_trace(own_pid=10, steps=20, other_pids=(11,)), own=10)
+    blind = evidence_series(gpus=gpus, other=[None] * 20, steal=[None] * 20)
+    verdict = quiet.judge(blind, 0, 19000)
+    assert verdict.verdict == "disturbed" and verdict.causes[0].cause == "gpu_processes"
+    verdict = quiet.judge(evidence_series(other=[None] * 20, steal=[None] * 20), 0, 19000)
+    assert verdict.verdict == "unknown" and "could not be told apart" in verdict.reason
