@@ -52,7 +52,7 @@ def infer(
     profile: ProfileName = typer.Option(ProfileName.qualify, "--profile", help="mlperf, qualify or smoke."),
     search: bool = typer.Option(False, "--search",
                                 help="Server: find the highest target QPS that passes (bracket, then bisect)."),
-    trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile."),
+    trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile and LoadGen's trace."),
     max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),

@@ -112,8 +112,11 @@ def performance(folder: Path, scenario: str) -> Performance:
     )
 
 
-def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = None) -> Accuracy:
-    """The accuracy script's number (``accuracy.txt``) against the model's target (or ``target_percent``)."""
+def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = None,
+             harness_facts: dict[str, Any] | None = None) -> Accuracy:
+    """The accuracy script's number (``accuracy.txt``) against the model's target (or ``target_percent``).
+    The samples scored: the line's ``total=`` where the script prints one (top-1), else what the harness
+    counted in LoadGen's accuracy log (``harness.json``: the mAP and Dice scripts print no count)."""
     path = folder / "accuracy.txt"
     try:
         line = next((text.strip() for text in path.read_text().splitlines() if text.strip()), "")
@@ -123,10 +126,12 @@ def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = Non
     if found is None:
         raise LogError(f"{path}: no 'accuracy=x%' or 'mAP=x%' in {line[:80]!r}")
     percent = float(found.group(1))
-    samples = re.search(r"total=(\d+)", line)
+    total = re.search(r"total=(\d+)", line)
+    counted = ((harness_facts or {}).get("accuracy") or {}).get("samples")
+    samples = int(total.group(1)) if total else int(counted) if isinstance(counted, int) else 0
     target = facts.accuracy.target if target_percent is None else target_percent
     return Accuracy(metric=facts.accuracy.metric, percent=percent, target_percent=target, met=percent >= target,
-                    samples=int(samples.group(1)) if samples else 0, line=line)
+                    samples=samples, line=line)
 
 
 def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts, acc: Accuracy | None) -> list[str]:

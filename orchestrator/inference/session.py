@@ -141,7 +141,7 @@ def _move(source: Path, target: Path) -> None:
 def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Path, facts_json: dict[str, Any],
               found: Any) -> InferenceResult:
     perf = logs.performance(root / "performance" / "run_1", plan.options.scenario)
-    acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent) if plan.accuracy else None
+    acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
     gaps = logs.official_gaps(perf, harness, plan.facts, acc)
     if inputs.smoke_note:

@@ -54,6 +54,7 @@ def test_every_scenario_runs_the_real_loadgen_and_says_invalid_where_the_officia
     assert r.code == (0 if perf["loadgen_valid"] else 1)
     assert (run / "user.conf").is_file() and (run / "jobs" / "main" / "output.log").is_file()
     assert not (run / "jobs" / "main" / "results" / "model").exists()  # the staged model is gone
+    assert (run / "performance" / "run_1" / "mlperf_log_trace.json").stat().st_size == 0  # LoadGen's trace: asked only
 
 
 def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli, assets, tmp_path: Path):
@@ -70,6 +71,7 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert profile["source"] == "onnxruntime" and profile["operators"][0]["op"] in ("Conv", "Gemm", "Relu",
                                                                                     "GlobalAveragePool")
     assert (run / profile["file"]).is_file() and 0 <= profile["outside_model_share"] <= 1
+    assert (run / "accuracy" / "mlperf_log_trace.json").stat().st_size > 0  # --trace asks for LoadGen's too
     # written through workloads.common.atomic: readable by others (the harness's own writer made 0600)
     written = [run / "accuracy" / "accuracy.txt", run / "jobs" / "main" / "results" / "harness.json"]
     assert [stat.S_IMODE(path.stat().st_mode) for path in written] == [0o644, 0o644]

@@ -124,3 +124,13 @@ def test_negative_threads_are_refused_with_one_line():
                       threads=-1)
     with pytest.raises(HarnessError, match=r"^--threads -1: give 0 \(chosen for you\) or a positive count$"):
         intra_op_threads(options, 2, 2)
+
+
+def test_a_detection_accuracy_line_without_total_counts_the_samples_the_harness_scored(tmp_path: Path):
+    from orchestrator.inference.logs import accuracy
+
+    facts = find_model([workloads_dir()], "retinanet").model("retinanet")
+    (tmp_path / "accuracy.txt").write_text("mAP=37.551%\n")  # the reference script's line, as it prints it
+    scored = accuracy(tmp_path, facts, harness_facts={"accuracy": {"samples": 24781, "line": "mAP=37.551%"}})
+    assert scored.samples == 24781 and scored.percent == pytest.approx(37.551)
+    assert accuracy(tmp_path, facts).samples == 0  # no count anywhere: none claimed

@@ -68,7 +68,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive(int), default=2,
                    help="threads answering Offline and Server queries, each calling the backend (default 2: "
                         "two calls in flight keep the device busy while the other's inputs and outputs move)")
-    p.add_argument("--trace", action="store_true", help="record the backend's per-operator profile")
+    p.add_argument("--trace", action="store_true",
+                   help="record the backend's per-operator profile and LoadGen's trace (mlperf_log_trace.json)")
     p.add_argument("--image-size", type=image_size, help="model input side N or H,W (default: the reference's)")
     p.add_argument("--label-offset", type=int, help="added to a classifier's class id (default: the reference's)")
     p.add_argument("--profile", default="", help="the caller's profile name (recorded)")

@@ -182,6 +182,10 @@ def run(options: Options) -> dict[str, Any]:
             log_settings = lg.LogSettings()
             log_settings.log_output.outdir = str(folder)
             log_settings.log_output.copy_summary_to_stdout = False
+            # LoadGen's own trace (mlperf_log_trace.json) is on by default and grows with the test
+            # (85 MB for one SingleStream run): written only when a trace is asked for, as the
+            # reference writes it only under --debug.
+            log_settings.enable_trace = options.trace
             started = time.perf_counter()
             lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
             server.raise_failure(mode)
