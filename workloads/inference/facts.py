@@ -33,7 +33,8 @@ def sha256(path: Path) -> str:
 
 def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[str, Any], user_conf: dict[str, float],
             user_conf_sources: dict[str, str], overrides: dict[str, Any], warm_up: dict[str, float],
-            tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int, threads: int,
+            tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int,
+            batch_source: str, threads: int,
             threads_source: str, samples: int,
             trace_file: Path | None, operators: list[OperatorTime]) -> dict[str, Any]:
     """The facts of one invocation as plain JSON values."""
@@ -59,6 +60,7 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
         "providers": list(backend.providers),
         "input": {"name": backend.input_name, "shape": [str(d) for d in backend.input_shape]},
         "max_batch": max_batch,
+        "batch_source": batch_source,
         "threads": threads,
         "threads_source": threads_source,
         "workers": options.workers,
