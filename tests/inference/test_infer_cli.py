@@ -77,6 +77,15 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert [stat.S_IMODE(path.stat().st_mode) for path in written] == [0o644, 0o644]
 
 
+def test_multistream_runs_a_model_whose_batch_axis_is_fixed_at_one(cli, assets, tmp_path: Path):
+    """8 samples per query, 8 calls (the reference's way); all 8 in one call failed with 'Got: 8 Expected: 1'."""
+    fixed = tiny.export(tmp_path / "batch1.onnx", fixed_batch=1)
+    r = infer(cli, (fixed, assets[1]), tmp_path / "r", "--scenario", "MultiStream", "--time", "0.5", "--accuracy")
+    assert r.code in (0, 1), r.err
+    result = json.loads(r.out)["result"]
+    assert result["harness"]["max_batch"] == 1 and result["accuracy"]["samples"] == tiny.IMAGES
+
+
 def test_a_model_with_the_wrong_input_shape_is_refused_before_anything_is_written(cli, assets, tmp_path: Path):
     wrong = tiny.export(tmp_path / "wrong.onnx", side=128)
     r = cli("infer", "resnet50", "--profile", "qualify", "--model", str(wrong), "--data", str(assets[1]),
