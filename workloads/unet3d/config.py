@@ -146,6 +146,9 @@ class TrainConfig:
     """Logged in submission_status."""
     log_name: str = "unet3d.log"
     """MLLOG file name inside ``results_dir``."""
+    save_model: bool = True
+    """Write the trained weights into ``results_dir`` after run_stop (``model.pt``, ``model.json``):
+    what ``python -m workloads.unet3d.export`` (``mltrain export RUN --model``) makes an inference model of."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -271,6 +274,7 @@ KNOBS: dict[str, str] = {
     "EVAL_CASES": "--eval-cases",
     "EVAL_CROP": "--eval-crop",
     "TRAIN_CASES": "--train-cases",
+    "SAVE_MODEL": "--save-model",
     "STEPS": "--steps",
     "WARMUP_STEPS": "--warmup-steps",
 }
@@ -335,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="crop evaluation volumes to at most D,H,W around the kidneys (default: whole; a cut, logged)")
     p.add_argument("--train-cases", type=auto_int, default=None,
                    help="train on only the first N training cases (default: all; a cut, logged)")
+    p.add_argument("--save-model", type=auto_bool, default=None,
+                   help="1 (default) or 0: the trained weights written into the results folder after run_stop")
     p.add_argument("--division", choices=DIVISIONS, default=None,
                    help="open forces the open division (so does $SUBMISSION_DIVISION=open or "
                         "MLTRAIN_PROFILE=smoke); closed is logged only when the rules allow it")
@@ -396,4 +402,5 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         submission_org=env.get("SUBMISSION_ORG") or default("submission_org"),
         submission_platform=env.get("SUBMISSION_PLATFORM") or None,
         submission_status=env.get("SUBMISSION_STATUS") or default("submission_status"),
+        save_model=default("save_model") if args.save_model is None else args.save_model,
     )
