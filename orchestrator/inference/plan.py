@@ -49,6 +49,14 @@ class InferencePlan:
     """The user's model file as checked; None for the smoke profile (made, then checked, later)."""
 
     @property
+    def sample_shape(self) -> tuple[int, ...]:
+        """One sample as the model file takes it (its fixed axes after the batch), else as declared."""
+        dims = self.checked.input_shape[1:] if self.checked is not None else ()
+        if len(dims) == len(self.facts.input.shape) and all(isinstance(d, int) and d > 0 for d in dims):
+            return tuple(int(d) for d in dims)
+        return self.facts.input.shape
+
+    @property
     def accuracy(self) -> bool:
         return self.options.accuracy or self.rules.accuracy
 
@@ -105,20 +113,34 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
             raise UsageError("--profile smoke runs the smoke model on its own data: drop --model and --data "
                              "(or use --profile qualify)")
         return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None)
-    how = facts.how_to_get.strip().splitlines()
-    hint = f" ({how[0].strip()})" if how else ""
-    if o.model_file is None:
-        raise UsageError(f"--profile {o.profile} needs the model file: --model FILE{hint}")
-    if o.data is None:
-        raise DataError(f"--profile {o.profile} needs the dataset: --data DIR{hint}")
-    if not o.data.is_dir():
-        raise DataError(f"--data {o.data}: no such folder{hint}")
+    missing_inputs(o, facts)
     checked = check_model(o.model_file, o.backend, facts.input)
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 
 
-def check_smoke_model(path: Path, backend: str, shape: tuple[int, int, int]) -> CheckedModel:
+def missing_inputs(o: InferenceOptions, facts: ModelFacts) -> None:
+    """Refuses, in one line, every input the run lacks (the model file, the dataset folder), each named
+    with what is wrong, and then says how to get each of them."""
+    problems, how = [], []
+    if o.model_file is None:
+        problems.append(f"--profile {o.profile} needs the model file: --model FILE")
+    elif not o.model_file.is_file():
+        problems.append(f"--model {o.model_file}: no such file")
+    if problems:
+        how.append(f"The {o.model} model: {facts.how_to_get.model.strip()}")
+    if o.data is None:
+        problems.append(f"--profile {o.profile} needs the dataset: --data DIR")
+    elif not o.data.is_dir():
+        problems.append(f"--data {o.data}: no such folder")
+    if len(problems) > len(how):
+        how.append(f"The {o.model} data: {facts.how_to_get.data.strip()}")
+    if problems:
+        error = UsageError if o.data is not None and o.data.is_dir() else DataError
+        raise error("; ".join(problems), details="\n".join(how))
+
+
+def check_smoke_model(path: Path, backend: str, shape: tuple[int, ...]) -> CheckedModel:
     return check_model(path, backend, InputFacts(shape=shape))
 
 
