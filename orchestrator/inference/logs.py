@@ -39,6 +39,8 @@ CONDITIONS = {  # LoadGen's yes/no keys and what a 'no' means
 }
 _PERCENTILE = re.compile(r"^result_(\d+\.\d+)_percentile_(?:per_query_)?latency_ns$")
 _ACCURACY = re.compile(r"(?:accuracy|mAP)=(-?[0-9.]+)%")
+_DICE = re.compile(r"Accuracy:\s*mean\s*=\s*([0-9.]+)")
+"""The 3D-UNet reference's line ('Accuracy: mean = 0.86170, kidney = 0.9347, tumor = 0.7887'): a fraction."""
 
 
 def _number(value: Any) -> float | None:
@@ -122,10 +124,10 @@ def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = Non
         line = next((text.strip() for text in path.read_text().splitlines() if text.strip()), "")
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc} (the accuracy script's result is missing)") from None
-    found = _ACCURACY.search(line)
-    if found is None:
-        raise LogError(f"{path}: no 'accuracy=x%' or 'mAP=x%' in {line[:80]!r}")
-    percent = float(found.group(1))
+    found, dice = _ACCURACY.search(line), _DICE.search(line)
+    if found is None and dice is None:
+        raise LogError(f"{path}: no 'accuracy=x%', 'mAP=x%' or 'Accuracy: mean = x' in {line[:80]!r}")
+    percent = float(found.group(1)) if found is not None else 100.0 * float(dice.group(1))  # type: ignore[union-attr]
     total = re.search(r"total=(\d+)", line)
     counted = ((harness_facts or {}).get("accuracy") or {}).get("samples")
     samples = int(total.group(1)) if total else int(counted) if isinstance(counted, int) else 0

@@ -1,5 +1,6 @@
 """A model file checked before anything runs: it loads as ONNX, its opset is one ONNX Runtime can
-take, and its one image input has the model's shape (the batch axis free). One line, exit 2."""
+take, and its one input (an image batch, or a volume's) has the model's shape (the batch axis free).
+One line, exit 2."""
 
 from __future__ import annotations
 
@@ -59,12 +60,12 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
     inputs = [i for i in model.graph.input if i.name not in initializers]
     if len(inputs) != 1:
         raise UsageError(f"--model {path}: {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); "
-                         "the model must take one image batch")
+                         "the model must take one batch of samples")
     tensor = inputs[0].type.tensor_type
     shape: tuple[int | str, ...] = tuple(d.dim_param or (d.dim_value if d.HasField("dim_value") else "?")
                                          for d in tensor.shape.dim)
     want = ("N", *expected.shape)
-    if len(shape) != 4 or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
+    if len(shape) != len(want) or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
                          f"{_dims(want)} (N the batch): export it for that input")
     if tensor.elem_type != onnx.TensorProto.FLOAT:

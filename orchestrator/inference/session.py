@@ -54,8 +54,8 @@ def resolve_inputs(plan: InferencePlan, runner: Runner, status: Callable[[str], 
                       smoke_note=f"smoke model and data (trained here to {assets.reference_percent:.1f}% top-1),"
                                  " not the reference's")
     assert o.model_file is not None and o.data is not None
-    status(data.check_dataset(runner, plan.harness, o.model, o.data))
-    return Inputs(model_file=o.model_file, model_sha256=plan.checked.sha256, data=o.data, extra_args=(),
+    prepared = data.prepare_dataset(runner, plan.harness, o.model, o.data, plan.sample_shape, status)
+    return Inputs(model_file=o.model_file, model_sha256=plan.checked.sha256, data=prepared.folder, extra_args=(),
                   target_percent=plan.facts.accuracy.target)
 
 
@@ -144,6 +144,9 @@ def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Pat
     acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
     gaps = logs.official_gaps(perf, harness, plan.facts, acc)
+    dataset_gap = (facts_json.get("dataset") or {}).get("gap")
+    if dataset_gap:  # the harness says why its dataset is not the reference's
+        gaps.append(str(dataset_gap))
     if inputs.smoke_note:
         gaps.append(inputs.smoke_note)
     reasons = [f"LoadGen: {why}" for why in perf.loadgen_reasons] or (["LoadGen: INVALID"] if not perf.loadgen_valid

@@ -11,7 +11,7 @@ def test_data_help_lists_the_workloads_and_the_inference_models(cli):
     assert r.code == 0 and r.out.startswith("Usage: mltrain data NAME")
     lines = dict(line.strip().split(":", 1) for line in r.out.splitlines()
                  if line.strip().startswith(("Training", "Inference")))
-    assert "unet3d" in lines["Training workloads"] and "retinanet" in lines["Inference models"]
+    assert "unet3d" in lines["Training workloads"] and "3d-unet" in lines["Inference models"]
     assert cli("data", "-h").out == r.out
 
 

@@ -92,11 +92,17 @@ def test_detection_layouts_are_checked_with_one_line_naming_the_file(tmp_path: P
         ssd_resnet34.check(folder)
 
 
-@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34"])
+@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34", "3d-unet"])
 def test_the_declaration_agrees_with_the_model_modules(model: str):
-    facts = find_model([workloads_dir()], model).model(model)
+    from workloads.inference.kits19.preprocess import ROI_SHAPE
+    from workloads.inference.models import MODULES
+
+    harness = find_model([workloads_dir()], model)
+    facts = harness.model(model)
     module = find(model)
-    assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and model == module.CONF_MODEL
+    window = getattr(module, "IMAGE_SIZE", ROI_SHAPE)  # an image's side, or the volume's window
+    assert tuple(facts.input.shape[1:]) == window and model == module.CONF_MODEL
+    assert set(harness.models) == set(MODULES)
 
 
 @pytest.mark.parametrize(("scenario", "device", "given", "cpus", "host", "chosen", "why"), [

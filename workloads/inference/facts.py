@@ -35,8 +35,8 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
             user_conf_sources: dict[str, str], overrides: dict[str, Any], warm_up: dict[str, float],
             tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int,
             batch_source: str, threads: int,
-            threads_source: str, samples: int,
-            trace_file: Path | None, operators: list[OperatorTime]) -> dict[str, Any]:
+            threads_source: str, samples: int, trace_file: Path | None, operators: list[OperatorTime],
+            dataset: dict[str, Any] | None = None) -> dict[str, Any]:
     """The facts of one invocation as plain JSON values."""
     last = tests.get("accuracy") or tests.get("performance") or {}
     profile = None
@@ -79,6 +79,8 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
         "user_conf_sources": user_conf_sources,
         "overrides": overrides,
         "accuracy": None if accuracy is None else {"metric": accuracy.metric, "percent": accuracy.percent,
-                                                   "samples": accuracy.samples, "line": accuracy.line},
+                                                   "samples": accuracy.samples, "line": accuracy.line,
+                                                   "parts": accuracy.parts},
+        "dataset": dataset,
         "trace": profile,
     }

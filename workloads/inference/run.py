@@ -211,6 +211,8 @@ def run(options: Options) -> dict[str, Any]:
     threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir)
+    if hasattr(model, "check_input"):
+        model.check_input(backend.loaded.input_shape)
     batches, batch_source = batching(options, module, backend.loaded.input_shape, options.model.name)
     samples = Samples(model)
     server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
@@ -240,6 +242,7 @@ def run(options: Options) -> dict[str, Any]:
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy,
                            max_batch=batches.max_batch, batch_source=batch_source, threads=threads,
                            threads_source=threads_source,
-                           samples=model.count, trace_file=trace_file, operators=operators)
+                           samples=model.count, trace_file=trace_file, operators=operators,
+                           dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None)
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record
