@@ -140,3 +140,16 @@ def test_a_detection_accuracy_line_without_total_counts_the_samples_the_harness_
     scored = accuracy(tmp_path, facts, harness_facts={"accuracy": {"samples": 24781, "line": "mAP=37.551%"}})
     assert scored.samples == 24781 and scored.percent == pytest.approx(37.551)
     assert accuracy(tmp_path, facts).samples == 0  # no count anywhere: none claimed
+
+
+def test_the_gpu_extra_brings_the_cuda_execution_provider_and_the_image_3d_unets_readers():
+    import tomllib
+
+    from orchestrator.config.locations import python_root
+
+    project = tomllib.loads((python_root() / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(spec.startswith("onnxruntime-gpu") for spec in extras["gpu"])  # --device cuda without a hand install
+    assert any(spec.startswith("nibabel") for spec in extras["inference"])
+    dockerfile = (python_root() / "docker" / "inference.Dockerfile").read_text()
+    assert '"nibabel>=5"' in dockerfile and '"scipy>=' in dockerfile
