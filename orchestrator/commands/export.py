@@ -1,4 +1,5 @@
-"""``mltrain export RUN --mlcommons DIR``: the MLCommons results layout, checked by mlperf_logging."""
+"""``mltrain export RUN --mlcommons DIR``: the MLCommons results layout, checked by mlperf_logging;
+``mltrain export RUN --model FILE``: a training run's trained model as an inference model file."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, open_store, output, registry
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +17,12 @@ def register(app: typer.Typer) -> None:
 def export_run(
     ctx: typer.Context,
     run: str = typer.Argument(..., help="Run id."),
-    mlcommons: Path = typer.Option(..., "--mlcommons", help="Folder to write results/ and systems/ into."),
+    mlcommons: Path = typer.Option(None, "--mlcommons", help="Folder to write results/ and systems/ into."),
+    model: Path = typer.Option(None, "--model",
+                               help="A training run's trained model as this inference model file (.onnx or .pt2)."),
+    seed: int = typer.Option(None, "--seed", min=0,
+                             help="With --model: the seed whose model (default: the first that converged)."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="With --model: where the export runs."),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
     ruleset: str = typer.Option(None, "--ruleset",
@@ -25,17 +31,36 @@ def export_run(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours.
-    An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
+    An inference run: LoadGen's logs in the MLPerf Inference submission layout. --model FILE: a
+    training run's trained model (a finished seed's) as the inference model its workload feeds."""
     import socket
 
     from orchestrator import text, units
+    from orchestrator.errors import UsageError
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
-    from orchestrator.results.outputs import check_output_folder
+    from orchestrator.results.outputs import check_output_file, check_output_folder
 
     out = output(ctx)
+    if (mlcommons is None) == (model is None):
+        raise UsageError("give --mlcommons DIR (the MLCommons layout) or --model FILE (the trained model), one of them")
     store = open_store(results, write=False)
+    if model is not None:
+        from orchestrator.inference.trained import export_trained, find_trained
+        from orchestrator.runners.select import RunnerOptions, make_runner
+
+        check_output_file(model, option="--model", results=store.root)
+        trained = find_trained(store, registry(), run, seed)
+        written = export_trained(make_runner(RunnerOptions(name=runner.value), out.status), trained, model.resolve(),
+                                 out.status)
+        if as_json:
+            out.json({"model": str(written), "run": trained.run_id, "seed": trained.seed, "feeds": trained.feeds})
+        else:
+            out.data(f"{written}: {trained.source}'s trained model, for `mltrain infer {trained.feeds} --model`")
+        return
+    if seed is not None:
+        raise UsageError("--seed chooses the seed of --model: drop it with --mlcommons")
     check_output_folder(mlcommons, option="--mlcommons", results=store.root)
     from orchestrator.results import inference_store
 

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.errors import DataError
@@ -32,8 +33,9 @@ class SmokeAssets:
     model_torch: Path
     data: Path
     reference_percent: float
-    """The trained model's own top-1, in percent (the 'FP32 reference' the target is 99% of)."""
-    input_shape: tuple[int, int, int]
+    """The trained model's own accuracy (top-1, mean Dice ...), in percent: the 'FP32 reference' the
+    target is a fraction of."""
+    input_shape: tuple[int, ...]
     harness_args: tuple[str, ...]
     made_now: bool
     seconds: float | None
@@ -43,24 +45,29 @@ def smoke_dir(harness: str, model: str) -> Path:
     return data_cache_dir() / harness / f"{model}-smoke"
 
 
-def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[[str], None]) -> SmokeAssets:
-    """The smoke assets, made by the harness (training the smoke model: about a minute) when missing."""
+def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[[str], None], *,
+                 with_model: bool = True) -> SmokeAssets:
+    """The smoke assets, made by the harness (training the smoke model: about a minute) when missing;
+    without ``with_model``, the data alone will do (a training run's model runs on it)."""
     folder = smoke_dir(harness.name, model)
-    made = not (folder / SMOKE_MARKER).is_file()
+    marker = folder / SMOKE_MARKER
+    made = not marker.is_file() or (with_model and not _read_facts(marker).get("model_files", True))
     if made:
-        status(f"making the smoke {model} model and data in {folder} (once: it trains for about a minute)")
+        what = "model and data" if with_model else "data"
+        status(f"making the smoke {model} {what} in {folder} (once{': it trains for about a minute' * with_model})")
         folder.parent.mkdir(parents=True, exist_ok=True)
         out = HostPath(path=folder, writable=True, mount=folder.parent)
-        result = dataset_command(runner, harness, ["smoke", model, out], timeout_s=SMOKE_TIMEOUT_S,
-                                 on_line=lambda line: None)
+        result = dataset_command(runner, harness, ["smoke", model, out, *([] if with_model else ["--data-only"])],
+                                 timeout_s=SMOKE_TIMEOUT_S, on_line=lambda line: None)
         if result.returncode != 0:
-            raise DataError(f"making the smoke {model} model failed {result.where}: {result.last_line()}")
-    marker = folder / SMOKE_MARKER
+            raise DataError(f"making the smoke {model} {what} failed {result.where}: {result.last_line()}")
     try:
         facts = json.loads(marker.read_text())
+        reference = facts.get("reference_accuracy", facts.get("reference_top1"))
         return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
-                           data=folder / "data", reference_percent=100.0 * float(facts["reference_top1"]),
-                           input_shape=tuple(int(d) for d in facts["input_shape"]),  # type: ignore[arg-type]
+                           data=folder / str(facts.get("data", "data")),
+                           reference_percent=100.0 * float(reference) if reference is not None else 0.0,
+                           input_shape=tuple(int(d) for d in facts.get("input_shape", ())),
                            harness_args=tuple(str(a) for a in facts["harness_args"]), made_now=made,
                            seconds=facts.get("seconds"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -100,3 +107,11 @@ def prepare_dataset(runner: Runner, harness: Harness, model: str, data: Path, in
         raise DataError(f"{harness.name}: `prepare {model} {data}` printed {printed[-1]}, which is not a folder here")
     lines.flush()
     return PreparedData(folder=folder, said=result.last_line())
+
+
+def _read_facts(marker: Path) -> dict[str, Any]:
+    try:
+        facts = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}

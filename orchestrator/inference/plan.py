@@ -10,7 +10,8 @@ from pathlib import Path
 
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
-from orchestrator.inference.model_check import CheckedModel, check_model
+from orchestrator.inference.model_check import CheckedModel, check_model, onnx_input_dims
+from orchestrator.inference.trained import TrainedModel
 
 BACKENDS = ("onnxruntime", "torch")
 DEVICES = ("cpu", "cuda", "tensorrt")
@@ -46,12 +47,15 @@ class InferencePlan:
     facts: ModelFacts
     rules: ProfileRules
     checked: CheckedModel | None
-    """The user's model file as checked; None for the smoke profile (made, then checked, later)."""
+    """The user's model file as checked; None where the model is made later (the smoke model, a training
+    run's export), then checked."""
+    trained: TrainedModel | None = None
+    """The training run whose trained model the run uses (``--model RUN``)."""
 
-    @property
-    def sample_shape(self) -> tuple[int, ...]:
+    def sample_shape(self, checked: CheckedModel | None = None) -> tuple[int, ...]:
         """One sample as the model file takes it (its fixed axes after the batch), else as declared."""
-        dims = self.checked.input_shape[1:] if self.checked is not None else ()
+        checked = checked or self.checked
+        dims = checked.input_shape[1:] if checked is not None else ()
         if len(dims) == len(self.facts.input.shape) and all(isinstance(d, int) and d > 0 for d in dims):
             return tuple(int(d) for d in dims)
         return self.facts.input.shape
@@ -83,7 +87,9 @@ class InferencePlan:
         return [*args, *extra]
 
 
-def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> InferencePlan:
+def plan_inference(options: InferenceOptions, roots: Sequence[Path],
+                   trained: TrainedModel | None = None) -> InferencePlan:
+    """``trained``: the training run ``--model`` named, found (`trained.find_trained`)."""
     harness = find_model(roots, options.model)
     facts = harness.model(options.model)
     rules = harness.profiles[options.profile]  # type: ignore[index]
@@ -106,24 +112,34 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
     for name, value in (("--target-qps", o.target_qps), ("--target-latency-ms", o.target_latency_ms)):
         if value is not None and value != "auto" and not _positive(value):
             raise UsageError(f"{name} {value!r}: give a positive number or auto")
+    if trained is not None and trained.feeds != o.model:
+        raise UsageError(f"--model {trained.run_id}: its {trained.workload.name} model is exported as {trained.feeds}, "
+                         f"not {o.model}")
     if o.profile == "smoke":
         if not facts.smoke:
             raise UsageError(f"{o.model} has no smoke model: give --model and --data with --profile qualify")
         if o.model_file is not None or o.data is not None:
-            raise UsageError("--profile smoke runs the smoke model on its own data: drop --model and --data "
-                             "(or use --profile qualify)")
-        return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None)
-    missing_inputs(o, facts)
+            raise UsageError("--profile smoke runs on its own data with its own model or a training run's: drop --data "
+                             "and give --model RUN or nothing (or use --profile qualify)")
+        return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None, trained=trained)
+    missing_inputs(o, facts, model_given=trained is not None)
+    assert o.data is not None
+    if trained is not None:
+        return InferencePlan(options=replace(o, data=o.data.resolve()), harness=harness, facts=facts, rules=rules,
+                             checked=None, trained=trained)
+    assert o.model_file is not None
     checked = check_model(o.model_file, o.backend, facts.input)
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 
 
-def missing_inputs(o: InferenceOptions, facts: ModelFacts) -> None:
+def missing_inputs(o: InferenceOptions, facts: ModelFacts, *, model_given: bool = False) -> None:
     """Refuses, in one line, every input the run lacks (the model file, the dataset folder), each named
-    with what is wrong, and then says how to get each of them."""
+    with what is wrong, and then says how to get each of them. ``model_given``: a training run's."""
     problems, how = [], []
-    if o.model_file is None:
+    if model_given:
+        pass
+    elif o.model_file is None:
         problems.append(f"--profile {o.profile} needs the model file: --model FILE")
     elif not o.model_file.is_file():
         problems.append(f"--model {o.model_file}: no such file")
@@ -142,6 +158,18 @@ def missing_inputs(o: InferenceOptions, facts: ModelFacts) -> None:
 
 def check_smoke_model(path: Path, backend: str, shape: tuple[int, ...]) -> CheckedModel:
     return check_model(path, backend, InputFacts(shape=shape))
+
+
+def check_exported(path: Path, backend: str, declared: InputFacts) -> CheckedModel:
+    """A training run's exported model: the declared input but its own window (a model trained on
+    other patches slides its own; its dataset is prepared for it, and a run says it is not the
+    reference's)."""
+    if backend == "torch":
+        return check_model(path, backend, declared)
+    own = onnx_input_dims(path)
+    if len(own) == len(declared.shape) + 1 and all(isinstance(d, int) for d in own[2:]):
+        declared = InputFacts(shape=(declared.shape[0], *own[2:]), min_opset=declared.min_opset)  # type: ignore[arg-type]
+    return check_model(path, backend, declared)
 
 
 def _positive(text: str) -> bool:

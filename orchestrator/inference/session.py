@@ -16,7 +16,8 @@ from typing import Any
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import run_harness
-from orchestrator.inference.plan import InferencePlan, check_smoke_model
+from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
+from orchestrator.inference.trained import export_trained, exported_path
 from orchestrator.results import atomic, inference_store
 from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
 from orchestrator.results.store import now_iso
@@ -34,6 +35,8 @@ class Inputs:
     extra_args: tuple[str, ...]
     target_percent: float
     smoke_note: str | None = None
+    model_source: str | None = None
+    """The training run and seed the model was exported from."""
 
 
 class JobFailed(InfrastructureError):
@@ -41,22 +44,41 @@ class JobFailed(InfrastructureError):
 
 
 def resolve_inputs(plan: InferencePlan, runner: Runner, status: Callable[[str], None]) -> Inputs:
+    """The model file (given; a training run's, exported now; or the smoke model) and the dataset the
+    jobs read (prepared for that model where the harness prepares one)."""
     o = plan.options
-    if plan.checked is None:  # the smoke profile: the harness makes its model and data once
-        assets = data.ensure_smoke(runner, plan.harness, o.model, status)
-        if assets.made_now:
-            status(f"smoke {o.model} model and data made in {assets.seconds} s ({assets.folder})")
-        model_file = assets.model_torch if o.backend == "torch" else assets.model_onnx
-        checked = check_smoke_model(model_file, o.backend, assets.input_shape)
-        return Inputs(model_file=model_file, model_sha256=checked.sha256, data=assets.data,
-                      extra_args=assets.harness_args, target_percent=plan.facts.accuracy.fraction
-                      * assets.reference_percent,
-                      smoke_note=f"smoke model and data (trained here to {assets.reference_percent:.1f}% top-1),"
-                                 " not the reference's")
-    assert o.model_file is not None and o.data is not None
-    prepared = data.prepare_dataset(runner, plan.harness, o.model, o.data, plan.sample_shape, status)
-    return Inputs(model_file=o.model_file, model_sha256=plan.checked.sha256, data=prepared.folder, extra_args=(),
-                  target_percent=plan.facts.accuracy.target)
+    smoke = data.ensure_smoke(runner, plan.harness, o.model, status, with_model=plan.trained is None) \
+        if o.profile == "smoke" else None
+    if smoke is not None and smoke.made_now:
+        status(f"smoke {o.model} model and data made in {smoke.seconds} s ({smoke.folder})")
+    trained = plan.trained
+    if trained is not None:
+        suffix = ".pt2" if o.backend == "torch" else ".onnx"
+        status(f"exporting the model {trained.source} trained ({trained.workload.name}) as {o.model}")
+        model_file = export_trained(runner, trained, exported_path(plan.harness.name, trained, suffix), status)
+        checked = check_exported(model_file, o.backend, plan.facts.input)
+    elif smoke is not None:
+        model_file = smoke.model_torch if o.backend == "torch" else smoke.model_onnx
+        checked = check_smoke_model(model_file, o.backend, smoke.input_shape)
+    else:
+        assert o.model_file is not None and plan.checked is not None
+        model_file, checked = o.model_file, plan.checked
+    given = smoke.data if smoke is not None else o.data
+    assert given is not None
+    prepared = data.prepare_dataset(runner, plan.harness, o.model, given, plan.sample_shape(checked), status)
+    target = plan.facts.accuracy.target
+    note = None
+    if smoke is not None:
+        reference = smoke.reference_percent
+        what = "trained here"
+        if trained is not None and trained.accuracy is not None:
+            reference, what = 100.0 * trained.accuracy, f"{trained.source}, trained"
+        target = plan.facts.accuracy.fraction * reference
+        note = (f"smoke model and data ({what} to {reference:.1f}% {plan.facts.accuracy.metric} on its own "
+                "evaluation), not the reference's: comparable with nothing")
+    return Inputs(model_file=model_file, model_sha256=checked.sha256, data=prepared.folder,
+                  extra_args=smoke.harness_args if smoke is not None and trained is None else (),
+                  target_percent=target, smoke_note=note, model_source=trained.source if trained else None)
 
 
 def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs, *, command: tuple[str, ...],
@@ -67,6 +89,7 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
         scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy, count=o.count,
         time_s=plan.time_s, target_qps=plan.target(o.target_qps), target_latency_ms=plan.target(o.target_latency_ms),
         trace=o.trace, search=o.search, model_file=str(inputs.model_file), model_sha256=inputs.model_sha256,
+        model_source=inputs.model_source,
         data_dir=str(inputs.data), runner=runner.name, host=socket.gethostname(), command=command,
         started_at=now_iso(), state="running", system=system, runner_provenance=provenance,
     )

@@ -176,6 +176,8 @@ class InferenceRun(Record):
     search: bool = False
     model_file: str
     model_sha256: str
+    model_source: str | None = None
+    """The training run and seed the model was exported from ('RUN seed N'); None: a model file given."""
     data_dir: str
     runner: str
     host: str = ""

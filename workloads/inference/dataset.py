@@ -5,7 +5,7 @@ harness runs:
     python -m workloads.inference.dataset prepare MODEL SRC --cache DIR [--input-shape C,D,H,W] [--workers N]
         # the folder a run uses: SRC when it is in the model's layout; else what the model makes of
         # SRC under DIR, once (3d-unet: raw KiTS19 preprocessed as the reference does)
-    python -m workloads.inference.dataset smoke MODEL OUT   # the smoke model and data, made once
+    python -m workloads.inference.dataset smoke MODEL OUT [--data-only]   # the smoke model and data, made once
 
 Exit codes: 0 ok (the folder on stdout, alone, for prepare and smoke), 2 bad input or data (one line
 on stderr).
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
     smoke.add_argument("model", choices=sorted(MODULES))
     smoke.add_argument("out", type=Path)
+    smoke.add_argument("--data-only", action="store_true", help="the data alone (for a model trained elsewhere)")
     args = parser.parse_args(argv)
     return run_main(lambda: _run(args))
 
@@ -70,7 +71,7 @@ def _run(args: argparse.Namespace) -> None:
     else:
         from workloads.inference.smoke import make
 
-        made = make(args.model, args.out)
+        made = make(args.model, args.out, with_model=not args.data_only)
         sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
         sys.stdout.write(f"{args.out}\n")
 
