@@ -54,7 +54,10 @@ def infer(
                                     help="onnxruntime (an .onnx file) or torch (.pt2)."),
     device: Device = typer.Option(Device.cpu, "--device",
                                   help="cpu, cuda, or tensorrt (ONNX Runtime's TensorRT execution provider)."),
-    accuracy: bool = typer.Option(False, "--accuracy", help="Also the accuracy run (always with --profile mlperf)."),
+    accuracy: bool = typer.Option(False, "--accuracy", help="The performance test, then the accuracy test (always "
+                                  "with --profile mlperf)."),
+    accuracy_only: bool = typer.Option(False, "--accuracy-only", help="The accuracy test alone (what the "
+                                       "reference's --accuracy runs)."),
     count: int = typer.Option(None, "--count", min=1, help="Use the first N samples; N queries per test (not MLPerf)."),
     time_s: float = typer.Option(None, "--time", min=0.001, help="Test duration in seconds (not MLPerf)."),
     target_qps: str = typer.Option(None, "--target-qps", help="user.conf target_qps (Offline, Server): N or auto."),
@@ -92,7 +95,8 @@ def infer(
     root = results_dir(results)
     trained = trained_model(model_file, model_seed, results)
     options = InferenceOptions(model=model, scenario=scenario.value, profile=profile.value, backend=backend.value,
-                               device=device.value, accuracy=accuracy, count=count, time_s=time_s,
+                               device=device.value, accuracy=accuracy, accuracy_only=accuracy_only, count=count,
+                               time_s=time_s,
                                target_qps=target_qps, target_latency_ms=target_latency,
                                model_file=None if trained or model_file is None else Path(model_file),
                                data=data, trace=trace, search=search, max_batch=max_batch, threads=threads,

@@ -27,6 +27,9 @@ class InferenceOptions:
     backend: str = "onnxruntime"
     device: str = "cpu"
     accuracy: bool = False
+    """--accuracy: the accuracy test after the performance test."""
+    accuracy_only: bool = False
+    """--accuracy-only: the accuracy test alone (what the reference's --accuracy runs)."""
     count: int | None = None
     time_s: float | None = None
     target_qps: str | None = None
@@ -62,7 +65,19 @@ class InferencePlan:
 
     @property
     def accuracy(self) -> bool:
-        return self.options.accuracy or self.rules.accuracy
+        return self.options.accuracy or self.options.accuracy_only or self.rules.accuracy
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        """LoadGen's tests in order: ('performance',), ('performance', 'accuracy') or ('accuracy',)."""
+        if self.options.accuracy_only:
+            return ("accuracy",)
+        return ("performance", "accuracy") if self.accuracy else ("performance",)
+
+    @property
+    def mode(self) -> str:
+        """The harness's --mode for ``tests``."""
+        return {("accuracy",): "accuracy", ("performance", "accuracy"): "both"}.get(self.tests, "performance")
 
     @property
     def time_s(self) -> float | None:
@@ -105,6 +120,12 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path],
     if not rules.overrides_allowed and (o.time_s is not None or o.count is not None):
         raise UsageError(f"--profile {o.profile} runs mlperf.conf's settings: drop --time and --count "
                          "(or use --profile qualify)")
+    if o.accuracy_only and (o.accuracy or o.search):
+        raise UsageError("--accuracy-only runs the accuracy test alone: drop --accuracy and --search "
+                         "(--accuracy runs the performance test, then the accuracy test)")
+    if o.accuracy_only and o.profile == "mlperf":
+        raise UsageError("--profile mlperf runs the performance test, then the accuracy test, as a result needs both: "
+                         "drop --accuracy-only (or use --profile qualify)")
     if o.search and o.scenario != "Server":
         raise UsageError("--search finds the Server scenario's highest valid QPS: use it with --scenario Server")
     if o.search and o.target_qps not in (None, "auto"):

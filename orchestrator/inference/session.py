@@ -86,7 +86,8 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
     o = plan.options
     return InferenceRun(
         run_id=run_id, model=o.model, harness=plan.harness.name, profile=o.profile, label=o.label,  # type: ignore[arg-type]
-        scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy, count=o.count,
+        scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy,
+        tests=plan.tests, count=o.count,
         time_s=plan.time_s, target_qps=plan.target(o.target_qps), target_latency_ms=plan.target(o.target_latency_ms),
         trace=o.trace, search=o.search, model_file=str(inputs.model_file), model_sha256=inputs.model_sha256,
         model_source=inputs.model_source,
@@ -149,7 +150,7 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
             main = jobs.run("accuracy", paths.job("accuracy"), "accuracy")
             _move(main / "accuracy", paths.accuracy)
         return main, logs.read_facts(main), found
-    main = jobs.run("main", paths.job("main"), "both" if plan.accuracy else "performance")
+    main = jobs.run("main", paths.job("main"), plan.mode)
     for part in ("performance", "accuracy", "trace", "user.conf"):
         if (main / part).exists():
             _move(main / part, paths.root / part)
@@ -163,7 +164,8 @@ def _move(source: Path, target: Path) -> None:
 
 def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Path, facts_json: dict[str, Any],
               found: Any) -> InferenceResult:
-    perf = logs.performance(root / "performance" / "run_1", plan.options.scenario)
+    perf = logs.performance(root / "performance" / "run_1", plan.options.scenario) \
+        if "performance" in plan.tests else None
     acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
     gaps = logs.official_gaps(perf, harness, plan.facts, acc)
@@ -172,12 +174,15 @@ def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Pat
         gaps.append(str(dataset_gap))
     if inputs.smoke_note:
         gaps.append(inputs.smoke_note)
-    reasons = [f"LoadGen: {why}" for why in perf.loadgen_reasons] or (["LoadGen: INVALID"] if not perf.loadgen_valid
-                                                                       else [])
+    if perf is None:
+        reasons = ["no performance test (--accuracy-only)"]
+    else:
+        reasons = [f"LoadGen: {why}" for why in perf.loadgen_reasons] or (["LoadGen: INVALID"]
+                                                                           if not perf.loadgen_valid else [])
     reasons += [f"official: {gap}" for gap in gaps]
     if acc is not None and not acc.met:
         reasons.append(f"accuracy {acc.percent:.3f}% < target {acc.target_percent:.3f}%")
-    valid = perf.loadgen_valid and not gaps and acc is not None and acc.met
+    valid = perf is not None and perf.loadgen_valid and not gaps and acc is not None and acc.met
     return InferenceResult(valid=valid, reasons=tuple(reasons), official_gaps=tuple(gaps), performance=perf,
                            accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json), search=found)
 

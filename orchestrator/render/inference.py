@@ -22,11 +22,17 @@ def succeeded(run: InferenceRun) -> bool:
     """Exit 0: the MLPerf verdict under the mlperf profile; elsewhere LoadGen's verdict on the settings
     the profile asked for and the accuracy target (the official gaps are said, not failed on)."""
     result = run.result
-    if result is None or result.performance is None:
+    if result is None:
         return False
+    if result.performance is None:  # --accuracy-only: its one test
+        return result.accuracy is not None and result.accuracy.met
     if run.profile == "mlperf":
         return result.valid
     return result.performance.loadgen_valid and (result.accuracy is None or result.accuracy.met)
+
+
+TESTS_TEXT = {("performance",): "performance only", ("performance", "accuracy"): "performance, then accuracy",
+              ("accuracy",): "accuracy only (--accuracy-only)"}
 
 
 def metric_text(perf: Performance | None) -> str:
@@ -59,6 +65,7 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     workers = f", {h.workers} workers" if h.workers and run.scenario in ("Offline", "Server") else ""
     lines.append(f"backend {h.backend} on {', '.join(h.providers)} ({versions}); batch up to {h.max_batch}, {threads}"
                  f"{workers}")
+    lines.append(f"tests: {TESTS_TEXT.get(tuple(run.tests), ', then '.join(run.tests))}")
     perf = result.performance
     if perf is not None:
         verdict = "VALID" if perf.loadgen_valid else "INVALID: " + "; ".join(perf.loadgen_reasons or ("see the log",))
@@ -87,7 +94,8 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
                      f" of the test time ({profile.file})")
     mlperf = "VALID" if result.valid else "INVALID: " + "; ".join(result.reasons)
     lines.append(f"as an MLPerf result: {mlperf}")
-    lines.append(f"logs: {folder / 'performance' / 'run_1' / 'mlperf_log_summary.txt'}")
+    summary = folder / "performance" / "run_1" if perf is not None else folder / "accuracy"
+    lines.append(f"logs: {summary / 'mlperf_log_summary.txt'}")
     return lines
 
 

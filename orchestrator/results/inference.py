@@ -168,6 +168,9 @@ class InferenceRun(Record):
     backend: str
     device: str
     accuracy_requested: bool
+    tests: tuple[Literal["performance", "accuracy"], ...] = ("performance",)
+    """LoadGen's tests, in the order they ran: performance alone, performance then accuracy
+    (``--accuracy``), or accuracy alone (``--accuracy-only``, as the reference's ``--accuracy`` runs)."""
     count: int | None = None
     time_s: float | None = None
     target_qps: str | None = None

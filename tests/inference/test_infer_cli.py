@@ -77,6 +77,25 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert [stat.S_IMODE(path.stat().st_mode) for path in written] == [0o644, 0o644]
 
 
+def test_accuracy_only_runs_the_accuracy_test_alone_and_says_so(cli, assets, tmp_path: Path):
+    """--accuracy is 'performance, then accuracy' here and 'accuracy only' in the reference: both offered."""
+    r = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--accuracy-only")
+    assert r.code in (0, 1), r.err
+    record = json.loads(r.out)
+    run = tmp_path / "r" / record["run_id"]
+    assert record["tests"] == ["accuracy"] and record["result"]["performance"] is None
+    assert record["result"]["accuracy"]["samples"] == tiny.IMAGES and not (run / "performance").exists()
+    assert "no performance test (--accuracy-only)" in record["result"]["reasons"]
+    shown = cli("show", record["run_id"], "--results", str(tmp_path / "r"))
+    assert "tests: accuracy only (--accuracy-only)" in shown.out and "accuracy/mlperf_log_summary.txt" in shown.out
+    both = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--time", "0.5", "--accuracy")
+    assert json.loads(both.out)["tests"] == ["performance", "accuracy"]
+    assert "tests: performance, then accuracy" in cli("show", json.loads(both.out)["run_id"], "--results",
+                                                      str(tmp_path / "r")).out
+    refused = infer(cli, assets, tmp_path / "r", "--accuracy", "--accuracy-only")
+    assert refused.code == 2 and "--accuracy-only runs the accuracy test alone" in refused.err
+
+
 def test_multistream_runs_a_model_whose_batch_axis_is_fixed_at_one(cli, assets, tmp_path: Path):
     """8 samples per query, 8 calls (the reference's way); all 8 in one call failed with 'Got: 8 Expected: 1'."""
     fixed = tiny.export(tmp_path / "batch1.onnx", fixed_batch=1)
