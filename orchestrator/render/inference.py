@@ -120,6 +120,7 @@ def comparison_rows(result: InferenceComparison) -> list[dict[str, Any]]:
             "ratio": row.ratio.value if row.ratio else None, "ratio_low": row.ratio.low if row.ratio else None,
             "ratio_high": row.ratio.high if row.ratio else None,
             "p_value": row.test.p_value if row.test else None,
+            "harness": row.setup.settings,
         })
     return rows
 
@@ -130,7 +131,7 @@ def comparison_table(result: InferenceComparison) -> Table:
     scale, unit = _scaled(result.unit)
     table = Table(title=f"{result.model} {result.scenario}: {result.metric} ({unit}), profile {result.profile}",
                   title_justify="left")
-    for column in ("setup", "hardware", "runs", "LoadGen VALID", "mean", "95% CI", "vs baseline", "95% CI",
+    for column in ("setup", "hardware", "harness", "runs", "LoadGen VALID", "mean", "95% CI", "vs baseline", "95% CI",
                    "Welch p"):
         table.add_column(column)
     for row in result.rows:
@@ -138,7 +139,10 @@ def comparison_table(result: InferenceComparison) -> Table:
                         low=None if row.mean.low is None else row.mean.low / scale,
                         high=None if row.mean.high is None else row.mean.high / scale)
         runs = len(row.setup.runs)
-        table.add_row(row.setup.name, row.setup.hardware, str(runs), f"{row.valid}/{runs}",
+        settings = row.setup.settings
+        harness = (f"{settings['backend']}, batch {settings['batch']}, threads {settings['threads']}, "
+                   f"workers {settings['workers']}")
+        table.add_row(row.setup.name, row.setup.hardware, harness, str(runs), f"{row.valid}/{runs}",
                       text.number(mean.value), text.interval(mean).strip(" []") or "-",
                       "baseline" if row.ratio is None else text.number(row.ratio.value, "x"),
                       "" if row.ratio is None else (text.interval(row.ratio).strip(" []") or "-"),
@@ -149,6 +153,12 @@ def comparison_table(result: InferenceComparison) -> Table:
 def comparison_notes(result: InferenceComparison) -> list[str]:
     better = "higher" if result.higher_is_better else "lower"
     notes = [f"{result.metric}: {better} is better; 'vs baseline' > 1 means better than {result.baseline}"]
+    if result.setting_differences:
+        notes.append("the harness ran the setups differently, so the ratio measures its settings as much as the "
+                     "setups: " + "; ".join(result.setting_differences) + " (give --threads and --max-batch to "
+                     "hold them equal)")
+    else:
+        notes.append("the harness ran every setup alike (backend, batch, threads, workers)")
     if result.profile != "mlperf":
         notes.append(f"profile {result.profile}: {PROFILE_CAVEAT[result.profile]}")
     return notes

@@ -153,3 +153,20 @@ def test_the_gpu_extra_brings_the_cuda_execution_provider_and_the_image_3d_unets
     assert any(spec.startswith("nibabel") for spec in extras["inference"])
     dockerfile = (python_root() / "docker" / "inference.Dockerfile").read_text()
     assert '"nibabel>=5"' in dockerfile and '"scipy>=' in dockerfile
+
+
+def test_a_comparison_names_each_harness_setting_that_differs_between_or_within_setups():
+    from types import SimpleNamespace
+
+    from orchestrator.inference.compare import setting_differences
+
+    def setup(name: str, **settings: str) -> SimpleNamespace:
+        base = {"backend": "onnxruntime on CPUExecutionProvider", "batch": "up to 32", "threads": "1 (auto)",
+                "workers": "2"}
+        return SimpleNamespace(name=name, settings={**base, **settings})
+
+    assert setting_differences([setup("a"), setup("b")]) == ()
+    assert setting_differences([setup("a"), setup("b", threads="8 (auto)", workers="4")]) == (
+        "threads differs: a 1 (auto); b 8 (auto)", "workers differs: a 2; b 4")
+    assert setting_differences([setup("a", batch="up to 1 / up to 32"), setup("b", batch="up to 1 / up to 32")]) == (
+        "batch differs within a, b: up to 1 / up to 32",)
