@@ -61,6 +61,9 @@ class HowToGet(_Frozen):
 
 class ModelFacts(_Frozen):
     description: str = ""
+    round: str | None = None
+    """The MLPerf Inference round whose mlperf.conf gives every LoadGen setting (a retired model's last);
+    None: the installed LoadGen's built-in mlperf.conf."""
     dataset: DatasetFacts
     input: InputFacts
     accuracy: AccuracyFacts

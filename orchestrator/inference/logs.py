@@ -136,10 +136,16 @@ def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = Non
                     samples=samples, line=line)
 
 
-def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts, acc: Accuracy | None) -> list[str]:
-    """Where the run fell short of what mlperf.conf (LoadGen's built-in copy) and the rules fix."""
+def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts, acc: Accuracy | None,
+                  applied_round: str | None = None) -> list[str]:
+    """Where the run fell short of what mlperf.conf (LoadGen's built-in copy, or the retired model's round's,
+    as the harness recorded it) and the rules fix. ``applied_round``: the round the harness says it applied."""
     gaps: list[str] = []
     official = harness.official
+    conf = f"{facts.round}'s mlperf.conf" if facts.round else "mlperf.conf"
+    if (applied_round or "current") != (facts.round or "current"):
+        gaps.append(f"the harness applied the settings of round {applied_round or 'current'}, the model's declaration "
+                    f"names {facts.round or 'the current one'}")
     if perf is not None:
         effective = perf.effective
         queries = "min_sample_count" if perf.scenario == "Offline" else "min_query_count"  # Offline: one query
@@ -147,17 +153,17 @@ def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts,
                                     ("performance_sample_count", "performance_sample_count_override")):
             have, want = _number(effective.get(name)), _number(official.get(official_name))
             if have is not None and want and have < want:
-                gaps.append(f"{name} {have:g} < {want:g} (mlperf.conf)")
+                gaps.append(f"{name} {have:g} < {want:g} ({conf})")
         if _number(effective.get("max_duration_ms")) and _number(official.get("min_duration_ms")) \
                 and effective["max_duration_ms"] < official["min_duration_ms"]:
             gaps.append(f"max_duration_ms {effective['max_duration_ms']:g} cuts the test short")
         for seed in ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed"):
             if seed in effective and seed in official and int(effective[seed]) != int(official[seed]):
-                gaps.append(f"{seed} is not mlperf.conf's")
+                gaps.append(f"{seed} is not {conf}'s")
         if perf.scenario == "Server" and _number(official.get("server_target_latency_ns")) \
                 and _number(effective.get("target_latency_ns")) \
                 and not math.isclose(effective["target_latency_ns"], official["server_target_latency_ns"]):
-            gaps.append(f"target_latency_ns {effective['target_latency_ns']:g} is not mlperf.conf's "
+            gaps.append(f"target_latency_ns {effective['target_latency_ns']:g} is not {conf}'s "
                         f"{official['server_target_latency_ns']:g}")
     if acc is None:
         gaps.append("no accuracy run")

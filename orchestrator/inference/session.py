@@ -168,7 +168,7 @@ def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Pat
         if "performance" in plan.tests else None
     acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
-    gaps = logs.official_gaps(perf, harness, plan.facts, acc)
+    gaps = logs.official_gaps(perf, harness, plan.facts, acc, (facts_json.get("round") or {}).get("name"))
     dataset_gap = (facts_json.get("dataset") or {}).get("gap")
     if dataset_gap:  # the harness says why its dataset is not the reference's
         gaps.append(str(dataset_gap))

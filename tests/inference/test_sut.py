@@ -23,6 +23,7 @@ from workloads.inference.sut import Batching, Samples, Server
 lg = pytest.importorskip("mlperf_loadgen")
 
 SAMPLES = 40
+PROJECT = Path(__file__).resolve().parents[2]
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 
 
@@ -160,3 +161,47 @@ def test_the_qsl_holds_what_loadgen_loaded_not_the_dataset(tmp_path: Path):
     mib = 1 << 20
     assert peaks[480] < 1.25 * peaks[48], {n: p / mib for n, p in peaks.items()}
     assert peaks[480] < 64 * mib  # 16 loaded + 4 batches of 8 gathered ahead, never the 480 MiB of the dataset
+
+
+def test_a_retired_model_takes_every_setting_from_its_round(tmp_path: Path):
+    """ssd-resnet34 under v2.0's mlperf.conf: its seeds, minimums and Server latency bound are what LoadGen
+    runs with and what is official; user.conf holds only what the user gave (it got v2.0's latency, which
+    the run then flagged as not mlperf.conf's, beside the current round's seeds and minimums)."""
+    from orchestrator.inference.declaration import find_model
+    from orchestrator.inference.logs import official_gaps, performance
+    from orchestrator.results.inference import Harness
+    from workloads.inference.models.ssd_resnet34 import ROUND
+    from workloads.inference.settings import Requested, build, official
+
+    requested = Requested(conf_model="ssd-resnet34", scenario="Server", user_conf={"target_qps": 500.0},
+                          time_s=0.3, count=40, conf_round=ROUND)
+    settings, overrides = build(lg, requested, tmp_path / "user.conf")
+    assert (tmp_path / "user.conf").read_text().splitlines()[1:] == ["ssd-resnet34.Server.target_qps = 500"]
+    rules = official(lg, "ssd-resnet34", "Server", ROUND)
+    assert rules["server_target_latency_ns"] == 100_000_000 and rules["qsl_rng_seed"] == 6655344265603136530
+    assert rules["min_query_count"] == 270336 and rules["performance_sample_count_override"] == 64
+    model, backend = Numbered(), Echo()
+    samples = Samples(model)
+    server = Server(lg, model, backend, samples, scenario="Server", batching=Batching(max_batch=8), workers=2)
+    settings.mode = lg.TestMode.PerformanceOnly
+    settings.performance_sample_count_override = SAMPLES
+    log = lg.LogSettings()
+    log.log_output.outdir = str(tmp_path)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False
+    sut = lg.ConstructSUT(server.issue, server.flush)
+    qsl = lg.ConstructQSL(SAMPLES, SAMPLES, samples.load, samples.unload)
+    lg.StartTestWithLogSettings(sut, qsl, settings, log, str(tmp_path / "no-audit.config"))
+    server.close()
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    perf = performance(tmp_path, "Server")
+    assert int(perf.effective["qsl_rng_seed"]) == rules["qsl_rng_seed"]
+    assert int(perf.effective["target_latency_ns"]) == 100_000_000
+    facts = find_model([PROJECT / "workloads"], "ssd-resnet34").model("ssd-resnet34")
+    harness = Harness(backend="echo", device="cpu", providers=("cpu",), model_load_s=0, total_inference_s=0,
+                      preprocess_s=0, max_batch=8, samples=SAMPLES, official=rules)
+    gaps = official_gaps(perf, harness, facts, None, applied_round="v2.0")
+    assert not any("seed" in gap or "target_latency" in gap for gap in gaps), gaps
+    assert "min_query_count 40 < 270336 (v2.0's mlperf.conf)" in gaps
+    assert "the harness applied" in " ".join(official_gaps(perf, harness, facts, None, applied_round=None))

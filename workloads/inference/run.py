@@ -119,9 +119,6 @@ def user_values(options: Options, module: Any, measured: dict[str, float]) -> tu
     """user.conf values and, per value, where it came from."""
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
-    for scope in ("*", options.scenario):
-        for key, value in module.RETIRED_CONF.get(scope, {}).items():
-            values[key], sources[key] = float(value), "the settings of the round that retired the model"
     given = {"target_qps": options.target_qps, "target_latency": options.target_latency_ms}
     for key, text in given.items():
         if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
@@ -221,7 +218,7 @@ def run(options: Options) -> dict[str, Any]:
         values, sources = user_values(options, module, measured)
         requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
                                           time_s=options.time_s, count=options.count,
-                                          min_query_count=options.min_query_count)
+                                          min_query_count=options.min_query_count, conf_round=module.ROUND)
         settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
         sample_count = settings.performance_sample_count_override or model.count
         if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
@@ -237,7 +234,8 @@ def run(options: Options) -> dict[str, Any]:
         atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
     trace_file, operators = backend.stop_trace()
     record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
-                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario),
+                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario, module.ROUND),
+                           conf_round=module.ROUND,
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy,
                            max_batch=batches.max_batch, batch_source=batch_source, threads=threads,

@@ -40,7 +40,8 @@ from workloads.inference.models.common import Accuracy
 NAME = "3d-unet"
 CONF_MODEL = "3d-unet"
 """The model's key in mlperf.conf."""
-RETIRED_CONF: dict[str, dict[str, float]] = {}
+ROUND = None
+"""The rules' round: the installed LoadGen's built-in mlperf.conf (the model is current)."""
 MAX_BATCH = 1
 """Windows per backend call by default: the reference runs one at a time."""
 WARM_UP_CALLS = (2, 0)
