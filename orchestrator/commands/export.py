@@ -23,6 +23,10 @@ def export_run(
     seed: int = typer.Option(None, "--seed", min=0,
                              help="With --model: the seed whose model (default: the first that converged)."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="With --model: where the export runs."),
+    division: str = typer.Option(None, "--division", help="An inference run: closed or open (default: closed for "
+                                 "a valid mlperf-profile result, else open)."),
+    system_type: str = typer.Option("datacenter", "--system-type", help="An inference run: datacenter or edge "
+                                    "(the checker's required scenarios follow it)."),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
     ruleset: str = typer.Option(None, "--ruleset",
@@ -65,12 +69,27 @@ def export_run(
     from orchestrator.results import inference_store
 
     if inference_store.is_inference(store.root, run):
+        from orchestrator.inference.declaration import find_model
         from orchestrator.inference.export import export_inference
 
-        folder = export_inference(inference_store.open_run(store.root, run), inference_store.paths(store.root, run),
-                                  mlcommons, system_name=system_name, submitter=submitter)
-        out.json({"folder": str(folder)}) if as_json else out.data(f"MLPerf Inference layout: {folder}")
+        record = inference_store.open_run(store.root, run)
+        facts = find_model(registry().roots, record.model).model(record.model)
+        written = export_inference(record, inference_store.paths(store.root, run), mlcommons, facts,
+                                   system_name=system_name, submitter=submitter, division=division,
+                                   system_type=system_type)
+        if as_json:
+            out.json({"folder": str(written.scenario_folder), "system_file": str(written.system_file),
+                      "division": written.division, "benchmark": written.benchmark, "notes": list(written.notes)})
+            return
+        for note in written.notes:
+            out.warning(note)
+        out.data(f"MLPerf Inference layout: {written.scenario_folder} (division {written.division}, benchmark "
+                 f"{written.benchmark}); system description {written.system_file}")
+        out.data(f"check it yourself: python -m submission_checker.main --input {mlcommons} --version v6.1 "
+                 "(from a checkout of mlcommons/inference, in tools/submission)")
         return
+    if division is not None:
+        raise UsageError("--division is an inference export's: a training export's division is the one its logs state")
     stored = store.open(run)
     manifest = stored.manifest
     system = manifest.system

@@ -69,6 +69,8 @@ def infer(
                                    help="With --model RUN: the seed whose model (default: the first that converged)."),
     data: Path = typer.Option(None, "--data", help="The dataset folder, in the model's layout."),
     profile: ProfileName = typer.Option(ProfileName.qualify, "--profile", help="mlperf, qualify or smoke."),
+    compliance: bool = typer.Option(False, "--compliance", help="Then MLPerf's compliance tests the model needs "
+                                    "(TEST01, TEST04), verified by MLCommons' rules (implies --accuracy)."),
     search: bool = typer.Option(False, "--search",
                                 help="Server: find the highest target QPS that passes (bracket, then bisect)."),
     trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile and LoadGen's trace."),
@@ -95,7 +97,8 @@ def infer(
     root = results_dir(results)
     trained = trained_model(model_file, model_seed, results)
     options = InferenceOptions(model=model, scenario=scenario.value, profile=profile.value, backend=backend.value,
-                               device=device.value, accuracy=accuracy, accuracy_only=accuracy_only, count=count,
+                               device=device.value, accuracy=accuracy, accuracy_only=accuracy_only,
+                               compliance=compliance, count=count,
                                time_s=time_s,
                                target_qps=target_qps, target_latency_ms=target_latency,
                                model_file=None if trained or model_file is None else Path(model_file),

@@ -52,6 +52,17 @@ class AccuracyFacts(_Frozen):
         return self.reference * self.fraction
 
 
+class SubmissionFacts(_Frozen):
+    """The model as MLCommons' submission checker knows it."""
+
+    benchmark: str
+    """Its benchmark name there (resnet, 3d-unet-99.9 ...): the results folder an export writes."""
+    tests: tuple[Literal["TEST01", "TEST04"], ...] = ()
+    """The compliance tests a closed result needs (the checker's models_TEST01, models_TEST04)."""
+    response: Literal["byte", "float32", "int32", "int64"] = "float32"
+    """What a response holds: TEST01 compares its first value with the accuracy run's (--dtype)."""
+
+
 class HowToGet(_Frozen):
     """Where each input of a model comes from, said when one is missing."""
 
@@ -71,6 +82,7 @@ class ModelFacts(_Frozen):
     smoke: bool = False
     """The harness can make a smoke model and data for it (`data.cli smoke MODEL OUT`)."""
     how_to_get: HowToGet
+    submission: SubmissionFacts
 
 
 class ProfileRules(_Frozen):

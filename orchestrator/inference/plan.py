@@ -30,6 +30,8 @@ class InferenceOptions:
     """--accuracy: the accuracy test after the performance test."""
     accuracy_only: bool = False
     """--accuracy-only: the accuracy test alone (what the reference's --accuracy runs)."""
+    compliance: bool = False
+    """--compliance: the model's MLPerf compliance tests after the run (TEST01 needs the accuracy run)."""
     count: int | None = None
     time_s: float | None = None
     target_qps: str | None = None
@@ -65,7 +67,7 @@ class InferencePlan:
 
     @property
     def accuracy(self) -> bool:
-        return self.options.accuracy or self.options.accuracy_only or self.rules.accuracy
+        return self.options.accuracy or self.options.accuracy_only or self.options.compliance or self.rules.accuracy
 
     @property
     def tests(self) -> tuple[str, ...]:
@@ -86,15 +88,17 @@ class InferencePlan:
     def target(self, given: str | None) -> str | None:
         return given if given is not None else self.rules.target
 
-    def harness_args(self, mode: str, *, target_qps: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    def harness_args(self, mode: str, *, target_qps: str | None = None, target_latency_ms: str | None = None,
+                     extra: Sequence[str] = ()) -> list[str]:
         """The harness's options for one job (`python -m workloads.inference`), besides model, data and out."""
         o = self.options
         args = ["--model-name", o.model, "--scenario", o.scenario, "--backend", o.backend, "--device", o.device,
                 "--mode", mode, "--threads", str(o.threads)]
         qps = target_qps if target_qps is not None else self.target(o.target_qps)
+        latency = target_latency_ms if target_latency_ms is not None else self.target(o.target_latency_ms)
         for flag, value in (("--count", o.count), ("--time", self.time_s),
                             ("--min-query-count", self.rules.min_query_count), ("--target-qps", qps),
-                            ("--target-latency-ms", self.target(o.target_latency_ms)), ("--max-batch", o.max_batch)):
+                            ("--target-latency-ms", latency), ("--max-batch", o.max_batch)):
             if value is not None:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         if o.trace:
@@ -126,6 +130,11 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path],
     if o.accuracy_only and o.profile == "mlperf":
         raise UsageError("--profile mlperf runs the performance test, then the accuracy test, as a result needs both: "
                          "drop --accuracy-only (or use --profile qualify)")
+    if o.compliance and (o.accuracy_only or o.search):
+        raise UsageError("--compliance runs the compliance tests after a run's performance and accuracy tests: "
+                         "drop --accuracy-only and --search")
+    if o.compliance and not facts.submission.tests:
+        raise UsageError(f"--compliance: {o.model} needs no compliance test (its inference.yaml lists none)")
     if o.search and o.scenario != "Server":
         raise UsageError("--search finds the Server scenario's highest valid QPS: use it with --scenario Server")
     if o.search and o.target_qps not in (None, "auto"):

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
+from orchestrator.inference import compliance as verifying
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
 from orchestrator.inference.trained import export_trained, exported_path
 from orchestrator.results import atomic, inference_store
-from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
+from orchestrator.results.inference import ComplianceTest, InferenceResult, InferenceRun, SearchTrial
 from orchestrator.results.store import now_iso
 from orchestrator.runners.base import Runner
 from orchestrator.runners.outcome import JobOutcome
@@ -37,6 +38,9 @@ class Inputs:
     smoke_note: str | None = None
     model_source: str | None = None
     """The training run and seed the model was exported from."""
+
+
+ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
 class JobFailed(InfrastructureError):
@@ -89,7 +93,8 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
         scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy,
         tests=plan.tests, count=o.count,
         time_s=plan.time_s, target_qps=plan.target(o.target_qps), target_latency_ms=plan.target(o.target_latency_ms),
-        trace=o.trace, search=o.search, model_file=str(inputs.model_file), model_sha256=inputs.model_sha256,
+        trace=o.trace, search=o.search, compliance=o.compliance, model_file=str(inputs.model_file),
+        model_sha256=inputs.model_sha256,
         model_source=inputs.model_source,
         data_dir=str(inputs.data), runner=runner.name, host=socket.gethostname(), command=command,
         started_at=now_iso(), state="running", system=system, runner_provenance=provenance,
@@ -104,9 +109,11 @@ class Jobs:
         self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
         self.on_line = on_line
 
-    def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None) -> Path:
+    def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None,
+            target_latency_ms: str | None = None, extra: Sequence[str] = ()) -> Path:
         """Run one job; its results folder. UsageError (exit 2) when the harness refused its input."""
-        args = self.plan.harness_args(mode, target_qps=target_qps, extra=self.inputs.extra_args)
+        args = self.plan.harness_args(mode, target_qps=target_qps, target_latency_ms=target_latency_ms,
+                                      extra=[*self.inputs.extra_args, *extra])
         outcome = run_harness(self.runner, self.harness, run_id=self.handle.record.run_id, name=name, args=args,
                               model=self.inputs.model_file, data_dir=self.inputs.data, folder=folder,
                               env={"MLTRAIN_PROFILE": self.plan.options.profile},
@@ -137,7 +144,8 @@ def _raise_for(outcome: JobOutcome, name: str) -> None:
 
 
 def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]:
-    """Run the jobs and lay their files out; (the folder of the facts to report, those facts, the search)."""
+    """Run the jobs and lay their files out; (the folder of the facts to report, those facts, the Server
+    search or the compliance tests)."""
     paths = jobs.handle.paths
     found = None
     if plan.options.search:
@@ -154,7 +162,42 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
     for part in ("performance", "accuracy", "trace", "user.conf"):
         if (main / part).exists():
             _move(main / part, paths.root / part)
-    return main, logs.read_facts(main), found
+    facts = logs.read_facts(main)
+    if plan.options.compliance:
+        found = [compliance_test(jobs, plan, test, facts) for test in plan.facts.submission.tests]
+    return main, facts, found
+
+
+def compliance_test(jobs: Jobs, plan: InferencePlan, test: str, facts: dict[str, Any]) -> ComplianceTest:
+    """Run compliance test ``test`` (its audit.config) with the run's user.conf values, lay its logs out
+    as the submission layout's TESTxx folder, and verify it by MLCommons' rules."""
+    paths = jobs.handle.paths
+    given = facts.get("user_conf") or {}
+    results = jobs.run(test, paths.job(test), "performance", extra=["--audit", test],
+                       target_qps=f"{given['target_qps']:g}" if "target_qps" in given else None,
+                       target_latency_ms=f"{given['target_latency']:g}" if "target_latency" in given else None)
+    folder = paths.compliance(test)
+    logged = results / "performance" / "run_1"
+    if test == "TEST01":  # its sampled responses: the submission layout keeps them under accuracy/
+        (folder / "accuracy").mkdir(parents=True, exist_ok=True)
+        _move(logged / ACCURACY_LOG, folder / "accuracy" / ACCURACY_LOG)
+        line = ((logs.read_facts(results).get("audit") or {}).get("accuracy")) or ""
+        atomic.write_text(folder / "accuracy" / "accuracy.txt", line + "\n")
+    _move(logged, folder / "performance" / "run_1")
+    accuracy_passed = None
+    if test == "TEST01":
+        verdict = verifying.check_test01_accuracy(paths.accuracy / ACCURACY_LOG, folder / "accuracy" / ACCURACY_LOG,
+                                            plan.facts.submission.response)
+        atomic.write_text(folder / "verify_accuracy.txt", verdict.report)
+        accuracy_passed = verdict.passed
+        performance = verifying.check_test01_performance(paths.performance / "mlperf_log_detail.txt",
+                                                   folder / "performance" / "run_1" / "mlperf_log_detail.txt")
+    else:
+        performance = verifying.check_test04_performance(paths.performance / "mlperf_log_summary.txt",
+                                                   folder / "performance" / "run_1" / "mlperf_log_summary.txt")
+    atomic.write_text(folder / "verify_performance.txt", performance.report)
+    return ComplianceTest(test=test, accuracy_passed=accuracy_passed,  # type: ignore[arg-type]
+                          performance_passed=performance.passed, folder=str(folder.relative_to(paths.root)))
 
 
 def _move(source: Path, target: Path) -> None:
@@ -183,8 +226,16 @@ def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Pat
     if acc is not None and not acc.met:
         reasons.append(f"accuracy {acc.percent:.3f}% < target {acc.target_percent:.3f}%")
     valid = perf is not None and perf.loadgen_valid and not gaps and acc is not None and acc.met
+    tests = tuple(found) if isinstance(found, list) else ()
+    for test in tests:
+        checks = (("accuracy", test.accuracy_passed), ("performance", test.performance_passed))
+        failed = [what for what, passed in checks if passed is False]
+        if failed:
+            reasons.append(f"compliance {test.test}: {' and '.join(failed)} check failed (see {test.folder})")
+    valid = valid and all(t.accuracy_passed is not False and t.performance_passed for t in tests)
     return InferenceResult(valid=valid, reasons=tuple(reasons), official_gaps=tuple(gaps), performance=perf,
-                           accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json), search=found)
+                           accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json),
+                           search=None if tests else found, compliance=tests)
 
 
 def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, run_id: str, command: tuple[str, ...],

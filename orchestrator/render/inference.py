@@ -87,6 +87,10 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
                            f"{'VALID' if t.valid else 'INVALID'})" for t in result.search.trials)
         best = "no trial passed" if result.search.best_qps is None else f"{result.search.best_qps:g} QPS"
         lines.append(f"Server search: {best} (trials: {trials})")
+    for test in result.compliance:
+        said = [f"{what} {'passed' if passed else 'FAILED'}" for what, passed in
+                (("accuracy", test.accuracy_passed), ("performance", test.performance_passed)) if passed is not None]
+        lines.append(f"compliance {test.test}: {', '.join(said)} ({folder / test.folder})")
     profile = result.trace
     if profile is not None:
         top = ", ".join(f"{o.op} {text.percent(o.share)}" for o in profile.operators[:SHOWN_OPERATORS])

@@ -140,6 +140,18 @@ class Harness(Record):
     """The built-in mlperf.conf's values for this model and scenario, as LoadGen read them."""
 
 
+class ComplianceTest(Record):
+    """One MLPerf compliance test of the run (``--compliance``), verified by MLCommons' rules."""
+
+    test: Literal["TEST01", "TEST04"]
+    accuracy_passed: bool | None = None
+    """TEST01: its logged responses agree with the accuracy run's; None for TEST04."""
+    performance_passed: bool
+    """Its score within the rules' margin of the run's (TEST04: not faster than it)."""
+    folder: str
+    """Its logs and verify_*.txt reports, relative to the run folder."""
+
+
 class InferenceResult(Record):
     valid: bool
     """An MLPerf-valid result: LoadGen VALID, every official minimum met, the accuracy target met."""
@@ -153,6 +165,8 @@ class InferenceResult(Record):
     trace: OperatorProfile | None = None
     """Where the time went (--trace)."""
     search: ServerSearch | None = None
+    compliance: tuple[ComplianceTest, ...] = ()
+    """The compliance tests run with it (``--compliance``)."""
 
 
 class InferenceRun(Record):
@@ -177,6 +191,8 @@ class InferenceRun(Record):
     target_latency_ms: str | None = None
     trace: bool = False
     search: bool = False
+    compliance: bool = False
+    """--compliance: MLPerf's audit tests (TEST01, TEST04 as the model needs them) ran after the run."""
     model_file: str
     model_sha256: str
     model_source: str | None = None
@@ -209,6 +225,8 @@ class InferencePaths:
         accuracy/                    the same, mlperf_log_accuracy.json, accuracy.txt
         trace/                       the backend's per-operator profile (--trace)
         search/trial_<n>/            each Server QPS trial (--search): its user.conf and logs
+        compliance/TEST01/           a compliance test (--compliance): performance/run_1/, accuracy/,
+                                     verify_accuracy.txt, verify_performance.txt
         jobs/<name>/output.log       what each harness job printed; its harness.json
     """
 
@@ -232,6 +250,10 @@ class InferencePaths:
 
     def job(self, name: str) -> Path:
         return self.root / "jobs" / name
+
+    def compliance(self, test: str) -> Path:
+        """A compliance test's folder: its LoadGen logs and verify_*.txt (the submission layout's TESTxx)."""
+        return self.root / "compliance" / test
 
     def trial(self, number: int) -> Path:
         return self.root / "search" / f"trial_{number}"

@@ -44,7 +44,8 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
             tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int,
             batch_source: str, threads: int,
             threads_source: str, samples: int, trace_file: Path | None, operators: list[OperatorTime],
-            dataset: dict[str, Any] | None = None, conf_round: Any = None) -> dict[str, Any]:
+            dataset: dict[str, Any] | None = None, conf_round: Any = None,
+            audit: dict[str, Any] | None = None) -> dict[str, Any]:
     """The facts of one invocation as plain JSON values."""
     last = tests.get("accuracy") or tests.get("performance") or {}
     profile = None
@@ -91,5 +92,6 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
                                                    "samples": accuracy.samples, "line": accuracy.line,
                                                    "parts": accuracy.parts},
         "dataset": dataset,
+        "audit": audit,
         "trace": profile,
     }

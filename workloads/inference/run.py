@@ -21,7 +21,7 @@ from typing import Any
 
 from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
-from workloads.inference import backends, facts
+from workloads.inference import backends, compliance, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
@@ -60,6 +60,8 @@ class Options:
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None
+    audit: str | None = None
+    """A compliance test (TEST01, TEST04): its audit.config given to LoadGen's performance test."""
     profile: str = ""
     """The orchestrator's profile name, recorded only."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -160,7 +162,7 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
 
 
 def run_tests(lg: Any, options: Options, server: Server, samples: Samples, settings: Any, count: int,
-              sample_count: int) -> dict[str, Any]:
+              sample_count: int, audit_file: Path | None = None) -> dict[str, Any]:
     """LoadGen's tests of ``options.mode`` in turn, each logging into its folder; per test its time and
     where it went."""
     sut = lg.ConstructSUT(server.issue, server.flush)
@@ -180,8 +182,9 @@ def run_tests(lg: Any, options: Options, server: Server, samples: Samples, setti
             log_settings.enable_trace = options.trace
             started = time.perf_counter()
             # An audit.config in the working folder would silently turn a test into a compliance test:
-            # LoadGen reads the one it is given, here one that does not exist.
-            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(folder / NO_AUDIT))
+            # LoadGen reads the one it is given (a compliance test's), else one that does not exist.
+            audit = audit_file if audit_file is not None and mode == "performance" else folder / NO_AUDIT
+            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(audit))
             server.raise_failure(mode)
             tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
     finally:
@@ -224,7 +227,13 @@ def run(options: Options) -> dict[str, Any]:
         if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
             settings.performance_sample_count_override = sample_count = model.count
             overrides["performance_sample_count_override"] = model.count
-        tests = run_tests(lg, options, server, samples, settings, model.count, sample_count)
+        audit_file = None
+        if options.audit is not None:
+            if options.mode != "performance":
+                raise HarnessError(f"--audit {options.audit} runs LoadGen's performance test: give --mode performance")
+            audit_file = options.out / "audit.config"
+            atomic.write_text(audit_file, compliance.audit_config_text(options.audit, module, options.scenario))
+        tests = run_tests(lg, options, server, samples, settings, model.count, sample_count, audit_file)
     finally:
         server.close()
     accuracy = None
@@ -232,6 +241,14 @@ def run(options: Options) -> dict[str, Any]:
         folder = options.out / ACCURACY_DIR
         accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
         atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    audited = None
+    if options.audit is not None:
+        audited = {"test": options.audit, "settings": compliance.audit_settings(options.audit, module)}
+        logged = options.out / PERFORMANCE_DIR / ACCURACY_FILE
+        if options.audit == "TEST01":  # the responses it logged, scored as the accuracy run's are
+            entries = read_accuracy_log(logged)
+            audited["accuracy"] = model.accuracy(entries).line if entries else None
+            audited["logged_samples"] = len(entries)
     trace_file, operators = backend.stop_trace()
     record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
                            official=lg_settings.official(lg, module.CONF_MODEL, options.scenario, module.ROUND),
@@ -241,6 +258,7 @@ def run(options: Options) -> dict[str, Any]:
                            max_batch=batches.max_batch, batch_source=batch_source, threads=threads,
                            threads_source=threads_source,
                            samples=model.count, trace_file=trace_file, operators=operators,
-                           dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None)
+                           dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
+                           audit=audited)
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record

@@ -70,6 +70,8 @@ CONF_MODEL = "resnet50"
 """The model's key in mlperf.conf."""
 ROUND = None
 """The rules' round: the installed LoadGen's built-in mlperf.conf (the model is current)."""
+TEST01_SAMPLING_TARGET = 4096
+"""Responses TEST01 logs (the reference's compliance/TEST01/resnet50/audit.config)."""
 MAX_BATCH = 32
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 

@@ -42,6 +42,8 @@ CONF_MODEL = "3d-unet"
 """The model's key in mlperf.conf."""
 ROUND = None
 """The rules' round: the installed LoadGen's built-in mlperf.conf (the model is current)."""
+TEST01_SAMPLING_TARGET = 64
+"""Responses TEST01 logs (the reference's compliance/TEST01/3d-unet/audit.config)."""
 MAX_BATCH = 1
 """Windows per backend call by default: the reference runs one at a time."""
 WARM_UP_CALLS = (2, 0)
