@@ -6,6 +6,8 @@ harness runs:
         # the folder a run uses: SRC when it is in the model's layout; else what the model makes of
         # SRC under DIR, once (3d-unet: raw KiTS19 preprocessed as the reference does)
     python -m workloads.inference.dataset smoke MODEL OUT [--data-only]   # the smoke model and data, made once
+    python -m workloads.inference.dataset upscale ssd-resnet34 COCO OUT [--size W H] [--format jpg|png]
+        # COCO 2017 val upscaled as the reference's tools/upscale_coco/upscale_coco.py (1200 x 1200)
 
 Exit codes: 0 ok (the folder on stdout, alone, for prepare and smoke), 2 bad input or data (one line
 on stderr).
@@ -39,6 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     smoke.add_argument("model", choices=sorted(MODULES))
     smoke.add_argument("out", type=Path)
     smoke.add_argument("--data-only", action="store_true", help="the data alone (for a model trained elsewhere)")
+    upscale = commands.add_parser("upscale", help="COCO upscaled as the reference's upscale_coco.py (the model's size)")
+    upscale.add_argument("model", choices=sorted(MODULES))
+    upscale.add_argument("src", type=Path, help="COCO: SRC/val2017/*.jpg, SRC/annotations/instances_val2017.json")
+    upscale.add_argument("out", type=Path, help="a new folder, the same layout")
+    upscale.add_argument("--size", type=int, nargs=2, metavar=("W", "H"), help="default: the model's input side")
+    upscale.add_argument("--format", choices=("jpg", "png"), default="jpg", help="jpg (the reference's default) or png")
+    upscale.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
     args = parser.parse_args(argv)
     return run_main(lambda: _run(args))
 
@@ -68,6 +77,16 @@ def _run(args: argparse.Namespace) -> None:
             folder = args.src
         sys.stderr.write(module.check(folder) + "\n")
         sys.stdout.write(f"{folder}\n")
+    elif args.command == "upscale":
+        from workloads.inference.coco_upscale import upscale
+
+        size = getattr(find(args.model), "UPSCALE_SIZE", None)
+        if size is None:
+            raise HarnessError(f"{args.model} reads its dataset as it is: only ssd-resnet34 takes COCO upscaled")
+        size = tuple(args.size) if args.size else size
+        written = upscale(args.src, args.out, size=size, fmt=args.format, workers=args.workers or usable_cpus())
+        sys.stderr.write(f"{written} images upscaled to {size[0]}x{size[1]} {args.format} in {args.out}\n")
+        sys.stdout.write(f"{args.out}\n")
     else:
         from workloads.inference.smoke import make
 

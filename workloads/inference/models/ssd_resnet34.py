@@ -56,6 +56,9 @@ ROUND = Round(name="v2.0", source="the mlperf.conf of MLPerf Inference v2.0 (mlc
                   "Offline": {"min_duration": 600000, "min_query_count": 24576}})
 """Every value v2.0's mlperf.conf gave ssd-resnet34 (its wildcards and its own lines): its seeds,
 minimums, percentiles, Server latency bound and performance sample count, all from that one round."""
+UPSCALE_SIZE = (1200, 1200)
+"""COCO upscaled to this (W, H) by `mltrain data ssd-resnet34 upscale COCO OUT`, as the reference's
+upscale_coco.py makes its coco-1200 dataset."""
 MAX_BATCH = 1
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 
