@@ -1,0 +1,52 @@
+"""Gates that must not be fooled (issue 30): a qualification that measured nothing is INCONCLUSIVE,
+never PASS; the operator's references and qualify.yaml are refused, in one line naming the fault,
+when they hold what would silently judge wrong (a key given twice, an infinity, a model listed
+twice), and references that match nothing are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.qualify.config import QUALIFY_FILE_ENV
+from tests.conftest import TEST_WORKLOADS
+
+
+def qualify_yaml(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "qualify.yaml"
+    path.write_text(text)
+    monkeypatch.setenv(QUALIFY_FILE_ENV, str(path))
+    return path
+
+
+def test_a_key_given_twice_in_qualify_yaml_is_refused_naming_it_and_its_lines(cli, tmp_path: Path, monkeypatch):
+    """PyYAML keeps the last of two equal keys: a second `suites:` would replace every suite unsaid."""
+    text = (TEST_WORKLOADS / "qualify.yaml").read_text() + "suites:\n  quick: {cpu: {}}\n"
+    path = qualify_yaml(tmp_path, text, monkeypatch)
+    first = text.splitlines().index("suites:") + 1
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--node-name", "n1")
+    assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1, r.err
+    assert (f"{path}: key 'suites' is given twice in one mapping (lines {first} and {len(text.splitlines()) - 1}):"
+            " only one would be kept; remove or rename one") in " ".join(r.err.split())
+    assert not (tmp_path / "r").exists()
+
+
+def test_keys_a_merge_brings_in_may_be_overridden(tmp_path: Path):
+    from orchestrator.qualify.config import load_config
+
+    path = tmp_path / "qualify.yaml"
+    path.write_text("workload: fakebench\nx-cpu: &cpu {gemm: {dense: [[8, 8, 8]]}, memory: {host_mb: 8}}\n"
+                    "suites:\n  quick:\n    cpu: {<<: *cpu, memory: {host_mb: 4}}\n")
+    cpu = load_config(path).suite("quick").cpu
+    assert cpu.memory.host_mb == 4 and cpu.gemm.dense == ((8, 8, 8),)
+
+
+def test_a_metric_given_twice_in_the_references_is_refused(cli, tmp_path: Path):
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("systems:\n  - model: '*'\n    source: acceptance runs\n    references:\n"
+                    "      gemm_fp32_256x256x256: [1.0, -0.1, null, TFLOP/s]\n"
+                    "      gemm_fp32_256x256x256: [9.0, -0.1, null, TFLOP/s]\n")
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs))
+    assert r.code == 2 and "key 'gemm_fp32_256x256x256' is given twice in one mapping (lines 5 and 6)" in r.err
+    assert not (tmp_path / "r" / "qualify").exists()
