@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.qualify.config import HistoryPolicy
@@ -47,7 +47,8 @@ MAD_TO_SIGMA = 1.4826
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    """No infinity and no NaN: -inf would pass every number, +inf fail every node."""
 
 
 class SystemReferences(_Frozen):
@@ -70,6 +71,15 @@ class SystemReferences(_Frozen):
 
 class ReferenceFile(_Frozen):
     systems: tuple[SystemReferences, ...]
+
+    @model_validator(mode="after")
+    def _one_entry_per_model(self) -> ReferenceFile:
+        seen: set[str] = set()
+        for system in self.systems:
+            if system.model in seen:
+                raise ValueError(f"model {system.model!r} is listed twice: merge its references into one entry")
+            seen.add(system.model)
+        return self
 
 
 class OperatorReferences:

@@ -50,3 +50,25 @@ def test_a_metric_given_twice_in_the_references_is_refused(cli, tmp_path: Path):
     r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs))
     assert r.code == 2 and "key 'gemm_fp32_256x256x256' is given twice in one mapping (lines 5 and 6)" in r.err
     assert not (tmp_path / "r" / "qualify").exists()
+
+
+@pytest.mark.parametrize(("entry", "where"), [
+    ("[.inf, -0.1, null, TFLOP/s]", "references.gemm_fp32_256x256x256.0"),   # +inf: would FAIL every node
+    ("[1.0, -.inf, null, TFLOP/s]", "references.gemm_fp32_256x256x256.1"),   # -inf: would pass every number
+    ("[.nan, -0.1, null, TFLOP/s]", "references.gemm_fp32_256x256x256.0"),
+    ("[1.0, -0.1, .inf, TFLOP/s]", "references.gemm_fp32_256x256x256.2"),
+])
+def test_infinities_and_nan_in_the_references_are_refused(cli, tmp_path: Path, entry: str, where: str):
+    refs = tmp_path / "refs.yaml"
+    refs.write_text(f"systems:\n  - {{model: '*', source: runs, references: {{gemm_fp32_256x256x256: {entry}}}}}\n")
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs))
+    assert r.code == 2 and f"invalid field systems.0.{where}: Input should be a finite number" in r.err, r.err
+    assert not (tmp_path / "r" / "qualify").exists()
+
+
+def test_a_model_listed_twice_in_the_references_is_refused(cli, tmp_path: Path):
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("systems:\n  - {model: '*', source: runs, references: {m1: [1, -0.1, null, x]}}\n"
+                    "  - {model: '*', source: other runs, references: {m2: [1, -0.1, null, x]}}\n")
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs))
+    assert r.code == 2 and "model '*' is listed twice: merge its references into one entry" in r.err, r.err
