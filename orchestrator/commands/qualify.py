@@ -139,7 +139,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
         config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
         references=load_references(asked.references) if asked.references else None, strict=asked.strict,
         profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None, gpus=asked.gpus,
-        inference_roots=tuple(registry().roots) if suite.cpu.inference or suite.cuda.inference else (),
+        inference_roots=tuple(registry().roots) if suite.wants("inference") else (),
     )
     default = "all" if gpu_count() else "none"  # a GPU node is qualified on its GPUs, whatever the runner
     backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, default_gpus=default,

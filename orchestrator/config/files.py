@@ -111,9 +111,9 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return sizes[id(node)]
 
 
-def validated(model: type[M], raw: Any, *, label: str) -> M:
+def validated(model: type[M], raw: Any, *, label: str, context: dict[str, Any] | None = None) -> M:
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=context)
     except ValidationError as exc:
         raise ConfigError(f"{label}: invalid {first_problem(exc)}") from None
 

@@ -22,8 +22,6 @@ from typing import Any
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.results.qualification import CheckResult, Status
 
-DEVICE_CHECKS = ("gemm", "conv", "memory", "nccl", "throughput")
-"""Checks whose numbers are the device's: run on the CPU of a GPU node, they did not qualify it."""
 _PER_GPU = re.compile(r"^(?P<base>.+)_gpu(?P<index>\d+)$")
 
 
@@ -130,8 +128,9 @@ def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str 
 
 
 def not_on_the_gpus(check: CheckResult, gpus: Sequence[Gpu]) -> CheckResult:
-    """A device check that ran on the CPU of a node whose NVML sees GPUs: FAIL, whatever its numbers."""
-    if check.name not in DEVICE_CHECKS or check.status is Status.INCONCLUSIVE:
+    """A device-bound check (its declaration says its numbers are the device's) that ran on the CPU of
+    a node whose NVML sees GPUs: FAIL, whatever its numbers."""
+    if check.status is Status.INCONCLUSIVE:
         return check
     why = (f"ran on the CPU, not on the node's {len(gpus)} GPUs ({labels(gpus)}): CUDA cannot use them"
            " (see gpu_health)")

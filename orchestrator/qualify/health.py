@@ -41,14 +41,18 @@ def gpu_device_files(dev: Path = Path("/dev")) -> list[str]:
 class HealthMonitor:
     """One node's GPU health across a qualification."""
 
-    def __init__(self, policy: HealthPolicy, nvml: ModuleType | None = None, dev: Path = Path("/dev")) -> None:
+    def __init__(self, policy: HealthPolicy, nvml: ModuleType | None = None, dev: Path = Path("/dev"), *,
+                 unanswered: str = "") -> None:
+        """Reads every GPU through NVML (``nvml``: a stand-in module; None: pynvml). ``unanswered``: why
+        NVML is not asked at all (it hung the last time: `opened`)."""
         self.policy = policy
         self.started = time.monotonic()
         self.samples: list[list[dict[str, Any]]] = []
         self.session: NvmlSession | None = None
-        self.reason = ""
+        self.reason = unanswered
+        self.unanswered = unanswered
         try:
-            self.session = NvmlSession(nvml)
+            self.session = None if unanswered else NvmlSession(nvml)
         except NvmlUnavailable as exc:
             self.reason = str(exc)
         self.device_files = gpu_device_files(dev)
@@ -111,6 +115,10 @@ class HealthMonitor:
         """The verdict, with ``more`` findings (what the probe's CUDA saw of these GPUs); its duration is
         the time spent reading NVML (the load is the other checks')."""
         started = time.monotonic()
+        if self.unanswered:
+            return CheckResult(name="gpu_health", kind="health", status=Status.INCONCLUSIVE,
+                               sanity=Status.INCONCLUSIVE, reasons=(self.unanswered,),
+                               sanity_reasons=(self.unanswered,), duration_s=self.read_seconds)
         if self.session is None or not self.gpu_count:
             why = self.reason or "NVML reports no GPU"
             if self.device_files:

@@ -21,6 +21,7 @@ from orchestrator.errors import MltrainError
 from orchestrator.inference import data, logs
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
+from orchestrator.qualify.checks.base import overran
 from orchestrator.qualify.config import InferenceSpec
 from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status
@@ -62,6 +63,9 @@ def inference_check(
     facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
                              "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
     if not outcome.ok:
+        if outcome.timed_out:
+            return result(Status.INCONCLUSIVE, [overran(CHECK, spec.timeout_minutes * 60, " (timeout_minutes)")],
+                          facts=facts, duration_s=outcome.seconds)
         if outcome.refused:
             return result(Status.INCONCLUSIVE, [refused_the_suite("the inference harness", outcome)], facts=facts,
                           duration_s=outcome.seconds)

@@ -128,7 +128,46 @@ class Measurement(Record):
         return value
 
 
-CheckKind = Literal["health", "microbenchmark", "workload", "time_to_train"]
+CheckKind = Literal["health", "microbenchmark", "integrity", "workload", "fabric", "time_to_train"]
+"""health: the hardware's state; microbenchmark: a kernel's right answers and speed; integrity: right
+answers only (the same bits every time); workload: the workload's or the inference harness's own
+numbers; fabric: between nodes; time_to_train: one seed trained to its target."""
+
+
+class Remedy(str, Enum):
+    """What a FAIL asks for, as a fleet tool acts on it without reading the reasons (a check's and a
+    node's ``remediation``). In the order a person would escalate, the most drastic first."""
+
+    REPLACE = "replace"
+    """Replace the part (RMA): wrong results, a failed row remap, a diagnostic the hardware failed."""
+    RESEAT = "reseat"
+    """Reseat the card or its cable: a PCIe link narrower or slower than it should be."""
+    DRAIN_REBOOT = "drain_reboot"
+    """Drain the node and reboot it: a GPU lost (Xid 79), a driver that does not answer."""
+    RESET_GPU = "reset_gpu"
+    """Reset the GPU (nvidia-smi -r, the node drained): pending row remaps or page retirements."""
+    CHECK_FABRIC = "check_fabric"
+    """Check the network between nodes (links, switches, NICs): a slow or failing all-reduce."""
+    CHECK_COOLING = "check_cooling"
+    CHECK_POWER = "check_power"
+    CHECK_STORAGE = "check_storage"
+    FREE_DISK = "free_disk"
+    FIX_SOFTWARE = "fix_software"
+    """The driver, CUDA, the image or the runtime: CUDA cannot use the GPUs, a probe of another protocol."""
+    INVESTIGATE = "investigate"
+    """A number below its floor with no cause found: drain the node for a person to look."""
+
+
+class Remediation(Record):
+    """One action a FAIL asks for, and what it is for."""
+
+    action: Remedy
+    check: str = Field(min_length=1)
+    """The check whose FAIL asks for it."""
+    gpu: int | None = Field(default=None, ge=0)
+    """The GPU it is for (NVML's index, nvidia-smi's); None: the node."""
+    node: str | None = None
+    """The node it is for where another than the record's (a fleet check naming the slow node)."""
 
 
 class CheckResult(Record):

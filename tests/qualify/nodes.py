@@ -49,9 +49,12 @@ def emit_result(check, metric, value, unit, **more):
     protocol.result(check, metric, protocol.Outcome(
         sanity=protocol.Sanity(passed=True, detail="stand-in"),
         performance=protocol.Performance(value=value, unit=unit, detail="stand-in")), **more)
+
+ORDER = json.loads(os.environ.get("MLTRAIN_PROBE_CONFIG", "{}")).get("order", [])  # each done at its timing line
 """
 """What the stand-in probes share: the probe's own line writer (workloads/common/probe/protocol.py,
-importable where the local runner runs them), so that they speak the protocol the orchestrator reads."""
+importable where the local runner runs them), so that they speak the protocol the orchestrator reads,
+and the order of checks it was given."""
 
 
 def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: float = 0.3,
@@ -61,8 +64,7 @@ def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: fl
              "capability": "8.0", "gpu_count": 2}
     body = [f"protocol.device(json.loads({json.dumps(json.dumps(facts))}))"]
     body += [f"emit_result('gemm', {metric!r}, {value!r}, 'TFLOP/s')" for metric, value in results.items()]
-    body += [f"protocol.timing('gemm', {seconds})"]
-    body += [f"protocol.timing({check!r}, 0.0)" for check in ("conv", "memory", "storage", "nccl")]
+    body += [f"for check in ORDER:\n    protocol.timing(check, {seconds} if check == 'gemm' else 0.0)"]
     return STAND_IN_HEAD + f"time.sleep({seconds})\n{extra}\n" + "\n".join(body) + "\n"
 
 
@@ -138,7 +140,7 @@ for c, i in enumerate(order):
             result(metric + "_gpu" + str(c), value, gpu=c)
         else:
             result(metric, value)
-for check in ("gemm", "conv", "memory", "storage", "nccl"):
+for check in ORDER:
     protocol.timing(check, 0.0)
 """
 

@@ -39,7 +39,7 @@ def test_keys_a_merge_brings_in_may_be_overridden(tmp_path: Path):
     path.write_text("workload: fakebench\nx-cpu: &cpu {gemm: {dense: [[8, 8, 8]]}, memory: {host_mb: 8}}\n"
                     "suites:\n  quick:\n    cpu: {<<: *cpu, memory: {host_mb: 4}}\n")
     cpu = load_config(path).suite("quick").cpu
-    assert cpu.memory.host_mb == 4 and cpu.gemm.dense == ((8, 8, 8),)
+    assert cpu.settings("memory").host_mb == 4 and cpu.settings("gemm").dense == ((8, 8, 8),)
 
 
 def test_a_metric_given_twice_in_the_references_is_refused(cli, tmp_path: Path):

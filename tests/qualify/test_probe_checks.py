@@ -79,9 +79,10 @@ def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsy
     (tmp_path / "case_000.bin").write_bytes(b"x" * 5000)
     monkeypatch.setenv("DATADIR", str(tmp_path))
     cpu = Device(kind="cpu")
-    context = harness.Context(device=cpu, seconds=0.01, max_repeats=3)
-    for name in registry.CHECKS:
-        for case in registry.check(name).cases(SPECS[name], context):
+    context = harness.Context(device=cpu, seconds=0.01, max_repeats=3, data=True)
+    for name in registry.CHECKS:  # every registered check, with its settings (else its defaults)
+        check = registry.check(name)
+        for case in harness.plan(check, registry.with_defaults(check.DECLARATION, SPECS.get(name, {})), context):
             harness.run_case(case, cpu)
     lines = [json.loads(out.removeprefix(protocol.PREFIX)) for out in capsys.readouterr().out.splitlines()]
     results = {line["metric"]: line for line in lines if line["kind"] == "result"}
@@ -92,5 +93,5 @@ def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsy
         assert line["performance"]["value"] > 0 and line["performance"]["unit"], metric
     skips = {line["metric"]: line["reason"] for line in lines if line["kind"] == "skip"}
     assert skips["gemm_tf32_64x32x48"] == "TF32 is a CUDA tensor-core mode; this is a CPU"
-    assert skips["allreduce_busbw_GBps"] == "all-reduce needs two or more GPUs; CUDA sees 0 here"
+    assert skips["nccl"] == "nccl needs a CUDA device; this is a CPU"
     assert results["storage_read_MBps"]["sanity"]["detail"] == "read all 5000 bytes"
