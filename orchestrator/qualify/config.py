@@ -264,9 +264,10 @@ class QualifyConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _drop_anchors(cls, data: object) -> object:
-        """Top-level ``x-`` keys hold YAML anchors the suites share (as in compose files)."""
+        """Top-level ``x-`` keys hold YAML anchors the suites share (as in compose files). ``probe:`` is
+        validated even when left out: its default order is the loader's checks'."""
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not str(k).startswith("x-")}
+            return {"probe": {}, **{k: v for k, v in data.items() if not str(k).startswith("x-")}}
         return data
 
     def suite(self, name: str) -> Suite:

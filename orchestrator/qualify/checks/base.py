@@ -107,7 +107,11 @@ def run_check(check: NodeCheck, ctx: NodeContext) -> CheckResult:
         ctx.watch.status(f"{'  repeat ' + str(ctx.attempt) + ': ' if ctx.repeat else ''}{declaration.name} ...")
     started = time.monotonic()
     try:
-        found = check.run(ctx)
+        if declaration.runs == "node":  # in mltrain's process: a call that hangs is given up at the timeout
+            limit = declaration.timeout(ctx.settings(declaration))
+            found = in_thread(lambda: check.run(ctx), name=declaration.name, timeout_s=limit)
+        else:  # its job's own limit, or the probe's watchdog, stops it
+            found = check.run(ctx)
     except Overran as exc:
         found = result(declaration, Status.INCONCLUSIVE, [str(exc)], duration_s=time.monotonic() - started)
     if not quiet:

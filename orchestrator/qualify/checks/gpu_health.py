@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.qualify import devices
-from orchestrator.qualify.checks.base import in_thread
 from orchestrator.qualify.checks.declaration import Declaration, Remedies
 from orchestrator.results.qualification import CheckResult, Remedy
 
@@ -25,5 +24,4 @@ class GpuHealthCheck:
     def run(self, ctx: NodeContext) -> CheckResult:
         probe = ctx.probe.device if ctx.probe is not None else {}
         findings = devices.cuda_findings(ctx.health.gpus, probe, ctx.plan.gpus)
-        return in_thread(lambda: ctx.health.result(findings), name=self.declaration.name,
-                         timeout_s=self.declaration.timeout_s)
+        return ctx.health.result(findings)
