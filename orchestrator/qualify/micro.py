@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
+from orchestrator.qualify import remedies
 from orchestrator.qualify.checks.base import Overran, overran
 from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.qualify.checks.probe_declared import PROBE_PACKAGE
 from orchestrator.qualify.config import DeviceKind, ProbeSettings, Suite
 from orchestrator.qualify.devices import Gpu, gpu_metric, split_metric
 from orchestrator.qualify.probe_lines import CaseResult, ProbeRun
-from orchestrator.results.qualification import CheckResult, Measurement, Status
+from orchestrator.results.qualification import CheckResult, Measurement, Remediation, Remedy, Status
 from orchestrator.results.records import Exit
 from orchestrator.runners import resource_errors
 from orchestrator.runners.base import JobSpec, Runner
@@ -233,6 +234,28 @@ def _measurement(result: CaseResult, probe: ProbeRun, gpus: Mapping[int, Gpu]) -
                        detail=performance.detail, device=device)
 
 
+def _gpu_index(metric: str, gpu: Any, probe: ProbeRun, gpus: Mapping[int, Gpu]) -> int | None:
+    """NVML's index of the GPU that ran a case (None: not one GPU's, or unknown)."""
+    cuda = gpu if isinstance(gpu, int) and not isinstance(gpu, bool) else split_metric(metric)[1]
+    if cuda is None:
+        cuda = 0 if probe.device_kind == "cuda" else None
+    found = gpus.get(cuda) if cuda is not None else None
+    return found.index if found is not None else None
+
+
+def _remedies(declaration: Declaration, wrong: Sequence[CaseResult], errors: Sequence[dict[str, Any]],
+              probe: ProbeRun, gpus: Mapping[int, Gpu]) -> tuple[Remediation, ...]:
+    """What the wrong results and the errors of a probe check ask for, on the GPU that gave each."""
+    fallback = declaration.remedies.wrong or Remedy.INVESTIGATE
+    found = [Remediation(action=fallback, check=declaration.name, gpu=_gpu_index(r.metric, r.gpu, probe, gpus))
+             for r in wrong]
+    for error in errors:
+        gpu = _gpu_index(str(error.get("metric")), error.get("gpu"), probe, gpus)
+        found += remedies.from_text(str(error.get("error", "")), declaration.name, gpu) or [
+            Remediation(action=fallback, check=declaration.name, gpu=gpu)]
+    return remedies.ordered(found)
+
+
 def _on(metric: str, gpu: Any, probe: ProbeRun, gpus: Mapping[int, Gpu]) -> str:
     """A case's metric for a reason, with the GPU that ran it."""
     named, device = _gpu_named(metric, gpu, probe, gpus)
@@ -274,15 +297,18 @@ def probe_check(declaration: Declaration, probe: ProbeRun, suite: Suite, gpus: M
     measurements = tuple(_measurement(r, probe, gpus) for r in right)
     failures = [f"{_on(r.metric, r.gpu, probe, gpus)}: wrong result ({r.sanity.detail})" for r in wrong]
     failures += [_error_reason(e, _on(str(e.get("metric")), e.get("gpu"), probe, gpus)) for e in errors]
+    fixes = _remedies(declaration, wrong, errors, probe, gpus)
     stopped = probe.overran.get(name)
     if stopped:  # a wrong answer before it hung still fails it; else it could not be measured
         status = Status.FAIL if failures else Status.INCONCLUSIVE
-        return result(status, [*failures, stopped], measurements=measurements, skipped=skips, facts=facts)
+        return result(status, [*failures, stopped], measurements=measurements, skipped=skips, facts=facts,
+                      remediation=fixes)
     if name not in probe.timings and not results and not errors:
         ended = "timed out" if outcome.timed_out else f"ended ({outcome.why()})"
         return result(Status.INCONCLUSIVE, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
     if failures:
-        return result(Status.FAIL, failures, measurements=measurements, skipped=skips, facts=facts)
+        return result(Status.FAIL, failures, measurements=measurements, skipped=skips, facts=facts,
+                      remediation=fixes)
     if not results:
         reasons = sorted(set(skips.values())) or [f"the suite gives no {name} case for this device"]
         return result(Status.NOT_APPLICABLE, reasons, skipped=skips, facts=facts)

@@ -30,7 +30,7 @@ from typing import Any
 
 from orchestrator.errors import MltrainError
 from orchestrator.insight import sysinfo
-from orchestrator.qualify import devices, judge, quorum
+from orchestrator.qualify import devices, judge, quorum, remedies
 from orchestrator.qualify.checks.base import Overran, in_thread, run_check
 from orchestrator.qualify.checks.context import NodeContext, NodePlan, Watch
 from orchestrator.qualify.drift import Drift
@@ -123,6 +123,7 @@ def qualify_node(
     judged = quorum.confirm(checks, lambda c: judge.judge_check(c, references, plan.config.history, drift),
                             lambda again, attempt: _again(ctx, again, attempt), plan.config.quorum, watch.status,
                             repeatable=repeatable)
+    judged = [remedies.remediate(c, plan.checks.declaration(c.name)) for c in judged]
     for check in judged:
         watch.checked(check)
     verdict, reasons = judge.node_verdict(judged)
@@ -139,6 +140,7 @@ def qualify_node(
                 "gpu_scope": _scope(plan, health, probe, on_gpus),
                 "history": why or f"references learned from {len(comparable)} passing runs",
                 "data": str(plan.data) if plan.data else None},
+        remediation=remedies.of_node(judged),
     )
     store.save(record)
     return record

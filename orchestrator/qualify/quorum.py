@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.qualify.config import QuorumPolicy
-from orchestrator.results.qualification import CheckResult, Measurement, Quorum, Status, worst
+from orchestrator.results.qualification import CheckResult, Measurement, Quorum, Remediation, Status, worst
 
 Remeasure = Callable[[tuple[str, ...], int], list[CheckResult]]
 """Runs the named checks again (attempt 1, 2 ...) and returns them unjudged."""
@@ -75,6 +75,7 @@ def confirm(
     found = suspects(judged, repeatable_checks() if repeatable is None else repeatable)
     tallies = {key: _Tally(first) for key, first in found.items()} if policy.repeats else {}
     faults: dict[str, list[str]] = {}
+    fixes: dict[str, list[Remediation]] = {}
     for attempt in range(1, policy.repeats + 1):
         pending = {key for key, tally in tallies.items() if tally.outcome(policy) is None}
         if not pending:
@@ -84,20 +85,22 @@ def confirm(
         for name, check in again.items():
             if check.sanity is Status.FAIL:
                 faults.setdefault(name, []).extend(f"repeat {attempt}: {r}" for r in check.sanity_reasons)
+                fixes.setdefault(name, []).extend(check.remediation)
         for name, metric in pending:
             check = again.get(name)
             found = next((m for m in check.measurements if m.metric == metric), None) if check else None
             tallies[(name, metric)].add(found)
     touched = {name for name, _ in tallies} | set(faults)
-    return [judge(_decided(c, tallies, faults.get(c.name, []), policy)) if c.name in touched else j
-            for c, j in zip(raw, judged, strict=True)]
+    return [judge(_decided(c, tallies, faults.get(c.name, []), policy, fixes.get(c.name, [])))
+            if c.name in touched else j for c, j in zip(raw, judged, strict=True)]
 
 
 def _decided(
     check: CheckResult, tallies: dict[tuple[str, str], _Tally], faults: list[str], policy: QuorumPolicy,
+    fixes: list[Remediation] = (),  # type: ignore[assignment]
 ) -> CheckResult:
     """The unjudged check with each re-measured number as the quorum decided it, and the faults the
-    repeats found."""
+    repeats found (with what they ask for)."""
     measurements = []
     for m in check.measurements:
         tally = tallies.get((check.name, m.metric))
@@ -112,5 +115,6 @@ def _decided(
     update: dict[str, object] = {"measurements": tuple(measurements)}
     if faults:
         update.update(status=worst([check.status, Status.FAIL]), sanity=Status.FAIL,
-                      reasons=(*check.reasons, *faults), sanity_reasons=(*check.sanity_reasons, *faults))
+                      reasons=(*check.reasons, *faults), sanity_reasons=(*check.sanity_reasons, *faults),
+                      remediation=(*check.remediation, *fixes))
     return check.model_copy(update=update)

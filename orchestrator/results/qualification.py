@@ -169,6 +169,12 @@ class Remediation(Record):
     node: str | None = None
     """The node it is for where another than the record's (a fleet check naming the slow node)."""
 
+    @property
+    def key(self) -> str:
+        """``action[:gpu<i>][:node=<name>]`` (``reset_gpu:gpu3``): how JUnit's properties carry it."""
+        return ":".join([self.action.value, *([f"gpu{self.gpu}"] if self.gpu is not None else []),
+                         *([f"node={self.node}"] if self.node else [])])
+
 
 class CheckResult(Record):
     """One check: its sanity verdict, its measurements, and the status they make together."""
@@ -186,6 +192,9 @@ class CheckResult(Record):
     """Metrics this device cannot measure, and why (tf32 on a CPU ...)."""
     facts: dict[str, Any] = Field(default_factory=dict)
     """What the check read on the way (driver version, link widths, the output file ...)."""
+    remediation: tuple[Remediation, ...] = ()
+    """What its FAIL asks for (`Remedy`), most drastic first; empty unless it FAILed (and in records
+    written before remediation was kept)."""
     duration_s: float = Field(default=0.0, ge=0)
 
     @property
@@ -241,6 +250,9 @@ class QualificationRecord(Record):
     timings: dict[str, float] = Field(default_factory=dict)
     """Wall seconds per phase (health reads, probe start-up and each probe check, throughput ...)."""
     system: dict[str, Any] = Field(default_factory=dict)
+    remediation: tuple[Remediation, ...] = ()
+    """What the node's FAILs ask for, every check's together, most drastic first (`qualify.remedies`):
+    what a fleet tool acts on without reading the reasons."""
 
     @model_validator(mode="before")
     @classmethod

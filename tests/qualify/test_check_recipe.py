@@ -81,6 +81,7 @@ def test_a_toy_check_slow_every_time_fails_on_its_declared_reference(mltrain_env
     toy = record.check("toy")
     assert toy.status is Status.FAIL and toy.sanity is Status.PASS and record.verdict is Status.FAIL
     assert toy.measurements[0].quorum.outcome == "confirmed" and (tmp_path / "runs").read_text() == "3"
+    assert [r.key for r in record.remediation] == ["investigate"]  # its declared remedy for a slow number
 
 
 @pytest.mark.timeout(120)
