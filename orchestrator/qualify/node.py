@@ -126,7 +126,7 @@ def qualify_node(
     judged = [remedies.remediate(c, plan.checks.declaration(c.name)) for c in judged]
     for check in judged:
         watch.checked(check)
-    verdict, reasons = judge.node_verdict(judged)
+    verdict, reasons = judge.node_verdict(judged, {d.name for d in plan.checks.declarations if d.passive})
     code = judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.config.warn_exit_code)
     record = QualificationRecord(
         qualification_id=qid, node=plan.node, suite=plan.suite_name, runner=runner.name, started_at=started_at,

@@ -5,10 +5,12 @@ twice), and references that match nothing are named."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import EXIT_INFRASTRUCTURE
 from orchestrator.qualify.config import QUALIFY_FILE_ENV
 from tests.conftest import TEST_WORKLOADS
 
@@ -72,3 +74,19 @@ def test_a_model_listed_twice_in_the_references_is_refused(cli, tmp_path: Path):
                     "  - {model: '*', source: other runs, references: {m2: [1, -0.1, null, x]}}\n")
     r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs))
     assert r.code == 2 and "model '*' is listed twice: merge its references into one entry" in r.err, r.err
+
+
+@pytest.mark.parametrize(("workload", "suite", "words"), [
+    ("fakebench", "{}", "nothing was measured: every check was not applicable (gpu_health: no GPU on this host"),
+    ("fakebench", "{cpu: {nccl: {}}}", "nccl: nccl needs a CUDA device; this is a CPU"),
+    ("lossbench", "{cpu: {throughput: {steps: 3}}}", "throughput: workload lossbench declares no throughput mode"),
+])
+def test_a_qualification_that_measured_nothing_is_inconclusive_never_pass(cli, tmp_path: Path, monkeypatch,
+                                                                          workload: str, suite: str, words: str):
+    """An empty suite, every check not applicable, a workload without a throughput mode: exit 3."""
+    qualify_yaml(tmp_path, f"workload: {workload}\nsuites:\n  nothing: {suite}\n", monkeypatch)
+    r = cli("qualify", "--suite", "nothing", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    record = json.loads(r.out)
+    assert r.code == EXIT_INFRASTRUCTURE and record["verdict"] == "inconclusive", r.err
+    assert record["reasons"][0].startswith("nothing was measured: every check was not applicable (")
+    assert words in record["reasons"][0]
