@@ -75,10 +75,12 @@ def order(
 
 
 def _qualify(out: Output, asked: Asked) -> None:
-    from orchestrator.qualify.config import load_config
+    from orchestrator.qualify.config import load_config, qualify_file
+    from orchestrator.qualify.inference import check_suites
 
     config = load_config()
     config.suite(asked.suite)
+    check_suites(config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
     if config.workload is None:
         raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
     workload = registry().get(config.workload)

@@ -90,3 +90,13 @@ def test_a_qualification_that_measured_nothing_is_inconclusive_never_pass(cli, t
     assert r.code == EXIT_INFRASTRUCTURE and record["verdict"] == "inconclusive", r.err
     assert record["reasons"][0].startswith("nothing was measured: every check was not applicable (")
     assert words in record["reasons"][0]
+
+
+def test_an_unknown_inference_model_in_qualify_yaml_is_refused_when_it_is_loaded(cli, tmp_path: Path, monkeypatch):
+    """Found at load (exit 2, nothing run), not while qualifying (INCONCLUSIVE, exit 3, on every node)."""
+    path = qualify_yaml(tmp_path, "workload: fakebench\nsuites:\n  quick: {cpu: {gemm: {dense: [[8, 8, 8]]}}}\n"
+                                  "  full: {cpu: {inference: {model: resnet5O}}}\n", monkeypatch)
+    r = cli("qualify", "--suite", "quick", "--results", str(tmp_path / "r"), "--node-name", "n1")
+    assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1, r.err
+    assert f"{path}: suites.full.cpu.inference: unknown inference model 'resnet5O': known models are" in r.err
+    assert "resnet50" in r.err and not (tmp_path / "r").exists()
