@@ -100,3 +100,28 @@ def test_an_unknown_inference_model_in_qualify_yaml_is_refused_when_it_is_loaded
     assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1, r.err
     assert f"{path}: suites.full.cpu.inference: unknown inference model 'resnet5O': known models are" in r.err
     assert "resnet50" in r.err and not (tmp_path / "r").exists()
+
+
+def test_references_that_match_nothing_are_named_in_a_warning(cli, tmp_path: Path):
+    """A metric no check measures, one in another unit than its check's, a model no node here is: each
+    named (they judge nothing); the references that match still judge."""
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("systems:\n"
+                    "  - model: '*'\n    source: acceptance runs\n    references:\n"
+                    "      gemm_fp32_256x256x256: [0.000001, -0.5, null, TFLOP/s]\n"
+                    "      gemm_fp32_256x256x256_gpu3: [0.000001, -0.5, null, TFLOP/s]\n"
+                    "      gemm_fp33_256x256x256: [1.0, -0.1, null, TFLOP/s]\n"
+                    "      throughput_samples_per_s: [1.0, -0.1, null, GB/s]\n"
+                    "  - model: NVIDIA H100 80GB HBM3\n    source: the H100 nodes' acceptance\n    references:\n"
+                    "      gemm_fp32_256x256x256: [900.0, -0.1, null, TFLOP/s]\n")
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--references", str(refs), "--node-name", "n1", "--json")
+    assert r.code == 4 and json.loads(r.out)["verdict"] == "warn", r.err  # the judge says so again: not judged
+    err = " ".join(r.err.split())
+    assert "warning: refs.yaml (*): no check measures 'gemm_fp33_256x256x256': its reference judges nothing" in err
+    assert ("warning: refs.yaml (*): throughput_samples_per_s is in GB/s, but throughput measures it in samples/s:"
+            " its reference judges nothing") in err
+    assert "warning: refs.yaml: no node qualified here is a 'NVIDIA H100 80GB HBM3'" in err
+    assert err.count("warning:") == 3  # the per-GPU name of a measured metric matches
+    gemm = next(c for c in json.loads(r.out)["checks"] if c["name"] == "gemm")
+    judged = next(m for m in gemm["measurements"] if m["metric"] == "gemm_fp32_256x256x256")
+    assert judged["reference"]["kind"] == "operator" and judged["status"] == "pass"

@@ -88,9 +88,14 @@ def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsy
     results = {line["metric"]: line for line in lines if line["kind"] == "result"}
     assert set(results) == {"gemm_fp32_64x32x48", "spmm_fp32_64x4x32_s0.9", "conv2d_fp32_n1c4s8k4r3u1",
                             "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps"}
+    from orchestrator.qualify.checks.registry import default_registry
+
+    declared = default_registry()
     for metric, line in results.items():
         assert line["sanity"]["passed"] is True and line["sanity"]["detail"], metric
         assert line["performance"]["value"] > 0 and line["performance"]["unit"], metric
+        # its check declares the metric, in the unit it is measured in (what a reference must be in)
+        assert declared.declaration(line["check"]).unit(metric) == line["performance"]["unit"], metric
     skips = {line["metric"]: line["reason"] for line in lines if line["kind"] == "skip"}
     assert skips["gemm_tf32_64x32x48"] == "TF32 is a CUDA tensor-core mode; this is a CPU"
     assert skips["nccl"] == "nccl needs a CUDA device; this is a CPU"

@@ -28,7 +28,9 @@ DECLARATION = {
     "needs": {"device": "any", "gpus": 0, "data": False},
     "sanity": "sampled outputs of the first image against float64 on the CPU, each computed from its own input"
               " patch, within a tolerance per dtype",
-    "units": {"conv2d_*": "TFLOP/s", "conv3d_*": "TFLOP/s"},
+    "units": {"conv2d_fp32_*": "TFLOP/s", "conv2d_tf32_*": "TFLOP/s", "conv2d_fp16_*": "TFLOP/s",
+              "conv2d_bf16_*": "TFLOP/s", "conv3d_fp32_*": "TFLOP/s", "conv3d_tf32_*": "TFLOP/s",
+              "conv3d_fp16_*": "TFLOP/s", "conv3d_bf16_*": "TFLOP/s"},
     "timeout_s": 900,
     "repeat": True,
     "device_bound": True,

@@ -27,7 +27,8 @@ DECLARATION = {
     "needs": {"device": "any", "gpus": 0, "data": False},
     "sanity": "the first rows of each product against float64 on the CPU, within a tolerance per dtype: a wrong"
               " product (silent data corruption) fails whatever its speed",
-    "units": {"gemm_*": "TFLOP/s", "spmm_*": "GFLOP/s"},
+    "units": {"gemm_fp32_*": "TFLOP/s", "gemm_tf32_*": "TFLOP/s", "gemm_fp16_*": "TFLOP/s", "gemm_bf16_*": "TFLOP/s",
+              "spmm_fp32_*": "GFLOP/s"},
     "timeout_s": 900,
     "repeat": True,
     "device_bound": True,
