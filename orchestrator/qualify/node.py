@@ -116,7 +116,9 @@ def qualify_node(
         operator=plan.references.for_hardware(hardware) if plan.references else {},
         node=learned_references(comparable, plan.config.history),
         fleet=learned_references(fleet, plan.config.history, kind="fleet"),
-        floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name),
+        floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name,
+                                        links=_links(health.before, on_gpus), gpu_count=health.gpu_count,
+                                        settings=lambda name: plan.suite.device(ctx.kind).settings(name)),
     )
     drift = Drift(passing_runs(history, hardware, software), plan.config.drift)
     repeatable = {d.name for d in plan.checks.declarations if d.repeat}
@@ -197,6 +199,20 @@ def _models(gpus: list[devices.Gpu], on_gpus: dict[int, devices.Gpu]) -> dict[in
     names = {g.name for g in gpus if g.name}
     models[None] = on_gpus[0].name if 0 in on_gpus else (names.pop() if len(names) == 1 else None)
     return models
+
+
+def _links(devices_read: list[dict[str, Any]], on_gpus: dict[int, devices.Gpu]) -> dict[int | None, tuple[int, int]]:
+    """The PCIe link of each NVML GPU (the most it can train to in its slot: generation, width), and
+    (key None) of the GPU the cases without a GPU index ran on (CUDA's GPU 0)."""
+    links: dict[int | None, tuple[int, int]] = {}
+    for entry in devices_read:
+        generation, width = entry.get("pcie_max_generation"), entry.get("pcie_max_width")
+        if isinstance(entry.get("index"), int) and isinstance(generation, int) and isinstance(width, int):
+            links[entry["index"]] = (generation, width)
+    first = on_gpus.get(0)
+    if first is not None and first.index in links:
+        links[None] = links[first.index]
+    return links
 
 
 def _scope(

@@ -68,16 +68,16 @@ def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: fl
     return STAND_IN_HEAD + f"time.sleep({seconds})\n{extra}\n" + "\n".join(body) + "\n"
 
 
-def stand_in_config(folder: Path, source: str) -> Path:
-    """A qualify.yaml: the test workloads' (tests/workloads/qualify.yaml) whose probe command runs the
-    stand-in probe script ``source``, written beside it. Point MLTRAIN_QUALIFY_FILE at it."""
+def stand_in_config(folder: Path, source: str, base: Path | None = None) -> Path:
+    """A qualify.yaml: ``base`` (else the test workloads', tests/workloads/qualify.yaml) whose probe
+    command runs the stand-in probe script ``source``, written beside it. Point MLTRAIN_QUALIFY_FILE at it."""
     from tests.conftest import TEST_WORKLOADS
 
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "stand_in_probe.py"
     script.write_text(source)
     config = folder / "qualify.yaml"
-    config.write_text((TEST_WORKLOADS / "qualify.yaml").read_text()
+    config.write_text((base or TEST_WORKLOADS / "qualify.yaml").read_text()
                       + f"probe: {{command: [python, {json.dumps(str(script))}]}}\n")
     return config
 
@@ -122,6 +122,8 @@ if visible is not None:
 def result(metric, value, **more):
     if metric.startswith(("gemm", "spmm")):
         emit_result("gemm", metric, value, "TFLOP/s", **more)
+    elif metric.startswith(("h2d_GBps", "d2h_GBps", "d2d_min_GBps")):
+        emit_result("bandwidth", metric, value, "GB/s", **more)
     else:
         emit_result("memory", metric, value, "GB/s", **more)
 
@@ -162,7 +164,7 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
 
     checks = checks or default_registry()
     if probe is not None:
-        config = stand_in_config(results.parent / "stand-in-probe", probe)
+        config = stand_in_config(results.parent / "stand-in-probe", probe, config)
     loaded = load_config(config, checks)
     plan = NodePlan(node=node, suite_name=suite, suite=loaded.suite(suite), config=loaded,
                     workload=registry().get(loaded.workload), data=data,

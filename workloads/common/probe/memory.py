@@ -79,7 +79,7 @@ def copy_rate(context: Context, source: torch.Tensor, what: str, gpu: int | None
 
 
 def measure_transfer(context: Context, mb: int, to_device: bool) -> Outcome:
-    host = torch.empty(mb << 20, dtype=torch.uint8).pin_memory()
+    host = context.device.pinned(mb << 20)
     device = torch.empty(mb << 20, dtype=torch.uint8, device=context.device.main)
     source, target = (host, device) if to_device else (device, host)
     source.random_(0, 255)

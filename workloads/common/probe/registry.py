@@ -41,6 +41,7 @@ CHECKS = (
     "memory",
     "storage",
     "nccl",
+    "bandwidth",
 )
 """The registered checks, in their default order: modules of this package."""
 
