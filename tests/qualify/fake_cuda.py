@@ -45,6 +45,9 @@ class FakeGpus(Device):
 
         return sync
 
+    def identity(self, gpu: int) -> tuple[str, int]:
+        return "Stand-in GPU", 108
+
     def pinned(self, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8)
 

@@ -72,7 +72,7 @@ def test_a_wrong_sum_fails_the_nccl_sanity():
 
 SPECS = {"gemm": {"dtypes": ["fp32", "tf32"], "dense": [[64, 32, 48]], "sparse": [[64, 4, 32, 0.9]]},
          "conv": {"dtypes": ["fp32"], "conv2d": [[1, 4, 8, 4, 3, 1, 1]], "conv3d": [[1, 2, 6, 4, 3, 2, 1]]},
-         "memory": {"host_mb": 1}, "storage": {"max_mb": 1}, "nccl": {}}
+         "memory": {"host_mb": 1}, "storage": {"max_mb": 1}, "nccl": {}, "sdc": {"size": 64, "width": 16}}
 
 
 def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsys, monkeypatch, tmp_path: Path):
@@ -87,7 +87,8 @@ def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsy
     lines = [json.loads(out.removeprefix(protocol.PREFIX)) for out in capsys.readouterr().out.splitlines()]
     results = {line["metric"]: line for line in lines if line["kind"] == "result"}
     assert set(results) == {"gemm_fp32_64x32x48", "spmm_fp32_64x4x32_s0.9", "conv2d_fp32_n1c4s8k4r3u1",
-                            "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps"}
+                            "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps", "sdc_gemm_ms",
+                            "sdc_step_ms"}
     from orchestrator.qualify.checks.registry import default_registry
 
     declared = default_registry()

@@ -60,6 +60,11 @@ class Device:
         if self.cuda:
             torch.cuda.empty_cache()
 
+    def identity(self, gpu: int) -> tuple[str, int]:
+        """What makes two GPUs give the same bits for the same problem: their model and SM count."""
+        props = torch.cuda.get_device_properties(gpu)
+        return props.name, props.multi_processor_count
+
     def pinned(self, nbytes: int) -> torch.Tensor:
         """A page-locked host buffer of ``nbytes`` (what copies to and from a GPU run at full rate from)."""
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)

@@ -42,6 +42,7 @@ CHECKS = (
     "storage",
     "nccl",
     "bandwidth",
+    "sdc",
 )
 """The registered checks, in their default order: modules of this package."""
 
