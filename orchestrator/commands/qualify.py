@@ -177,7 +177,7 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload,
     plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
                      references=asked.references.resolve() if asked.references else None,
                      data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
-                     warn_exit_code=config.warn_exit_code)
+                     warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe)
     fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
     for warning in unmatched_models(references, [r.hardware for r in records]) if references and records else []:
         out.warning(warning)

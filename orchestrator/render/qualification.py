@@ -89,6 +89,11 @@ def fleet_table(fleet: FleetRecord) -> Table:
 def fleet_lines(fleet: FleetRecord) -> list[str]:
     lines = [f"fleet verdict: {fleet.verdict.word} (exit {fleet.exit_code})"]
     lines += [f"  {row.node}: {row.reason}" for row in fleet.rows if row.reason]
+    lines += [f"  {check.name}: {check.status.word}" + (f" ({check.reason})" if check.reason else "")
+              for check in fleet.checks]
+    asked = [f"{row.node}: {remedy_words(r)}" for row in fleet.rows for r in row.remediation]
+    if asked:
+        lines.append("remediation: " + "; ".join(asked))
     return lines
 
 

@@ -286,6 +286,8 @@ class FleetRow(Record):
     flagged: bool = False
     """Slower than its peers by more than k MADs (with or without references)."""
     reason: str = ""
+    remediation: tuple[Remediation, ...] = ()
+    """What its FAILs ask for: its own record's, and the fleet checks' that name it (a slow pair)."""
 
 
 class FleetRecord(Record):
@@ -301,6 +303,8 @@ class FleetRecord(Record):
     rows: tuple[FleetRow, ...]
     jobs: dict[str, str] = Field(default_factory=dict)
     """node -> Slurm job id."""
+    checks: tuple[CheckResult, ...] = ()
+    """The checks run between the nodes (all-reduce between pairs), judged."""
 
     @model_validator(mode="before")
     @classmethod

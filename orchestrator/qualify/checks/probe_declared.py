@@ -64,9 +64,10 @@ def declaration(module: str, root: Path | None = None) -> Declaration:
     try:
         needs, remedy = raw.get("needs", {}), raw.get("remedy", {})
         return Declaration(
-            name=raw["name"], kind=raw["kind"], runs="probe", phase="load", settings_at="device",
+            name=raw["name"], kind=raw["kind"], runs=raw.get("runs", "probe"), phase="load", settings_at="device",
             needs=Needs(device=needs.get("device", "any"), gpus=int(needs.get("gpus", 0)),
-                        data=bool(needs.get("data", False))),
+                        nodes=int(needs.get("nodes", 1)), data=bool(needs.get("data", False)),
+                        runners=("slurm",) if raw.get("runs") == "fleet" else ()),
             sanity=raw["sanity"], units=dict(raw.get("units", {})), timeout_s=float(raw["timeout_s"]),
             repeat=bool(raw.get("repeat", False)), device_bound=bool(raw.get("device_bound", False)),
             remedies=Remedies(wrong=Remedy(remedy["wrong"]) if remedy.get("wrong") else None,

@@ -57,6 +57,11 @@ class Registry:
         return next((c.declaration for c in self.checks if c.declaration.name == name), None)
 
     @property
+    def fleet(self) -> tuple[str, ...]:
+        """The checks a fleet runs between its nodes."""
+        return tuple(d.name for d in self.declarations if d.runs == "fleet")
+
+    @property
     def probe(self) -> tuple[str, ...]:
         """The probe's checks, in their default order."""
         return tuple(d.name for d in self.declarations if d.runs == "probe")
@@ -117,6 +122,7 @@ def default_registry(root: Path | None = None) -> Registry:
     from orchestrator.qualify.checks.dcgm_diag import DcgmCheck
     from orchestrator.qualify.checks.gpu_health import GpuHealthCheck
     from orchestrator.qualify.checks.inference import InferenceCheck
+    from orchestrator.qualify.checks.pairs import PairCheck
     from orchestrator.qualify.checks.probe import ProbeCheck
     from orchestrator.qualify.checks.throughput import ThroughputCheck
     from orchestrator.qualify.checks.time_to_train import TimeToTrainCheck
@@ -124,7 +130,7 @@ def default_registry(root: Path | None = None) -> Registry:
     return Registry((
         GpuHealthCheck(),
         DcgmCheck(),
-        *(ProbeCheck(d) for d in probe_declared.probe_declarations(root)),
+        *(PairCheck(d) if d.runs == "fleet" else ProbeCheck(d) for d in probe_declared.probe_declarations(root)),
         ThroughputCheck(),
         InferenceCheck(),
         TimeToTrainCheck(),

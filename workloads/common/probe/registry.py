@@ -6,7 +6,8 @@ as data from this file, never importing it) and ``cases(spec, context)``, which 
 
     DECLARATION = {
         "name": "gemm",                      # the check, as qualify.yaml and the records name it
-        "kind": "microbenchmark",            # or "integrity" (right answers only), as records say
+        "kind": "microbenchmark",            # or "integrity" (right answers only), "fabric", as records say
+        "runs": "probe",                     # or "fleet": between two nodes at once (their fleet starts it)
         "needs": {"device": "any", "gpus": 0, "data": False},   # cuda only, at least N GPUs, --data
         "sanity": "what a right result is, in words",
         "units": {"gemm_*": "TFLOP/s"},      # each metric (a glob) and the unit of its references
@@ -43,6 +44,7 @@ CHECKS = (
     "nccl",
     "bandwidth",
     "sdc",
+    "nccl_pairs",
 )
 """The registered checks, in their default order: modules of this package."""
 
