@@ -96,21 +96,23 @@ def qualify_fleet(
         stop_abandoned(store, store.root / "fleet", _runner(plan, status), status)
         status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
         outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
+        records: dict[str, QualificationRecord] = {}
+        for node, outcome in outcomes.items():
+            record_path = store.fleet_dir(fleet_id) / node / "record.json"
+            try:
+                records[node] = store.load(record_path)
+                status(f"  {node}: {records[node].verdict.word}")
+            except RecordError:
+                problems[node] = f"slurm job {outcome.job_id} ({outcome.why()}) wrote no record"
+                status(f"  {node}: {problems[node]}")
+        # under the fleet's lock too: the jobs of a killed fleet's checks are found by it
+        between = run_fleet_checks(plan, [n for n in nodes if n in records], records, workload, store, fleet_id,
+                                   status, measure_pairs)
     finally:
         store.end(lock)
-    records: dict[str, QualificationRecord] = {}
-    for node, outcome in outcomes.items():
-        record_path = store.fleet_dir(fleet_id) / node / "record.json"
-        try:
-            records[node] = store.load(record_path)
-            status(f"  {node}: {records[node].verdict.word}")
-        except RecordError:
-            problems[node] = f"slurm job {outcome.job_id} ({outcome.why()}) wrote no record"
-            status(f"  {node}: {problems[node]}")
     rows = fleet_rows(nodes, records, problems, plan.policy)
     checks: list[CheckResult] = []
-    for check, findings in run_fleet_checks(plan, [n for n in nodes if n in records], records, workload, store,
-                                             fleet_id, status, measure_pairs):
+    for check, findings in between:
         checks.append(remedies.remediate(check, None) if check.status is Status.FAIL and not check.remediation
                       else check)
         rows = with_findings(rows, check.name, findings)

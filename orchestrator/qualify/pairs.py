@@ -198,9 +198,8 @@ class SlurmPairs:
                 except MltrainError as exc:
                     unrun[pair] = str(exc)
             return [self._read(pair, started.get(pair), unrun.get(pair, "")) for pair in batch]
-        except BaseException:
-            jobs = [job for ranks in started.values() for job, _ in ranks]
-            stop_jobs([(self._runner(pair[0], 0), self.run_id) for pair in batch], jobs)
+        except BaseException:  # a stop signal: every job of the batch stopped in order
+            stop_jobs([], [job for ranks in started.values() for job, _ in ranks])
             raise
 
     def _runner(self, node: str, gpus: int) -> Any:
@@ -217,15 +216,20 @@ class SlurmPairs:
         config["device"] = "cuda" if kind == "cuda" else "cpu"
         env = {CONFIG_ENV: json.dumps(config), "WORLD_SIZE": "2", "MASTER_ADDR": node_address(pair[0]),
                "MASTER_PORT": str(random.randint(20000, 59999))}
-        ranks = []
-        for rank, node in enumerate(pair):
-            folder = self.folder / label(pair) / f"rank{rank}"
-            spec = JobSpec(kind="step", name=f"pair-{label(pair)}-{rank}", run_id=self.run_id, bundle=self.workload,
-                           command=self.probe.command, args=(str(self.probe.seed),), env={**env, "RANK": str(rank)},
-                           data_dir=folder, folder=folder, declared="the probe's command (qualify.yaml `probe:`)")
-            run = ProbeRun()
-            ranks.append((start_job(self._runner(node, gpus[rank]), spec, timeout_s=self.declaration.timeout_s
-                                    + 600, on_line=run.observe), run))
+        ranks: list[tuple[StartedJob, ProbeRun]] = []
+        try:
+            for rank, node in enumerate(pair):
+                folder = self.folder / label(pair) / f"rank{rank}"
+                spec = JobSpec(kind="step", name=f"pair-{label(pair)}-{rank}", run_id=self.run_id,
+                               bundle=self.workload, command=self.probe.command, args=(str(self.probe.seed),),
+                               env={**env, "RANK": str(rank)}, data_dir=folder, folder=folder,
+                               declared="the probe's command (qualify.yaml `probe:`)")
+                run = ProbeRun()
+                ranks.append((start_job(self._runner(node, gpus[rank]), spec, timeout_s=self.declaration.timeout_s
+                                        + 600, on_line=run.observe), run))
+        except BaseException:  # rank 0 would wait for its peer to its timeout
+            stop_jobs([], [job for job, _ in ranks])
+            raise
         self.status(f"  pair {label(pair)}: slurm jobs {', '.join(job.job_id for job, _ in ranks)}")
         return ranks
 
