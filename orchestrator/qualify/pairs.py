@@ -27,6 +27,7 @@ from typing import Any
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
+from orchestrator.qualify.checks.base import overran
 from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.qualify.config import ProbeSettings, Suite
 from orchestrator.qualify.micro import CONFIG_ENV, probe_config
@@ -237,6 +238,9 @@ class SlurmPairs:
         if ranks is None:
             return PairReading(pair=pair, unrun=unrun or "not started")
         outcomes = [job.finish() for job, _ in ranks]
+        if any(o.timed_out for o in outcomes):  # a hang measures nothing: INCONCLUSIVE, as every check's
+            why = overran(self.declaration.name, self.declaration.timeout_s + 600, f" between {pair[0]} and {pair[1]}")
+            return PairReading(pair=pair, unrun=why, output=str(outcomes[0].log))
         run = ranks[0][1]
         found = next((r for r in run.results if r.metric == METRIC), None)
         output = str(outcomes[0].log)
