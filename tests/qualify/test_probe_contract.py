@@ -55,11 +55,12 @@ def test_an_unknown_check_in_qualify_yaml_is_one_line_and_exit_2(cli, tmp_path: 
 def test_the_orchestrator_speaks_the_probes_protocol_and_settings():
     assert (probe_lines.PREFIX, probe_lines.PROTOCOL) == (protocol.PREFIX, protocol.PROTOCOL)
     assert micro.CONFIG_ENV == settings.CONFIG_ENV
-    assert ProbeSettings().checks == registry.CHECKS == CHECKS.probe and ProbeSettings().command == (
-        "python", "-m", "workloads.common.probe")
+    assert ProbeSettings().checks == CHECKS.probe and ProbeSettings().command == ("python", "-m",
+                                                                                  "workloads.common.probe")
+    assert set(registry.CHECKS) == {*CHECKS.probe, *CHECKS.fleet}  # every registered check: a node's or a fleet's
     probe = [d for d in CHECKS.declarations if d.runs == "probe"]
     parsed = settings.parse(json.dumps(micro.probe_config(SUITE, probe)))
-    assert parsed.order == registry.CHECKS and parsed.seconds_per_case == SUITE.probe_seconds_per_case
+    assert parsed.order == CHECKS.probe and parsed.seconds_per_case == SUITE.probe_seconds_per_case
     assert parsed.specs("cpu") == {"gemm": {"dtypes": ["fp32"], "dense": [[256, 256, 256], [512, 512, 512]],
                                             "sparse": []}}
     assert parsed.specs("cuda") == {}
