@@ -37,12 +37,11 @@ def export_run(
     out = output(ctx)
     store = open_store(results, write=False)
     check_output_folder(mlcommons, option="--mlcommons", results=store.root)
-    from orchestrator.results import inference_store
 
-    if inference_store.is_inference(store.root, run):
+    if store.is_inference(run):
         from orchestrator.inference.export import export_inference
 
-        folder = export_inference(inference_store.open_run(store.root, run), inference_store.paths(store.root, run),
+        folder = export_inference(store.open_inference(run), store.inference_paths(run),
                                   mlcommons, system_name=system_name, submitter=submitter)
         out.json({"folder": str(folder)}) if as_json else out.data(f"MLPerf Inference layout: {folder}")
         return

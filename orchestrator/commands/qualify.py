@@ -64,9 +64,9 @@ def order(
     path: Path = typer.Argument(..., help="The fleet's order to this node (qualify/fleet/<id>/<node>/order.json)."),
 ) -> None:
     """A fleet's node job: qualify this node as the fleet's order says, and write the record where it asks."""
-    from orchestrator.results.qualify_store import QualificationStore
+    from orchestrator.results.qualifications import load_order
 
-    o = QualificationStore.load_order(path)
+    o = load_order(path)
     _qualify(output(ctx), Asked(
         suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
         junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
@@ -133,7 +133,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.results.outputs import write_output
-    from orchestrator.results.qualify_store import check_node_name
+    from orchestrator.results.paths import check_node_name
     from orchestrator.runners.select import RunnerOptions, make_runner
 
     suite = config.suite(asked.suite)
@@ -210,14 +210,14 @@ def _write_outputs(
 
 def _show(out: Output, record: QualificationRecord, folder: Path, as_json: bool) -> None:
     from orchestrator.render.qualification import summary_table, verdict_lines
-    from orchestrator.results.qualify_store import QualificationStore
+    from orchestrator.results.store import Store
 
     if as_json:
         out.json(record.to_json())
         return
     out.table(summary_table(record))
-    path = QualificationStore(folder).node_dir(record.node) / f"{record.qualification_id}.json"
-    for line in verdict_lines(record, str(path)):
+    path = Store(folder).qualifications.record_path(record)
+    for line in verdict_lines(record, str(path) if path.is_file() else None):  # not saved: not named
         out.prose(line)
 
 
@@ -232,7 +232,8 @@ def history(
 ) -> None:
     """The stored qualifications (of one node), oldest first."""
     from orchestrator.render.qualification import history_table
-    from orchestrator.results.qualify_store import QualificationStore, check_node_name
+    from orchestrator.results.paths import check_node_name
+    from orchestrator.results.store import Store
 
     out = output(ctx)
     folder = results_dir(results, write=False)
@@ -240,7 +241,7 @@ def history(
         from orchestrator.results.outputs import check_output_file
 
         check_output_file(html, option="--html", results=folder)
-    store = QualificationStore(folder)
+    store = Store(folder).qualifications
     if node is not None and check_node_name(node) not in store.nodes():
         known = ", ".join(store.nodes()) or "none"
         raise UsageError(f"no qualification of node {node!r} (nodes: {known})")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from orchestrator.errors import StoreWriteError, UsageError
 from orchestrator.results import atomic
-from orchestrator.results.inference import InferencePaths, InferenceRun
+from orchestrator.results.inference import InferenceRun
+from orchestrator.results.paths import InferencePaths
 
 PERFORMANCE_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "accuracy.txt")

@@ -36,8 +36,8 @@ from orchestrator.results.qualification import (
     Status,
     worst,
 )
-from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
-from orchestrator.results.store import now_iso
+from orchestrator.results.qualifications import Qualifications, new_qualification_id
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import StartedJob, start_job, stop_jobs
 from orchestrator.runners.outcome import JobOutcome
@@ -88,7 +88,7 @@ def qualify_fleet(
     """The fleet's record and the node records it gathered. ``measure_pairs``: how a batch of node pairs
     is measured (default: the probe's pair check as Slurm jobs, `pairs.SlurmPairs`)."""
     started_at = now_iso()
-    store = QualificationStore(results_dir)
+    store = Store(results_dir).qualifications
     fleet_id = new_qualification_id("fleet", plan.suite_name)
     nodes = select_nodes(plan)
     lock = store.begin(store.fleet_dir(fleet_id), fleet_id)
@@ -129,7 +129,7 @@ def qualify_fleet(
 
 
 def run_nodes(
-    plan: FleetPlan, nodes: list[str], workload: Workload, store: QualificationStore, fleet_id: str,
+    plan: FleetPlan, nodes: list[str], workload: Workload, store: Qualifications, fleet_id: str,
     status: Callable[[str], None],
 ) -> tuple[dict[str, JobOutcome], dict[str, str]]:
     """Each node's job submitted, then each followed to its end: (node -> outcome, node -> why it
@@ -164,7 +164,7 @@ def _runner(plan: FleetPlan, status: Callable[[str], None], *, node: str | None 
                        status)
 
 
-def node_job(plan: FleetPlan, node: str, workload: Workload, store: QualificationStore, fleet_id: str) -> JobSpec:
+def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualifications, fleet_id: str) -> JobSpec:
     """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
     folder = store.fleet_dir(fleet_id) / node
     order = store.save_order(NodeOrder(
@@ -180,7 +180,7 @@ def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualificatio
 
 def run_fleet_checks(
     plan: FleetPlan, nodes: list[str], records: dict[str, QualificationRecord], workload: Workload,
-    store: QualificationStore, fleet_id: str, status: Callable[[str], None],
+    store: Qualifications, fleet_id: str, status: Callable[[str], None],
     measure_pairs: Callable[[Sequence[Pair]], list[PairReading]] | None = None,
 ) -> list[tuple[CheckResult, list[Finding]]]:
     """Each check the suite runs between the fleet's nodes (those whose own qualification left a record)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from orchestrator.errors import MltrainError
+from orchestrator.errors import MltrainError, StoreWriteError
 from orchestrator.insight import sysinfo
 from orchestrator.qualify import devices, judge, quorum, remedies
 from orchestrator.qualify.checks.base import Overran, in_thread, run_check
@@ -44,9 +44,10 @@ from orchestrator.qualify.references import (
     learned_references,
     passing_runs,
 )
-from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord
-from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
-from orchestrator.results.store import now_iso
+from orchestrator.results import atomic
+from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
+from orchestrator.results.qualifications import Qualifications, new_qualification_id
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
 
 
@@ -65,11 +66,10 @@ def qualify_node(
 ) -> QualificationRecord:
     """Run the suite on this node and store its judged record."""
     started_at, started = now_iso(), time.monotonic()
-    store = QualificationStore(results_dir)
+    store = Store(results_dir).qualifications
     qid = new_qualification_id(plan.node, plan.suite_name)
-    folder = store.node_dir(plan.node) / qid
-    scratch = folder / "no-data"
-    scratch.mkdir(parents=True, exist_ok=True)
+    folder = store.new_folder(plan.node, qid)  # the node's folder checked before anything is written
+    scratch = atomic.make_folder(folder / "no-data")
     timings = watch.timings
 
     t = time.monotonic()
@@ -144,7 +144,20 @@ def qualify_node(
                 "data": str(plan.data) if plan.data else None},
         remediation=remedies.of_node(judged),
     )
-    store.save(record)
+    return _saved(store, record)
+
+
+def _saved(store: Qualifications, record: QualificationRecord) -> QualificationRecord:
+    """The record, stored. One that cannot be written (a full disk, a quota) is INCONCLUSIVE (exit 3)
+    whatever its checks said: a node is never failed, nor passed, by a write of mltrain's."""
+    try:
+        store.save(record)
+    except StoreWriteError as exc:
+        return record.model_copy(update={
+            "verdict": Status.INCONCLUSIVE, "exit_code": judge.exit_code(Status.INCONCLUSIVE, strict=record.strict),
+            "reasons": (f"the record could not be saved ({exc}): free the space and qualify again; its checks said"
+                        f" {record.verdict.word}", *record.reasons),
+        })
     return record
 
 
