@@ -66,15 +66,14 @@ def export_run(
     if seed is not None:
         raise UsageError("--seed chooses the seed of --model: drop it with --mlcommons")
     check_output_folder(mlcommons, option="--mlcommons", results=store.root)
-    from orchestrator.results import inference_store
 
-    if inference_store.is_inference(store.root, run):
+    if store.is_inference(run):
         from orchestrator.inference.declaration import find_model
         from orchestrator.inference.export import export_inference
 
-        record = inference_store.open_run(store.root, run)
+        record = store.open_inference(run)
         facts = find_model(registry().roots, record.model).model(record.model)
-        written = export_inference(record, inference_store.paths(store.root, run), mlcommons, facts,
+        written = export_inference(record, store.inference_paths(run), mlcommons, facts,
                                    system_name=system_name, submitter=submitter, division=division,
                                    system_type=system_type)
         if as_json:

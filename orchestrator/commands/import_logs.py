@@ -38,4 +38,6 @@ def import_logs(
                                epoch_unit=epochs_in.value,  # type: ignore[arg-type]  # the same three names
                                ruleset=ruleset)
     out.status(f"imported {len(run.manifest.seeds)} logs from {folder} as run {run.run_id}")
+    if run.index_note:
+        out.warning(run.index_note)
     show_score(out, run.summary, score, as_json=as_json)

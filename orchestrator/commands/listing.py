@@ -57,15 +57,15 @@ def show(
     """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result; a
     run that decided its own seed count: its rule and decisions too)."""
     from orchestrator.render.tables import run_lines, show_score
-    from orchestrator.results import inference_store
     from orchestrator.session.scoring import rescore
 
     out = output(ctx)
     store = open_store(results, write=False)
-    if inference_store.is_inference(store.root, run_id):
+    if store.is_inference(run_id):
         from orchestrator.render.inference import result_lines
 
-        record = inference_store.open_run(store.root, run_id)
+        record = store.open_inference(run_id)
+        record = record.model_copy(update={"state": store.state(run_id, record.state)})  # as `list` says it
         if as_json:
             out.json(record.to_json())
         else:
@@ -75,7 +75,8 @@ def show(
     summary, score = rescore(run)
     if as_json:
         decisions = {"decisions": run.decisions.to_json()} if run.decisions is not None else {}
-        out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),
+        manifest = {**run.manifest.to_json(), "state": run.state}  # as `list` says it
+        out.json({"manifest": manifest, "summary": summary.to_json(),
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}, **decisions})
         return
     out.lines(run_lines(run))

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from orchestrator.errors import UsageError
 from orchestrator.insight.runs import hardware_summary
 from orchestrator.insight.statistics import Interval, Test, mean_interval, ratio_interval, welch
-from orchestrator.results import inference_store
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.store import Listing, Store
 
@@ -100,7 +99,7 @@ def wants_inference(chosen: Sequence[str], listing: Listing) -> bool:
 
 def load(store: Store, chosen: Sequence[str]) -> list[InferenceRun]:
     """The chosen inference runs, read; they must share one model, scenario and profile."""
-    runs = [inference_store.open_run(store.root, r) for r in chosen]
+    runs = [store.open_inference(r) for r in chosen]
     if not runs:
         raise UsageError("name at least one inference run (RUN...) or --label")
     first = runs[0]

@@ -32,7 +32,8 @@ from orchestrator.errors import StoreWriteError, UsageError
 from orchestrator.inference.declaration import ModelFacts
 from orchestrator.mlperf.system_desc import safe_name, system_description
 from orchestrator.results import atomic
-from orchestrator.results.inference import InferencePaths, InferenceRun
+from orchestrator.results.inference import InferenceRun
+from orchestrator.results.paths import InferencePaths
 
 PERFORMANCE_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "accuracy.txt")

@@ -19,9 +19,10 @@ from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
 from orchestrator.inference.trained import export_trained, exported_path
-from orchestrator.results import atomic, inference_store
+from orchestrator.results import atomic
 from orchestrator.results.inference import ComplianceTest, InferenceResult, InferenceRun, SearchTrial
-from orchestrator.results.store import now_iso
+from orchestrator.results.inference_run import StoredInference
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
 from orchestrator.runners.outcome import JobOutcome
 
@@ -104,7 +105,7 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
 class Jobs:
     """The harness jobs of one run, each in ``jobs/<name>`` (trials in ``search/trial_<n>``)."""
 
-    def __init__(self, plan: InferencePlan, runner: Runner, handle: inference_store.InferenceHandle, inputs: Inputs,
+    def __init__(self, plan: InferencePlan, runner: Runner, handle: StoredInference, inputs: Inputs,
                  on_line: Callable[[str], None]) -> None:
         self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
         self.on_line = on_line
@@ -151,8 +152,9 @@ def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]
     if plan.options.search:
         found = search.search(jobs.trial)
         best = paths.root / search.best_trial(found).folder / "results"
-        shutil.copytree(best / "performance", paths.root / "performance")
-        shutil.copyfile(best / "user.conf", paths.root / "user.conf")
+        with atomic.writing(paths.root):
+            shutil.copytree(best / "performance", paths.root / "performance")
+            shutil.copyfile(best / "user.conf", paths.root / "user.conf")
         main = best
         if plan.accuracy:
             main = jobs.run("accuracy", paths.job("accuracy"), "accuracy")
@@ -201,7 +203,7 @@ def compliance_test(jobs: Jobs, plan: InferencePlan, test: str, facts: dict[str,
 
 
 def _move(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(target.parent)
     atomic.move(source, target)
 
 
@@ -246,13 +248,15 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
     inputs = resolve_inputs(plan, runner, status)
     record = new_record(plan, run_id, runner, inputs, command=command, system=system(inputs.data),
                         provenance=provenance)
-    handle = inference_store.create(results_root, record)
+    handle = Store(results_root).create_inference(record)
     try:
         jobs = Jobs(plan, runner, handle, inputs, on_line)
         status(f"{run_id}: {plan.options.model} {plan.options.scenario} on {runner.name}")
         folder, facts_json, found = measure(jobs, plan)
         result = result_of(plan, inputs, handle.paths.root, folder, facts_json, found)
         handle.save(record.model_copy(update={"state": "finished", "ended_at": now_iso(), "result": result}))
+        if handle.index_note:
+            status(handle.index_note)
         return handle.record
     except UsageError:
         handle.discard()  # the harness refused the input: the run produced nothing

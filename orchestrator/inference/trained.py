@@ -16,7 +16,6 @@ from pathlib import Path
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.workloads import DataDecl, Registry, Workload
 from orchestrator.errors import DataError, UsageError
-from orchestrator.results import inference_store
 from orchestrator.results.paths import check_run_id
 from orchestrator.results.store import Store
 from orchestrator.runners.base import HostPath, Runner
@@ -54,7 +53,7 @@ def looks_like_run(text: str) -> bool:
 def find_trained(store: Store, workloads: Registry, run_id: str, seed: int | None = None) -> TrainedModel:
     """The trained model of run ``run_id``; UsageError naming what is missing."""
     check_run_id(run_id)
-    if inference_store.is_inference(store.root, run_id):
+    if store.is_inference(run_id):
         raise UsageError(f"{run_id} is an inference run: give a training run, whose seeds trained a model")
     stored = store.open(run_id)
     workload = workloads.get(stored.manifest.workload)

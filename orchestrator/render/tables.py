@@ -81,7 +81,7 @@ def run_lines(run: StoredRun) -> list[str]:
     logs state (with the workload's reason) and the settings the workload resolved."""
     m = run.manifest
     lines = [
-        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}",
+        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {run.state}",
         f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
     ]
     if m.imported is not None:

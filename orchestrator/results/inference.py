@@ -1,14 +1,12 @@
 """The typed records of an inference run (``<results>/<run_id>/inference.json``): what was asked,
 where it ran, and what LoadGen's logs, the accuracy script and the harness's facts file said.
-Validated on read like every stored file (`orchestrator.results.store`).
+Validated on read like every stored file (`orchestrator.results.reading`).
 
-The run folder beside it is the MLPerf Inference results layout (`InferencePaths`).
+The run folder beside it is the MLPerf Inference results layout (`orchestrator.results.paths.InferencePaths`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -16,7 +14,6 @@ from pydantic import Field
 from orchestrator.results.records import ProfileName, Record
 
 InferenceState = Literal["running", "finished", "failed", "interrupted"]
-INFERENCE_FILE = "inference.json"
 
 
 class Latency(Record):
@@ -213,47 +210,3 @@ class InferenceRun(Record):
     @property
     def setup_name(self) -> str:
         return self.label or self.run_id
-
-
-@dataclass(frozen=True)
-class InferencePaths:
-    """The folder of an inference run: the MLPerf Inference results layout of one model and scenario.
-
-        inference.json               the record
-        user.conf                    what LoadGen was given beside mlperf.conf
-        performance/run_1/           mlperf_log_summary.txt, mlperf_log_detail.txt
-        accuracy/                    the same, mlperf_log_accuracy.json, accuracy.txt
-        trace/                       the backend's per-operator profile (--trace)
-        search/trial_<n>/            each Server QPS trial (--search): its user.conf and logs
-        compliance/TEST01/           a compliance test (--compliance): performance/run_1/, accuracy/,
-                                     verify_accuracy.txt, verify_performance.txt
-        jobs/<name>/output.log       what each harness job printed; its harness.json
-    """
-
-    root: Path
-
-    @property
-    def record(self) -> Path:
-        return self.root / INFERENCE_FILE
-
-    @property
-    def lock(self) -> Path:
-        return self.root / "run.lock"
-
-    @property
-    def performance(self) -> Path:
-        return self.root / "performance" / "run_1"
-
-    @property
-    def accuracy(self) -> Path:
-        return self.root / "accuracy"
-
-    def job(self, name: str) -> Path:
-        return self.root / "jobs" / name
-
-    def compliance(self, test: str) -> Path:
-        """A compliance test's folder: its LoadGen logs and verify_*.txt (the submission layout's TESTxx)."""
-        return self.root / "compliance" / test
-
-    def trial(self, number: int) -> Path:
-        return self.root / "search" / f"trial_{number}"

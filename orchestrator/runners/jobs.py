@@ -6,7 +6,9 @@ inference harness run, a fleet's node job):
 
 The wall-clock limit holds whatever the output thread does: a job whose output can no longer be
 kept is stopped, and one whose output does not end within `STOP_WAIT_S` of being stopped is given
-up (its outcome says so). A stop signal (KeyboardInterrupt, which `orchestrator.signals` raises for
+up (its outcome says so). A log mltrain cannot write (a full disk) is mltrain's failure, not the
+job's: once the job is stopped, the write's error is raised (exit 3), never an outcome a check
+would judge. A stop signal (KeyboardInterrupt, which `orchestrator.signals` raises for
 SIGINT, SIGTERM and SIGHUP) stops the job in order, then removes whatever of its run the signal
 caught half started (`Runner.stop_leftovers`), then propagates; so does any error raised while the
 job runs (a callback's), which never leaves the job running behind it.
@@ -29,7 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from orchestrator.errors import DataError
+from orchestrator.errors import DataError, StoreError, StoreWriteError
+from orchestrator.results import atomic
 from orchestrator.results.records import Exit
 from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
 from orchestrator.runners.outcome import JobOutcome
@@ -71,10 +74,11 @@ class _Follower(threading.Thread):
 
     def _pump(self) -> None:
         pending = b""
-        with self.log.open("ab") as log:
+        with atomic.open_append(self.log) as log:  # never through a link left in the job's folder
             for chunk in self.handle.stream():
-                log.write(chunk)
-                log.flush()
+                with atomic.writing(self.log):  # a full disk: the job is stopped, the write's error raised
+                    log.write(chunk)
+                    log.flush()
                 *complete, pending = (pending + chunk).split(b"\n")
                 for raw in complete:
                     self.on_line(raw.decode(errors="replace"))
@@ -120,6 +124,8 @@ class StartedJob:
         if follower.exit is None:  # the job's end was not seen: make sure it has ended
             self.handle.cancel()
             lost = lost or "mltrain did not see the job end"
+        if isinstance(follower.error, StoreError | StoreWriteError):
+            raise follower.error  # mltrain could not write the job's log: its fault, not the job's (exit 3)
         return JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost), timed_out=timed_out,
                           lost=lost, seconds=time.monotonic() - self.started, log=self.spec.paths.output)
 
@@ -135,7 +141,7 @@ def start_job(runner: Runner, spec: JobSpec, *, timeout_s: float | None,
     The runner's error (UsageError, ConfigError, RunnerError) when it refuses or cannot start it;
     ``timeout_s`` None: no limit of mltrain's (Slurm's own time limit holds the job)."""
     runner.check_job(spec)
-    spec.results_dir.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(spec.results_dir)
     return StartedJob(runner, spec, runner.submit(spec), on_line, timeout_s)
 
 

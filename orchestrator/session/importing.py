@@ -18,12 +18,12 @@ from pathlib import Path
 
 from orchestrator.config.profiles import MLPERF
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import StoreError
 from orchestrator.insight import sysinfo
 from orchestrator.mlperf import benchmarks, compliance, layout, mllog
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results import atomic
 from orchestrator.results.lock import is_held
+from orchestrator.results.paths import LOCK_NAME
 from orchestrator.results.records import (
     ImportedFolder,
     Manifest,
@@ -86,25 +86,23 @@ def import_folder(
         state="running",
         versions=sysinfo.orchestrator_versions(),
     )
-    store.root.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(store.root)
     sweep_abandoned_imports(store.root)
-    stage_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=store.root))
+    with atomic.writing(store.root):
+        stage_root = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=store.root))
     try:
         staged = Store(stage_root).create(manifest)
         for number, path in found.files.items():
-            shutil.copyfile(path, staged.paths.seed(number).output)
+            with atomic.writing(staged.paths.seed(number).output):
+                shutil.copyfile(path, staged.paths.seed(number).output)
             staged.save_seed(SeedState(seed=number, state=SeedStateName.FINISHED, status=records[number].status,
                                        source=path.name), records[number])
         _, score = finish(staged)
-        target = store.paths(manifest.run_id).root
-        try:
-            atomic.move(staged.paths.root, target)
-        except OSError as exc:
-            raise StoreError(f"cannot move the imported run into {target}: {exc.strerror}") from None
+        atomic.move(staged.paths.root, store.paths(manifest.run_id).root)
     finally:
         shutil.rmtree(stage_root, ignore_errors=True)
     run = store.open(manifest.run_id)
-    run.sync()
+    run.sync()  # the run is in its folder: an index that cannot take it now catches up at the next read
     return run, score
 
 
@@ -121,7 +119,7 @@ def sweep_abandoned_imports(root: Path, *, now: float | None = None) -> list[Pat
     for stage in root.glob(f"{STAGING_PREFIX}*"):
         if not stage.is_dir() or stage.is_symlink():
             continue
-        locks = list(stage.glob("*/.lock"))
+        locks = list(stage.glob(f"*/{LOCK_NAME}"))
         if any(is_held(lock) for lock in locks) or moment - stage.stat().st_mtime < ABANDONED_AFTER_S:
             continue
         shutil.rmtree(stage, ignore_errors=True)

@@ -215,9 +215,10 @@ def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:
     while seed.attempt(n).exists() or seed.attempt(n).is_symlink():
         n += 1
     target = seed.attempt(n)
-    target.mkdir()
-    if seed.state.is_file():
-        shutil.copy2(seed.state, target / seed.state.name)
+    with atomic.writing(target):
+        target.mkdir()
+        if seed.state.is_file():
+            shutil.copy2(seed.state, target / seed.state.name)
     for path in sorted(leftovers, key=lambda p: p == seed.record):
         atomic.move(path, target / path.name)
     run.forget_record(seed.seed)

@@ -23,6 +23,7 @@ from workloads.common.cli import Parser
 from workloads.unet3d.cuts import Cuts
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.precision import REQUESTS, normalise
+from workloads.unet3d.settings import COMPILE_MODES, StepKnobs
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("onprem", "cloud", "preview", "research")
@@ -125,6 +126,8 @@ class TrainConfig:
     """Use the channels_last_3d memory format; None: auto (on CUDA with compile, see settings.py)."""
     compile: bool = False
     """torch.compile the model (compiled and warmed up before run_start)."""
+    step: StepKnobs = field(default_factory=StepKnobs)
+    """How the step runs: compile mode, cuDNN autotuner, fused loss, pinned staging (settings.py)."""
     num_workers: int | None = None
     """DataLoader worker processes per rank; None: auto (CUDA: CPUs per local rank - 1, at least 2, at most 8;
     CPU: 0; see settings.py)."""
@@ -271,6 +274,10 @@ KNOBS: dict[str, str] = {
     "CHANNELS_LAST": "--channels-last",
     "EVAL_BATCH": "--eval-batch",
     "COMPILE": "--compile",
+    "COMPILE_MODE": "--compile-mode",
+    "CUDNN_BENCHMARK": "--cudnn-benchmark",
+    "FUSED_LOSS": "--fused-loss",
+    "PIN_MEMORY": "--pin-memory",
     "EVAL_CASES": "--eval-cases",
     "EVAL_CROP": "--eval-crop",
     "TRAIN_CASES": "--train-cases",
@@ -298,7 +305,8 @@ def smoke_data_args() -> list[str]:
 
 SWITCHES = ("COMPILE",)
 THROUGHPUT_KNOBS = ("STEPS", "WARMUP_STEPS", "FILTERS", "INPUT_SHAPE", "BATCH_SIZE", "LEARNING_RATE", "OVERSAMPLING",
-                    "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE")
+                    "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE", "COMPILE_MODE", "CUDNN_BENCHMARK",
+                    "FUSED_LOSS", "PIN_MEMORY")
 """What the throughput mode takes: its steps, and the model and precision knobs of training."""
 TRAIN_KNOBS = tuple(name for name in KNOBS if name not in ("STEPS", "WARMUP_STEPS"))
 
@@ -314,6 +322,22 @@ def env_argv(env: Mapping[str, str], names: Iterable[str]) -> list[str]:
         elif value:
             argv += [KNOBS[name], value]
     return argv
+
+
+def add_step_knobs(p: argparse.ArgumentParser) -> None:
+    """The options of ``StepKnobs`` (train and throughput take them alike)."""
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                   help="torch.compile's mode with --compile (reduce-overhead: CUDA graphs)")
+    p.add_argument("--cudnn-benchmark", type=auto_bool, default=None, help="auto (default: on for CUDA), 1 or 0")
+    p.add_argument("--fused-loss", type=auto_bool, default=None,
+                   help="Dice+CE from one log-softmax pass: auto (default: off), 1 or 0")
+    p.add_argument("--pin-memory", type=auto_bool, default=None,
+                   help="pinned staging of the batches: auto (default: on for CUDA), 1 or 0")
+
+
+def step_knobs(args: argparse.Namespace) -> StepKnobs:
+    return StepKnobs(compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark,
+                     fused_loss=args.fused_loss, pin_memory=args.pin_memory)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -345,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None,
                    help="auto (default: on for CUDA with --compile), 1 or 0; alone: 1")
     p.add_argument("--compile", action="store_true")
+    add_step_knobs(p)
     p.add_argument("--num-workers", type=auto_int, default=None, help="auto (default) or N loader processes")
     p.add_argument("--threads", type=auto_int, default=None, help="auto (default) or N intra-op threads")
     p.add_argument("--eval-batch", type=auto_int, default=None, help="auto (default: CUDA 4, CPU 1) or N windows")
@@ -408,6 +433,7 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         precision=args.amp,
         channels_last=args.channels_last,
         compile=args.compile,
+        step=step_knobs(args),
         num_workers=args.num_workers,
         threads=args.threads,
         eval_batch=args.eval_batch,

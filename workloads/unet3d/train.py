@@ -217,6 +217,7 @@ def run(config: TrainConfig) -> int:
                 device=ctx.device, requested_precision=config.precision, threads=config.threads,
                 nproc=ctx.local_world_size, channels_last=config.channels_last,
                 compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
+                knobs=config.step,
             )
             torch.set_num_threads(settings.threads)
             log.event(RESOLVED_SETTINGS, settings.log_value())
