@@ -484,7 +484,7 @@ CASES: dict[str, Bad] = {
     "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"), "m.onnx",
                                 prepare=_a_file("m.onnx")),
     # data, build, clean, sysinfo
-    "data unknown workload": Bad(("data", "nosuch", "check", "/tmp"), "unknown workload 'nosuch'",
+    "data unknown workload": Bad(("data", "nosuch", "check", "/tmp"), "unknown workload or inference model 'nosuch'",
                                  results_option=False),
     "data program missing": Bad(("data", "oddbench", "check", "{T}"), "no-such-program", results_option=False,
                                 prepare=_workload(WORKLOAD_YAML.format(run="[bash, run.sh]",
