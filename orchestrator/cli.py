@@ -111,6 +111,8 @@ def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> i
             return _interrupted(Stop(stops.signum))
     except MltrainError as exc:
         Output().error(str(exc))
+        if exc.details:
+            Output().explain(exc.details)
         if debug:
             raise
         return exc.exit_code

@@ -75,6 +75,11 @@ class Output:
     def error(self, text: str) -> None:
         self.err.print(f"error: {text}", markup=False, style="bold red")
 
+    def explain(self, text: str) -> None:
+        """The lines after an error that say how to put it right, indented under it (the error stays
+        the one line that starts with ``error:``)."""
+        self.err.print("\n".join(f"  {line}".rstrip() for line in text.rstrip().splitlines()), markup=False)
+
 
 class _DataConsole(Console):
     """stdout's console: a reader that leaves ends the printing, not the command (rich's own

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from orchestrator.qualify.wording import quorum_note
 from orchestrator.render.fit import Col, Fitted, fit
-from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
+from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Remediation, Status
 from orchestrator.text import number
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta",
@@ -57,6 +57,8 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
     lines += [f"  {reason}" for reason in record.reasons[:12]]
     if len(record.reasons) > 12:
         lines.append(f"  ... and {len(record.reasons) - 12} more (see --json)")
+    if record.remediation:
+        lines.append("remediation: " + ", ".join(remedy_words(r) for r in record.remediation))
     lines += [f"  {c.name}: {m.metric}: {quorum_note(m.quorum, m.unit)}" for c in record.checks
               for m in c.measurements if m.quorum is not None and m.quorum.outcome == "overturned"]
     unjudged = sum(m.reference is None for c in record.checks for m in c.measurements)
@@ -65,6 +67,13 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
     if record_path:
         lines.append(f"record: {record_path}")
     return lines
+
+
+def remedy_words(remedy: Remediation) -> str:
+    """``reset_gpu (GPU3, gpu_health)``: a remedy, what it is for and the check that asks for it."""
+    where = [f"GPU{remedy.gpu}"] if remedy.gpu is not None else []
+    where += [f"node {remedy.node}"] if remedy.node else []
+    return f"{remedy.action.value} ({', '.join([*where, remedy.check])})"
 
 
 def fleet_table(fleet: FleetRecord) -> Table:
@@ -83,6 +92,11 @@ def fleet_table(fleet: FleetRecord) -> Table:
 def fleet_lines(fleet: FleetRecord) -> list[str]:
     lines = [f"fleet verdict: {fleet.verdict.word} (exit {fleet.exit_code})"]
     lines += [f"  {row.node}: {row.reason}" for row in fleet.rows if row.reason]
+    lines += [f"  {check.name}: {check.status.word}" + (f" ({check.reason})" if check.reason else "")
+              for check in fleet.checks]
+    asked = [f"{row.node}: {remedy_words(r)}" for row in fleet.rows for r in row.remediation]
+    if asked:
+        lines.append("remediation: " + "; ".join(asked))
     return lines
 
 

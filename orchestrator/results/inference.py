@@ -137,6 +137,18 @@ class Harness(Record):
     """The built-in mlperf.conf's values for this model and scenario, as LoadGen read them."""
 
 
+class ComplianceTest(Record):
+    """One MLPerf compliance test of the run (``--compliance``), verified by MLCommons' rules."""
+
+    test: Literal["TEST01", "TEST04"]
+    accuracy_passed: bool | None = None
+    """TEST01: its logged responses agree with the accuracy run's; None for TEST04."""
+    performance_passed: bool
+    """Its score within the rules' margin of the run's (TEST04: not faster than it)."""
+    folder: str
+    """Its logs and verify_*.txt reports, relative to the run folder."""
+
+
 class InferenceResult(Record):
     valid: bool
     """An MLPerf-valid result: LoadGen VALID, every official minimum met, the accuracy target met."""
@@ -150,6 +162,8 @@ class InferenceResult(Record):
     trace: OperatorProfile | None = None
     """Where the time went (--trace)."""
     search: ServerSearch | None = None
+    compliance: tuple[ComplianceTest, ...] = ()
+    """The compliance tests run with it (``--compliance``)."""
 
 
 class InferenceRun(Record):
@@ -165,14 +179,21 @@ class InferenceRun(Record):
     backend: str
     device: str
     accuracy_requested: bool
+    tests: tuple[Literal["performance", "accuracy"], ...] = ("performance",)
+    """LoadGen's tests, in the order they ran: performance alone, performance then accuracy
+    (``--accuracy``), or accuracy alone (``--accuracy-only``, as the reference's ``--accuracy`` runs)."""
     count: int | None = None
     time_s: float | None = None
     target_qps: str | None = None
     target_latency_ms: str | None = None
     trace: bool = False
     search: bool = False
+    compliance: bool = False
+    """--compliance: MLPerf's audit tests (TEST01, TEST04 as the model needs them) ran after the run."""
     model_file: str
     model_sha256: str
+    model_source: str | None = None
+    """The training run and seed the model was exported from ('RUN seed N'); None: a model file given."""
     data_dir: str
     runner: str
     host: str = ""

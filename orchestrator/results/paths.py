@@ -183,6 +183,8 @@ class InferencePaths:
         accuracy/                    the same, mlperf_log_accuracy.json, accuracy.txt
         trace/                       the backend's per-operator profile (--trace)
         search/trial_<n>/            each Server QPS trial (--search): its user.conf and logs
+        compliance/TEST01/           a compliance test (--compliance): performance/run_1/, accuracy/,
+                                     verify_accuracy.txt, verify_performance.txt
         jobs/<name>/output.log       what each harness job printed; its harness.json
     """
 
@@ -210,6 +212,10 @@ class InferencePaths:
 
     def job(self, name: str) -> Path:
         return self.root / "jobs" / name
+
+    def compliance(self, test: str) -> Path:
+        """A compliance test's folder: its LoadGen logs and verify_*.txt (the submission layout's TESTxx)."""
+        return self.root / "compliance" / test
 
     def trial(self, number: int) -> Path:
         return self.root / "search" / f"trial_{number}"

@@ -95,3 +95,15 @@ def test_an_unknown_compile_mode_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as stop:
         config_from_args(PATHS, {"COMPILE_MODE": "fastest"})
     assert stop.value.code == 2 and "--compile-mode" in capsys.readouterr().err
+
+
+def test_the_smoke_recipe_outside_a_run_is_the_smoke_profiles():
+    """The inference harness trains its 3d-unet smoke model with config.SMOKE_*: seeds.yaml's smoke profile."""
+    import yaml
+
+    from orchestrator.config.locations import python_root
+    from workloads.unet3d.config import SMOKE_ENV, SMOKE_TARGET, smoke_data_args
+
+    smoke = yaml.safe_load((python_root() / "seeds.yaml").read_text())["workloads"]["unet3d"]["smoke"]
+    assert {name: smoke["env"][name] for name in SMOKE_ENV} == SMOKE_ENV
+    assert smoke["target"] == SMOKE_TARGET and smoke["dataset"]["args"] == smoke_data_args()

@@ -21,17 +21,19 @@ from typing import Any
 
 from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
-from workloads.inference import backends, facts
+from workloads.inference import backends, compliance, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
 from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
-from workloads.inference.sut import INLINE_SCENARIOS, Samples, Server
+from workloads.inference.sut import INLINE_SCENARIOS, Batching, Samples, Server, batch_axis
 
 MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("performance", "accuracy")}
 PERFORMANCE_DIR = Path("performance") / "run_1"
 ACCURACY_DIR = Path("accuracy")
 AUTO = "auto"
+NO_AUDIT = "no-audit.config"
+"""The audit file a test that is not a compliance test names (absent: LoadGen then reads none)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +60,8 @@ class Options:
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None
+    audit: str | None = None
+    """A compliance test (TEST01, TEST04): its audit.config given to LoadGen's performance test."""
     profile: str = ""
     """The orchestrator's profile name, recorded only."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,31 +77,50 @@ def _number(text: str, what: str) -> float:
     return value
 
 
-def warm_up(backend: backends.Backend, samples: Samples, count: int, max_batch: int) -> dict[str, float]:
-    """Five single-sample calls and three full batches after the first of each: the latency and
-    throughput 'auto' targets take (LoadGen's query generation needs a rough expectation)."""
-    samples.load(list(range(min(count, max_batch))))
-    rows = list(samples.rows)
-    single, full = samples.batch(rows[:1]), samples.batch(rows)
+WARM_UP_CALLS = (6, 4)
+"""Single-sample and full-batch calls of the warm-up (the first of each untimed); a model module's
+``WARM_UP_CALLS`` replaces it (a whole 3D volume per call)."""
+
+
+def warm_up(server: Server, samples: Samples, count: int, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
+    """Single-sample calls and full batches through the model, after the first of each: the latency
+    and throughput the 'auto' targets take (LoadGen's query generation needs a rough expectation)."""
+    indices = list(range(min(count, server.max_batch)))
+    samples.load(indices)
     timings: dict[str, list[float]] = {"single": [], "batch": []}
-    for name, batch, repeats in (("single", single, 6), ("batch", full, 4)):
-        for _ in range(repeats):
+    for name, chosen, repeats in (("single", indices[:1], calls[0]), ("batch", indices, calls[1])):
+        if name == "batch" and len(indices) == 1:
+            timings["batch"] = timings["single"]
+            break
+        for _ in range(max(repeats, 1)):
             started = time.perf_counter()
-            backend.predict(batch)
+            server.compute(chosen)
             timings[name].append(time.perf_counter() - started)
-    samples.unload(rows)
-    latency = statistics.median(timings["single"][1:])
-    return {"latency_ms": latency * 1000, "batch_ms": statistics.median(timings["batch"][1:]) * 1000,
-            "throughput_qps": len(rows) / statistics.median(timings["batch"][1:])}
+    samples.unload(indices)
+    latency = statistics.median(timings["single"][1:] or timings["single"])
+    batch = statistics.median(timings["batch"][1:] or timings["batch"])
+    return {"latency_ms": latency * 1000, "batch_ms": batch * 1000, "throughput_qps": len(indices) / batch}
+
+
+def batching(options: Options, module: Any, input_shape: tuple[Any, ...], name: str) -> tuple[Batching, str]:
+    """Samples (or, for a per-sample model, windows) per backend call, and why: the model's fixed batch
+    when its batch axis is fixed (a --max-batch that differs is refused), else --max-batch, else the
+    reference's default for the model."""
+    fixed = batch_axis(input_shape)
+    if fixed is not None:
+        if options.max_batch is not None and options.max_batch != fixed:
+            raise HarnessError(f"--max-batch {options.max_batch}: {name} takes batches of exactly {fixed} "
+                               "(its input's batch axis is fixed); export it with a free batch axis for more")
+        return Batching(max_batch=fixed, fixed=fixed), f"the model's fixed batch axis ({fixed})"
+    if options.max_batch is not None:
+        return Batching(max_batch=options.max_batch), "given"
+    return Batching(max_batch=module.MAX_BATCH), "the reference's default for the model"
 
 
 def user_values(options: Options, module: Any, measured: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """user.conf values and, per value, where it came from."""
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
-    for scope in ("*", options.scenario):
-        for key, value in module.RETIRED_CONF.get(scope, {}).items():
-            values[key], sources[key] = float(value), "the settings of the round that retired the model"
     given = {"target_qps": options.target_qps, "target_latency": options.target_latency_ms}
     for key, text in given.items():
         if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
@@ -138,6 +161,38 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     return 0, "the backend's default (one call at a time)"
 
 
+def run_tests(lg: Any, options: Options, server: Server, samples: Samples, settings: Any, count: int,
+              sample_count: int, audit_file: Path | None = None) -> dict[str, Any]:
+    """LoadGen's tests of ``options.mode`` in turn, each logging into its folder; per test its time and
+    where it went."""
+    sut = lg.ConstructSUT(server.issue, server.flush)
+    qsl = lg.ConstructQSL(count, sample_count, samples.load, samples.unload)
+    tests: dict[str, Any] = {}
+    try:
+        for mode in MODES[options.mode]:
+            folder = options.out / (PERFORMANCE_DIR if mode == "performance" else ACCURACY_DIR)
+            folder.mkdir(parents=True, exist_ok=True)
+            settings.mode = lg.TestMode.PerformanceOnly if mode == "performance" else lg.TestMode.AccuracyOnly
+            log_settings = lg.LogSettings()
+            log_settings.log_output.outdir = str(folder)
+            log_settings.log_output.copy_summary_to_stdout = False
+            # LoadGen's own trace (mlperf_log_trace.json) is on by default and grows with the test
+            # (85 MB for one SingleStream run): written only when a trace is asked for, as the
+            # reference writes it only under --debug.
+            log_settings.enable_trace = options.trace
+            started = time.perf_counter()
+            # An audit.config in the working folder would silently turn a test into a compliance test:
+            # LoadGen reads the one it is given (a compliance test's), else one that does not exist.
+            audit = audit_file if audit_file is not None and mode == "performance" else folder / NO_AUDIT
+            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(audit))
+            server.raise_failure(mode)
+            tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
+    finally:
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    return tests
+
+
 def run(options: Options) -> dict[str, Any]:
     """Run the tests; return the facts written to ``harness.json``."""
     import mlperf_loadgen as lg
@@ -151,55 +206,59 @@ def run(options: Options) -> dict[str, Any]:
     if options.label_offset is not None:
         kwargs["label_offset"] = options.label_offset
     model = module.Model(options.data, **kwargs)
-    max_batch = options.max_batch or module.MAX_BATCH
     options.out.mkdir(parents=True, exist_ok=True)
     trace_dir = options.out / "trace" if options.trace else None
     threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir)
+    if hasattr(model, "check_input"):
+        model.check_input(backend.loaded.input_shape)
+    batches, batch_source = batching(options, module, backend.loaded.input_shape, options.model.name)
     samples = Samples(model)
-    measured = warm_up(backend, samples, model.count, max_batch)
-    values, sources = user_values(options, module, measured)
-    requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
-                                      time_s=options.time_s, count=options.count,
-                                      min_query_count=options.min_query_count)
-    settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
-    sample_count = settings.performance_sample_count_override or model.count
-    if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
-        settings.performance_sample_count_override = sample_count = model.count
-        overrides["performance_sample_count_override"] = model.count
-    server = Server(lg, model, backend, samples, scenario=options.scenario, max_batch=max_batch,
-                    workers=options.workers)
-    sut = lg.ConstructSUT(server.issue, server.flush)
-    qsl = lg.ConstructQSL(model.count, sample_count, samples.load, samples.unload)
-    tests: dict[str, Any] = {}
-    accuracy = None
+    server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
     try:
-        for mode in MODES[options.mode]:
-            folder = options.out / (PERFORMANCE_DIR if mode == "performance" else ACCURACY_DIR)
-            folder.mkdir(parents=True, exist_ok=True)
-            settings.mode = lg.TestMode.PerformanceOnly if mode == "performance" else lg.TestMode.AccuracyOnly
-            log_settings = lg.LogSettings()
-            log_settings.log_output.outdir = str(folder)
-            log_settings.log_output.copy_summary_to_stdout = False
-            started = time.perf_counter()
-            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
-            server.raise_failure(mode)
-            tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
-        if "accuracy" in tests:
-            folder = options.out / ACCURACY_DIR
-            accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
-            atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+        measured = warm_up(server, samples, model.count, getattr(module, "WARM_UP_CALLS", WARM_UP_CALLS))
+        values, sources = user_values(options, module, measured)
+        requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
+                                          time_s=options.time_s, count=options.count,
+                                          min_query_count=options.min_query_count, conf_round=module.ROUND)
+        settings, overrides = lg_settings.build(lg, requested, options.out / "user.conf")
+        sample_count = settings.performance_sample_count_override or model.count
+        if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
+            settings.performance_sample_count_override = sample_count = model.count
+            overrides["performance_sample_count_override"] = model.count
+        audit_file = None
+        if options.audit is not None:
+            if options.mode != "performance":
+                raise HarnessError(f"--audit {options.audit} runs LoadGen's performance test: give --mode performance")
+            audit_file = options.out / "audit.config"
+            atomic.write_text(audit_file, compliance.audit_config_text(options.audit, module, options.scenario))
+        tests = run_tests(lg, options, server, samples, settings, model.count, sample_count, audit_file)
     finally:
         server.close()
-        lg.DestroyQSL(qsl)
-        lg.DestroySUT(sut)
+    accuracy = None
+    if "accuracy" in tests:
+        folder = options.out / ACCURACY_DIR
+        accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
+        atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    audited = None
+    if options.audit is not None:
+        audited = {"test": options.audit, "settings": compliance.audit_settings(options.audit, module)}
+        logged = options.out / PERFORMANCE_DIR / ACCURACY_FILE
+        if options.audit == "TEST01":  # the responses it logged, scored as the accuracy run's are
+            entries = read_accuracy_log(logged)
+            audited["accuracy"] = model.accuracy(entries).line if entries else None
+            audited["logged_samples"] = len(entries)
     trace_file, operators = backend.stop_trace()
     record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
-                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario),
+                           official=lg_settings.official(lg, module.CONF_MODEL, options.scenario, module.ROUND),
+                           conf_round=module.ROUND,
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
-                           tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
-                           threads=threads, threads_source=threads_source,
-                           samples=model.count, trace_file=trace_file, operators=operators)
+                           tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy,
+                           max_batch=batches.max_batch, batch_source=batch_source, threads=threads,
+                           threads_source=threads_source,
+                           samples=model.count, trace_file=trace_file, operators=operators,
+                           dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
+                           audit=audited)
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record

@@ -149,6 +149,9 @@ class TrainConfig:
     """Logged in submission_status."""
     log_name: str = "unet3d.log"
     """MLLOG file name inside ``results_dir``."""
+    save_model: bool = True
+    """Write the trained weights into ``results_dir`` after run_stop (``model.pt``, ``model.json``):
+    what ``python -m workloads.unet3d.export`` (``mltrain export RUN --model``) makes an inference model of."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -278,12 +281,28 @@ KNOBS: dict[str, str] = {
     "EVAL_CASES": "--eval-cases",
     "EVAL_CROP": "--eval-crop",
     "TRAIN_CASES": "--train-cases",
+    "SAVE_MODEL": "--save-model",
     "STEPS": "--steps",
     "WARMUP_STEPS": "--warmup-steps",
 }
 """Environment variable -> the option it sets (its value the option's; unset or empty: the option's
 default). ``COMPILE`` is a switch: 1 turns ``--compile`` on. QUALITY_THRESHOLD, MLTRAIN_PROFILE,
 MLTRAIN_SEEDS_RANDOM and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION} are read by ``config_from_args``."""
+SMOKE_DATA = {"cases": 40, "eval_cases": 10, "size": "24,24,24", "min_shape": 24, "seed": 0}
+"""The smoke profile's synthetic dataset (seeds.yaml's unet3d smoke ``dataset.args``; a test holds them equal)."""
+SMOKE_ENV = {"FILTERS": "8,16,32", "INPUT_SHAPE": "24,24,24", "BATCH_SIZE": "2", "LEARNING_RATE": "1.0",
+             "LR_WARMUP_EPOCHS": "2", "START_EVAL_AT": "4", "EVALUATE_EVERY": "1", "MAX_EPOCHS": "40"}
+"""The smoke profile's model and schedule knobs (seeds.yaml's unet3d smoke ``env``), for a smoke model
+trained outside a run (the inference harness's 3d-unet smoke model)."""
+SMOKE_TARGET = 0.7
+"""The smoke profile's quality target (seeds.yaml's unet3d smoke ``target``)."""
+
+
+def smoke_data_args() -> list[str]:
+    """``SMOKE_DATA`` as the dataset command line's ``synthesize`` arguments."""
+    return [arg for key, value in SMOKE_DATA.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
+
+
 SWITCHES = ("COMPILE",)
 THROUGHPUT_KNOBS = ("STEPS", "WARMUP_STEPS", "FILTERS", "INPUT_SHAPE", "BATCH_SIZE", "LEARNING_RATE", "OVERSAMPLING",
                     "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE", "COMPILE_MODE", "CUDNN_BENCHMARK",
@@ -360,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="crop evaluation volumes to at most D,H,W around the kidneys (default: whole; a cut, logged)")
     p.add_argument("--train-cases", type=auto_int, default=None,
                    help="train on only the first N training cases (default: all; a cut, logged)")
+    p.add_argument("--save-model", type=auto_bool, default=None,
+                   help="1 (default) or 0: the trained weights written into the results folder after run_stop")
     p.add_argument("--division", choices=DIVISIONS, default=None,
                    help="open forces the open division (so does $SUBMISSION_DIVISION=open or "
                         "MLTRAIN_PROFILE=smoke); closed is logged only when the rules allow it")
@@ -422,4 +443,5 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         submission_org=env.get("SUBMISSION_ORG") or default("submission_org"),
         submission_platform=env.get("SUBMISSION_PLATFORM") or None,
         submission_status=env.get("SUBMISSION_STATUS") or default("submission_status"),
+        save_model=default("save_model") if args.save_model is None else args.save_model,
     )
