@@ -31,6 +31,8 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """What a shell reports for a process its pipe's reader left (the work was cut short)."""
 TYPER_INTERRUPTED = 130
 """What typer (standalone_mode=False) returns when a KeyboardInterrupt reaches it."""
+HELP_OPTIONS = ("-h", "--help")
+"""Every command's help, as docker, pytest and hatch take it."""
 FAILED_WRITES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 """A write the medium refused (full, over quota, too big, read-only): an infrastructure fault (exit 3)
 wherever it happens, as `orchestrator.results.atomic` says of every file it writes."""
@@ -73,6 +75,7 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         callback=_root,
+        context_settings={"help_option_names": list(HELP_OPTIONS)},
     )
     for name in COMMAND_MODULES:
         importlib.import_module(f"orchestrator.commands.{name}").register(app)

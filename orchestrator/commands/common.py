@@ -26,6 +26,7 @@ RESULTS_OPTION = typer.Option(
     None, "--results", help="Results folder (default: $MLTRAIN_RESULTS, else results/ of the current folder)."
 )
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output: stdout holds only JSON.")
+WIDE_OPTION = typer.Option(False, "--wide", help="Every column of every table, however wide the terminal.")
 WORKLOADS_ENV = "MLTRAIN_WORKLOADS"
 """Extra folders of workloads (os.pathsep-separated), searched before the project's own."""
 

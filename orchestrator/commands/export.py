@@ -34,17 +34,25 @@ def export_run(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours.
-    An inference run: LoadGen's logs in the MLPerf Inference submission layout. --model FILE: a
-    training run's trained model (a finished seed's) as the inference model its workload feeds."""
+    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it, and compare the
+    summarizer's score with mltrain's of the same logs by the same rule (MLPerf's); the run's own score
+    is shown beside where its profile scores by another rule. An inference run: LoadGen's logs in the
+    MLPerf Inference submission layout. --model FILE: a training run's trained model (a finished
+    seed's) as the inference model its workload feeds.
+
+    Exit status (--mlcommons of a training run): as `mltrain score` of the run (0 valid, 1 invalid, 3 an
+    infrastructure fault), and 1 where the summarizer does not reproduce mltrain's score."""
     import socket
 
     from orchestrator import text, units
+    from orchestrator.config.profiles import SMOKE
     from orchestrator.errors import UsageError
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
+    from orchestrator.render.tables import caveat, rule_text
     from orchestrator.results.outputs import check_output_file, check_output_folder
+    from orchestrator.session.scoring import exit_code, rescore
 
     out = output(ctx)
     if (mlcommons is None) == (model is None):
@@ -102,9 +110,15 @@ def export_run(
     if described_now:  # said once the export is made: bad input is one line and nothing else
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     theirs = written.summarizer_minutes
-    ours_ms = stored.summary.scaled_score_ms if stored.summary else None
-    ours = units.minutes(ours_ms)
+    records = stored.finished_records()
+    rule, ours = parity.by_summarizer_rule(records, written.benchmark, written.scaling_factor or 1.0)
     same = parity.agrees(theirs, ours)
+    _, score = rescore(stored)
+    code = exit_code(stored, score) or (0 if same else 1)
+    smoke = manifest.profile == SMOKE
+    csv_file = written.root / "summary.csv"
+    check = (f"python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset} --csv {csv_file}"
+             f" (it prints a header only; its score is the {written.benchmark} column of {csv_file}, in minutes)")
     if as_json:
         out.json({
             "folder": str(written.root), "system": written.system_name, "benchmark": written.benchmark,
@@ -112,10 +126,11 @@ def export_run(
             "scaling_factor": written.scaling_factor,
             "results": [{"seed": r.seed, "file": str(r.path), "compliant": r.compliant, "messages": list(r.messages)}
                         for r in written.results],
-            "summarizer_minutes": theirs, "mltrain_minutes": ours, "same_score": same,
-            "warnings": list(written.warnings),
+            "summarizer_minutes": theirs, "summarizer_rule": rule.to_json(), "mltrain_minutes": ours,
+            "same_score": same, "run_rule": manifest.rule.to_json(), "run_minutes": units.minutes(
+                score.scaled_score_ms), "run_valid": score.valid, "check": check, "warnings": list(written.warnings),
         })
-        return
+        raise typer.Exit(code)
     out.data(f"system description: {written.system_file} (division {written.division}, as the logs state)")
     if written.scaling_factor is not None:
         out.data(f"scaling.json: {written.scaling_factor:.6g} (the RCP scaling factor)")
@@ -126,8 +141,15 @@ def export_run(
                         f"{'; '.join(result.messages) or 'see mlperf_logging.compliance_checker'}")
     for warning in written.warnings:
         out.warning(warning)
-    out.data(f"result_summarizer ({written.ruleset}): {text.summarizer_minutes(theirs)};"
-             f" mltrain: {text.summarizer_minutes(ours)}"
-             f" -> {'same score' if same else 'DIFFERENT'}")
-    out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
-
+    out.data(caveat(f"result_summarizer ({written.ruleset}), by MLPerf's rule for {written.benchmark}"
+                    f" ({rule_text(rule)}): {text.summarizer_minutes(theirs)}", smoke))
+    out.data(caveat(f"mltrain on the same logs by the same rule: {text.summarizer_minutes(ours)}"
+                    f" -> {'same score' if same else 'DIFFERENT'}", smoke))
+    if (manifest.rule.drop_per_end, manifest.rule.max_non_converged) != (rule.drop_per_end, rule.max_non_converged):
+        out.data(caveat(f"run {run}'s own score, by its {manifest.profile} profile's rule ({rule_text(manifest.rule)}):"
+                        f" {text.summarizer_minutes(units.minutes(score.scaled_score_ms))}, result"
+                        f" {'VALID' if score.valid else 'INVALID'} (what `mltrain score {run}` says; it differs from"
+                        " the summarizer's by the rule)", smoke))
+    out.data(f"check it yourself: {check}")
+    if code:
+        raise typer.Exit(code)

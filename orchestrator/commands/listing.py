@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, WIDE_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +25,7 @@ def list_runs(
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
     last: int = typer.Option(SHOWN, "--last", min=1, help="The table shows this many, newest first."),
     every: bool = typer.Option(False, "--all", help="The table shows every run (--json always does)."),
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List benchmark runs, newest first (damaged run folders are named, and the exit code is 2)."""
@@ -39,7 +40,10 @@ def list_runs(
         out.json(listing.rows)
     else:
         shown = listing.rows if every else listing.rows[:last]
-        out.table(runs_table(shown, total=len(listing.rows)))
+        fitted = runs_table(shown, total=len(listing.rows), width=None if wide else out.out.width)
+        out.table(fitted.table, width=fitted.width)
+        if fitted.note():
+            out.prose(fitted.note())
         if len(shown) < len(listing.rows):
             out.prose(f"{len(listing.rows) - len(shown):,} older run(s) not shown: --last N, --all or --json")
     for broken in listing.broken:
@@ -52,6 +56,7 @@ def show(
     ctx: typer.Context,
     run_id: str = typer.Argument(..., help="Run id (see `mltrain list`)."),
     results: Path = RESULTS_OPTION,
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result; a
@@ -80,4 +85,4 @@ def show(
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}, **decisions})
         return
     out.lines(run_lines(run))
-    show_score(out, summary, score, as_json=False, decisions=run.decisions)
+    show_score(out, summary, score, as_json=False, decisions=run.decisions, records=run.finished_records(), wide=wide)

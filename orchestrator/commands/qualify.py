@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, output, registry, results_dir
+from orchestrator.commands.common import (
+    JSON_OPTION,
+    RESULTS_OPTION,
+    WIDE_OPTION,
+    RunnerName,
+    output,
+    registry,
+    results_dir,
+)
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
 
@@ -228,6 +236,7 @@ def history(
     html: Path = typer.Option(None, "--html", help="Write an HTML report of the history (trend per metric)."),
     last: int = typer.Option(50, "--last", min=1, help="At most this many, newest last."),
     results: Path = RESULTS_OPTION,
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The stored qualifications (of one node), oldest first."""
@@ -256,7 +265,10 @@ def history(
     if as_json:
         out.json([r.to_json() for r in records])
     else:
-        out.table(history_table(records, metric))
+        fitted = history_table(records, metric, width=None if wide else out.out.width)
+        out.table(fitted.table, width=fitted.width)
+        if fitted.note():
+            out.prose(fitted.note())
     for problem in found.broken:  # as `mltrain list` does: the good ones shown, the damaged named, exit 2
         out.error(problem)
     if found.broken:

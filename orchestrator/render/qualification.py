@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.qualify.wording import quorum_note
+from orchestrator.render.fit import Col, Fitted, fit
 from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Remediation, Status
 from orchestrator.text import number
 
@@ -97,17 +100,18 @@ def fleet_lines(fleet: FleetRecord) -> list[str]:
     return lines
 
 
-def history_table(records: Sequence[QualificationRecord], metric: str | None = None) -> Table:
-    table = Table(title=f"{len(records)} qualification(s)", title_justify="left")
-    for column in ("started", "node", "suite", "verdict"):
-        table.add_column(column, no_wrap=True)
+def history_table(records: Sequence[QualificationRecord], metric: str | None = None,
+                  width: int | None = None) -> Fitted:
+    """`mltrain qualify history`: a line per qualification, in ``width`` characters (None: every column)."""
+    columns = [Col("started"), Col("node", cut=True), Col("suite", 2), Col("verdict")]
     if metric:
-        table.add_column(metric, justify="right", no_wrap=True)
-        table.add_column("bounds", no_wrap=True)
+        columns += [Col(metric, 1, justify="right"), Col("bounds", 3)]
     else:
-        table.add_column("first reason", overflow="fold", max_width=40)
+        columns.append(Col("first reason", 4, cut=True))
+    cells: list[list[str | Text]] = []
     for r in records:
-        row = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
+        row: list[str | Text] = [r.started_at.replace("+00:00", "Z"), r.node, r.suite,
+                                 Text.from_markup(status_text(r.verdict))]
         if metric:
             m = r.measurements().get(metric)
             ref = m.reference if m else None
@@ -115,5 +119,5 @@ def history_table(records: Sequence[QualificationRecord], metric: str | None = N
                     "-" if ref is None else f"[{number(ref.lower)}, {number(ref.upper)}] {ref.kind}"]
         else:
             row.append(r.reasons[0] if r.reasons else "")
-        table.add_row(*row)
-    return table
+        cells.append(row)
+    return fit(columns, cells, width, title=f"{len(records)} qualification(s)", table_box=box.HEAVY_HEAD)

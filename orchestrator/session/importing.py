@@ -18,6 +18,7 @@ from pathlib import Path
 
 from orchestrator.config.profiles import MLPERF
 from orchestrator.config.workloads import Workload
+from orchestrator.errors import MltrainError, UsageError
 from orchestrator.insight import sysinfo
 from orchestrator.mlperf import benchmarks, compliance, layout, mllog
 from orchestrator.mlperf.quality import Goal
@@ -41,9 +42,10 @@ STAGING_PREFIX = ".import-"
 def read_records(found: layout.ResultFolder, workload: Workload, *, ruleset: str,
                  epoch_unit: mllog.EpochUnit) -> dict[int, RunRecord]:
     """Each log read, checked and judged by the compliance checker, by run number (exit 2 on the
-    first log that cannot be scored)."""
+    first log that cannot be scored), against the workload's target, or the target of the run an
+    mltrain export came from."""
     records: dict[int, RunRecord] = {}
-    goal = Goal.of(workload.quality)
+    goal = Goal.of(workload.quality, found.exported.target if found.exported is not None else None)
     for number, path in found.files.items():
         parsed = mllog.parse_file(path)
         mllog.require_scorable(parsed, str(path))
@@ -58,16 +60,21 @@ def import_folder(
     epoch_unit: mllog.EpochUnit, ruleset: str | None = None,
 ) -> tuple[StoredRun, Score]:
     """Read and score every log, then store them as one run (profile mlperf, the benchmark's own
-    olympic rule), checked under ``ruleset`` (default: the workload's)."""
+    olympic rule; an mltrain export: its run's profile, target and rule), checked under ``ruleset``
+    (default: the workload's). Logs imported already (the same files, wherever they lie) are refused,
+    naming their run."""
     ruleset = benchmarks.check_ruleset(ruleset, benchmark) if ruleset else benchmarks.ruleset_of(workload)
     found = layout.read_folder(folder, benchmark)
+    digest = layout.folder_digest(found)
+    refuse_imported_twice(store, found, digest)
     records = read_records(found, workload, ruleset=ruleset, epoch_unit=epoch_unit)
+    exported = found.exported
     manifest = Manifest(
         run_id=new_run_id(workload.name, "imported"),
         workload=workload.name,
         benchmark=benchmark,
-        profile=MLPERF,
-        mlperf_result=True,
+        profile=exported.profile if exported is not None else MLPERF,
+        mlperf_result=exported is None or exported.profile == MLPERF,
         label=label or found.system or found.folder.name,
         seeds=tuple(found.files),
         runner="imported",
@@ -75,11 +82,12 @@ def import_folder(
         imported=ImportedFolder(
             folder=str(found.folder.resolve()), system=found.system, system_description=found.system_description,
             scaling_factor=found.scaling_factor, ruleset=ruleset,
-            files={number: path.name for number, path in found.files.items()},
+            files={number: path.name for number, path in found.files.items()}, digest=digest,
+            exported_run=exported.run_id if exported is not None else None,
         ),
         metric=workload.quality.metric,
-        target=workload.quality.target,
-        rule=benchmarks.get(benchmark).rule(),
+        target=exported.target if exported is not None else workload.quality.target,
+        rule=exported.rule if exported is not None else benchmarks.get(benchmark).rule(),
         ruleset=ruleset,
         host=socket.gethostname(),
         started_at=now_iso(),
@@ -104,6 +112,25 @@ def import_folder(
     run = store.open(manifest.run_id)
     run.sync()  # the run is in its folder: an index that cannot take it now catches up at the next read
     return run, score
+
+
+def refuse_imported_twice(store: Store, found: layout.ResultFolder, digest: str) -> None:
+    """UsageError naming the run that holds these logs already: the same files (by their digest) or,
+    for an import of an older mltrain, the same folder."""
+    listing = store.list()
+    folder = str(found.folder.resolve())
+    for row in listing.rows:
+        if row.get("runner") != "imported":
+            continue
+        try:
+            imported = store.manifest(row["run_id"]).imported
+        except MltrainError:  # a damaged run is `list`'s to name, not this import's
+            continue
+        same_folder = imported is not None and imported.digest is None and imported.folder == folder
+        if imported is not None and (imported.digest == digest or same_folder):
+            raise UsageError(f"{found.folder}: these logs were imported already as run {row['run_id']}"
+                             f" (from {imported.folder}); see `mltrain show {row['run_id']}`, or remove that run"
+                             " to import them again")
 
 
 ABANDONED_AFTER_S = 600.0

@@ -220,7 +220,7 @@ def test_an_import_whose_index_cannot_take_it_is_kept_once(cli, tmp_path: Path, 
     make_run(results, label="a", seeds=[1, 2, 3])
     disk.index()
     r = cli("import", str(logs), "--benchmark", "unet3d", "--results", str(results))
-    assert r.code == 0 and "the rules need 40 runs, this set has 3" in r.out, r.err  # imported and scored
+    assert r.code == 1 and "the rules need 40 runs, this set has 3" in r.out, r.err  # imported, scored INVALID
     assert "database or disk is full: the index catches up at the next listing" in r.err
     disk.free()
     assert len(listed(cli, results)) == 2 and not list(results.glob(".import-*"))
