@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-ORDER = ("health_reads", "runner_prepare", "probe_startup", "gemm", "conv", "memory", "storage", "nccl",
-         "throughput", "dcgm_diag", "time_to_train")
+sys.path.insert(0, str(PROJECT))
+from orchestrator.qualify.checks.registry import default_registry  # noqa: E402 - the checkout's, found above
+
+ORDER = ("health_reads", "runner_prepare", "probe_startup", *default_registry().names)
+"""The phases, then every check, in the registry's order."""
 
 
 def main() -> int:

@@ -9,6 +9,13 @@
     # on a shared CPU: one step per timed region, 7 regions each, the contenders taking turns
     python benchmarks/unet3d_gpu_throughput.py --reference DIR --small --device cpu --steps 1 --repeats 7
 
+    # the variants of our step (batch 7, compile modes, fused loss, ...), within 100 s, against the
+    # reference numbers of a run above on the same GPU
+    python benchmarks/unet3d_gpu_throughput.py --reference DIR --variants all --deadline-s 100 --baseline ref.json
+
+    # a dry run of either on a CPU (--small): what gpu_session.sh runs where there is no GPU
+    python benchmarks/unet3d_gpu_throughput.py --reference DIR --small --variants all
+
 Contenders, each on the same input tensors (a pinned host batch, copied to the device every step
 as a loader would hand it over), the same number of steps, warm-up excluded, the device
 synchronised around each timed region, the median of ``--repeats`` timed regions (the slowest and
@@ -28,6 +35,18 @@ timed and freed, and only one model holds the GPU's memory at a time:
   says whether the eager InstanceNorm's layout copies eat the channels_last gain);
   ``ours-best-compiled`` adds torch.compile and channels_last (GPU, unless ``--no-compile``; the
   warm-up column shows the compile time, spent before run_start in a real run).
+
+Variants (``--variants``, in this order, each a setting a run records in its ``resolved_settings``:
+``COMPILE``/``COMPILE_MODE``, ``CHANNELS_LAST``, ``CUDNN_BENCHMARK``, ``FUSED_LOSS``, ``PIN_MEMORY``,
+``EVAL_BATCH``, ``BATCH_SIZE``, ``AMP``): ours in the closed-legal precision ``auto`` resolves, at batch 2 (the
+reference's) and 7 (NVIDIA's per-GPU batch in its v4.0 8-GPU submissions: global 56), eager or
+compiled in each torch.compile mode, with the fused Dice+CE loss, without cuDNN's autotuner, from
+unpinned host memory, in fp16 with loss scaling (the path a V100 or T4 takes), and evaluation at 1
+and 8 windows per call. ``--deadline-s`` starts a variant
+only when its estimated cost (``Variant.cost_s``, an H100's compile and measurement) still fits, so
+the cheap and likely ones come first and a variant that cannot finish is named as skipped. Each
+variant's parity: its loss on the benchmark's batch and its logits on one window, in its own
+precision and layout, against the reference's fp32 on the same weights (relative differences).
 
 Evaluation: one synthetic case through each implementation's sliding-window inference (window =
 patch, overlap 0.5, Gaussian blending), the case copied from pinned host memory and the Dice
@@ -57,12 +76,13 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import statistics
 import sys
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,11 +94,15 @@ from workloads.unet3d.config import TrainConfig
 from workloads.unet3d.evaluate import evaluate_case, padding, sliding_window_logits, trim_slices, window_starts
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.precision import autocast
-from workloads.unet3d.settings import RunSettings, resolve_settings
-from workloads.unet3d.step import build_trainer, to_device, train_step
+from workloads.unet3d.settings import RunSettings, StepKnobs, resolve_settings
+from workloads.unet3d.step import Trainer, build_trainer, to_device, train_step
 
 FIRST_EPOCH_LR = 1e-4 + (0.8 - 1e-4) / 200  # the reference's learning rate in epoch 1
-NVIDIA_PER_GPU = 61.0  # samples/s per H100 of NVIDIA's v4.0 8xH100 submission, evaluation included
+NVIDIA_PER_GPU = 59.4
+"""Samples/s per H100 of NVIDIA's v4.0 8xH100 unet3d result, evaluation and initialisation included: 2060
+epochs (median) of 168 samples in 12.144 olympic minutes on 8 GPUs (../shared/data/mlperf_published)."""
+NVIDIA_TRAIN_PER_GPU = 72.0
+"""Samples/s per H100 of the same submission while training (its result logs' throughput), at 7 per GPU."""
 
 
 # ---- the reference, imported from its folder ----------------------------------------------------------
@@ -278,7 +302,7 @@ class Inputs:
 
 
 def make_inputs(batch: int, patch: tuple[int, int, int], case_shape: tuple[int, int, int],
-                device: torch.device) -> Inputs:
+                device: torch.device, pinned: bool = True) -> Inputs:
     generator = torch.Generator().manual_seed(0)
     image = torch.randn((batch, 1, *patch), generator=generator)
     label = torch.randint(0, 3, (batch, 1, *patch), generator=generator, dtype=torch.uint8)
@@ -287,7 +311,7 @@ def make_inputs(batch: int, patch: tuple[int, int, int], case_shape: tuple[int, 
     case_label[0, d // 4: d // 2, h // 4: 3 * h // 4, w // 5: w // 2] = 1  # a kidney
     case_label[0, d // 3: d // 2, h // 3: h // 2, w // 4: w // 3] = 2  # a tumour inside it
     case_image = torch.randn((1, *case_shape), generator=generator) * 0.5 + case_label.float()
-    if device.type == "cuda":
+    if device.type == "cuda" and pinned:
         image, label, case_image, case_label = (t.pin_memory() for t in (image, label, case_image, case_label))
     strides = tuple(p // 2 for p in patch)
     trimmed = [s.stop - s.start for s in trim_slices(case_shape, strides)]
@@ -310,6 +334,8 @@ class Contender:
     batch: int
     details: dict[str, object]
     sampler: GpuSampler
+    trainer: Trainer | None = None
+    """Ours: the model, loss and settings the step runs (for the parity check)."""
 
 
 def reference_contender(ref: Reference, inputs: Inputs, args: argparse.Namespace, device: torch.device, amp: bool
@@ -351,23 +377,25 @@ def reference_contender(ref: Reference, inputs: Inputs, args: argparse.Namespace
 
 
 def our_settings(device: torch.device, precision: str, compile_model: bool,
-                 channels_last: bool | None = None) -> RunSettings:
+                 channels_last: bool | None = None, knobs: StepKnobs | None = None,
+                 eval_batch: int | None = None) -> RunSettings:
     return resolve_settings(device=device, requested_precision=precision, threads=None, nproc=1,
                             channels_last=channels_last, compile_model=compile_model, num_workers=None,
-                            eval_batch=None)
+                            eval_batch=eval_batch, knobs=knobs)
 
 
 def our_contender(name: str, settings: RunSettings, inputs: Inputs, args: argparse.Namespace) -> Contender:
-    """This workload's step (step.py) and evaluation (evaluate.py)."""
+    """This workload's step (step.py) and evaluation (evaluate.py), at the batch of ``inputs``."""
     device = settings.device
     patch = tuple(args.patch)
-    config = TrainConfig(data_dir=Path("."), results_dir=Path("."), batch_size=args.batch, input_shape=patch,
+    batch = inputs.image.shape[0]
+    config = TrainConfig(data_dir=Path("."), results_dir=Path("."), batch_size=batch, input_shape=patch,
                          val_input_shape=patch, learning_rate=FIRST_EPOCH_LR, lr_warmup_epochs=0)
     torch.manual_seed(0)
     trainer = build_trainer(config, settings, Context(device=device))
-    params = torch.zeros((args.batch, N_PARAMS), dtype=torch.float64)
+    params = torch.zeros((batch, N_PARAMS), dtype=torch.float64)
     params[:, SCALE_COLUMN] = 1.0  # no flip, brightness unchanged, no noise: the tensors the reference gets
-    cudnn_benchmark = device.type == "cuda"  # what build_trainer sets
+    cudnn_benchmark = settings.cudnn_benchmark  # what build_trainer set
 
     def step() -> None:
         torch.backends.cudnn.benchmark = cudnn_benchmark
@@ -383,8 +411,10 @@ def our_contender(name: str, settings: RunSettings, inputs: Inputs, args: argpar
                           fixed_batch=settings.compile).cpu()
 
     details = {"precision": settings.precision, "channels_last": settings.channels_last,
-               "compile": settings.compile, "eval_batch": settings.eval_batch}
-    return Contender(name, step, evaluate, args.batch, details, GpuSampler(device))
+               "compile": settings.compile_mode if settings.compile else None, "eval_batch": settings.eval_batch,
+               "cudnn_benchmark": settings.cudnn_benchmark, "fused_loss": settings.fused_loss,
+               "pinned": inputs.image.is_pinned(), "batch": batch}
+    return Contender(name, step, evaluate, batch, details, GpuSampler(device), trainer)
 
 
 def result_of(contender: Contender, inputs: Inputs, args: argparse.Namespace, train_seconds: list[float],
@@ -465,6 +495,205 @@ def dice_check(ref: Reference, inputs: Inputs, args: argparse.Namespace, device:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
+# ---- variants of our step --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of running our step, as the settings of a run (``StepKnobs`` and the rest) would ask for it."""
+
+    name: str
+    batch: int
+    cost_s: float
+    """Estimated seconds to build, compile and measure it on an H100 (for ``--deadline-s``)."""
+    compile_mode: str | None = None
+    """None: eager."""
+    channels_last: bool | None = False
+    """None: auto (on with compile)."""
+    fused_loss: bool = False
+    cudnn_benchmark: bool = True
+    pinned: bool = True
+    eval_batch: int | None = None
+    """None: auto (4 on CUDA)."""
+    train: bool = True
+    """False: only evaluation is timed."""
+    precision: str = "auto"
+    """fp16: the path V100 and T4 take (autocast fp16 + GradScaler), measured on this GPU."""
+    cuda_only: bool = False
+    """Compiling or device-only knobs: skipped in a CPU dry run."""
+
+    def settings(self, device: torch.device) -> RunSettings:
+        knobs = StepKnobs(compile_mode=self.compile_mode or "default", cudnn_benchmark=self.cudnn_benchmark,
+                          fused_loss=self.fused_loss, pin_memory=self.pinned)
+        return our_settings(device, self.precision, self.compile_mode is not None, self.channels_last, knobs,
+                            self.eval_batch)
+
+
+VARIANTS = (
+    Variant("b7", 7, 15),
+    Variant("b7-compile", 7, 90, compile_mode="default", channels_last=None, cuda_only=True),
+    Variant("b2-fused-loss", 2, 12, fused_loss=True),
+    Variant("b7-fused-loss", 7, 15, fused_loss=True),
+    Variant("eval-batch-8", 2, 8, eval_batch=8, train=False),
+    Variant("eval-batch-1", 2, 8, eval_batch=1, train=False),
+    Variant("b2-unpinned", 2, 12, pinned=False, cuda_only=True),
+    Variant("b2-no-cudnn-benchmark", 2, 12, cudnn_benchmark=False, cuda_only=True),
+    Variant("b2-fp16", 2, 12, precision="fp16", cuda_only=True),
+    Variant("b7-compile-cudagraphs", 7, 100, compile_mode="reduce-overhead", channels_last=None, cuda_only=True),
+    Variant("b2-compile", 2, 80, compile_mode="default", channels_last=None, cuda_only=True),
+    Variant("b7-compile-max-autotune", 7, 240, compile_mode="max-autotune-no-cudagraphs", channels_last=None,
+            cuda_only=True),
+)
+"""In the order they are tried: the likely and cheap first, so a deadline cuts the long shots."""
+
+
+def variant_parity(contender: Contender, ref: Reference, args: argparse.Namespace) -> dict[str, float]:
+    """The variant's logits on one evaluation batch of windows and its loss on them, run as its evaluation
+    runs them (precision, layout, compiled graph), against the reference's model in fp32 on the same weights
+    and its DiceCELoss: relative differences. Run after the timing, so a compiled variant compiles nothing."""
+    trainer = contender.trainer
+    settings = trainer.settings
+    device = settings.device
+    theirs = ref.unet3d(1, 3, normalization="instancenorm", activation="relu").to(device).eval()
+    copy_weights(trainer.base, theirs)
+    generator = torch.Generator().manual_seed(2)
+    windows = torch.randn((settings.eval_batch, 1, *args.patch), generator=generator).to(device)
+    label = torch.randint(0, 3, (settings.eval_batch, 1, *args.patch), generator=generator, dtype=torch.uint8)
+    label = label.to(device)
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        trainer.eval_model.eval()
+        with torch.inference_mode():
+            with autocast(settings.precision, device):
+                mine = trainer.eval_model(windows.contiguous(memory_format=settings.memory_format)).float()
+            our_loss = float(trainer.loss_fn(mine, label))
+            torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+            their = theirs(windows).float()
+            loss_fn = ref.dice_ce_loss(to_onehot_y=True, use_softmax=True, layout="NCDHW", include_background=False)
+            their_loss = float(loss_fn(their, label))
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    scale = float(their.abs().max()) or 1.0
+    return {"loss": our_loss, "reference_loss": their_loss,
+            "loss_rel_diff": abs(our_loss - their_loss) / abs(their_loss),
+            "logit_rel_diff": float((mine - their).abs().max()) / scale}
+
+
+def measure_variant(variant: Variant, ref: Reference, args: argparse.Namespace, device: torch.device,
+                    inputs_for: Callable[[int, bool], Inputs]) -> Result:
+    batch = min(variant.batch, 2) if args.small else variant.batch
+    contender = our_contender(variant.name, variant.settings(device), inputs_for(batch, variant.pinned), args)
+    if variant.train:
+        train_seconds, warm = timed(contender.step, calls=args.steps, repeats=args.repeats, warmup=args.warmup,
+                                    device=device, sampler=contender.sampler)
+    else:
+        train_seconds, warm = [], 0.0
+    train_gpu = contender.sampler.summary()
+    eval_seconds, eval_warm = timed(contender.evaluate, calls=1, repeats=args.repeats, warmup=1 + args.warmup,
+                                    device=device, sampler=contender.sampler)
+    inputs = inputs_for(batch, variant.pinned)
+    details = {**contender.details, "train_region_s": train_seconds, "eval_region_s": eval_seconds,
+               "eval_warmup_s": eval_warm, "train_gpu": train_gpu, "eval_gpu": contender.sampler.summary(),
+               "parity": variant_parity(contender, ref, args)}
+    rate = args.steps * batch / statistics.median(train_seconds) if train_seconds else None
+    return Result(variant.name, rate, inputs.windows / statistics.median(eval_seconds), warm, details)
+
+
+class DeadlineReached(Exception):
+    """``--deadline-s`` passed while a variant was being measured."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise DeadlineReached in the main thread once ``seconds`` have passed (None: never)."""
+    if seconds is None:
+        yield
+        return
+
+    def reached(signum: int, frame: object) -> None:
+        raise DeadlineReached
+
+    previous = signal.signal(signal.SIGALRM, reached)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def baseline_rates(path: Path | None) -> dict[str, Result]:
+    """The reference's (and reference-amp's) results from an earlier --json of this script."""
+    if path is None:
+        return {}
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--baseline {path}: cannot read it ({err})") from None
+    return {r["name"]: Result(**r) for r in payload.get("results", []) if r.get("name", "").startswith("reference")}
+
+
+def run_variants(ref: Reference, args: argparse.Namespace, device: torch.device, header: dict,
+                 started: float) -> int:
+    """Each variant in turn while the deadline allows, its JSON rewritten after each."""
+    cuda = device.type == "cuda"
+    cache: dict[tuple[int, bool], Inputs] = {}
+
+    def inputs_for(batch: int, pinned: bool) -> Inputs:
+        if (batch, pinned) not in cache:
+            cache.clear()  # one batch's tensors at a time
+            cache[batch, pinned] = make_inputs(batch, tuple(args.patch), args.case_shape, device, pinned)
+        return cache[batch, pinned]
+
+    baseline = baseline_rates(args.baseline)
+    header["baseline"] = {name: {"train_samples_per_s": r.train_samples_per_s,
+                                 "eval_windows_per_s": r.eval_windows_per_s} for name, r in baseline.items()}
+    results: list[Result] = []
+    skipped: list[dict[str, object]] = []
+    header["skipped"] = skipped
+    slower = 1.0  # how much longer than their estimates the variants so far took (this device, this load)
+    for variant in args.variants:
+        left = None if args.deadline_s is None else args.deadline_s - (time.monotonic() - started)
+        cost = variant.cost_s * slower
+        if variant.cuda_only and not cuda:
+            skipped.append({"name": variant.name, "why": "needs CUDA (a dry run on the CPU)"})
+        elif left is not None and cost > left:
+            why = f"its ~{cost:.0f} s did not fit the {left:.0f} s left"
+            skipped.append({"name": variant.name, "why": why})
+        else:
+            begun = time.monotonic()
+            try:
+                with deadline(left):
+                    result = measure_variant(variant, ref, args, device, inputs_for)
+            except DeadlineReached:
+                skipped.append({"name": variant.name,
+                                "why": f"stopped at the deadline after {time.monotonic() - begun:.0f} s"})
+                write_json(args.json, header, results, None)
+                break
+            slower = max(slower, (time.monotonic() - begun) / variant.cost_s)
+            results.append(result)
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            print_variant(result, baseline)
+        write_json(args.json, header, results, None)
+    for item in skipped:
+        print(f"{item['name']:24s} skipped: {item['why']}", flush=True)
+    return 0
+
+
+def print_variant(result: Result, baseline: dict[str, Result]) -> None:
+    parity = result.details["parity"]
+    train = "train        -        " if result.train_samples_per_s is None else \
+        f"train {result.train_samples_per_s:9.3f} samples/s"
+    ratios = "".join(f", {result.train_samples_per_s / r.train_samples_per_s:5.2f}x {name}"
+                     for name, r in baseline.items() if result.train_samples_per_s and r.train_samples_per_s)
+    print(f"{result.name:24s} {train}  eval {result.eval_windows_per_s:9.3f} windows/s  "
+          f"(batch {result.details['batch']}, {result.details['precision']}, warm-up {result.warmup_s:.1f} s{ratios}; "
+          f"parity vs reference fp32: loss {parity['loss_rel_diff']:.1e}, logits {parity['logit_rel_diff']:.1e})",
+          flush=True)
+
+
 # ---- report ---------------------------------------------------------------------------------------------
 
 
@@ -487,7 +716,7 @@ def spread(result: Result, phase: str, header: dict[str, object]) -> str:
     seconds = result.details.get(f"{phase}_region_s") or []
     if len(seconds) < 2:
         return ""
-    work = header["steps"] * header["batch"] if phase == "train" else header["windows"]
+    work = header["steps"] * result.details.get("batch", header["batch"]) if phase == "train" else header["windows"]
     return f" [{work / max(seconds):.3f}-{work / min(seconds):.3f}]"
 
 
@@ -514,9 +743,10 @@ def report(results: list[Result], check: dict[str, object] | None, header: dict[
     ours = [r for r in results if r.name.startswith("ours-best")]
     if base and ours and header["full"]:
         best = max(ours, key=lambda r: r.train_samples_per_s or 0)
-        print(f"targets (issue 15): train >= 2x reference: {best.train_samples_per_s / base.train_samples_per_s:.2f}x "
-              f"({best.name}); >= {NVIDIA_PER_GPU / 2:.1f} samples/s (half of NVIDIA's ~{NVIDIA_PER_GPU:.0f}/GPU): "
-              f"{best.train_samples_per_s:.1f}; eval >= 3x reference: "
+        amp = next((r for r in results if r.name == "reference-amp"), None)
+        against_amp = f"{best.train_samples_per_s / amp.train_samples_per_s:.2f}x" if amp else "not measured"
+        print(f"targets: train >= 2x reference --amp: {against_amp} ({best.name}); >= {NVIDIA_TRAIN_PER_GPU:.0f} "
+              f"samples/s (NVIDIA's per-GPU training rate): {best.train_samples_per_s:.1f}; eval >= 3x reference: "
               f"{max(r.eval_windows_per_s for r in ours) / base.eval_windows_per_s:.2f}x")
     if check:
         print(f"dice check (fp32, same weights and case): reference {check['reference_dice']}, "
@@ -536,6 +766,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", type=Path, required=True, help="the reference's unet3d pytorch folder")
     p.add_argument("--small", action="store_true", help="CPU-sized shapes: 64^3 patch, batch 1, 1 step")
+    p.add_argument("--variants", default=None,
+                   help="measure our step's variants instead: all, or names from "
+                        + ", ".join(v.name for v in VARIANTS))
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="start a contender only while its estimated cost fits in this many seconds from the start")
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="a --json of this script with the reference's rates (for the variants' ratios)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--steps", type=int, default=None, help="timed steps per repeat (default 10, --small 2)")
     p.add_argument("--repeats", type=int, default=None, help="timed regions; the median counts (default 3, small 1)")
@@ -552,6 +789,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.steps = args.steps or (1 if args.small else 10)
     args.repeats = args.repeats or (1 if args.small else 3)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.small else 3)
+    if args.variants is not None:
+        wanted = [v.name for v in VARIANTS] if args.variants == "all" else args.variants.split(",")
+        unknown = sorted(set(wanted) - {v.name for v in VARIANTS})
+        if unknown:
+            p.error(f"--variants: unknown {', '.join(unknown)}; known: {', '.join(v.name for v in VARIANTS)}")
+        args.variants = [v for v in VARIANTS if v.name in wanted]
     if args.interleave is None:
         args.interleave = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
     default_case = "64,64,96" if args.small else "192,256,256"
@@ -566,7 +809,14 @@ def main(argv: list[str] | None = None) -> int:
         if device.index is None:  # set_device needs an index: plain "cuda" is the current one
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
+    started = time.monotonic()
     ref = import_reference(args.reference.resolve())
+    if args.variants is not None:
+        header = {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
+                  "patch": args.patch, "case_shape": args.case_shape, "steps": args.steps, "repeats": args.repeats,
+                  "warmup": args.warmup, "full": not args.small, "load_average": os.getloadavg(),
+                  "deadline_s": args.deadline_s}
+        return run_variants(ref, args, device, header, started)
     inputs = make_inputs(args.batch, tuple(args.patch), args.case_shape, device)
     header = {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
               "patch": args.patch, "case_shape": args.case_shape, "windows": inputs.windows, "steps": args.steps,

@@ -13,10 +13,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
-# What the harness imports beyond torch and numpy; the smoke model trains with the resnet50
-# workload (mlperf-logging, pillow).
+# What the harness imports beyond torch and numpy; the smoke models train with the resnet50 and
+# unet3d workloads (mlperf-logging, pillow); 3d-unet's KiTS19 is read with nibabel and resampled
+# with scipy (the reference's zoom).
 RUN python -m pip install "mlcommons-loadgen>=6.0" "onnxruntime-gpu>=1.17" "onnx>=1.15" \
-        "opencv-python-headless>=4.8" "pycocotools>=2.0.7" "mlperf-logging==4.1.68" "pillow>=10"
+        "opencv-python-headless>=4.8" "pycocotools>=2.0.7" "mlperf-logging==4.1.68" "pillow>=10" \
+        "nibabel>=5" "scipy>=1.15"
 
 WORKDIR /workspace
 COPY workloads/ /workspace/workloads/

@@ -13,6 +13,7 @@ stopped by SIGINT/SIGTERM/SIGHUP (resumable).
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import signal
@@ -22,7 +23,7 @@ import typer
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
-from orchestrator.errors import EXIT_USAGE, MltrainError
+from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_USAGE, MltrainError
 from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave, tolerate_narrow_encodings
 from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
@@ -30,6 +31,11 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 """What a shell reports for a process its pipe's reader left (the work was cut short)."""
 TYPER_INTERRUPTED = 130
 """What typer (standalone_mode=False) returns when a KeyboardInterrupt reaches it."""
+HELP_OPTIONS = ("-h", "--help")
+"""Every command's help, as docker, pytest and hatch take it."""
+FAILED_WRITES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+"""A write the medium refused (full, over quota, too big, read-only): an infrastructure fault (exit 3)
+wherever it happens, as `orchestrator.results.atomic` says of every file it writes."""
 COMMAND_MODULES = (
     "run",
     "listing",
@@ -69,6 +75,7 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         callback=_root,
+        context_settings={"help_option_names": list(HELP_OPTIONS)},
     )
     for name in COMMAND_MODULES:
         importlib.import_module(f"orchestrator.commands.{name}").register(app)
@@ -104,6 +111,8 @@ def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> i
             return _interrupted(Stop(stops.signum))
     except MltrainError as exc:
         Output().error(str(exc))
+        if exc.details:
+            Output().explain(exc.details)
         if debug:
             raise
         return exc.exit_code
@@ -122,12 +131,24 @@ def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> i
     except TyperException as exc:  # usage errors: unknown option, missing argument, bad value
         Output().error(" ".join(exc.format_message().replace("Value error, ", "").split()))
         return EXIT_USAGE
-    except Exception as exc:  # anything unexpected: one line, a traceback only when asked for
+    except OSError as exc:
+        if exc.errno not in FAILED_WRITES:
+            return _internal(exc, debug)
+        Output().error(f"cannot write {exc.filename or 'a file'}: {exc.strerror}")
         if debug:
             raise
-        Output().error(f"internal error: {type(exc).__name__}: {exc} (run with -v for a traceback)")
-        return 1
+        return EXIT_INFRASTRUCTURE
+    except Exception as exc:
+        return _internal(exc, debug)
     return code if isinstance(code, int) else 0
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    """Anything unexpected: one line, a traceback only when asked for."""
+    if debug:
+        raise exc
+    Output().error(f"internal error: {type(exc).__name__}: {exc} (run with -v for a traceback)")
+    return 1
 
 
 def _interrupted(exc: BaseException) -> int:

@@ -22,6 +22,14 @@ class MltrainError(Exception):
     """Base class: a failure the user can act on, shown as one line."""
 
     exit_code = 1
+    details = ""
+    """What may follow that line: how to put it right, when one line cannot say it (how to get a
+    dataset). Empty for most errors."""
+
+    def __init__(self, *args: object, details: str = "") -> None:
+        super().__init__(*args)
+        if details:
+            self.details = details
 
 
 class UsageError(MltrainError):

@@ -49,8 +49,12 @@ class Output:
         """A sentence to stdout, wrapped at the terminal's width."""
         self._to_stdout(lambda: self.out.print(text, soft_wrap=False))
 
-    def table(self, table: Table) -> None:
-        self._to_stdout(lambda: self.out.print(table))
+    def table(self, table: Table, *, width: int | None = None) -> None:
+        """A table at the terminal's width, or at ``width`` where that is wider (a --wide table)."""
+        console = self.out
+        if width is not None and width > console.width:
+            console = _DataConsole(file=sys.stdout, soft_wrap=True, highlight=False, width=width)
+        self._to_stdout(lambda: console.print(table))
 
     def _to_stdout(self, write: Callable[[], object]) -> None:
         with stdout_reader_may_leave():
@@ -74,6 +78,11 @@ class Output:
 
     def error(self, text: str) -> None:
         self.err.print(f"error: {text}", style="bold red")
+
+    def explain(self, text: str) -> None:
+        """The lines after an error that say how to put it right, indented under it (the error stays
+        the one line that starts with ``error:``)."""
+        self.err.print("\n".join(f"  {line}".rstrip() for line in text.rstrip().splitlines()), markup=False)
 
 
 class _DataConsole(Console):

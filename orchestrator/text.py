@@ -68,6 +68,15 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def share(fraction: float | None) -> str:
+    """A share as a whole percent ('78%'), '<1%' for a small non-zero one, '-' when there is none."""
+    if fraction is None:
+        return "-"
+    if 0 < fraction < 0.005:
+        return "<1%"
+    return f"{fraction:.0%}"
+
+
 def energy(joules: float | None) -> str:
     if joules is None:
         return "-"
@@ -111,10 +120,12 @@ def seeds_needed(test: Test | None) -> str:
     return f"{test.seeds_needed:,}"
 
 
-def test_sentence(test: Test) -> str:
-    """What a Welch test says, in words."""
+def test_sentence(test: Test, *, attributable: bool = True) -> str:
+    """What a Welch test says, in words (of a difference that cannot be the setups', only the numbers)."""
     if test.p_value is None:
         return "not testable"
+    if not attributable:
+        return f"p={test.p_value:.2g}"
     if test.significant:
         return f"p={test.p_value:.2g}, a real difference"
     if test.seeds_needed is None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
+from orchestrator.config.locations import RESULTS_ENV, default_results_dir, default_seeds_file, workloads_dir
 from orchestrator.config.profiles import PROFILE_NAMES
 from orchestrator.output import Output
 
@@ -26,6 +26,7 @@ RESULTS_OPTION = typer.Option(
     None, "--results", help="Results folder (default: $MLTRAIN_RESULTS, else results/ of the current folder)."
 )
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output: stdout holds only JSON.")
+WIDE_OPTION = typer.Option(False, "--wide", help="Every column of every table, however wide the terminal.")
 WORKLOADS_ENV = "MLTRAIN_WORKLOADS"
 """Extra folders of workloads (os.pathsep-separated), searched before the project's own."""
 
@@ -61,8 +62,10 @@ def output(ctx: typer.Context) -> Output:
 def results_dir(given: Path | None, *, write: bool = True) -> Path:
     """The results folder (``--results``, else the default), checked for what the command does with
     it: a command that only reads (``write=False``) works on a read-only store too."""
-    from orchestrator.results.store import check_results_dir
+    from orchestrator.results.store import check_results_dir, current_folder
 
+    if given is None and not os.environ.get(RESULTS_ENV):
+        current_folder()  # the default is results/ of the current folder: it must still exist
     folder = (given or default_results_dir()).expanduser()
     check_results_dir(folder, write=write)
     return folder

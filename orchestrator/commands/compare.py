@@ -8,12 +8,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, WIDE_OPTION, open_store, output
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
 
 if TYPE_CHECKING:
     from orchestrator.results.store import Store
+
+
+FORCE_HELP = "Compare setups of different profiles (or a smoke run beside published results) anyway."
 
 
 def register(app: typer.Typer) -> None:
@@ -34,15 +37,18 @@ def compare_runs(
              " or auto (the same benchmark, accelerator and count as each of your setups)."),
     per_accelerator: bool = typer.Option(False, "--per-accelerator",
                                          help="Also show accelerator-minutes and samples/s per accelerator."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     results: Path = RESULTS_OPTION,
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
     as_csv: bool = typer.Option(False, "--csv", help="One CSV line per setup on stdout."),
 ) -> None:
-    """Compare setups: olympic time-to-train with intervals, speedup, Welch tests, energy, cost;
-    beside published MLPerf results with --published."""
+    """Compare setups: what differs between them and whether their hosts were quiet, then olympic
+    time-to-train with intervals, speedup, Welch tests, energy, cost; beside published MLPerf results
+    with --published. Setups of different profiles are refused (exit 2) unless --force."""
     from orchestrator.insight import compare as comparing
-    from orchestrator.insight.runs import load_setups, published_beside
-    from orchestrator.render.comparison import comparison_tables, csv_text, runs_text, verdict
+    from orchestrator.insight.runs import check_profiles, load_setups, published_beside
+    from orchestrator.render.comparison import comparison_tables, csv_text, facts_table, host_line, runs_text, verdict
     from orchestrator.render.convergence import convergence_table, sentences
 
     out = output(ctx)
@@ -62,19 +68,32 @@ def compare_runs(
     if published:
         beside, matched = published_beside(setups, published)
         setups += beside
+    check_profiles(setups, force=force)
     try:
         result = comparing.compare(setups, baseline=baseline, cost_per_hour=prices)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        out.json({**result.to_json(), **({"published": matched} if published else {})})
+        facts = {"facts": {setup.name: setup.facts for setup in setups}}
+        out.json({**result.to_json(), **facts, **({"published": matched} if published else {})})
         return
     if as_csv:
         out.data(csv_text(result).rstrip("\n"))
         return
-    for table in comparison_tables(result, with_cost=bool(prices), width=out.out.width,
-                                   per_accelerator=per_accelerator):
-        out.table(table)
+    width = None if wide else out.out.width
+    differences, shared = facts_table(setups, width)
+    if differences is not None:
+        out.table(differences.table, width=differences.width)
+    if shared:
+        out.prose(shared)
+    for row in result.rows:
+        out.prose(host_line(row))
+    notes = []
+    for fitted in comparison_tables(result, with_cost=bool(prices), width=width, per_accelerator=per_accelerator):
+        out.table(fitted.table, width=fitted.width)
+        notes += [fitted.note()] if fitted.note() and fitted.note() not in notes else []
+    for note in notes:
+        out.prose(note)
     rcp_table = convergence_table(result)
     if rcp_table is not None:
         out.table(rcp_table)

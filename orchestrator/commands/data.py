@@ -1,4 +1,5 @@
-"""``mltrain data WORKLOAD ACTION ...``: the workload's own dataset command line."""
+"""``mltrain data NAME ACTION ...``: a training workload's dataset command line, or an inference
+model's (its harness's, the model named after the action)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,20 @@ from pathlib import Path
 import typer
 
 from orchestrator.commands.common import output, registry
+
+USAGE = """\
+Usage: mltrain data NAME [ACTION ARGS...]
+
+  Prepare, check or make the dataset of NAME, a training workload or an inference model (a name that
+  is both is the training workload's). ACTION and what follows go to its dataset command line as
+  they are; without one: how to get the data, then the actions.
+
+  Training workloads: {workloads}
+  Inference models:   {models}
+
+  A training workload's actions: how-to-get, synthesize OUT, check DIR, prepare SRC --cache DIR, and
+  its own; an inference model's: how-to-get, check DIR, prepare SRC --cache DIR, smoke OUT, and its
+  own. `mltrain data NAME --help` lists them."""
 
 
 def register(app: typer.Typer) -> None:
@@ -18,21 +33,42 @@ def register(app: typer.Typer) -> None:
 
 def data(
     ctx: typer.Context,
-    workload: str = typer.Argument(..., help="Workload name."),
+    name: str = typer.Argument(..., metavar="NAME", help="A training workload or an inference model."),
 ) -> None:
-    """Prepare, check or make WORKLOAD's dataset: how-to-get, verify-raw, preprocess, verify, synthesize, check.
-    Everything after WORKLOAD goes to the workload's dataset command line as it is."""
+    """Prepare, check or make the dataset of a training workload or an inference model; `mltrain data --help`."""
     from orchestrator.config.locations import python_root
+    from orchestrator.errors import UsageError
+    from orchestrator.inference.declaration import all_models
     from orchestrator.runners import proc
 
-    spec = registry().get(workload)
-    proc.check_program(spec.data.cli, f"{spec.folder / 'workload.yaml'} field data.cli")
+    out = output(ctx)
+    known = registry()
+    models = all_models(known.roots)
+    if name in ("--help", "-h"):
+        out.data(USAGE.format(workloads=", ".join(known.names()) or "none", models=", ".join(sorted(models)) or "none"))
+        return
     args = list(ctx.args)
-    if not args:
-        output(ctx).data(spec.data.how_to_get.strip() or f"{workload}: see `mltrain data {workload} --help`")
-        args = ["--help"]
+    if name in known.names():
+        spec = known.get(name)
+        declared, argv, how = f"{spec.folder / 'workload.yaml'} field data.cli", spec.data_argv(), spec.data.how_to_get
+        forward = args
+    elif name in models:
+        harness = models[name]
+        facts = harness.model(name)
+        declared, argv = f"{harness.folder / 'inference.yaml'} field data.cli", list(harness.data.cli)
+        how = f"The {name} model: {facts.how_to_get.model.strip()}\nThe {name} data: {facts.how_to_get.data.strip()}"
+        forward = [args[0], name, *args[1:]] if args and not args[0].startswith("-") else args
+    else:
+        raise UsageError(f"unknown workload or inference model {name!r}: workloads are "
+                         f"{', '.join(known.names()) or 'none'}; inference models are {', '.join(sorted(models))}")
+    if not args or args == ["how-to-get"]:
+        out.data(how.strip() or f"{name}: see `mltrain data {name} --help`")
+        if args:
+            return
+        forward = ["--help"]
+    proc.check_program(argv, declared)
     env = proc.child_env({}, pythonpath=python_root())
     # The user's folder: the paths they give (`synthesize out`, `check ready`) are relative to it.
-    result = proc.run([*spec.data_argv(), *args], cwd=Path.cwd(), env=env, timeout_s=7 * 24 * 3600, capture=False)
+    result = proc.run([*argv, *forward], cwd=Path.cwd(), env=env, timeout_s=7 * 24 * 3600, capture=False)
     if result.returncode != 0:
         raise typer.Exit(result.returncode)

@@ -1,4 +1,5 @@
-"""``mltrain export RUN --mlcommons DIR``: the MLCommons results layout, checked by mlperf_logging."""
+"""``mltrain export RUN --mlcommons DIR``: the MLCommons results layout, checked by mlperf_logging;
+``mltrain export RUN --model FILE``: a training run's trained model as an inference model file."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, open_store, output, registry
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +17,16 @@ def register(app: typer.Typer) -> None:
 def export_run(
     ctx: typer.Context,
     run: str = typer.Argument(..., help="Run id."),
-    mlcommons: Path = typer.Option(..., "--mlcommons", help="Folder to write results/ and systems/ into."),
+    mlcommons: Path = typer.Option(None, "--mlcommons", help="Folder to write results/ and systems/ into."),
+    model: Path = typer.Option(None, "--model",
+                               help="A training run's trained model as this inference model file (.onnx or .pt2)."),
+    seed: int = typer.Option(None, "--seed", min=0,
+                             help="With --model: the seed whose model (default: the first that converged)."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="With --model: where the export runs."),
+    division: str = typer.Option(None, "--division", help="An inference run: closed or open (default: closed for "
+                                 "a valid mlperf-profile result, else open)."),
+    system_type: str = typer.Option("datacenter", "--system-type", help="An inference run: datacenter or edge "
+                                    "(the checker's required scenarios follow it)."),
     system_name: str = typer.Option(None, "--system-name", help="System name (default: <host>_<n>x<gpu>)."),
     submitter: str = typer.Option("mltrain", "--submitter", help="Submitter in the system description."),
     ruleset: str = typer.Option(None, "--ruleset",
@@ -24,28 +34,69 @@ def export_run(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it; compare its score with ours.
-    An inference run: LoadGen's logs in the MLPerf Inference submission layout."""
+    """Export RUN so that `python -m mlperf_logging.result_summarizer` reads it, and compare the
+    summarizer's score with mltrain's of the same logs by the same rule (MLPerf's); the run's own score
+    is shown beside where its profile scores by another rule. An inference run: LoadGen's logs in the
+    MLPerf Inference submission layout. --model FILE: a training run's trained model (a finished
+    seed's) as the inference model its workload feeds.
+
+    Exit status (--mlcommons of a training run): as `mltrain score` of the run (0 valid, 1 invalid, 3 an
+    infrastructure fault), and 1 where the summarizer does not reproduce mltrain's score."""
     import socket
 
     from orchestrator import text, units
+    from orchestrator.config.profiles import SMOKE
+    from orchestrator.errors import UsageError
     from orchestrator.insight import sysinfo
     from orchestrator.mlperf import export as exporting
     from orchestrator.mlperf import parity
-    from orchestrator.results.outputs import check_output_folder
+    from orchestrator.render.tables import caveat, rule_text
+    from orchestrator.results.outputs import check_output_file, check_output_folder
+    from orchestrator.session.scoring import exit_code, rescore
 
     out = output(ctx)
+    if (mlcommons is None) == (model is None):
+        raise UsageError("give --mlcommons DIR (the MLCommons layout) or --model FILE (the trained model), one of them")
     store = open_store(results, write=False)
-    check_output_folder(mlcommons, option="--mlcommons", results=store.root)
-    from orchestrator.results import inference_store
+    if model is not None:
+        from orchestrator.inference.trained import export_trained, find_trained
+        from orchestrator.runners.select import RunnerOptions, make_runner
 
-    if inference_store.is_inference(store.root, run):
+        check_output_file(model, option="--model", results=store.root)
+        trained = find_trained(store, registry(), run, seed)
+        written = export_trained(make_runner(RunnerOptions(name=runner.value), out.status), trained, model.resolve(),
+                                 out.status)
+        if as_json:
+            out.json({"model": str(written), "run": trained.run_id, "seed": trained.seed, "feeds": trained.feeds})
+        else:
+            out.data(f"{written}: {trained.source}'s trained model, for `mltrain infer {trained.feeds} --model`")
+        return
+    if seed is not None:
+        raise UsageError("--seed chooses the seed of --model: drop it with --mlcommons")
+    check_output_folder(mlcommons, option="--mlcommons", results=store.root)
+
+    if store.is_inference(run):
+        from orchestrator.inference.declaration import find_model
         from orchestrator.inference.export import export_inference
 
-        folder = export_inference(inference_store.open_run(store.root, run), inference_store.paths(store.root, run),
-                                  mlcommons, system_name=system_name, submitter=submitter)
-        out.json({"folder": str(folder)}) if as_json else out.data(f"MLPerf Inference layout: {folder}")
+        record = store.open_inference(run)
+        facts = find_model(registry().roots, record.model).model(record.model)
+        written = export_inference(record, store.inference_paths(run), mlcommons, facts,
+                                   system_name=system_name, submitter=submitter, division=division,
+                                   system_type=system_type)
+        if as_json:
+            out.json({"folder": str(written.scenario_folder), "system_file": str(written.system_file),
+                      "division": written.division, "benchmark": written.benchmark, "notes": list(written.notes)})
+            return
+        for note in written.notes:
+            out.warning(note)
+        out.data(f"MLPerf Inference layout: {written.scenario_folder} (division {written.division}, benchmark "
+                 f"{written.benchmark}); system description {written.system_file}")
+        out.data(f"check it yourself: python -m submission_checker.main --input {mlcommons} --version v6.1 "
+                 "(from a checkout of mlcommons/inference, in tools/submission)")
         return
+    if division is not None:
+        raise UsageError("--division is an inference export's: a training export's division is the one its logs state")
     stored = store.open(run)
     manifest = stored.manifest
     system = manifest.system
@@ -59,9 +110,15 @@ def export_run(
     if described_now:  # said once the export is made: bad input is one line and nothing else
         out.warning(f"run {run} holds no system capture; it ran on this host, so this host is described now")
     theirs = written.summarizer_minutes
-    ours_ms = stored.summary.scaled_score_ms if stored.summary else None
-    ours = units.minutes(ours_ms)
+    records = stored.finished_records()
+    rule, ours = parity.by_summarizer_rule(records, written.benchmark, written.scaling_factor or 1.0)
     same = parity.agrees(theirs, ours)
+    _, score = rescore(stored)
+    code = exit_code(stored, score) or (0 if same else 1)
+    smoke = manifest.profile == SMOKE
+    csv_file = written.root / "summary.csv"
+    check = (f"python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset} --csv {csv_file}"
+             f" (it prints a header only; its score is the {written.benchmark} column of {csv_file}, in minutes)")
     if as_json:
         out.json({
             "folder": str(written.root), "system": written.system_name, "benchmark": written.benchmark,
@@ -69,10 +126,11 @@ def export_run(
             "scaling_factor": written.scaling_factor,
             "results": [{"seed": r.seed, "file": str(r.path), "compliant": r.compliant, "messages": list(r.messages)}
                         for r in written.results],
-            "summarizer_minutes": theirs, "mltrain_minutes": ours, "same_score": same,
-            "warnings": list(written.warnings),
+            "summarizer_minutes": theirs, "summarizer_rule": rule.to_json(), "mltrain_minutes": ours,
+            "same_score": same, "run_rule": manifest.rule.to_json(), "run_minutes": units.minutes(
+                score.scaled_score_ms), "run_valid": score.valid, "check": check, "warnings": list(written.warnings),
         })
-        return
+        raise typer.Exit(code)
     out.data(f"system description: {written.system_file} (division {written.division}, as the logs state)")
     if written.scaling_factor is not None:
         out.data(f"scaling.json: {written.scaling_factor:.6g} (the RCP scaling factor)")
@@ -83,8 +141,15 @@ def export_run(
                         f"{'; '.join(result.messages) or 'see mlperf_logging.compliance_checker'}")
     for warning in written.warnings:
         out.warning(warning)
-    out.data(f"result_summarizer ({written.ruleset}): {text.summarizer_minutes(theirs)};"
-             f" mltrain: {text.summarizer_minutes(ours)}"
-             f" -> {'same score' if same else 'DIFFERENT'}")
-    out.data(f"check it yourself: python -m mlperf_logging.result_summarizer {written.root} training {written.ruleset}")
-
+    out.data(caveat(f"result_summarizer ({written.ruleset}), by MLPerf's rule for {written.benchmark}"
+                    f" ({rule_text(rule)}): {text.summarizer_minutes(theirs)}", smoke))
+    out.data(caveat(f"mltrain on the same logs by the same rule: {text.summarizer_minutes(ours)}"
+                    f" -> {'same score' if same else 'DIFFERENT'}", smoke))
+    if (manifest.rule.drop_per_end, manifest.rule.max_non_converged) != (rule.drop_per_end, rule.max_non_converged):
+        out.data(caveat(f"run {run}'s own score, by its {manifest.profile} profile's rule ({rule_text(manifest.rule)}):"
+                        f" {text.summarizer_minutes(units.minutes(score.scaled_score_ms))}, result"
+                        f" {'VALID' if score.valid else 'INVALID'} (what `mltrain score {run}` says; it differs from"
+                        " the summarizer's by the rule)", smoke))
+    out.data(f"check it yourself: {check}")
+    if code:
+        raise typer.Exit(code)

@@ -27,9 +27,14 @@ def import_logs(
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Import and score logs made by another harness, as MLCommons scores them (scaling.json applied)."""
+    """Import and score logs made by another harness, as MLCommons scores them (scaling.json applied);
+    an mltrain export is scored as its run was (its profile, target and rule). Logs imported already
+    are refused, naming their run.
+
+    Exit status: as `mltrain score` of the imported run (0 valid, 1 invalid); 2 bad input."""
     from orchestrator.render.tables import show_score
     from orchestrator.session.importing import import_folder
+    from orchestrator.session.scoring import exit_code
 
     out = output(ctx)
     store = open_store(results)
@@ -37,5 +42,13 @@ def import_logs(
     run, score = import_folder(store, folder, workload, benchmark=mlperf_benchmark, label=label,
                                epoch_unit=epochs_in.value,  # type: ignore[arg-type]  # the same three names
                                ruleset=ruleset)
-    out.status(f"imported {len(run.manifest.seeds)} logs from {folder} as run {run.run_id}")
-    show_score(out, run.summary, score, as_json=as_json)
+    imported = run.manifest.imported
+    source = (f" (an mltrain export of run {imported.exported_run}: scored by its {run.manifest.profile} profile's"
+              f" target {run.manifest.target:g} and rule)" if imported is not None and imported.exported_run else "")
+    out.status(f"imported {len(run.manifest.seeds)} logs from {folder} as run {run.run_id}{source}")
+    if run.index_note:
+        out.warning(run.index_note)
+    show_score(out, run.summary, score, as_json=as_json, records=run.finished_records())
+    code = exit_code(run, score)
+    if code:
+        raise typer.Exit(code)

@@ -5,10 +5,22 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, ProfileName, RunnerName, output, registry
+from orchestrator.commands.common import (
+    JSON_OPTION,
+    RESULTS_OPTION,
+    ProfileName,
+    RunnerName,
+    open_store,
+    output,
+    registry,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.inference.trained import TrainedModel
 
 
 class Scenario(str, Enum):
@@ -35,24 +47,33 @@ def register(app: typer.Typer) -> None:
 
 def infer(
     ctx: typer.Context,
-    model: str = typer.Argument(..., help="Model (resnet50, retinanet, ssd-resnet34: the harness's inference.yaml)."),
+    model: str = typer.Argument(..., help="Model (resnet50, retinanet, ssd-resnet34, 3d-unet: the harness's "
+                                          "inference.yaml)."),
     scenario: Scenario = typer.Option(Scenario.Offline, "--scenario", help="LoadGen scenario."),
     backend: Backend = typer.Option(Backend.onnxruntime, "--backend",
                                     help="onnxruntime (an .onnx file) or torch (.pt2)."),
     device: Device = typer.Option(Device.cpu, "--device",
                                   help="cpu, cuda, or tensorrt (ONNX Runtime's TensorRT execution provider)."),
-    accuracy: bool = typer.Option(False, "--accuracy", help="Also the accuracy run (always with --profile mlperf)."),
+    accuracy: bool = typer.Option(False, "--accuracy", help="The performance test, then the accuracy test (always "
+                                  "with --profile mlperf)."),
+    accuracy_only: bool = typer.Option(False, "--accuracy-only", help="The accuracy test alone (what the "
+                                       "reference's --accuracy runs)."),
     count: int = typer.Option(None, "--count", min=1, help="Use the first N samples; N queries per test (not MLPerf)."),
     time_s: float = typer.Option(None, "--time", min=0.001, help="Test duration in seconds (not MLPerf)."),
     target_qps: str = typer.Option(None, "--target-qps", help="user.conf target_qps (Offline, Server): N or auto."),
     target_latency: str = typer.Option(None, "--target-latency-ms",
                                        help="user.conf target_latency (SingleStream, MultiStream): N or auto."),
-    model_file: Path = typer.Option(None, "--model", help="The model file (checked before anything runs)."),
+    model_file: str = typer.Option(None, "--model", help="The model file (checked before anything runs), or a "
+                                   "training run whose trained model its workload exports as MODEL."),
+    model_seed: int = typer.Option(None, "--model-seed", min=0,
+                                   help="With --model RUN: the seed whose model (default: the first that converged)."),
     data: Path = typer.Option(None, "--data", help="The dataset folder, in the model's layout."),
     profile: ProfileName = typer.Option(ProfileName.qualify, "--profile", help="mlperf, qualify or smoke."),
+    compliance: bool = typer.Option(False, "--compliance", help="Then MLPerf's compliance tests the model needs "
+                                    "(TEST01, TEST04), verified by MLCommons' rules (implies --accuracy)."),
     search: bool = typer.Option(False, "--search",
                                 help="Server: find the highest target QPS that passes (bracket, then bisect)."),
-    trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile."),
+    trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile and LoadGen's trace."),
     max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
@@ -76,13 +97,17 @@ def infer(
     from orchestrator.runners.select import RunnerOptions, make_runner
 
     out = output(ctx)
+    root = results_dir(results)
+    trained = trained_model(model_file, model_seed, results)
     options = InferenceOptions(model=model, scenario=scenario.value, profile=profile.value, backend=backend.value,
-                               device=device.value, accuracy=accuracy, count=count, time_s=time_s,
-                               target_qps=target_qps, target_latency_ms=target_latency, model_file=model_file,
+                               device=device.value, accuracy=accuracy, accuracy_only=accuracy_only,
+                               compliance=compliance, count=count,
+                               time_s=time_s,
+                               target_qps=target_qps, target_latency_ms=target_latency,
+                               model_file=None if trained or model_file is None else Path(model_file),
                                data=data, trace=trace, search=search, max_batch=max_batch, threads=threads,
                                label=label, trust_model=trust_model)
-    plan = plan_inference(options, registry().roots)
-    root = results_dir(results)
+    plan = plan_inference(options, registry().roots, trained)
     chosen = make_runner(RunnerOptions(name=runner.value, gpus=gpus), out.status)
     record = run_inference(plan, chosen, results_root=root, run_id=new_run_id(model, profile.value),
                            command=tuple(sys.argv), system=sysinfo.capture, status=out.status, on_line=out.detail)
@@ -92,3 +117,21 @@ def infer(
         out.lines(result_lines(record, root / record.run_id))
     if not succeeded(record):
         raise typer.Exit(EXIT_INVALID_RESULT)
+
+
+def trained_model(text: str | None, seed: int | None, results: Path | None) -> TrainedModel | None:
+    """The training run ``--model`` names, when it names one (no such file, a run's id): its trained model."""
+    from orchestrator.errors import UsageError
+    from orchestrator.inference.trained import find_trained, looks_like_run
+
+    if text is None or Path(text).exists() or not looks_like_run(text):
+        if seed is not None:
+            raise UsageError("--model-seed chooses a seed of a training run: give --model RUN")
+        return None
+    store = open_store(results, write=False)
+    try:
+        return find_trained(store, registry(), text, seed)
+    except UsageError as exc:
+        if f"no run {text!r}" in str(exc):
+            raise UsageError(f"--model {text}: no such file, nor a run in {store.root}") from None
+        raise

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store, output
+from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, WIDE_OPTION, open_store, output
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +25,7 @@ def list_runs(
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
     last: int = typer.Option(SHOWN, "--last", min=1, help="The table shows this many, newest first."),
     every: bool = typer.Option(False, "--all", help="The table shows every run (--json always does)."),
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List benchmark runs, newest first (damaged run folders are named, and the exit code is 2)."""
@@ -39,7 +40,10 @@ def list_runs(
         out.json(listing.rows)
     else:
         shown = listing.rows if every else listing.rows[:last]
-        out.table(runs_table(shown, total=len(listing.rows)))
+        fitted = runs_table(shown, total=len(listing.rows), width=None if wide else out.out.width)
+        out.table(fitted.table, width=fitted.width)
+        if fitted.note():
+            out.prose(fitted.note())
         if len(shown) < len(listing.rows):
             out.prose(f"{len(listing.rows) - len(shown):,} older run(s) not shown: --last N, --all or --json")
     for broken in listing.broken:
@@ -52,20 +56,21 @@ def show(
     ctx: typer.Context,
     run_id: str = typer.Argument(..., help="Run id (see `mltrain list`)."),
     results: Path = RESULTS_OPTION,
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show one run: manifest, per-seed results and score (an inference run: its LoadGen result; a
     run that decided its own seed count: its rule and decisions too)."""
     from orchestrator.render.tables import run_lines, show_score
-    from orchestrator.results import inference_store
     from orchestrator.session.scoring import rescore
 
     out = output(ctx)
     store = open_store(results, write=False)
-    if inference_store.is_inference(store.root, run_id):
+    if store.is_inference(run_id):
         from orchestrator.render.inference import result_lines
 
-        record = inference_store.open_run(store.root, run_id)
+        record = store.open_inference(run_id)
+        record = record.model_copy(update={"state": store.state(run_id, record.state)})  # as `list` says it
         if as_json:
             out.json(record.to_json())
         else:
@@ -75,8 +80,9 @@ def show(
     summary, score = rescore(run)
     if as_json:
         decisions = {"decisions": run.decisions.to_json()} if run.decisions is not None else {}
-        out.json({"manifest": run.manifest.to_json(), "summary": summary.to_json(),
+        manifest = {**run.manifest.to_json(), "state": run.state}  # as `list` says it
+        out.json({"manifest": manifest, "summary": summary.to_json(),
                   "records": {s: r.to_json() for s, r in sorted(run.records.items())}, **decisions})
         return
     out.lines(run_lines(run))
-    show_score(out, summary, score, as_json=False, decisions=run.decisions)
+    show_score(out, summary, score, as_json=False, decisions=run.decisions, records=run.finished_records(), wide=wide)

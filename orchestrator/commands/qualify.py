@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, output, registry, results_dir
+from orchestrator.commands.common import (
+    JSON_OPTION,
+    RESULTS_OPTION,
+    WIDE_OPTION,
+    RunnerName,
+    output,
+    registry,
+    results_dir,
+)
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
 
@@ -64,9 +72,9 @@ def order(
     path: Path = typer.Argument(..., help="The fleet's order to this node (qualify/fleet/<id>/<node>/order.json)."),
 ) -> None:
     """A fleet's node job: qualify this node as the fleet's order says, and write the record where it asks."""
-    from orchestrator.results.qualify_store import QualificationStore
+    from orchestrator.results.qualifications import load_order
 
-    o = QualificationStore.load_order(path)
+    o = load_order(path)
     _qualify(output(ctx), Asked(
         suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
         junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
@@ -76,9 +84,11 @@ def order(
 
 def _qualify(out: Output, asked: Asked) -> None:
     from orchestrator.qualify.config import load_config, qualify_file
+    from orchestrator.qualify.inference import check_suites
 
     config = load_config()
     config.suite(asked.suite)
+    check_suites(config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
     if config.workload is None:
         raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
     workload = registry().get(config.workload)
@@ -134,24 +144,31 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.profiles import load_profiles
     from orchestrator.insight.gpus import gpu_count
+    from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
-    from orchestrator.qualify.references import load_references
+    from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.results.outputs import write_output
-    from orchestrator.results.qualify_store import check_node_name
+    from orchestrator.results.paths import check_node_name
     from orchestrator.runners.select import RunnerOptions, make_runner
 
     suite = config.suite(asked.suite)
+    references = load_references(asked.references) if asked.references else None
+    checks = default_registry()
+    for warning in unmatched_metrics(references, checks.declarations) if references else []:
+        out.warning(warning)
     plan = NodePlan(
         node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
         config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
-        references=load_references(asked.references) if asked.references else None, strict=asked.strict,
+        references=references, strict=asked.strict, checks=checks,
         profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None, gpus=asked.gpus,
-        inference_roots=tuple(registry().roots) if suite.cpu.inference or suite.cuda.inference else (),
+        inference_roots=tuple(registry().roots) if suite.wants("inference") else (),
     )
     default = "all" if gpu_count() else "none"  # a GPU node is qualified on its GPUs, whatever the runner
     backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, default_gpus=default,
                                         base_image=asked.base_image), out.status)
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
+    for warning in unmatched_models(references, [result.hardware]) if references else []:
+        out.warning(warning)
     _write_outputs(out, [result], asked.junit, asked.prometheus)
     if asked.record is not None:
         write_output(asked.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n",
@@ -162,19 +179,23 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
 
 
 def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
+    from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
-    from orchestrator.qualify.references import load_references
+    from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.render.qualification import fleet_lines, fleet_table
     from orchestrator.runners.slurm import SlurmOptions
 
     SlurmOptions(gpus=asked.gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
-    if asked.references:
-        load_references(asked.references)  # bad input stops here, before a job is submitted
+    references = load_references(asked.references) if asked.references else None  # bad input stops here
+    for warning in unmatched_metrics(references, default_registry().declarations) if references else []:
+        out.warning(warning)
     plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
                      references=asked.references.resolve() if asked.references else None,
                      data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
-                     warn_exit_code=config.warn_exit_code)
+                     warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe)
     fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
+    for warning in unmatched_models(references, [r.hardware for r in records]) if references and records else []:
+        out.warning(warning)
     _write_outputs(out, records, asked.junit, asked.prometheus)
     if asked.as_json:
         out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})
@@ -204,14 +225,14 @@ def _write_outputs(
 
 def _show(out: Output, record: QualificationRecord, folder: Path, as_json: bool) -> None:
     from orchestrator.render.qualification import summary_table, verdict_lines
-    from orchestrator.results.qualify_store import QualificationStore
+    from orchestrator.results.store import Store
 
     if as_json:
         out.json(record.to_json())
         return
     out.table(summary_table(record))
-    path = QualificationStore(folder).node_dir(record.node) / f"{record.qualification_id}.json"
-    for line in verdict_lines(record, str(path)):
+    path = Store(folder).qualifications.record_path(record)
+    for line in verdict_lines(record, str(path) if path.is_file() else None):  # not saved: not named
         out.prose(line)
 
 
@@ -222,11 +243,13 @@ def history(
     html: Path = typer.Option(None, "--html", help="Write an HTML report of the history (trend per metric)."),
     last: int = typer.Option(50, "--last", min=1, help="At most this many, newest last."),
     results: Path = RESULTS_OPTION,
+    wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The stored qualifications (of one node), oldest first."""
     from orchestrator.render.qualification import history_table
-    from orchestrator.results.qualify_store import QualificationStore, check_node_name
+    from orchestrator.results.paths import check_node_name
+    from orchestrator.results.store import Store
 
     out = output(ctx)
     folder = results_dir(results, write=False)
@@ -234,7 +257,7 @@ def history(
         from orchestrator.results.outputs import check_output_file
 
         check_output_file(html, option="--html", results=folder)
-    store = QualificationStore(folder)
+    store = Store(folder).qualifications
     if node is not None and check_node_name(node) not in store.nodes():
         known = ", ".join(store.nodes()) or "none"
         raise UsageError(f"no qualification of node {node!r} (nodes: {known})")
@@ -249,7 +272,10 @@ def history(
     if as_json:
         out.json([r.to_json() for r in records])
     else:
-        out.table(history_table(records, metric))
+        fitted = history_table(records, metric, width=None if wide else out.out.width)
+        out.table(fitted.table, width=fitted.width)
+        if fitted.note():
+            out.prose(fitted.note())
     for problem in found.broken:  # as `mltrain list` does: the good ones shown, the damaged named, exit 2
         out.error(problem)
     if found.broken:

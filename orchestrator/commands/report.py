@@ -31,12 +31,15 @@ def write_report(
     out_file: Path = typer.Option(..., "--out", help="HTML file to write."),
     baseline: str = typer.Option(None, "--baseline", help="Setup to compare against (default: the first)."),
     title: str = typer.Option("mltrain report", "--title", help="Report title."),
+    force: bool = typer.Option(False, "--force", help="Report setups of different profiles side by side anyway."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Write one HTML file: comparison, per-seed time-to-train, accuracy and power plots, systems.
-    The file is opened for writing before anything is rendered: a path that cannot be written fails at once."""
-    from orchestrator.insight.runs import chosen_runs, to_setups, view_of
+    """Write one HTML file that leads with its verdict (each setup's validity, seeds, rule, quiet host,
+    then the comparison), then what differs between the setups, the numbers, plots, seeds and systems.
+    Setups of different profiles are refused (exit 2) unless --force. The file is opened for writing
+    before anything is rendered: a path that cannot be written fails at once."""
+    from orchestrator.insight.runs import check_profiles, chosen_runs, to_setups, view_of
     from orchestrator.results import atomic
     from orchestrator.results.outputs import check_output_file
 
@@ -57,7 +60,9 @@ def write_report(
             if as_json else out.data(str(out_file))
         return
     views = [view_of(store.open(run_id)) for run_id in named]
-    setups = [setup.name for setup in to_setups(views)]
+    made = to_setups(views)
+    check_profiles(made, force=force)
+    setups = [setup.name for setup in made]
     if baseline is not None and baseline not in setups:
         raise UsageError(f"--baseline {baseline!r} is not one of the setups ({', '.join(setups)})")
     with contextlib.ExitStack() as stack:
@@ -68,7 +73,7 @@ def write_report(
         from orchestrator.render import report
 
         try:
-            text = report.render(views, baseline=baseline, title=title)
+            text = report.render(views, baseline=baseline, title=title, force=force)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         handle.write(text.encode())

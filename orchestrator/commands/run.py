@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +20,6 @@ from orchestrator.commands.common import (
     registry,
     seeds_file,
 )
-from orchestrator.output import Output
 
 if TYPE_CHECKING:
     from orchestrator.session.loop import Watch
@@ -92,6 +93,7 @@ def run(
     from orchestrator.session.plan import plan_run
 
     out = output(ctx)
+    every_s = progress_interval()
     store = open_store(results)
     spec = registry().get(workload)
     profiles = load_profiles(seeds_file())
@@ -122,10 +124,12 @@ def run(
         with Live(progress_table(title, watch.seeds), console=out.err, auto_refresh=False) as live:
             watch.update = lambda: live.update(progress_table(title, watch.seeds), refresh=True)
             stored, score = run_benchmark(plan, backend, store, watch)
-    else:
-        watch.update = lambda: _announce_finished(out, watch)
+    else:  # under nohup, CI or a pipe: a line per finished seed, and a line at least every PROGRESS_S
+        heartbeat = Heartbeat(out.status, watch, metric=plan.goal.metric, target=plan.goal.target, every_s=every_s)
+        watch.update = heartbeat.tick
         stored, score = run_benchmark(plan, backend, store, watch)
-    show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions)
+    show_score(out, stored.summary, score, as_json=as_json, decisions=stored.decisions,
+               records=stored.finished_records())
     if retry_hint(stored):
         out.warning(retry_hint(stored))
     if stored.index_note:
@@ -135,9 +139,55 @@ def run(
         raise typer.Exit(code)
 
 
-def _announce_finished(out: Output, watch: Watch) -> None:
-    """Without a live table: one status line per finished seed."""
-    for seed, p in watch.seeds.items():
-        if p.state == "finished" and not p.announced:
-            p.announced = True
-            out.status(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")
+PROGRESS_S = 20.0
+"""Without a live table, a running seed's line comes at least this often (MLTRAIN_PROGRESS_S sets
+another): a CI log or a nohup.out never falls silent for long while seeds run."""
+
+
+class Heartbeat:
+    """The live table's news as lines, where there is no terminal: a seed's end as it happens, and
+    each running seed's epoch and quality every ``every_s`` seconds."""
+
+    def __init__(self, say: Callable[[str], None], watch: Watch, *, metric: str, target: float,
+                 every_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.say, self.watch, self.metric, self.target, self.clock = say, watch, metric, target, clock
+        self.every_s = every_s if every_s is not None else progress_interval()
+        self.last: dict[int, float] = {}
+
+    def tick(self) -> None:
+        now = self.clock()
+        for seed, p in self.watch.seeds.items():
+            if p.state == "finished" and not p.announced:
+                p.announced = True
+                self.say(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")
+            elif p.state == "running" and p.started is not None:
+                since = self.last.setdefault(seed, p.started)
+                if now - since >= self.every_s:
+                    self.last[seed] = now
+                    self.say(self.line(seed, now - p.started))
+
+    def line(self, seed: int, elapsed: float) -> str:
+        p = self.watch.seeds[seed]
+        epoch = "no epoch logged yet" if p.epoch is None else f"epoch {p.epoch:g}"
+        quality = (f"{self.metric} {p.accuracy:.4f} (target {self.target:g})" if p.accuracy is not None
+                   else f"no {self.metric} yet (target {self.target:g})")
+        return f"seed {seed}: running {elapsed:.0f} s, {epoch}, {quality}"
+
+
+def progress_interval() -> float:
+    """PROGRESS_S, or MLTRAIN_PROGRESS_S where it is a positive number of seconds."""
+    import math
+    import os
+
+    from orchestrator.errors import UsageError
+
+    given = os.environ.get("MLTRAIN_PROGRESS_S")
+    if not given:
+        return PROGRESS_S
+    try:
+        value = float(given)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"MLTRAIN_PROGRESS_S={given!r}: give the seconds between progress lines (a positive number)")
+    return value

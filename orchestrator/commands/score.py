@@ -32,7 +32,7 @@ def score(
         run.save_summary(summary)
     finally:
         run.close()
-    show_score(out, summary, result, as_json=as_json)
+    show_score(out, summary, result, as_json=as_json, records=run.finished_records())
     if retry_hint(run):
         out.warning(retry_hint(run))
     code = exit_code(run, result)

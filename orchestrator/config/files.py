@@ -69,7 +69,8 @@ def read_yaml(path: Path, *, label: str | None = None, missing: str | None = Non
 
 
 def parse_yaml(text: str, *, label: str) -> Any:
-    """YAML text as Python values (safe types only), its alias expansion bounded."""
+    """YAML text as Python values (safe types only), its alias expansion bounded, a key given twice in
+    one mapping refused (PyYAML would keep the last one without a word)."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -103,6 +104,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
         return known
     sizes[id(node)] = _WALKING
     if isinstance(node, yaml.MappingNode):
+        _unique_keys(node)
         size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
     elif isinstance(node, yaml.SequenceNode):
         size = 1 + sum(_expanded_size(item, sizes) for item in node.value)
@@ -112,8 +114,25 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return sizes[id(node)]
 
 
-def validated(model: type[M], raw: Any, *, label: str) -> M:
+def validated(model: type[M], raw: Any, *, label: str, context: dict[str, Any] | None = None) -> M:
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=context)
     except ValidationError as exc:
         raise ConfigError(f"{label}: invalid {first_problem(exc)}") from None
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _unique_keys(node: yaml.MappingNode) -> None:
+    """Each key of a mapping once: a repeated key would silently replace the first (a suite, a reference).
+    Keys brought in by a merge (``<<: *anchor``) may be overridden: that is what the merge is for."""
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == MERGE_TAG:
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise ConfigError(f"key {key.value!r} is given twice in one mapping (lines {seen[key.value]} and {line}):"
+                              " only one would be kept; remove or rename one")
+        seen[key.value] = line

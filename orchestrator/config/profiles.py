@@ -20,6 +20,8 @@ DEFAULT_PROFILE: ProfileName = "qualify"
 MLPERF: ProfileName = "mlperf"
 """The profile that follows MLPerf's rules: its runs and drops are the benchmark's
 (`orchestrator.mlperf.benchmarks`), never written in seeds.yaml."""
+SMOKE: ProfileName = "smoke"
+"""Synthetic data and a scaled-down model: proves the pipeline, comparable with nothing."""
 OFFICIAL_FIELDS = ("runs", "drop_per_end", "max_non_converged")
 """What the mlperf profile takes from MLPerf's rules for the benchmark."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

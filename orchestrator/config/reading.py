@@ -63,6 +63,18 @@ def check_regular(path: Path) -> None:
         raise UnreadableFile(path, f"{kind(mode)}, not a regular file")
 
 
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` is not a regular file one may read ('no such file', 'a folder, not a regular
+    file'), None when it is one."""
+    try:
+        check_regular(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 @contextlib.contextmanager
 def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[bytes]]:
     """``path`` opened for reading in binary, once it is known to be a regular file (at most

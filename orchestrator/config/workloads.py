@@ -41,6 +41,16 @@ class DataDecl(_Frozen):
     """Where real data comes from; shown when a data folder is missing."""
 
 
+class ExportDecl(_Frozen):
+    """How a finished seed's trained model becomes an inference model (`mltrain export RUN --model`)."""
+
+    cli: tuple[str, ...] = Field(min_length=1)
+    """argv run where the seeds run, like the dataset command line; a seed's results folder and the
+    model file to write (.onnx or .pt2) are appended."""
+    feeds: str = Field(min_length=1)
+    """The inference model (an inference.yaml's) the exported file is: `mltrain infer FEEDS --model RUN`."""
+
+
 class ImageDecl(_Frozen):
     dockerfile: str
     """Dockerfile path, relative to the project root."""
@@ -69,6 +79,8 @@ class Workload(_Frozen):
     and states neither train_samples nor samples_per_epoch (a log that states one is believed)."""
     data: DataDecl
     image: ImageDecl | None = None
+    export: ExportDecl | None = None
+    """None: its trained model is not exported."""
     folder: Path = Field(default=Path("."), exclude=True)
     """The workload's folder (set on load)."""
 

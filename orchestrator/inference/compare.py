@@ -3,6 +3,11 @@ metric over its repeated runs gives a mean with a 95% interval, the ratio to the
 interval, Welch's test whether the difference is real (`orchestrator.insight.statistics`).
 Only runs of one model, scenario and profile compare: a smoke number is comparable with nothing
 but another smoke number.
+
+The harness's own settings travel with each setup (backend and provider, batch, intra-op threads,
+workers): they follow the machine's CPU count unless given, and they alone moved a Server p90 by 2x
+beside the reference. Where they differ between setups, or within one, the comparison says so:
+the ratio then measures the settings as much as the hardware.
 """
 
 from __future__ import annotations
@@ -13,9 +18,23 @@ from dataclasses import dataclass
 from orchestrator.errors import UsageError
 from orchestrator.insight.runs import hardware_summary
 from orchestrator.insight.statistics import Interval, Test, mean_interval, ratio_interval, welch
-from orchestrator.results import inference_store
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.store import Listing, Store
+
+SETTINGS = ("backend", "batch", "threads", "workers")
+"""The harness settings a comparison shows, in order."""
+
+
+def harness_settings(run: InferenceRun) -> dict[str, str]:
+    """What the harness ran ``run`` with, as words (a setting the run did not record: '?')."""
+    if run.result is None:
+        return dict.fromkeys(SETTINGS, "?")
+    h = run.result.harness
+    inline = run.scenario in ("SingleStream", "MultiStream")  # answered in LoadGen's thread: no workers
+    return {"backend": f"{h.backend} on {h.providers[0] if h.providers else h.device}",
+            "batch": f"up to {h.max_batch}",
+            "threads": f"{h.threads or 'default'}" + (f" ({how})" if (how := h.threads_source.split(":")[0]) else ""),
+            "workers": "-" if inline else str(h.workers or "?")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +42,16 @@ class InferenceSetup:
     name: str
     runs: tuple[InferenceRun, ...]
     hardware: str
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """Each harness setting of the setup's runs; several values joined by ' / ' when its runs differ."""
+        seen: dict[str, list[str]] = {key: [] for key in SETTINGS}
+        for run in self.runs:
+            for key, value in harness_settings(run).items():
+                if value not in seen[key]:
+                    seen[key].append(value)
+        return {key: " / ".join(values) for key, values in seen.items()}
 
     @property
     def values(self) -> list[float]:
@@ -51,6 +80,8 @@ class InferenceComparison:
     higher_is_better: bool
     baseline: str
     rows: tuple[SetupRow, ...]
+    setting_differences: tuple[str, ...] = ()
+    """One sentence per harness setting that differs between setups or within one."""
 
 
 def wants_inference(chosen: Sequence[str], listing: Listing) -> bool:
@@ -68,7 +99,7 @@ def wants_inference(chosen: Sequence[str], listing: Listing) -> bool:
 
 def load(store: Store, chosen: Sequence[str]) -> list[InferenceRun]:
     """The chosen inference runs, read; they must share one model, scenario and profile."""
-    runs = [inference_store.open_run(store.root, r) for r in chosen]
+    runs = [store.open_inference(r) for r in chosen]
     if not runs:
         raise UsageError("name at least one inference run (RUN...) or --label")
     first = runs[0]
@@ -111,4 +142,17 @@ def compare(runs: Sequence[InferenceRun], baseline: str | None = None) -> Infere
     first = runs[0]
     return InferenceComparison(model=first.model, scenario=first.scenario, profile=first.profile, metric=perf.metric,
                                unit=perf.unit, higher_is_better=perf.higher_is_better, baseline=base_name,
-                               rows=tuple(rows))
+                               rows=tuple(rows), setting_differences=setting_differences(groups))
+
+
+def setting_differences(groups: Sequence[InferenceSetup]) -> tuple[str, ...]:
+    """Where the harness ran the setups differently, setting by setting."""
+    said = []
+    for key in SETTINGS:
+        values = {group.name: group.settings[key] for group in groups}
+        mixed = [name for name, value in values.items() if " / " in value]
+        if len(set(values.values())) > 1:
+            said.append(f"{key} differs: " + "; ".join(f"{name} {value}" for name, value in values.items()))
+        elif mixed:
+            said.append(f"{key} differs within {', '.join(mixed)}: {values[mixed[0]]}")
+    return tuple(said)

@@ -33,13 +33,15 @@ class DatasetFacts(_Frozen):
 
 
 class InputFacts(_Frozen):
-    shape: tuple[int, int, int]
-    """(C, H, W) of one sample; the batch axis comes first in the model file."""
+    shape: tuple[int, ...] = Field(min_length=3, max_length=4)
+    """One sample, without the batch axis that comes first in the model file: (C, H, W) of an image,
+    (C, D, H, W) of a volume."""
     min_opset: int = Field(default=7, ge=1)
 
 
 class AccuracyFacts(_Frozen):
-    metric: Literal["top1", "mAP"]
+    metric: Literal["top1", "mAP", "DICE"]
+    """DICE: the mean Dice, in percent like the others."""
     reference: float = Field(gt=0, le=100)
     """The reference FP32 model's accuracy, in percent."""
     fraction: float = Field(gt=0, le=1)
@@ -50,25 +52,37 @@ class AccuracyFacts(_Frozen):
         return self.reference * self.fraction
 
 
+class SubmissionFacts(_Frozen):
+    """The model as MLCommons' submission checker knows it."""
+
+    benchmark: str
+    """Its benchmark name there (resnet, 3d-unet-99.9 ...): the results folder an export writes."""
+    tests: tuple[Literal["TEST01", "TEST04"], ...] = ()
+    """The compliance tests a closed result needs (the checker's models_TEST01, models_TEST04)."""
+    response: Literal["byte", "float32", "int32", "int64"] = "float32"
+    """What a response holds: TEST01 compares its first value with the accuracy run's (--dtype)."""
+
+
+class HowToGet(_Frozen):
+    """Where each input of a model comes from, said when one is missing."""
+
+    model: str
+    data: str
+
+
 class ModelFacts(_Frozen):
     description: str = ""
+    round: str | None = None
+    """The MLPerf Inference round whose mlperf.conf gives every LoadGen setting (a retired model's last);
+    None: the installed LoadGen's built-in mlperf.conf."""
     dataset: DatasetFacts
     input: InputFacts
     accuracy: AccuracyFacts
     scenarios: tuple[Scenario, ...] = Field(min_length=1)
     smoke: bool = False
     """The harness can make a smoke model and data for it (`data.cli smoke MODEL OUT`)."""
-    how_to_get: str = ""
-    """Where the model file and the data come from: its sentence on the data starts "The data"."""
-
-    def how_to_get_the(self, part: Literal["model", "data"]) -> str:
-        """The part of `how_to_get` about the model file, or about the data (all of it where it does
-        not say them apart): a missing --data is told where the data comes from, not the model."""
-        text = " ".join(self.how_to_get.split())
-        at = text.find("The data")
-        if at < 0:
-            return text
-        return text[at:] if part == "data" else (text[:at].strip() or text)
+    how_to_get: HowToGet
+    submission: SubmissionFacts
 
 
 class ProfileRules(_Frozen):
@@ -118,6 +132,17 @@ def load_harness(folder: Path) -> Harness:
     if harness.name != folder.name:
         raise ConfigError(f"{path}: name {harness.name!r} differs from its folder {folder.name!r}")
     return harness
+
+
+def all_models(roots: Sequence[Path]) -> dict[str, Harness]:
+    """Every inference model the harnesses under ``roots`` declare, with its harness (earlier roots win)."""
+    found: dict[str, Harness] = {}
+    for root in roots:
+        for path in sorted(root.glob(f"*/{DECLARATION}")):
+            harness = load_harness(path.parent)
+            for model in harness.models:
+                found.setdefault(model, harness)
+    return found
 
 
 def find_model(roots: Sequence[Path], model: str) -> Harness:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchestrator.inference.declaration import DECLARATION, Harness
+from orchestrator.results import atomic
 from orchestrator.results.paths import JobPaths
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
@@ -31,12 +32,13 @@ def as_given(line: str, model: Path) -> str:
 def stage(model: Path, results: Path) -> Path:
     """A hard link to ``model`` in ``results`` (a copy across file systems); its path relative to ``results``."""
     folder = results / STAGED_MODEL
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(folder)
     target = folder / model.name
     try:
         os.link(model, target)
     except OSError:
-        shutil.copyfile(model, target)
+        with atomic.writing(target):
+            shutil.copyfile(model, target)
     return target.relative_to(results)
 
 
@@ -46,7 +48,7 @@ def run_harness(runner: Runner, harness: Harness, *, run_id: str, name: str, arg
     """Run the harness once as job ``name`` of inference run ``run_id`` (``folder/output.log``, its
     results in ``folder/results``)."""
     results = JobPaths(folder).results
-    results.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(results)
     staged = stage(model, results)
     spec = JobSpec(kind="inference", name=name, run_id=run_id, bundle=harness, command=harness.run, args=tuple(args),
                    env={**env, "MODEL_FILE": str(staged)}, data_dir=data_dir, folder=folder,

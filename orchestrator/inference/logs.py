@@ -39,6 +39,8 @@ CONDITIONS = {  # LoadGen's yes/no keys and what a 'no' means
 }
 _PERCENTILE = re.compile(r"^result_(\d+\.\d+)_percentile_(?:per_query_)?latency_ns$")
 _ACCURACY = re.compile(r"(?:accuracy|mAP)=(-?[0-9.]+)%")
+_DICE = re.compile(r"Accuracy:\s*mean\s*=\s*([0-9.]+)")
+"""The 3D-UNet reference's line ('Accuracy: mean = 0.86170, kidney = 0.9347, tumor = 0.7887'): a fraction."""
 
 
 def _number(value: Any) -> float | None:
@@ -112,27 +114,38 @@ def performance(folder: Path, scenario: str) -> Performance:
     )
 
 
-def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = None) -> Accuracy:
-    """The accuracy script's number (``accuracy.txt``) against the model's target (or ``target_percent``)."""
+def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = None,
+             harness_facts: dict[str, Any] | None = None) -> Accuracy:
+    """The accuracy script's number (``accuracy.txt``) against the model's target (or ``target_percent``).
+    The samples scored: the line's ``total=`` where the script prints one (top-1), else what the harness
+    counted in LoadGen's accuracy log (``harness.json``: the mAP and Dice scripts print no count)."""
     path = folder / "accuracy.txt"
     try:
         line = next((text.strip() for text in path.read_text().splitlines() if text.strip()), "")
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc} (the accuracy script's result is missing)") from None
-    found = _ACCURACY.search(line)
-    if found is None:
-        raise LogError(f"{path}: no 'accuracy=x%' or 'mAP=x%' in {line[:80]!r}")
-    percent = float(found.group(1))
-    samples = re.search(r"total=(\d+)", line)
+    found, dice = _ACCURACY.search(line), _DICE.search(line)
+    if found is None and dice is None:
+        raise LogError(f"{path}: no 'accuracy=x%', 'mAP=x%' or 'Accuracy: mean = x' in {line[:80]!r}")
+    percent = float(found.group(1)) if found is not None else 100.0 * float(dice.group(1))  # type: ignore[union-attr]
+    total = re.search(r"total=(\d+)", line)
+    counted = ((harness_facts or {}).get("accuracy") or {}).get("samples")
+    samples = int(total.group(1)) if total else int(counted) if isinstance(counted, int) else 0
     target = facts.accuracy.target if target_percent is None else target_percent
     return Accuracy(metric=facts.accuracy.metric, percent=percent, target_percent=target, met=percent >= target,
-                    samples=int(samples.group(1)) if samples else 0, line=line)
+                    samples=samples, line=line)
 
 
-def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts, acc: Accuracy | None) -> list[str]:
-    """Where the run fell short of what mlperf.conf (LoadGen's built-in copy) and the rules fix."""
+def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts, acc: Accuracy | None,
+                  applied_round: str | None = None) -> list[str]:
+    """Where the run fell short of what mlperf.conf (LoadGen's built-in copy, or the retired model's round's,
+    as the harness recorded it) and the rules fix. ``applied_round``: the round the harness says it applied."""
     gaps: list[str] = []
     official = harness.official
+    conf = f"{facts.round}'s mlperf.conf" if facts.round else "mlperf.conf"
+    if (applied_round or "current") != (facts.round or "current"):
+        gaps.append(f"the harness applied the settings of round {applied_round or 'current'}, the model's declaration "
+                    f"names {facts.round or 'the current one'}")
     if perf is not None:
         effective = perf.effective
         queries = "min_sample_count" if perf.scenario == "Offline" else "min_query_count"  # Offline: one query
@@ -140,17 +153,17 @@ def official_gaps(perf: Performance | None, harness: Harness, facts: ModelFacts,
                                     ("performance_sample_count", "performance_sample_count_override")):
             have, want = _number(effective.get(name)), _number(official.get(official_name))
             if have is not None and want and have < want:
-                gaps.append(f"{name} {have:g} < {want:g} (mlperf.conf)")
+                gaps.append(f"{name} {have:g} < {want:g} ({conf})")
         if _number(effective.get("max_duration_ms")) and _number(official.get("min_duration_ms")) \
                 and effective["max_duration_ms"] < official["min_duration_ms"]:
             gaps.append(f"max_duration_ms {effective['max_duration_ms']:g} cuts the test short")
         for seed in ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed"):
             if seed in effective and seed in official and int(effective[seed]) != int(official[seed]):
-                gaps.append(f"{seed} is not mlperf.conf's")
+                gaps.append(f"{seed} is not {conf}'s")
         if perf.scenario == "Server" and _number(official.get("server_target_latency_ns")) \
                 and _number(effective.get("target_latency_ns")) \
                 and not math.isclose(effective["target_latency_ns"], official["server_target_latency_ns"]):
-            gaps.append(f"target_latency_ns {effective['target_latency_ns']:g} is not mlperf.conf's "
+            gaps.append(f"target_latency_ns {effective['target_latency_ns']:g} is not {conf}'s "
                         f"{official['server_target_latency_ns']:g}")
     if acc is None:
         gaps.append("no accuracy run")

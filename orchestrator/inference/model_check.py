@@ -1,13 +1,15 @@
 """A model file checked before anything runs: it loads as ONNX, its opset is one ONNX Runtime can
-take, and its one image input has the model's shape (the batch axis free). One line, exit 2."""
+take, and its one input (an image batch, or a volume's) has the model's shape (the batch axis free).
+One line, exit 2."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from orchestrator.config.reading import check_regular, open_regular
+from orchestrator.config.reading import not_a_file, open_regular
 from orchestrator.errors import UsageError
 from orchestrator.inference.declaration import InputFacts
 
@@ -41,12 +43,9 @@ def check_model(path: Path, backend: str, expected: InputFacts, *, trusted: bool
     """The file as the backend will take it; UsageError naming the file and what is wrong. A torch
     program runs code as it loads (pickle, sympy's eval of its shape expressions: no check of its
     contents makes it safe), so one the user does not vouch for (``trusted``) is refused unread."""
-    try:
-        check_regular(path)
-    except FileNotFoundError:
-        raise UsageError(f"--model {path}: no such file") from None
-    except OSError as exc:  # a folder, a device, a FIFO: said as what it is
-        raise UsageError(f"--model {path}: {exc.strerror or exc}") from None
+    wrong = not_a_file(path)  # a folder, a device, a FIFO: said as what it is
+    if wrong is not None:
+        raise UsageError(f"--model {path}: {wrong}")
     if backend == "torch":
         if path.suffix != TORCH_SUFFIX:
             raise UsageError(f"--model {path}: the torch backend takes a torch.export program (.pt2)")
@@ -70,16 +69,14 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
     if opset is None or not expected.min_opset <= opset <= newest:
         raise UsageError(f"--model {path}: opset {opset} is outside {expected.min_opset}..{newest} "
                          "(what this ONNX and ONNX Runtime take)")
-    initializers = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in initializers]
+    inputs = _inputs(model)
     if len(inputs) != 1:
         raise UsageError(f"--model {path}: {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); "
-                         "the model must take one image batch")
+                         "the model must take one batch of samples")
     tensor = inputs[0].type.tensor_type
-    shape: tuple[int | str, ...] = tuple(d.dim_param or (d.dim_value if d.HasField("dim_value") else "?")
-                                         for d in tensor.shape.dim)
+    shape = _input_dims(inputs[0])
     want = ("N", *expected.shape)
-    if len(shape) != 4 or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
+    if len(shape) != len(want) or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
                          f"{_dims(want)} (N the batch): export it for that input")
     if isinstance(shape[0], int) and not 1 <= shape[0] <= MAX_BATCH:
@@ -89,6 +86,30 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
                          f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")
     return CheckedModel(path=path, sha256=sha256(path), input_name=inputs[0].name, input_shape=shape, opset=opset)
+
+
+def onnx_input_dims(path: Path) -> tuple[int | str, ...]:
+    """The first graph input's dimensions (a number, or the name of a free axis); () when unreadable
+    (`check_model` then says why)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - any failure to read is check_model's to explain
+        return ()
+    inputs = _inputs(model)
+    return _input_dims(inputs[0]) if inputs else ()
+
+
+def _inputs(model: Any) -> list[Any]:
+    """The graph's inputs that are not weights."""
+    initializers = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def _input_dims(value: Any) -> tuple[int | str, ...]:
+    dims = value.type.tensor_type.shape.dim
+    return tuple(d.dim_param or (d.dim_value if d.HasField("dim_value") else "?") for d in dims)
 
 
 def _dims(shape: tuple[int | str, ...]) -> str:

@@ -10,9 +10,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.config.labels import check_label
+from orchestrator.config.reading import not_a_file
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
-from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model
+from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model, onnx_input_dims
+from orchestrator.inference.trained import TrainedModel
 from orchestrator.text import exact
 
 BACKENDS = ("onnxruntime", "torch")
@@ -56,6 +58,11 @@ class InferenceOptions:
     backend: str = "onnxruntime"
     device: str = "cpu"
     accuracy: bool = False
+    """--accuracy: the accuracy test after the performance test."""
+    accuracy_only: bool = False
+    """--accuracy-only: the accuracy test alone (what the reference's --accuracy runs)."""
+    compliance: bool = False
+    """--compliance: the model's MLPerf compliance tests after the run (TEST01 needs the accuracy run)."""
     count: int | None = None
     time_s: float | None = None
     target_qps: str | None = None
@@ -78,11 +85,34 @@ class InferencePlan:
     facts: ModelFacts
     rules: ProfileRules
     checked: CheckedModel | None
-    """The user's model file as checked; None for the smoke profile (made, then checked, later)."""
+    """The user's model file as checked; None where the model is made later (the smoke model, a training
+    run's export), then checked."""
+    trained: TrainedModel | None = None
+    """The training run whose trained model the run uses (``--model RUN``)."""
+
+    def sample_shape(self, checked: CheckedModel | None = None) -> tuple[int, ...]:
+        """One sample as the model file takes it (its fixed axes after the batch), else as declared."""
+        checked = checked or self.checked
+        dims = checked.input_shape[1:] if checked is not None else ()
+        if len(dims) == len(self.facts.input.shape) and all(isinstance(d, int) and d > 0 for d in dims):
+            return tuple(int(d) for d in dims)
+        return self.facts.input.shape
 
     @property
     def accuracy(self) -> bool:
-        return self.options.accuracy or self.rules.accuracy
+        return self.options.accuracy or self.options.accuracy_only or self.options.compliance or self.rules.accuracy
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        """LoadGen's tests in order: ('performance',), ('performance', 'accuracy') or ('accuracy',)."""
+        if self.options.accuracy_only:
+            return ("accuracy",)
+        return ("performance", "accuracy") if self.accuracy else ("performance",)
+
+    @property
+    def mode(self) -> str:
+        """The harness's --mode for ``tests``."""
+        return {("accuracy",): "accuracy", ("performance", "accuracy"): "both"}.get(self.tests, "performance")
 
     @property
     def time_s(self) -> float | None:
@@ -91,25 +121,29 @@ class InferencePlan:
     def target(self, given: str | None) -> str | None:
         return given if given is not None else self.rules.target
 
-    def harness_args(self, mode: str, *, target_qps: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    def harness_args(self, mode: str, *, target_qps: str | None = None, target_latency_ms: str | None = None,
+                     extra: Sequence[str] = ()) -> list[str]:
         """The harness's options for one job (`python -m workloads.inference`), besides model, data and out."""
         o = self.options
         args = ["--model-name", o.model, "--scenario", o.scenario, "--backend", o.backend, "--device", o.device,
                 "--mode", mode, "--threads", str(o.threads)]
         qps = target_qps if target_qps is not None else self.target(o.target_qps)
+        latency = target_latency_ms if target_latency_ms is not None else self.target(o.target_latency_ms)
         for flag, value in (("--count", o.count), ("--time", self.time_s),
                             ("--min-query-count", self.rules.min_query_count), ("--target-qps", qps),
-                            ("--target-latency-ms", self.target(o.target_latency_ms)), ("--max-batch", o.max_batch)):
+                            ("--target-latency-ms", latency), ("--max-batch", o.max_batch)):
             if value is not None:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         if o.trace:
             args.append("--trace")
-        if self.checked is None or o.trust_model:  # the smoke model is made here; else the user vouched for it
+        if self.checked is None or o.trust_model:  # the smoke model, a training run's export: made here
             args.append("--trust-model")
         return [*args, *extra]
 
 
-def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> InferencePlan:
+def plan_inference(options: InferenceOptions, roots: Sequence[Path],
+                   trained: TrainedModel | None = None) -> InferencePlan:
+    """``trained``: the training run ``--model`` named, found (`trained.find_trained`)."""
     check_label(options.label)
     harness = find_model(roots, options.model)
     facts = harness.model(options.model)
@@ -126,6 +160,17 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
     if not rules.overrides_allowed and (o.time_s is not None or o.count is not None):
         raise UsageError(f"--profile {o.profile} runs mlperf.conf's settings: drop --time and --count "
                          "(or use --profile qualify)")
+    if o.accuracy_only and (o.accuracy or o.search):
+        raise UsageError("--accuracy-only runs the accuracy test alone: drop --accuracy and --search "
+                         "(--accuracy runs the performance test, then the accuracy test)")
+    if o.accuracy_only and o.profile == "mlperf":
+        raise UsageError("--profile mlperf runs the performance test, then the accuracy test, as a result needs both: "
+                         "drop --accuracy-only (or use --profile qualify)")
+    if o.compliance and (o.accuracy_only or o.search):
+        raise UsageError("--compliance runs the compliance tests after a run's performance and accuracy tests: "
+                         "drop --accuracy-only and --search")
+    if o.compliance and not facts.submission.tests:
+        raise UsageError(f"--compliance: {o.model} needs no compliance test (its inference.yaml lists none)")
     if o.search and o.scenario != "Server":
         raise UsageError("--search finds the Server scenario's highest valid QPS: use it with --scenario Server")
     if o.search and o.target_qps not in (None, "auto"):
@@ -138,29 +183,64 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path]) -> Inferenc
             BOUNDS[name].check(name, given)
     if o.count is not None:
         Bound(1, facts.dataset.samples, f"samples ({facts.dataset.name})").check("--count", o.count)
+    if trained is not None and trained.feeds != o.model:
+        raise UsageError(f"--model {trained.run_id}: its {trained.workload.name} model is exported as {trained.feeds}, "
+                         f"not {o.model}")
     if o.profile == "smoke":
         if not facts.smoke:
             raise UsageError(f"{o.model} has no smoke model: give --model and --data with --profile qualify")
         if o.model_file is not None or o.data is not None:
-            raise UsageError("--profile smoke runs the smoke model on its own data: drop --model and --data "
-                             "(or use --profile qualify)")
-        return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None)
-    model_hint, data_hint = (f" ({text})" if (text := facts.how_to_get_the(part)) else ""
-                             for part in ("model", "data"))
-    if o.model_file is None:
-        raise UsageError(f"--profile {o.profile} needs the model file: --model FILE{model_hint}")
-    if o.data is None:
-        raise DataError(f"--profile {o.profile} needs the dataset: --data DIR{data_hint}")
+            raise UsageError("--profile smoke runs on its own data with its own model or a training run's: drop --data "
+                             "and give --model RUN or nothing (or use --profile qualify)")
+        return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None, trained=trained)
+    missing_inputs(o, facts, model_given=trained is not None)
+    assert o.data is not None
+    if trained is not None:
+        return InferencePlan(options=replace(o, data=o.data.resolve()), harness=harness, facts=facts, rules=rules,
+                             checked=None, trained=trained)
+    assert o.model_file is not None
     checked = check_model(o.model_file, o.backend, facts.input, trusted=o.trust_model)
-    if not o.data.is_dir():
-        what = "no such folder" if not o.data.exists() else "not a folder"
-        raise DataError(f"--data {o.data}: {what}{data_hint}")
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 
 
-def check_smoke_model(path: Path, backend: str, shape: tuple[int, int, int]) -> CheckedModel:
-    return check_model(path, backend, InputFacts(shape=shape), trusted=True)  # made by the harness, here
+def missing_inputs(o: InferenceOptions, facts: ModelFacts, *, model_given: bool = False) -> None:
+    """Refuses, in one line, every input the run lacks (the model file, the dataset folder), each named
+    with what is wrong, and then says how to get each of them. ``model_given``: a training run's."""
+    problems, how = [], []
+    if model_given:
+        pass
+    elif o.model_file is None:
+        problems.append(f"--profile {o.profile} needs the model file: --model FILE")
+    elif (wrong := not_a_file(o.model_file)) is not None:
+        problems.append(f"--model {o.model_file}: {wrong}")
+    if problems:
+        how.append(f"The {o.model} model: {facts.how_to_get.model.strip()}")
+    if o.data is None:
+        problems.append(f"--profile {o.profile} needs the dataset: --data DIR")
+    elif not o.data.is_dir():
+        problems.append(f"--data {o.data}: {'not a folder' if o.data.exists() else 'no such folder'}")
+    if len(problems) > len(how):
+        how.append(f"The {o.model} data: {facts.how_to_get.data.strip()}")
+    if problems:
+        error = UsageError if o.data is not None and o.data.is_dir() else DataError
+        raise error("; ".join(problems), details="\n".join(how))
+
+
+def check_smoke_model(path: Path, backend: str, shape: tuple[int, ...]) -> CheckedModel:
+    return check_model(path, backend, InputFacts(shape=shape), trusted=True)  # made here, by the harness
+
+
+def check_exported(path: Path, backend: str, declared: InputFacts) -> CheckedModel:
+    """A training run's exported model: the declared input but its own window (a model trained on
+    other patches slides its own; its dataset is prepared for it, and a run says it is not the
+    reference's). Made here, by the workload's export: trusted as the smoke model is."""
+    if backend == "torch":
+        return check_model(path, backend, declared, trusted=True)
+    own = onnx_input_dims(path)
+    if len(own) == len(declared.shape) + 1 and all(isinstance(d, int) for d in own[2:]):
+        declared = InputFacts(shape=(declared.shape[0], *own[2:]), min_opset=declared.min_opset)  # type: ignore[arg-type]
+    return check_model(path, backend, declared, trusted=True)
 
 
 def _number(option: str, text: str) -> float:

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
+from orchestrator.inference import compliance as verifying
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import as_given, run_harness
-from orchestrator.inference.plan import InferencePlan, check_smoke_model
-from orchestrator.results import atomic, inference_store
-from orchestrator.results.inference import InferenceResult, InferenceRun, SearchTrial
-from orchestrator.results.store import now_iso
+from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
+from orchestrator.inference.trained import export_trained, exported_path
+from orchestrator.results import atomic
+from orchestrator.results.inference import ComplianceTest, InferenceResult, InferenceRun, SearchTrial
+from orchestrator.results.inference_run import StoredInference
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
 from orchestrator.runners.outcome import JobOutcome
 
@@ -34,6 +37,11 @@ class Inputs:
     extra_args: tuple[str, ...]
     target_percent: float
     smoke_note: str | None = None
+    model_source: str | None = None
+    """The training run and seed the model was exported from."""
+
+
+ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
 class JobFailed(InfrastructureError):
@@ -41,22 +49,41 @@ class JobFailed(InfrastructureError):
 
 
 def resolve_inputs(plan: InferencePlan, runner: Runner, status: Callable[[str], None]) -> Inputs:
+    """The model file (given; a training run's, exported now; or the smoke model) and the dataset the
+    jobs read (prepared for that model where the harness prepares one)."""
     o = plan.options
-    if plan.checked is None:  # the smoke profile: the harness makes its model and data once
-        assets = data.ensure_smoke(runner, plan.harness, o.model, status)
-        if assets.made_now:
-            status(f"smoke {o.model} model and data made in {assets.seconds} s ({assets.folder})")
-        model_file = assets.model_torch if o.backend == "torch" else assets.model_onnx
-        checked = check_smoke_model(model_file, o.backend, assets.input_shape)
-        return Inputs(model_file=model_file, model_sha256=checked.sha256, data=assets.data,
-                      extra_args=assets.harness_args, target_percent=plan.facts.accuracy.fraction
-                      * assets.reference_percent,
-                      smoke_note=f"smoke model and data (trained here to {assets.reference_percent:.1f}% top-1),"
-                                 " not the reference's")
-    assert o.model_file is not None and o.data is not None
-    status(data.check_dataset(runner, plan.harness, o.model, o.data))
-    return Inputs(model_file=o.model_file, model_sha256=plan.checked.sha256, data=o.data, extra_args=(),
-                  target_percent=plan.facts.accuracy.target)
+    smoke = data.ensure_smoke(runner, plan.harness, o.model, status, with_model=plan.trained is None) \
+        if o.profile == "smoke" else None
+    if smoke is not None and smoke.made_now:
+        status(f"smoke {o.model} model and data made in {smoke.seconds} s ({smoke.folder})")
+    trained = plan.trained
+    if trained is not None:
+        suffix = ".pt2" if o.backend == "torch" else ".onnx"
+        status(f"exporting the model {trained.source} trained ({trained.workload.name}) as {o.model}")
+        model_file = export_trained(runner, trained, exported_path(plan.harness.name, trained, suffix), status)
+        checked = check_exported(model_file, o.backend, plan.facts.input)
+    elif smoke is not None:
+        model_file = smoke.model_torch if o.backend == "torch" else smoke.model_onnx
+        checked = check_smoke_model(model_file, o.backend, smoke.input_shape)
+    else:
+        assert o.model_file is not None and plan.checked is not None
+        model_file, checked = o.model_file, plan.checked
+    given = smoke.data if smoke is not None else o.data
+    assert given is not None
+    prepared = data.prepare_dataset(runner, plan.harness, o.model, given, plan.sample_shape(checked), status)
+    target = plan.facts.accuracy.target
+    note = None
+    if smoke is not None:
+        reference = smoke.reference_percent
+        what = "trained here"
+        if trained is not None and trained.accuracy is not None:
+            reference, what = 100.0 * trained.accuracy, f"{trained.source}, trained"
+        target = plan.facts.accuracy.fraction * reference
+        note = (f"smoke model and data ({what} to {reference:.1f}% {plan.facts.accuracy.metric} on its own "
+                "evaluation), not the reference's: comparable with nothing")
+    return Inputs(model_file=model_file, model_sha256=checked.sha256, data=prepared.folder,
+                  extra_args=smoke.harness_args if smoke is not None and trained is None else (),
+                  target_percent=target, smoke_note=note, model_source=trained.source if trained else None)
 
 
 def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs, *, command: tuple[str, ...],
@@ -64,9 +91,12 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
     o = plan.options
     return InferenceRun(
         run_id=run_id, model=o.model, harness=plan.harness.name, profile=o.profile, label=o.label,  # type: ignore[arg-type]
-        scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy, count=o.count,
+        scenario=o.scenario, backend=o.backend, device=o.device, accuracy_requested=plan.accuracy,
+        tests=plan.tests, count=o.count,
         time_s=plan.time_s, target_qps=plan.target(o.target_qps), target_latency_ms=plan.target(o.target_latency_ms),
-        trace=o.trace, search=o.search, model_file=str(inputs.model_file), model_sha256=inputs.model_sha256,
+        trace=o.trace, search=o.search, compliance=o.compliance, model_file=str(inputs.model_file),
+        model_sha256=inputs.model_sha256,
+        model_source=inputs.model_source,
         data_dir=str(inputs.data), runner=runner.name, host=socket.gethostname(), command=command,
         started_at=now_iso(), state="running", system=system, runner_provenance=provenance,
     )
@@ -79,7 +109,7 @@ HARNESS_WARNING = "inference: warning: "
 class Jobs:
     """The harness jobs of one run, each in ``jobs/<name>`` (trials in ``search/trial_<n>``)."""
 
-    def __init__(self, plan: InferencePlan, runner: Runner, handle: inference_store.InferenceHandle, inputs: Inputs,
+    def __init__(self, plan: InferencePlan, runner: Runner, handle: StoredInference, inputs: Inputs,
                  on_line: Callable[[str], None], status: Callable[[str], None] = lambda _: None) -> None:
         self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
         self.detail, self.status = on_line, status
@@ -90,9 +120,11 @@ class Jobs:
         else:
             self.detail(line)
 
-    def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None) -> Path:
+    def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None,
+            target_latency_ms: str | None = None, extra: Sequence[str] = ()) -> Path:
         """Run one job; its results folder. UsageError (exit 2) when the harness refused its input."""
-        args = self.plan.harness_args(mode, target_qps=target_qps, extra=self.inputs.extra_args)
+        args = self.plan.harness_args(mode, target_qps=target_qps, target_latency_ms=target_latency_ms,
+                                      extra=[*self.inputs.extra_args, *extra])
         outcome = run_harness(self.runner, self.harness, run_id=self.handle.record.run_id, name=name, args=args,
                               model=self.inputs.model_file, data_dir=self.inputs.data, folder=folder,
                               env={"MLTRAIN_PROFILE": self.plan.options.profile},
@@ -125,47 +157,99 @@ def _raise_for(outcome: JobOutcome, name: str, model: Path) -> None:
 
 
 def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]:
-    """Run the jobs and lay their files out; (the folder of the facts to report, those facts, the search)."""
+    """Run the jobs and lay their files out; (the folder of the facts to report, those facts, the Server
+    search or the compliance tests)."""
     paths = jobs.handle.paths
     found = None
     if plan.options.search:
         found = search.search(jobs.trial)
         best = paths.root / search.best_trial(found).folder / "results"
-        shutil.copytree(best / "performance", paths.root / "performance")
-        shutil.copyfile(best / "user.conf", paths.root / "user.conf")
+        with atomic.writing(paths.root):
+            shutil.copytree(best / "performance", paths.root / "performance")
+            shutil.copyfile(best / "user.conf", paths.root / "user.conf")
         main = best
         if plan.accuracy:
             main = jobs.run("accuracy", paths.job("accuracy"), "accuracy")
             _move(main / "accuracy", paths.accuracy)
         return main, logs.read_facts(main), found
-    main = jobs.run("main", paths.job("main"), "both" if plan.accuracy else "performance")
+    main = jobs.run("main", paths.job("main"), plan.mode)
     for part in ("performance", "accuracy", "trace", "user.conf"):
         if (main / part).exists():
             _move(main / part, paths.root / part)
-    return main, logs.read_facts(main), found
+    facts = logs.read_facts(main)
+    if plan.options.compliance:
+        found = [compliance_test(jobs, plan, test, facts) for test in plan.facts.submission.tests]
+    return main, facts, found
+
+
+def compliance_test(jobs: Jobs, plan: InferencePlan, test: str, facts: dict[str, Any]) -> ComplianceTest:
+    """Run compliance test ``test`` (its audit.config) with the run's user.conf values, lay its logs out
+    as the submission layout's TESTxx folder, and verify it by MLCommons' rules."""
+    paths = jobs.handle.paths
+    given = facts.get("user_conf") or {}
+    results = jobs.run(test, paths.job(test), "performance", extra=["--audit", test],
+                       target_qps=f"{given['target_qps']:g}" if "target_qps" in given else None,
+                       target_latency_ms=f"{given['target_latency']:g}" if "target_latency" in given else None)
+    folder = paths.compliance(test)
+    logged = results / "performance" / "run_1"
+    if test == "TEST01":  # its sampled responses: the submission layout keeps them under accuracy/
+        (folder / "accuracy").mkdir(parents=True, exist_ok=True)
+        _move(logged / ACCURACY_LOG, folder / "accuracy" / ACCURACY_LOG)
+        line = ((logs.read_facts(results).get("audit") or {}).get("accuracy")) or ""
+        atomic.write_text(folder / "accuracy" / "accuracy.txt", line + "\n")
+    _move(logged, folder / "performance" / "run_1")
+    accuracy_passed = None
+    if test == "TEST01":
+        verdict = verifying.check_test01_accuracy(paths.accuracy / ACCURACY_LOG, folder / "accuracy" / ACCURACY_LOG,
+                                            plan.facts.submission.response)
+        atomic.write_text(folder / "verify_accuracy.txt", verdict.report)
+        accuracy_passed = verdict.passed
+        performance = verifying.check_test01_performance(paths.performance / "mlperf_log_detail.txt",
+                                                   folder / "performance" / "run_1" / "mlperf_log_detail.txt")
+    else:
+        performance = verifying.check_test04_performance(paths.performance / "mlperf_log_summary.txt",
+                                                   folder / "performance" / "run_1" / "mlperf_log_summary.txt")
+    atomic.write_text(folder / "verify_performance.txt", performance.report)
+    return ComplianceTest(test=test, accuracy_passed=accuracy_passed,  # type: ignore[arg-type]
+                          performance_passed=performance.passed, folder=str(folder.relative_to(paths.root)))
 
 
 def _move(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(target.parent)
     atomic.move(source, target)
 
 
 def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Path, facts_json: dict[str, Any],
               found: Any) -> InferenceResult:
-    perf = logs.performance(root / "performance" / "run_1", plan.options.scenario)
-    acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent) if plan.accuracy else None
+    perf = logs.performance(root / "performance" / "run_1", plan.options.scenario) \
+        if "performance" in plan.tests else None
+    acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
-    gaps = logs.official_gaps(perf, harness, plan.facts, acc)
+    gaps = logs.official_gaps(perf, harness, plan.facts, acc, (facts_json.get("round") or {}).get("name"))
+    dataset_gap = (facts_json.get("dataset") or {}).get("gap")
+    if dataset_gap:  # the harness says why its dataset is not the reference's
+        gaps.append(str(dataset_gap))
     if inputs.smoke_note:
         gaps.append(inputs.smoke_note)
-    reasons = [f"LoadGen: {why}" for why in perf.loadgen_reasons] or (["LoadGen: INVALID"] if not perf.loadgen_valid
-                                                                       else [])
+    if perf is None:
+        reasons = ["no performance test (--accuracy-only)"]
+    else:
+        reasons = [f"LoadGen: {why}" for why in perf.loadgen_reasons] or (["LoadGen: INVALID"]
+                                                                           if not perf.loadgen_valid else [])
     reasons += [f"official: {gap}" for gap in gaps]
     if acc is not None and not acc.met:
         reasons.append(f"accuracy {acc.percent:.3f}% < target {acc.target_percent:.3f}%")
-    valid = perf.loadgen_valid and not gaps and acc is not None and acc.met
+    valid = perf is not None and perf.loadgen_valid and not gaps and acc is not None and acc.met
+    tests = tuple(found) if isinstance(found, list) else ()
+    for test in tests:
+        checks = (("accuracy", test.accuracy_passed), ("performance", test.performance_passed))
+        failed = [what for what, passed in checks if passed is False]
+        if failed:
+            reasons.append(f"compliance {test.test}: {' and '.join(failed)} check failed (see {test.folder})")
+    valid = valid and all(t.accuracy_passed is not False and t.performance_passed for t in tests)
     return InferenceResult(valid=valid, reasons=tuple(reasons), official_gaps=tuple(gaps), performance=perf,
-                           accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json), search=found)
+                           accuracy=acc, harness=harness, trace=logs.trace_summary(facts_json),
+                           search=None if tests else found, compliance=tests)
 
 
 def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, run_id: str, command: tuple[str, ...],
@@ -176,13 +260,15 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
     inputs = resolve_inputs(plan, runner, status)
     record = new_record(plan, run_id, runner, inputs, command=command, system=system(inputs.data),
                         provenance=provenance)
-    handle = inference_store.create(results_root, record)
+    handle = Store(results_root).create_inference(record)
     try:
         jobs = Jobs(plan, runner, handle, inputs, on_line, status)
         status(f"{run_id}: {plan.options.model} {plan.options.scenario} on {runner.name}")
         folder, facts_json, found = measure(jobs, plan)
         result = result_of(plan, inputs, handle.paths.root, folder, facts_json, found)
         handle.save(record.model_copy(update={"state": "finished", "ended_at": now_iso(), "result": result}))
+        if handle.index_note:
+            status(handle.index_note)
         return handle.record
     except UsageError:
         handle.discard()  # the harness refused the input: the run produced nothing

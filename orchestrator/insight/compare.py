@@ -12,7 +12,11 @@ returns one `SetupRow` per setup against a baseline:
 - for each quantity, the seeds per setup a two-sided Welch test (alpha 0.05, power 0.8) would
   need to resolve the difference observed (the tests themselves: `orchestrator.insight.statistics`);
 - energy-to-train (mean over the seeds the olympic score keeps, as the MLPerf power summarizer
-  does) and, given a price per hour, cost-to-train (price x olympic time).
+  does) and, given a price per hour, cost-to-train (price x olympic time);
+- before any of those numbers is read as the setups': the quiet-host evidence of every seed
+  (`insight.quiet`). A difference where a seed of either setup ran on a disturbed host is not
+  attributable to the setups (`SetupRow.attributable` False, `not_attributable` naming the causes);
+  the statistics stand where both sides are quiet (a side whose host was not measured is said so).
 
 Intervals of the olympic score resample the converged runs and keep the observed number of
 non-converged ones, so every resample is scored by the same rule as the result.
@@ -23,11 +27,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
+from orchestrator.config.profiles import SMOKE
 from orchestrator.insight import convergence
 from orchestrator.insight.statistics import (
     Interval,
@@ -53,6 +58,11 @@ def resamples(*sizes: int) -> int:
 BOOTSTRAP_SEED = 20240607
 
 
+HostVerdict = Literal["quiet", "disturbed", "unknown"]
+CAUSES_NAMED = 2
+"""Causes named per setup in a sentence (seeds disturbed alike are named together; the rest are counted)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SeedResult:
     """One seed of one setup, as a comparison needs it."""
@@ -69,6 +79,10 @@ class SeedResult:
     """Training samples per epoch."""
     energy_j: float | None = None
     """GPU energy-to-train, when telemetry measured it."""
+    host: HostVerdict = "unknown"
+    """Whether its host was quiet while it ran (`insight.quiet`); unknown without telemetry."""
+    host_reason: str = ""
+    """The verdict's one line (what disturbed it)."""
 
     def __post_init__(self) -> None:
         if self.converged and (self.time_to_train_ms is None or self.time_to_train_ms <= 0):
@@ -118,6 +132,10 @@ class Setup:
     """A result MLCommons published (from the shipped table), not a run of the user's."""
     reference: convergence.Reference | None = None
     """MLCommons' reference convergence point for this setup's batch size, in epochs."""
+    profile: str | None = None
+    """The profile its runs were made with (smoke, qualify, mlperf); published results are mlperf."""
+    facts: dict[str, str] = field(default_factory=dict)
+    """What it ran on and with (`insight.setup_facts`): GPU, driver, runner, image..., by name."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -159,6 +177,54 @@ class PerAccelerator:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HostEvidence:
+    """A setup's seeds by the verdict on their host."""
+
+    quiet: int
+    disturbed: int
+    unknown: int
+    causes: tuple[str, ...]
+    """'seed 3: the host ran other work in 78% of the seed's time ...', the first few disturbed seeds,
+    then how many more."""
+    unknown_why: str = ""
+    """Why the host of the seeds without a verdict is not known (the first seed's reason)."""
+
+    @property
+    def verdict(self) -> HostVerdict:
+        if self.disturbed:
+            return "disturbed"
+        return "unknown" if self.unknown or not self.quiet else "quiet"
+
+    def sentence(self) -> str:
+        """'quiet (9 of 9 seeds)', 'disturbed (2 of 9 seeds): seed 3: ...', 'not measured (...)'."""
+        total = self.quiet + self.disturbed + self.unknown
+        if self.disturbed:
+            return f"disturbed ({self.disturbed} of {total} seeds): " + "; ".join(self.causes)
+        if self.unknown:
+            return f"not measured for {self.unknown} of {total} seeds" + (
+                f" ({self.unknown_why})" if self.unknown_why else "")
+        return f"quiet ({self.quiet} of {total} seeds)"
+
+
+def host_evidence(setup: Setup) -> HostEvidence:
+    """What the seeds of a setup say about their host."""
+    disturbed = [s for s in setup.seeds if s.host == "disturbed"]
+    unknown = [s for s in setup.seeds if s.host == "unknown"]
+    by_reason: dict[str, list[int]] = {}
+    for seed in disturbed:
+        by_reason.setdefault(seed.host_reason.removeprefix("disturbed: "), []).append(seed.seed)
+    causes = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
+              for reason, seeds in list(by_reason.items())[:CAUSES_NAMED]]
+    if len(by_reason) > CAUSES_NAMED:
+        rest = sum(len(seeds) for seeds in list(by_reason.values())[CAUSES_NAMED:])
+        causes.append(f"and {rest} more seed(s), each its own way")
+    why = "published by MLCommons: not run here" if setup.published else (
+        unknown[0].host_reason.removeprefix("not judged: ") if unknown else "")
+    return HostEvidence(quiet=len(setup.seeds) - len(disturbed) - len(unknown), disturbed=len(disturbed),
+                        unknown=len(unknown), causes=tuple(causes), unknown_why=why)
+
+
+@dataclass(frozen=True, kw_only=True)
 class SetupRow:
     """One line of the comparison."""
 
@@ -194,6 +260,21 @@ class SetupRow:
     """None when the number of accelerators is unknown (a CPU run)."""
     convergence: convergence.ConvergenceCheck | None = None
     """Epochs-to-target against the RCP for this batch size; None without one."""
+    profile: str | None = None
+    """The profile of its runs."""
+    smoke: bool = False
+    """It, or the baseline it is compared with, is a smoke run: its numbers prove the pipeline only."""
+    host: HostEvidence | None = None
+    """Its seeds' quiet-host verdicts."""
+    attributable: bool = True
+    """The difference from the baseline can be read as the setups' (no seed of either ran on a
+    disturbed host); True for the baseline itself."""
+    not_attributable: tuple[str, ...] = ()
+    """Why not: '<setup> seed 3: the host ran other work ...', per disturbed side."""
+    unmeasured: tuple[str, ...] = ()
+    """The setups of this comparison (it, the baseline) with seeds whose host was not judged."""
+    differs: tuple[str, ...] = ()
+    """The facts (`Setup.facts`) in which it differs from the baseline: 'runner', 'GPU'..."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
@@ -226,6 +307,23 @@ def compare(setups: Sequence[Setup], baseline: str | None = None,
     return Comparison(baseline=base_name, rows=rows)
 
 
+def attribution(base: Setup, setup: Setup) -> tuple[bool, tuple[str, ...]]:
+    """Whether a difference between two setups can be the setups' (no seed of either ran on a
+    disturbed host), and if not, each disturbed side's causes."""
+    causes = []
+    for side in (setup, base):
+        evidence = host_evidence(side)
+        if evidence.disturbed:
+            causes.append(f"{side.name}: " + "; ".join(evidence.causes))
+    return not causes, tuple(causes)
+
+
+def differing_facts(base: Setup, setup: Setup) -> tuple[str, ...]:
+    """The facts both setups recorded whose values differ, in the order the setup lists them."""
+    return tuple(name for name, value in setup.facts.items()
+                 if name in base.facts and base.facts[name] != value)
+
+
 def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
     olympic = olympic_interval(setup)
     notes = []
@@ -237,6 +335,7 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
     cost = price * olympic.value / 3.6e6 if price is not None and olympic.value is not None else None
     scaled = scaled_interval(olympic, setup.scaling_factor)
     samples = quantity(setup, base, "samples_per_second", higher_is_better=True)
+    attributable, causes = attribution(base, setup) if base is not None else (True, ())
     return SetupRow(
         name=setup.name,
         hardware=setup.hardware,
@@ -260,6 +359,14 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
         per_accelerator=per_accelerator(setup.accelerators, scaled, samples),
         convergence=(convergence.check(setup.reference, per_seed_values(setup, "epochs_to_target"), non_converged,
                                        setup.drop_per_end, olympic.value) if setup.reference is not None else None),
+        profile=setup.profile,
+        smoke=SMOKE in (setup.profile, base.profile if base is not None else None),
+        host=host_evidence(setup),
+        attributable=attributable,
+        not_attributable=causes,
+        unmeasured=tuple(side.name for side in (setup, *((base,) if base is not None else ()))
+                         if host_evidence(side).unknown),
+        differs=differing_facts(base, setup) if base is not None else (),
         notes=tuple(notes),
     )
 

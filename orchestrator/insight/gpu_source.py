@@ -46,6 +46,9 @@ class GpuSample:
     """NVML clocks-event reason bitmask (see `throttle_reasons`)."""
     energy_mj: float | None = None
     """Total energy counter since the driver loaded (Volta and newer), millijoules."""
+    compute_pids: tuple[int, ...] | None = None
+    """The processes running CUDA work on it (NVML's compute processes, host PIDs); None when the
+    driver could not say. The sampler counts those that are not the seed's."""
 
     def __post_init__(self) -> None:
         if self.util_pct is not None and not 0 <= self.util_pct <= 100:
@@ -156,6 +159,8 @@ class NvmlGpuSource(GpuSource):
                 sm_clock_mhz=self._read(lambda h=handle: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
                 throttle_bits=self._read(lambda h=handle: self.clocks_event_reasons(h)),
                 energy_mj=self._read(lambda h=handle: nvml.nvmlDeviceGetTotalEnergyConsumption(h)),
+                compute_pids=self._read(lambda h=handle: tuple(
+                    int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(h))),
             ))
         return samples
 

@@ -26,8 +26,8 @@ class TraceGpuSource(GpuSource):
 
     def __init__(self, trace: dict[str, Any]) -> None:
         self.devices = [d["name"] if isinstance(d, dict) else d for d in trace["devices"]]
-        fields = set(GPU_FIELDS)
-        self.samples = [[GpuSample(**{k: v for k, v in gpu.items() if k in fields}) for gpu in step]
+        fields = {*GPU_FIELDS, "compute_pids"}
+        self.samples = [[_sample({k: v for k, v in gpu.items() if k in fields}) for gpu in step]
                         for step in trace["samples"]]
         if not self.samples or any(len(step) != len(self.devices) for step in self.samples):
             raise ValueError("trace needs at least one sample with one entry per device")
@@ -44,6 +44,11 @@ class TraceGpuSource(GpuSource):
         step = self.samples[min(self.position, len(self.samples) - 1)]
         self.position += 1
         return step
+
+
+def _sample(fields: dict[str, Any]) -> GpuSample:
+    pids = fields.get("compute_pids")
+    return GpuSample(**{**fields, "compute_pids": tuple(pids) if pids is not None else None})
 
 
 def record_gpu_trace(source: GpuSource, samples: int, interval_s: float) -> dict[str, Any]:

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.profiles import MLPERF, SMOKE
 from orchestrator.errors import RecordError, UsageError
-from orchestrator.insight import convergence
+from orchestrator.insight import convergence, quiet
 from orchestrator.insight.compare import SeedResult, Setup
+from orchestrator.insight.setup_facts import facts_of, published_facts
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
@@ -111,6 +113,7 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
             scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
             seeds=tuple(_indexed_seed(seed) for seed in seeds if seed["state"] == "finished" and seed["status"]),
             batch_sizes=frozenset(seed["global_batch_size"] for seed in seeds if seed["global_batch_size"]),
+            profile=row["profile"],
         ))
     return setups_of(runs, lambda run_id: store.manifest(run_id))
 
@@ -128,6 +131,8 @@ class PooledRun:
     """Its finished seeds."""
     batch_sizes: frozenset[int] = frozenset()
     """The global batch sizes its seeds' logs state (one, in a sound run)."""
+    profile: str | None = None
+    """The profile it was made with."""
 
 
 def view_of(run: StoredRun) -> RunView:
@@ -169,6 +174,10 @@ def setups_of(runs: Sequence[PooledRun], manifest_of: Callable[[str], Manifest])
         rules = {run.rule for run in members}
         if len(rules) > 1:
             raise UsageError(f"setup {name!r} pools runs scored by different rules {sorted(rules)}: label them apart")
+        profiles = {run.profile for run in members}
+        if len(profiles) > 1:
+            said = ", ".join(sorted(map(str, profiles)))
+            raise UsageError(f"setup {name!r} pools runs of different profiles ({said}): label them apart")
         factors = {run.scaling_factor for run in members}
         if len(factors) > 1:
             raise UsageError(f"setup {name!r} pools runs with different RCP scaling factors {sorted(factors)}:"
@@ -188,6 +197,8 @@ def setups_of(runs: Sequence[PooledRun], manifest_of: Callable[[str], Manifest])
             accelerator=accelerator,
             accelerators=count,
             reference=_reference(members, first),
+            profile=profiles.pop(),
+            facts=facts_of(first, *((accelerator, count) if first.imported is not None else ())),
         ))
     return setups
 
@@ -199,7 +210,7 @@ def _pooled(view: RunView) -> PooledRun:
     return PooledRun(run_id=view.run_id, setup_name=view.setup_name, rule=(rule.drop_per_end, rule.max_non_converged),
                      scaling_factor=factor, seeds=tuple(_seed_result(s) for s in view.seeds),
                      batch_sizes=frozenset(s.record.global_batch_size for s in view.seeds
-                                           if s.record.global_batch_size))
+                                           if s.record.global_batch_size), profile=view.manifest.profile)
 
 
 def _reference(members: Sequence[PooledRun], first: Manifest) -> convergence.Reference | None:
@@ -221,23 +232,29 @@ def _reference(members: Sequence[PooledRun], first: Manifest) -> convergence.Ref
 
 def _seed_result(view: SeedView) -> SeedResult:
     energy = view.telemetry.energy.joules if view.telemetry is not None else None
-    return seed_result(view.seed, view.record, energy)
+    return seed_result(view.seed, view.record, energy, view.series)
+
+
+NO_TELEMETRY = "not judged: no telemetry was sampled"
 
 
 def _indexed_seed(row: dict[str, Any]) -> SeedResult:
-    """A finished seed from its index row, as `seed_result` makes it from its record."""
+    """A finished seed from its index row (one without telemetry), as `seed_result` makes it from its record."""
     converged = row["status"] == RunStatus.CONVERGED.value and bool(row["time_to_train_ms"])
     return SeedResult(
         seed=row["seed"], converged=converged,
         time_to_train_ms=float(row["time_to_train_ms"]) if row["time_to_train_ms"] is not None else None,
         epochs_to_target=row["epochs_to_target"] if converged and row["epochs_to_target"] else None,
-        samples_per_epoch=row["samples_per_epoch"],
+        samples_per_epoch=row["samples_per_epoch"], host="unknown", host_reason=NO_TELEMETRY,
     )
 
 
-def seed_result(seed: int, record: RunRecord, energy_j: float | None = None) -> SeedResult:
-    """One stored seed as a comparison takes it (a converged run needs a time to count as one)."""
+def seed_result(seed: int, record: RunRecord, energy_j: float | None = None,
+                series: dict[str, Any] | None = None) -> SeedResult:
+    """One stored seed as a comparison takes it (a converged run needs a time to count as one), with
+    the verdict on its host: its record's, else its telemetry judged now (a record of an older mltrain)."""
     converged = record.converged and bool(record.time_to_train_ms)
+    evidence = record.quiet_host or quiet.judge(series, record.run_start_ms, record.run_stop_ms)
     return SeedResult(
         seed=seed,
         converged=converged,
@@ -245,6 +262,8 @@ def seed_result(seed: int, record: RunRecord, energy_j: float | None = None) -> 
         epochs_to_target=record.epochs_to_target if converged and record.epochs_to_target else None,
         samples_per_epoch=record.samples_per_epoch,
         energy_j=energy_j,
+        host=evidence.verdict,
+        host_reason=evidence.reason,
     )
 
 
@@ -283,6 +302,23 @@ def hardware_summary(system: dict[str, Any]) -> str:
     return f"CPU: {model} ({host.get('usable_cpus', '?')} usable CPUs)"
 
 
+def check_profiles(setups: Sequence[Setup], *, force: bool = False) -> None:
+    """Setups made with different profiles measure different things (a smoke run proves the pipeline
+    and compares with nothing; qualify is no MLPerf result): UsageError unless ``force``. Published
+    MLPerf results may stand beside qualify and mlperf setups (that is what --published asks for),
+    never beside a smoke run."""
+    if force:
+        return
+    own = {s.name: s.profile for s in setups if not s.published}
+    if len(set(own.values())) > 1:
+        said = ", ".join(f"{name}: {profile}" for name, profile in own.items())
+        raise UsageError(f"the setups were made with different profiles ({said}) and are not comparable;"
+                         " compare runs of one profile, or give --force to see the numbers anyway")
+    if SMOKE in own.values() and any(s.published for s in setups):
+        raise UsageError("a smoke run proves the pipeline and is comparable with nothing, a published MLPerf"
+                         " result least of all; give --force to see the numbers anyway")
+
+
 # ---------------------------------------------------------------- published results beside yours
 
 
@@ -291,9 +327,11 @@ def published_setup(system: published.PublishedSystem) -> Setup:
     count, its scaling factor; labelled as published."""
     per_epoch = benchmarks.get(system.benchmark).train_samples
     seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=ms_from_minutes(minutes),
-                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch)
+                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch,
+                        host_reason="not judged: published by MLCommons, not run here")
              for i, (minutes, epochs) in enumerate(zip(system.run_minutes, system.run_epochs, strict=True))]
-    seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None)
+    seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None,
+                         host_reason="not judged: published by MLCommons, not run here")
               for i in range(system.nonconverged)]
     return Setup(
         name=f"published {system.name}", seeds=tuple(seeds), drop_per_end=system.drop_per_end,
@@ -301,7 +339,8 @@ def published_setup(system: published.PublishedSystem) -> Setup:
         run_ids=(f"MLCommons training_results_{system.round}/{system.submitter}/results/{system.system}"
                  f"/{system.benchmark}",),
         scaling_factor=system.scaling_factor, benchmark=system.benchmark, accelerator=system.accelerator,
-        accelerators=system.accelerators, published=True,
+        accelerators=system.accelerators, published=True, profile=MLPERF,
+        facts=published_facts(system.accelerator, system.accelerators),
     )
 
 

@@ -333,6 +333,28 @@ def describe_lines(system: dict[str, Any]) -> list[str]:
     return lines
 
 
+def flat_facts(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A capture (or any part of it) as (path, value) pairs, one per scalar, in capture order:
+    ``("host.cpu_model", "Intel Xeon")``, ``("gpus.devices.0.name", ...)``; an unavailable part is
+    one pair with its reason. What a table of systems lays out, a row per path."""
+    if is_unavailable(value):
+        return [(prefix, f"unavailable ({value['reason']})")]
+    if isinstance(value, dict):
+        pairs = []
+        for key, item in value.items():
+            if key == "available":
+                continue
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(item, dict | list) and not is_unavailable(item) and not _is_flat_list(item):
+                pairs += flat_facts(item, path)
+            else:
+                pairs.append((path, "-" if item is None else _scalar(str(key), item)))
+        return pairs
+    if isinstance(value, list) and not _is_flat_list(value):
+        return [pair for index, item in enumerate(value) for pair in flat_facts(item, f"{prefix}.{index}")]
+    return [(prefix, _scalar(prefix.rpartition(".")[2], value))]
+
+
 def _lines(value: Any, indent: str) -> list[str]:
     if is_unavailable(value):
         return [f"{indent}unavailable: {value['reason']}"]

@@ -7,15 +7,18 @@
 
 The sampler reads the run's GPUs through a `GpuSource` (`gpu_source`: NVML live, only the GPUs the
 run was given; `gpu_trace`: a recorded trace in tests) and the host through `host_probe.HostProbe`
-(CPU, memory, the dataset's block device). The series is stored column-wise (one list per quantity)
-with Unix-epoch millisecond timestamps, the clock MLLOG uses, so run_start and run_stop times from
-the log cut it directly. What the series tells (energy, throttling, bottlenecks) is
-`telemetry_summary`'s; the throttle reasons' names are `throttle`'s.
+(CPU, memory, the dataset's block device), and tells the seed's own processes from the rest of the
+host (`own_processes`): the quiet-host evidence (CPU steal, other processes' CPU, load average,
+memory pressure, other compute processes on the run's GPUs) that `quiet` judges. The series is
+stored column-wise (one list per quantity) with Unix-epoch millisecond timestamps, the clock MLLOG
+uses, so run_start and run_stop times from the log cut it directly. What the series tells (energy,
+throttling, bottlenecks) is `telemetry_summary`'s; the throttle reasons' names are `throttle`'s.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import RecordError
-from orchestrator.insight.gpu_source import GPU_FIELDS, GpuSource, open_gpu_source
+from orchestrator.insight.gpu_source import GPU_FIELDS, GpuSample, GpuSource, open_gpu_source
 from orchestrator.insight.host_probe import HostProbe, HostSample, dataset_disk
+from orchestrator.insight.own_processes import OwnProcesses
 from orchestrator.insight.unavailable import unavailable
 from orchestrator.results import atomic
-from orchestrator.results.series import SERIES_VERSION
+from orchestrator.results.series import GPU_EVIDENCE_COLUMNS, SERIES_VERSION
 
 
 @dataclass
@@ -40,6 +44,10 @@ class _Columns:
     memory_used_bytes: list[int | None] = field(default_factory=list)
     disk_read_bytes_per_s: list[float | None] = field(default_factory=list)
     disk_busy_pct: list[float | None] = field(default_factory=list)
+    steal_pct: list[float | None] = field(default_factory=list)
+    other_cpu_pct: list[float | None] = field(default_factory=list)
+    load_1m: list[float | None] = field(default_factory=list)
+    memory_pressure_pct: list[float | None] = field(default_factory=list)
     gpus: list[dict[str, list[Any]]] = field(default_factory=list)
 
 
@@ -56,6 +64,8 @@ class TelemetrySampler:
         numbering: str = "cuda",
         gpu_source: GpuSource | None = None,
         host_probe: HostProbe | None = None,
+        mark: str | None = None,
+        own_processes: OwnProcesses | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
@@ -68,6 +78,9 @@ class TelemetrySampler:
         """Whose indices ``gpus`` holds: "cuda" (CUDA_VISIBLE_DEVICES) or "nvml" (Docker's device ids)."""
         self._gpu_source = gpu_source
         self._host_probe = host_probe
+        self._own = own_processes or OwnProcesses(mark=mark)
+        """The seed's processes: mltrain's tree, and those carrying the run's mark (``mark``: its id)."""
+        self._own_note = ""
         self._disk_note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -75,6 +88,8 @@ class TelemetrySampler:
         self._previous: HostSample | None = None
         self._previous_t: float | None = None
         self._errors: list[str] = []
+        self.written: dict[str, Any] | None = None
+        """The series `stop` wrote."""
 
     def start(self) -> None:
         if self._thread is not None:
@@ -101,6 +116,7 @@ class TelemetrySampler:
         self._gpu_source.close()
         series = self.series()
         atomic.write_text(self.path, json.dumps(series, separators=(",", ":")) + "\n")
+        self.written = series
         return series
 
     def __enter__(self) -> TelemetrySampler:
@@ -114,6 +130,9 @@ class TelemetrySampler:
         assert self._gpu_source is not None and self._host_probe is not None
         columns = asdict(self._columns)
         gpus = columns.pop("gpus")
+        notes = {"own_processes": self._own_note or self._own.describe()}
+        if self._host_probe.pressure_note:
+            notes["memory_pressure"] = self._host_probe.pressure_note
         return {
             "version": SERIES_VERSION,
             "interval_s": self.interval_s,
@@ -122,6 +141,8 @@ class TelemetrySampler:
             "host": columns,
             "gpus": gpus,
             "sampling_errors": self._errors[:20],
+            "host_cpus": os.cpu_count(),
+            "evidence_notes": notes,
         }
 
     def _loop(self) -> None:
@@ -138,6 +159,7 @@ class TelemetrySampler:
             if len(self._errors) < 100:
                 self._errors.append(f"{int(now * 1000)}: {type(exc).__name__}: {exc}")
             return
+        own_s, own_pids = self._own_step()
         columns = self._columns
         columns.t_ms.append(int(now * 1000))
         columns.memory_used_bytes.append(host.memory_used_bytes)
@@ -149,12 +171,46 @@ class TelemetrySampler:
         columns.disk_read_bytes_per_s.append(_rate(host.disk_read_bytes, read_before, elapsed, 1.0))
         busy = _rate(host.disk_busy_ms, io_before, elapsed, 0.1)  # ms busy per s -> percent
         columns.disk_busy_pct.append(min(busy, 100.0) if busy is not None else None)
+        columns.steal_pct.append(_share(host.cpu_steal_s, host.cpu_total_s, previous, "cpu_steal_s"))
+        columns.other_cpu_pct.append(_others(host, previous, own_s))
+        columns.load_1m.append(round(host.load_1m, 2) if host.load_1m is not None else None)
+        stalled = _rate(host.memory_stall_us, previous.memory_stall_us if previous else None, elapsed, 1e-4)
+        columns.memory_pressure_pct.append(min(max(stalled, 0.0), 100.0) if stalled is not None else None)
         self._previous, self._previous_t = host, now
         while len(columns.gpus) < len(gpus):
-            columns.gpus.append({name: [None] * (len(columns.t_ms) - 1) for name in GPU_FIELDS})
+            columns.gpus.append({name: [None] * (len(columns.t_ms) - 1)
+                                 for name in (*GPU_FIELDS, *GPU_EVIDENCE_COLUMNS)})
         for index, gpu in enumerate(gpus):
             for name in GPU_FIELDS:
                 columns.gpus[index][name].append(getattr(gpu, name))
+            columns.gpus[index]["other_processes"].append(_other_processes(gpu, own_pids))
+
+    def _own_step(self) -> tuple[float | None, frozenset[int] | None]:
+        """The seed's processes' CPU seconds since the last sample, and their PIDs (None, None when
+        they cannot be told apart, and why in the series' notes)."""
+        try:
+            return self._own.step()
+        except Exception as exc:  # noqa: BLE001 - best effort, as every reading here
+            self._own_note = f"the seed's processes could not be told apart: {type(exc).__name__}: {exc}"
+            return None, None
+
+
+def _others(host: HostSample, previous: HostSample | None, own_s: float | None) -> float | None:
+    """Percent of the host's CPU time that processes other than the seed's ran in the interval."""
+    if previous is None or own_s is None:
+        return None
+    spent = host.cpu_total_s - previous.cpu_total_s
+    if spent <= 0:
+        return None
+    others = host.cpu_process_s - previous.cpu_process_s - own_s
+    return round(min(max(100.0 * others / spent, 0.0), 100.0), 2)
+
+
+def _other_processes(gpu: GpuSample, own: frozenset[int] | None) -> int | None:
+    """Compute processes on the GPU that are not the seed's (None when either is unknown)."""
+    if gpu.compute_pids is None or own is None:
+        return None
+    return sum(1 for pid in gpu.compute_pids if pid not in own)
 
 
 def _share(value: float, total: float, previous: HostSample | None, name: str) -> float | None:
@@ -173,8 +229,8 @@ def _rate(value: int | None, before: int | None, elapsed: float | None, scale: f
 def load_series(path: Path) -> dict[str, Any]:
     """A stored series, validated (`orchestrator.results.series`): RecordError naming the file and
     the field when it has another shape."""
+    from orchestrator.results.reading import read_record
     from orchestrator.results.series import TelemetrySeries
-    from orchestrator.results.store import read_record
 
     series = read_record(path, TelemetrySeries)
     if series is None:

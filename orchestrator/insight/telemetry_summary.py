@@ -115,15 +115,15 @@ class SeedTelemetry:
 def summarize(series: dict[str, Any], start_ms: int, stop_ms: int) -> SeedTelemetry:
     t = np.asarray(series["host"]["t_ms"], dtype=float)
     window = (t >= start_ms) & (t <= stop_ms)
-    host = {name: _column(series["host"][name])[window] for name in
+    host = {name: as_array(series["host"][name])[window] for name in
             ("cpu_pct", "iowait_pct", "memory_used_bytes", "disk_read_bytes_per_s", "disk_busy_pct")}
     gpus = series.get("gpus", [])
-    util = np.vstack([_column(g["util_pct"])[window] for g in gpus]) if gpus else np.empty((0, int(window.sum())))
+    util = np.vstack([as_array(g["util_pct"])[window] for g in gpus]) if gpus else np.empty((0, int(window.sum())))
     return SeedTelemetry(
         energy=energy_to_train(series, start_ms, stop_ms),
         gpu_util_mean_pct=_mean(util),
-        gpu_memory_peak_bytes=_peak_int([_column(g["memory_used_bytes"])[window] for g in gpus]),
-        temperature_peak_c=_peak([_column(g["temperature_c"])[window] for g in gpus]),
+        gpu_memory_peak_bytes=_peak_int([as_array(g["memory_used_bytes"])[window] for g in gpus]),
+        temperature_peak_c=_peak([as_array(g["temperature_c"])[window] for g in gpus]),
         throttling=_throttling(gpus, window),
         cpu_mean_pct=_mean(host["cpu_pct"]),
         memory_peak_bytes=_peak_int([host["memory_used_bytes"]]),
@@ -169,13 +169,14 @@ def _throttling(gpus: list[dict[str, Any]], window: np.ndarray) -> dict[str, flo
     return {reason: round(count / total, 4) for reason, count in sorted(seen.items())}
 
 
-def _column(values: list[Any]) -> np.ndarray:
+def as_array(values: list[Any]) -> np.ndarray:
+    """A column of a series as floats, NaN where it holds None."""
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _total(gpus: list[dict[str, Any]], name: str) -> np.ndarray:
     """Sum over GPUs per sample; NaN where any GPU did not report."""
-    return np.sum(np.vstack([_column(g[name]) for g in gpus]), axis=0)
+    return np.sum(np.vstack([as_array(g[name]) for g in gpus]), axis=0)
 
 
 def _coverage(t: np.ndarray, start_ms: float, stop_ms: float) -> float:

@@ -3,6 +3,9 @@
     <DIR>/systems/<system>.json                       system description (system_desc_checker passes)
     <DIR>/results/<system>/<benchmark>/result_<n>.txt one per finished seed: its :::MLLOG lines
     <DIR>/results/<system>/<benchmark>/scaling.json   the RCP scaling factor, when there is one
+    <DIR>/results/<system>/<benchmark>/mltrain.json   the run they came from: its profile, target and
+                                                      rule (`ExportedRun`), which `mltrain import` reads
+                                                      back (MLCommons' tools ignore it)
 
 Everything is checked before anything is written (the ruleset, the benchmark name the folders are
 made from, that the target stays inside DIR); the files are then made in a staging folder inside
@@ -29,7 +32,7 @@ from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks, checkers, system_desc
 from orchestrator.mlperf.mllog import mllog_lines
 from orchestrator.results import atomic
-from orchestrator.results.records import Manifest, RunRecord
+from orchestrator.results.records import ExportedRun, Manifest, RunRecord
 from orchestrator.results.store import StoredRun
 
 USAGE = checkers.USAGE
@@ -111,7 +114,7 @@ def export_run(
         raise UsageError(f"--mlcommons {root}: not a folder")
     logs = [(seed, run.paths.seed(seed).output) for seed in run.finished_records()]
     texts = [(seed, mllog_lines(path.read_text(errors="replace"))) for seed, path in logs if path.is_file()]
-    warnings = list(_rule_warnings(manifest, benchmarks.get(benchmark).drop_per_end))
+    warnings: list[str] = []  # a profile's own rule is said beside the summarizer's score, not warned of
     warnings += [f"seed {seed}: no MLLOG lines in its output; not exported" for seed, lines in texts if not lines]
     texts = [(seed, lines) for seed, lines in texts if lines]
     if not texts:
@@ -138,6 +141,7 @@ def export_run(
             files.append((seed, benchmark_dir / f"result_{index}.txt"))
         if factor is not None and factor != 1.0:
             atomic.write_json(staged_dir / "scaling.json", {"scaling_factor": factor})
+        atomic.write_json(staged_dir / EXPORTED_RUN, exported_run(run, [seed for seed, _ in files]).to_json())
         system_desc.write_system_description(stage / "systems" / f"{name}.json", description)
         benchmark_dir.parent.mkdir(parents=True, exist_ok=True)
         system_file.parent.mkdir(parents=True, exist_ok=True)
@@ -165,6 +169,19 @@ def export_run(
     return Export(root=root, system_name=name, benchmark=benchmark, ruleset=ruleset, division=division,
                   system_file=system_file, results=tuple(written), scaling_factor=factor if factor != 1.0 else None,
                   warnings=tuple(warnings), summarizer_minutes=score)
+
+
+EXPORTED_RUN = "mltrain.json"
+"""Beside the result files: the run they came from (`ExportedRun`)."""
+
+
+def exported_run(run: StoredRun, seeds: list[int]) -> ExportedRun:
+    """What an export says of its run: ``seeds`` in the order of the result files."""
+    from orchestrator import __version__
+
+    m = run.manifest
+    return ExportedRun(run_id=run.run_id, workload=m.workload, profile=m.profile, metric=m.metric, target=m.target,
+                       rule=m.rule, seeds=dict(enumerate(seeds)), mltrain=__version__)
 
 
 def run_ruleset(manifest: Manifest, benchmark: str) -> str:
@@ -227,13 +244,6 @@ def _staging(root: Path) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _rule_warnings(manifest: Manifest, official_drop_per_end: int) -> Iterator[str]:
-    drop = manifest.rule.drop_per_end
-    if drop != official_drop_per_end:
-        yield (f"this run is scored dropping {drop} per end ({manifest.profile} profile); the MLPerf"
-               f" summarizer drops {official_drop_per_end} for {manifest.benchmark}, so its score differs")
 
 
 def check_compliance(path: Path, ruleset: str) -> tuple[bool, tuple[str, ...]]:

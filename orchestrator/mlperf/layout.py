@@ -19,6 +19,7 @@ from typing import Any, Literal
 from orchestrator.config.reading import check_regular, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
+from orchestrator.results.records import ExportedRun
 
 RESULT_FILE = re.compile(r"^result_(\d+)\.txt$")
 NVIDIA_LOG = re.compile(r"^(\d+)_(\d+)\.log$")
@@ -34,7 +35,7 @@ class ResultFolder:
     folder: Path
     """The folder holding the logs."""
     files: dict[int, Path]
-    """Run number -> log."""
+    """Run number -> log (an mltrain export's: its run's seed -> log)."""
     naming: Naming
     system: str | None
     """``<system>`` when the folder sits at results/<system>/<benchmark>."""
@@ -42,6 +43,8 @@ class ResultFolder:
     """systems/<system>.json, when present."""
     scaling_factor: float | None
     """scaling.json's factor, when present."""
+    exported: ExportedRun | None = None
+    """``mltrain.json``: the run these logs were exported from, when mltrain exported them."""
 
 
 def locate(folder: Path, benchmark: str) -> Path:
@@ -126,8 +129,42 @@ def read_folder(folder: Path, benchmark: str) -> ResultFolder:
         system_file = located.parent.parent.parent / "systems" / f"{system}.json"
         if system_file.is_file():
             description = read_system_description(system_file)
+    exported = read_exported_run(located)
+    if exported is not None and set(exported.seeds) == set(files) and len(set(exported.seeds.values())) == len(files):
+        files = {exported.seeds[number]: path for number, path in files.items()}  # each log by its run's seed
     return ResultFolder(folder=located, files=files, naming=naming, system=system, system_description=description,
-                        scaling_factor=checkers.scaling_factor(located))
+                        scaling_factor=checkers.scaling_factor(located), exported=exported)
+
+
+def read_exported_run(folder: Path) -> ExportedRun | None:
+    """The ``mltrain.json`` an mltrain export leaves beside its result files, checked; None without one."""
+    from pydantic import ValidationError
+
+    from orchestrator.config.files import first_problem
+    from orchestrator.mlperf.export import EXPORTED_RUN
+
+    path = folder / EXPORTED_RUN
+    if not path.is_file():
+        return None
+    try:
+        return ExportedRun.model_validate(read_json(path))
+    except (OSError, ValueError) as exc:
+        why = first_problem(exc) if isinstance(exc, ValidationError) else checkers.one_line(str(exc), 80)
+        raise UsageError(f"{path}: not the record of an mltrain export ({why}); fix or remove it") from None
+
+
+def folder_digest(found: ResultFolder) -> str:
+    """sha256 of the logs (names and bytes) and scaling.json: the same logs, wherever they lie."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for number, path in sorted(found.files.items()):
+        digest.update(f"{number}:{path.name}:".encode())
+        digest.update(path.read_bytes())
+    scaling = found.folder / "scaling.json"
+    if scaling.is_file():
+        digest.update(b"scaling.json:" + scaling.read_bytes())
+    return digest.hexdigest()
 
 
 def read_system_description(path: Path) -> dict[str, Any]:

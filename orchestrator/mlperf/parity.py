@@ -9,8 +9,11 @@ The check always reads the run's SOURCE, never only mltrain's re-export of it:
   ``scaling.json`` when MLCommons would scale the score; then the summarizer. The run is then
   exported (with that ``scaling.json``) and the package checker's verdict on the export is kept.
 
-Agreement: mltrain's olympic mean x the same scaling factor equals the summarizer's score to 1e-9
-relative.
+Agreement: mltrain's olympic mean by the summarizer's rule (MLPerf's for the benchmark: unet3d drops
+4 per end, whatever profile made the run) x the same scaling factor equals the summarizer's score to
+1e-9 relative. Both numbers are kept (`MlcommonsCheck.summarizer_score_min`, `mltrain_score_min`), so
+that what was compared is always shown; a run whose profile scores by another rule (smoke drops 1)
+keeps its own score beside them.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.errors import MltrainError
-from orchestrator.mlperf import checkers, export
+from orchestrator.mlperf import benchmarks, checkers, export
 from orchestrator.mlperf.layout import RESULT_FILE
 from orchestrator.mlperf.scoring import score_runs
-from orchestrator.results.records import MlcommonsCheck, PackageCheck, RcpCheck, RunRecord
+from orchestrator.results.records import MlcommonsCheck, PackageCheck, RcpCheck, RunRecord, ScoringRule
 from orchestrator.results.store import StoredRun
 from orchestrator.units import minutes
 
@@ -65,15 +68,23 @@ def _check_import(run: StoredRun) -> MlcommonsCheck:
         accepted_names = {Path(p).name for p in accepted}
     what = (f"copies of the original files of {folder} named result_<n>.txt (the summarizer reads only that name)"
             if renamed else f"the original folder {folder}")
-    ours = score_runs(records, run.manifest.rule, scaling_factor=factor)
+    rule, ours = by_summarizer_rule(records, benchmark, factor)
     division, _ = export.logged_division(records)
     warnings = failures + _file_differences(records, imported.files, accepted_names, renamed)
     return MlcommonsCheck(
         folder=str(folder), ruleset=imported.ruleset, summarizer_score_min=theirs,
-        agrees=agrees(theirs, minutes(ours.scaled_score_ms)), warnings=tuple(warnings), source=what,
+        agrees=agrees(theirs, ours), warnings=tuple(warnings), source=what,
         scaling_factor=factor, scaling_source=f"scaling.json in {folder}" if imported.scaling_factor else "",
-        division=division,
+        division=division, rule=rule, mltrain_score_min=ours,
     )
+
+
+def by_summarizer_rule(records: dict[int, RunRecord], benchmark: str, factor: float = 1.0
+                       ) -> tuple[ScoringRule, float | None]:
+    """The rule the result summarizer scores the benchmark by (MLPerf's), and mltrain's score of
+    ``records`` by it in minutes, ``factor`` applied: the number to compare with the summarizer's."""
+    rule = benchmarks.get(benchmark).rule()
+    return rule, minutes(score_runs(records, rule, scaling_factor=factor).scaled_score_ms)
 
 
 def _file_differences(records: dict[int, RunRecord], files: dict[int, str], accepted: set[str],
@@ -98,7 +109,7 @@ def _check_own_run(run: StoredRun, ruleset: str) -> MlcommonsCheck:
     with _source_copy(run, records) as source:
         rcp = rcp_verdict(source, records, benchmark, ruleset, division)
         theirs, _, factor = _summarizer(source, benchmark, ruleset, failures)
-    ours = score_runs(records, run.manifest.rule, scaling_factor=factor)
+    rule, ours = by_summarizer_rule(records, benchmark, factor)
     folder = run.paths.root / EXPORT_FOLDER
     if folder.exists():
         shutil.rmtree(folder)
@@ -116,11 +127,10 @@ def _check_own_run(run: StoredRun, ruleset: str) -> MlcommonsCheck:
             warnings.append(f"the summarizer scores the export {exported.summarizer_minutes} min and the seeds'"
                             f" own logs {theirs} min")
     return MlcommonsCheck(
-        folder=str(folder), ruleset=ruleset, summarizer_score_min=theirs,
-        agrees=agrees(theirs, minutes(ours.scaled_score_ms)),
+        folder=str(folder), ruleset=ruleset, summarizer_score_min=theirs, agrees=agrees(theirs, ours),
         warnings=tuple(warnings), source="copies of the seeds' own logs (output.log of each seed)",
         scaling_factor=factor, scaling_source="the RCP checker" if factor != 1.0 else "", division=division,
-        rcp=rcp, package=package,
+        rcp=rcp, package=package, rule=rule, mltrain_score_min=ours,
     )
 
 

@@ -3,7 +3,10 @@ microbenchmark probe and the workload's throughput mode run through the runner w
 runs, each check's sanity kept apart from its numbers, the numbers judged against references
 (the operator's file or the node's own history), one verdict per node, and the fleet on Slurm.
 
-    config.py      qualify.yaml: suites per device kind, history and fleet policies
+    checks/        the checks as objects, each declared once (what it needs, its sanity rule, its units,
+                   its timeout, whether the quorum repeats it, what a FAIL asks for), and their registry
+    config.py      qualify.yaml: suites per device kind (each check's settings, typed by its declaration),
+                   history and fleet policies
     micro.py       the probe (workloads/common/probe/: GEMM, conv, memory, storage, NCCL) as a job on
                    the runner (`runners.jobs`), its cases as checks: sanity (right results) apart from numbers
     probe_lines.py the probe's :::PROBE lines read back (protocol 2)
@@ -15,8 +18,8 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
     references.py  operator references (ReFrame style), references learned from history, which one judges
     floors.py      floors of known GPU models (floors.yaml: datasheets, published MLPerf rates)
     judge.py       measurement, check and node verdicts; exit codes
-    quorum.py      a number that failed its reference measured again before it FAILs (remeasure.py:
-                   the repeats on a node)
+    quorum.py      a number that failed its reference measured again before it FAILs (through the same
+                   check objects: `node._again`)
     drift.py       CUSUM on each number's nightly series: a slow fall WARNs before the floor
     node.py        one node, top to bottom
     fleet.py       one exclusive Slurm job per node (its `NodeOrder`), gathered and compared with the fleet

@@ -10,14 +10,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
-from orchestrator.config.files import read_yaml, validated
+from orchestrator.config.files import first_problem, read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
 from orchestrator.config.profiles import ProfileName
 from orchestrator.errors import UsageError
+from orchestrator.qualify.checks.declaration import CheckSettings
+
+if TYPE_CHECKING:
+    from orchestrator.qualify.checks.registry import Registry
 
 QUALIFY_FILE_ENV = "MLTRAIN_QUALIFY_FILE"
 DeviceKind = Literal["cpu", "cuda"]
@@ -27,48 +40,15 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-class GemmSpec(_Frozen):
-    dtypes: tuple[Literal["fp32", "tf32", "fp16", "bf16"], ...] = ("fp32",)
-    """Each is timed where the device supports it natively, and reported not applicable elsewhere."""
-    dense: tuple[tuple[int, int, int], ...] = ()
-    """(M, N, K) of the DeepBench training GEMMs."""
-    sparse: tuple[tuple[int, int, int, float], ...] = ()
-    """(M, N, K, sparsity) of DeepBench's sparse GEMMs (fp32, CSR)."""
-
-
-class ConvSpec(_Frozen):
-    dtypes: tuple[Literal["fp32", "tf32", "fp16", "bf16"], ...] = ("fp32",)
-    conv2d: tuple[tuple[int, int, int, int, int, int, int], ...] = ()
-    """(N, C, H=W, K, kernel, stride, padding)."""
-    conv3d: tuple[tuple[int, int, int, int, int, int, int], ...] = ()
-    """(N, C, D=H=W, K, kernel, stride, padding): unet3d's layers."""
-
-
-class MemorySpec(_Frozen):
-    host_mb: int = Field(default=256, ge=1)
-    device_mb: int = Field(default=1024, ge=1)
-    copy_mb: int = Field(default=256, ge=1)
-    """Pinned host<->device copies."""
-
-
-class StorageSpec(_Frozen):
-    max_mb: int = Field(default=512, ge=1)
-    """Read at most this much of the dataset (--data)."""
-
-
-class NcclSpec(_Frozen):
-    mb: int = Field(default=256, ge=1)
-
-
-class ThroughputSpec(_Frozen):
+class ThroughputSpec(CheckSettings):
     steps: int = Field(default=20, ge=1)
     warmup_steps: int = Field(default=5, ge=0)
     env: dict[str, str] = Field(default_factory=dict)
     """The workload's model knobs (INPUT_SHAPE, FILTERS, BATCH_SIZE ...) for this device kind."""
-    timeout_minutes: float = Field(default=10, gt=0)
+    timeout_minutes: float = Field(default=10, gt=0)  # type: ignore[assignment]
 
 
-class InferenceSpec(_Frozen):
+class InferenceSpec(CheckSettings):
     """The inference check (`orchestrator.qualify.inference`): the harness's smoke model under LoadGen."""
 
     model: str = Field(min_length=1)
@@ -78,12 +58,15 @@ class InferenceSpec(_Frozen):
     device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
     seconds: float = Field(default=5, gt=0)
     """LoadGen's minimum duration: long enough for a few hundred queries, far below MLPerf's 10 minutes."""
-    timeout_minutes: float = Field(default=10, gt=0)
+    timeout_minutes: float = Field(default=10, gt=0)  # type: ignore[assignment]
 
 
-PROBE_CHECKS = ("gemm", "conv", "memory", "storage", "nccl")
-"""The probe's checks (each a module of workloads/common/probe/), in their default order; each has
-its settings' type below and a field of `DeviceSuite`."""
+def _registry(info: ValidationInfo) -> Registry:
+    """The checks a configuration is validated against: the loader's (`load_config`), else mltrain's."""
+    from orchestrator.qualify.checks.registry import Registry, default_registry
+
+    given = (info.context or {}).get("checks")
+    return given if isinstance(given, Registry) else default_registry()
 
 
 class ProbeSettings(_Frozen):
@@ -94,31 +77,73 @@ class ProbeSettings(_Frozen):
     appended and its settings travel as JSON in ``MLTRAIN_PROBE_CONFIG``. Tests name a stand-in here."""
     seed: int = Field(default=0, ge=0)
     """The seed of the probe's random inputs: the same every run, so that runs compare."""
-    checks: tuple[str, ...] = PROBE_CHECKS
-    """The checks the probe runs, in this order (a check the suite gives no settings is not run)."""
+    checks: tuple[str, ...] = ()
+    """The checks the probe runs, in this order (a check the suite gives no settings is not run);
+    left out: every probe check, in the order the probe registers them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        probe = _registry(info).probe
+        checks = data.get("checks")
+        if checks is None:
+            return {**data, "checks": probe}
+        for name in checks if isinstance(checks, list | tuple) else ():
+            if name not in probe:
+                raise ValueError(f"unknown check {name!r} (the probe's checks: {', '.join(probe)})")
+        if isinstance(checks, list | tuple) and len(set(checks)) != len(checks):
+            raise ValueError("a check is named twice")
+        return data
 
     @model_validator(mode="after")
-    def _known(self) -> ProbeSettings:
+    def _runnable(self) -> ProbeSettings:
         if not self.command or not self.command[0]:
             raise ValueError("command is empty")
-        for name in self.checks:
-            if name not in PROBE_CHECKS:
-                raise ValueError(f"unknown check {name!r} (the probe's checks: {', '.join(PROBE_CHECKS)})")
-        if len(set(self.checks)) != len(self.checks):
-            raise ValueError("a check is named twice")
         return self
 
 
-class DeviceSuite(_Frozen):
-    """What a suite measures on one kind of device; a missing part is not run."""
+class DeviceSuite(RootModel[dict[str, SerializeAsAny[CheckSettings]]]):
+    """What a suite measures on one kind of device: each check's settings, by the check's name (as its
+    declaration types them: `orchestrator.qualify.checks`); a check without settings here is not run
+    on this kind of device."""
 
-    gemm: GemmSpec | None = None
-    conv: ConvSpec | None = None
-    memory: MemorySpec | None = None
-    storage: StorageSpec | None = None
-    nccl: NcclSpec | None = None
-    throughput: ThroughputSpec | None = None
-    inference: InferenceSpec | None = None
+    model_config = ConfigDict(frozen=True)
+    root: dict[str, SerializeAsAny[CheckSettings]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed(cls, data: Any, info: ValidationInfo) -> Any:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            return data
+        registry = _registry(info)
+        typed: dict[str, CheckSettings] = {}
+        for name, given in data.items():
+            settings = registry.settings_type(str(name), "device")
+            if settings is None:
+                raise ValueError(f"unknown check {name!r} (the checks a suite sets per kind of device:"
+                                 f" {', '.join(registry.device_settings())})")
+            if given is None:  # `gemm:` with nothing: not run, as if left out
+                continue
+            if isinstance(given, settings):
+                typed[str(name)] = given
+                continue
+            try:
+                typed[str(name)] = settings.model_validate(given, context=info.context)
+            except ValidationError as exc:
+                raise ValueError(f"{name}: {first_problem(exc)}") from None
+        return typed
+
+    def settings(self, name: str) -> CheckSettings | None:
+        """Check ``name``'s settings (None: the suite does not run it on this kind of device)."""
+        return self.root.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.root)
 
 
 class TimeToTrainSpec(_Frozen):
@@ -130,15 +155,20 @@ class TimeToTrainSpec(_Frozen):
 class Suite(_Frozen):
     probe_seconds_per_case: float = Field(default=0.5, gt=0)
     """Each microbenchmark case is repeated for about this long (at least 3 calls)."""
-    probe_timeout_minutes: float = Field(default=10, gt=0)
+    probe_timeout_minutes: float | None = Field(default=None, gt=0)
+    """Each probe check's timeout where its own settings give none (None: the check's declared one)."""
     dcgm_level: int = Field(default=1, ge=1, le=4)
     """`dcgmi diag -r N` where DCGM is installed."""
-    cpu: DeviceSuite = DeviceSuite()
-    cuda: DeviceSuite = DeviceSuite()
+    cpu: DeviceSuite = Field(default_factory=DeviceSuite)
+    cuda: DeviceSuite = Field(default_factory=DeviceSuite)
     time_to_train: TimeToTrainSpec | None = None
 
     def device(self, kind: DeviceKind) -> DeviceSuite:
         return self.cuda if kind == "cuda" else self.cpu
+
+    def wants(self, name: str) -> bool:
+        """Either kind of device runs check ``name`` (it has settings there)."""
+        return self.cpu.settings(name) is not None or self.cuda.settings(name) is not None
 
 
 class HistoryPolicy(_Frozen):
@@ -228,15 +258,16 @@ class QualifyConfig(_Frozen):
     drift: DriftPolicy = DriftPolicy()
     fleet: FleetPolicy = FleetPolicy()
     health: HealthPolicy = HealthPolicy()
-    probe: ProbeSettings = ProbeSettings()
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
     suites: dict[str, Suite]
 
     @model_validator(mode="before")
     @classmethod
     def _drop_anchors(cls, data: object) -> object:
-        """Top-level ``x-`` keys hold YAML anchors the suites share (as in compose files)."""
+        """Top-level ``x-`` keys hold YAML anchors the suites share (as in compose files). ``probe:`` is
+        validated even when left out: its default order is the loader's checks'."""
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not str(k).startswith("x-")}
+            return {"probe": {}, **{k: v for k, v in data.items() if not str(k).startswith("x-")}}
         return data
 
     def suite(self, name: str) -> Suite:
@@ -254,7 +285,11 @@ def qualify_file() -> Path:
     return (Path(seeds) if seeds else default_seeds_file()).with_name("qualify.yaml")
 
 
-def load_config(path: Path | None = None) -> QualifyConfig:
+def load_config(path: Path | None = None, checks: Registry | None = None) -> QualifyConfig:
+    """qualify.yaml (``path``, else `qualify_file`), its checks' settings typed by ``checks`` (default:
+    mltrain's, `orchestrator.qualify.checks.registry.default_registry`)."""
+    from orchestrator.qualify.checks.registry import default_registry
+
     path = path or qualify_file()
     raw = read_yaml(path, missing=f"qualification suites file not found (set {QUALIFY_FILE_ENV})")
-    return validated(QualifyConfig, raw, label=str(path))
+    return validated(QualifyConfig, raw, label=str(path), context={"checks": checks or default_registry()})

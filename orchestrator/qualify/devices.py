@@ -17,14 +17,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.results.qualification import CheckResult, Status
+from orchestrator.results.qualification import CheckResult, Remediation, Remedy, Status
 
-DEVICE_CHECKS = ("gemm", "conv", "memory", "nccl", "throughput")
-"""Checks whose numbers are the device's: run on the CPU of a GPU node, they did not qualify it."""
 _PER_GPU = re.compile(r"^(?P<base>.+)_gpu(?P<index>\d+)$")
+
+
+class Finding(NamedTuple):
+    """One thing found about a GPU: FAIL/WARN with its reason, or PASS with a note; a FAIL's remedy
+    (what it asks for) and the GPU (NVML's index) where it is one GPU's."""
+
+    status: Status
+    text: str
+    remedy: Remedy | None = None
+    gpu: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +109,7 @@ def labels(gpus: Sequence[Gpu]) -> str:
     return ", ".join(g.label for g in gpus)
 
 
-def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str | None) -> list[tuple[Status, str]]:
+def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str | None) -> list[Finding]:
     """What the probe's device line says of the GPUs NVML sees: FAIL where CUDA cannot use one of
     them or sees another count, WARN where ``--gpus none`` kept the checks off them."""
     kind = probe.get("device")
@@ -109,8 +117,8 @@ def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str 
         return []
     seen = len(gpus)
     if requested == "none":
-        return [(Status.WARN, f"GPUs not qualified: --gpus none ran the checks on the CPU; NVML sees {seen} GPU(s)"
-                              f" ({labels(gpus)}), read for health only")]
+        return [Finding(Status.WARN, f"GPUs not qualified: --gpus none ran the checks on the CPU; NVML sees {seen}"
+                                     f" GPU(s) ({labels(gpus)}), read for health only")]
     count = int(probe.get("gpu_count") or 0) if kind == "cuda" else 0
     if count == seen:
         return []
@@ -122,21 +130,24 @@ def cuda_findings(gpus: Sequence[Gpu], probe: Mapping[str, Any], requested: str 
     hint = f" ({'; '.join(hints)})" if hints else ""
     if kind == "cpu":
         why = probe.get("cuda_unavailable") or "torch.cuda.is_available() is False"
-        return [(Status.FAIL, f"NVML sees {seen} GPUs but CUDA sees 0: CUDA cannot use {labels(gpus)}: {why}{hint}")]
+        return [Finding(Status.FAIL, f"NVML sees {seen} GPUs but CUDA sees 0: CUDA cannot use {labels(gpus)}:"
+                                     f" {why}{hint}", Remedy.FIX_SOFTWARE)]
     matched = match(gpus, probe)
     missing = [g for g in gpus if g not in matched.values()] if matched else []
     which = f": CUDA cannot use {labels(missing)}" if missing and len(missing) == seen - count else ""
-    return [(Status.FAIL, f"NVML sees {seen} GPUs but CUDA sees {count}{which}{hint}")]
+    return [Finding(Status.FAIL, f"NVML sees {seen} GPUs but CUDA sees {count}{which}{hint}", Remedy.DRAIN_REBOOT)]
 
 
 def not_on_the_gpus(check: CheckResult, gpus: Sequence[Gpu]) -> CheckResult:
-    """A device check that ran on the CPU of a node whose NVML sees GPUs: FAIL, whatever its numbers."""
-    if check.name not in DEVICE_CHECKS or check.status is Status.INCONCLUSIVE:
+    """A device-bound check (its declaration says its numbers are the device's) that ran on the CPU of
+    a node whose NVML sees GPUs: FAIL, whatever its numbers."""
+    if check.status is Status.INCONCLUSIVE:
         return check
     why = (f"ran on the CPU, not on the node's {len(gpus)} GPUs ({labels(gpus)}): CUDA cannot use them"
            " (see gpu_health)")
     return check.model_copy(update={"status": Status.FAIL, "sanity": Status.FAIL, "reasons": (why, *check.reasons),
-                                    "sanity_reasons": (why, *check.sanity_reasons)})
+                                    "sanity_reasons": (why, *check.sanity_reasons),
+                                    "remediation": (Remediation(action=Remedy.FIX_SOFTWARE, check=check.name),)})
 
 
 def gpu_metric(base: str, index: int) -> str:

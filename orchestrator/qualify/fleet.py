@@ -13,20 +13,31 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
-from orchestrator.qualify import judge
-from orchestrator.qualify.config import FleetPolicy
+from orchestrator.qualify import judge, pairs, remedies
+from orchestrator.qualify.checks.pairs import FleetContext
+from orchestrator.qualify.checks.registry import Registry, default_registry
+from orchestrator.qualify.config import FleetPolicy, ProbeSettings, Suite
 from orchestrator.qualify.leftovers import stop_abandoned
-from orchestrator.qualify.references import MAD_TO_SIGMA
-from orchestrator.results.qualification import FleetRecord, FleetRow, NodeOrder, QualificationRecord, Status, worst
-from orchestrator.results.qualify_store import QualificationStore, new_qualification_id
-from orchestrator.results.store import now_iso
+from orchestrator.qualify.pairs import Finding, Pair, PairReading, SlurmPairs
+from orchestrator.qualify.references import MAD_TO_SIGMA, load_references
+from orchestrator.results.qualification import (
+    CheckResult,
+    FleetRecord,
+    FleetRow,
+    NodeOrder,
+    QualificationRecord,
+    Status,
+    worst,
+)
+from orchestrator.results.qualifications import Qualifications, new_qualification_id
+from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import StartedJob, start_job, stop_jobs
 from orchestrator.runners.outcome import JobOutcome
@@ -54,6 +65,12 @@ class FleetPlan:
     policy: FleetPolicy
     strict: bool = False
     warn_exit_code: int = 0
+    suite: Suite | None = None
+    """The suite, for the checks the fleet runs between its nodes (None: none)."""
+    probe: ProbeSettings | None = None
+    """How the probe runs (qualify.yaml ``probe:``), for those checks."""
+    checks: Registry | None = None
+    """The checks there are (None: mltrain's)."""
 
 
 def select_nodes(plan: FleetPlan) -> list[str]:
@@ -66,10 +83,12 @@ def select_nodes(plan: FleetPlan) -> list[str]:
 
 def qualify_fleet(
     plan: FleetPlan, workload: Workload, results_dir: Path, status: Callable[[str], None],
+    measure_pairs: Callable[[Sequence[Pair]], list[PairReading]] | None = None,
 ) -> tuple[FleetRecord, list[QualificationRecord]]:
-    """The fleet's record and the node records it gathered."""
+    """The fleet's record and the node records it gathered. ``measure_pairs``: how a batch of node pairs
+    is measured (default: the probe's pair check as Slurm jobs, `pairs.SlurmPairs`)."""
     started_at = now_iso()
-    store = QualificationStore(results_dir)
+    store = Store(results_dir).qualifications
     fleet_id = new_qualification_id("fleet", plan.suite_name)
     nodes = select_nodes(plan)
     lock = store.begin(store.fleet_dir(fleet_id), fleet_id)
@@ -77,32 +96,40 @@ def qualify_fleet(
         stop_abandoned(store, store.root / "fleet", _runner(plan, status), status)
         status(f"fleet {fleet_id}: {len(nodes)} node(s): {', '.join(nodes)}")
         outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
+        records: dict[str, QualificationRecord] = {}
+        for node, outcome in outcomes.items():
+            record_path = store.fleet_dir(fleet_id) / node / "record.json"
+            try:
+                records[node] = store.load(record_path)
+                status(f"  {node}: {records[node].verdict.word}")
+            except RecordError:
+                problems[node] = f"slurm job {outcome.job_id} ({outcome.why()}) wrote no record"
+                status(f"  {node}: {problems[node]}")
+        # under the fleet's lock too: the jobs of a killed fleet's checks are found by it
+        between = run_fleet_checks(plan, [n for n in nodes if n in records], records, workload, store, fleet_id,
+                                   status, measure_pairs)
     finally:
         store.end(lock)
-    records: dict[str, QualificationRecord] = {}
-    for node, outcome in outcomes.items():
-        record_path = store.fleet_dir(fleet_id) / node / "record.json"
-        try:
-            records[node] = store.load(record_path)
-            status(f"  {node}: {records[node].verdict.word}")
-        except RecordError:
-            problems[node] = f"slurm job {outcome.job_id} ({outcome.why()}) wrote no record"
-            status(f"  {node}: {problems[node]}")
     rows = fleet_rows(nodes, records, problems, plan.policy)
-    verdict = worst([r.verdict for r in rows])
+    checks: list[CheckResult] = []
+    for check, findings in between:
+        checks.append(remedies.remediate(check, None) if check.status is Status.FAIL and not check.remediation
+                      else check)
+        rows = with_findings(rows, check.name, findings)
+    verdict = worst([r.verdict for r in rows] + [c.status for c in checks if c.status is not Status.NOT_APPLICABLE])
     if verdict is Status.PASS and any(r.flagged for r in rows):
         verdict = Status.WARN
     fleet = FleetRecord(
         fleet_id=fleet_id, suite=plan.suite_name, started_at=started_at, ended_at=now_iso(), verdict=verdict,
         exit_code=judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.warn_exit_code),
-        rows=tuple(rows), jobs={node: outcome.job_id for node, outcome in outcomes.items()},
+        rows=tuple(rows), jobs={node: outcome.job_id for node, outcome in outcomes.items()}, checks=tuple(checks),
     )
     store.save_fleet(fleet)
     return fleet, [records[n] for n in nodes if n in records]
 
 
 def run_nodes(
-    plan: FleetPlan, nodes: list[str], workload: Workload, store: QualificationStore, fleet_id: str,
+    plan: FleetPlan, nodes: list[str], workload: Workload, store: Qualifications, fleet_id: str,
     status: Callable[[str], None],
 ) -> tuple[dict[str, JobOutcome], dict[str, str]]:
     """Each node's job submitted, then each followed to its end: (node -> outcome, node -> why it
@@ -137,7 +164,7 @@ def _runner(plan: FleetPlan, status: Callable[[str], None], *, node: str | None 
                        status)
 
 
-def node_job(plan: FleetPlan, node: str, workload: Workload, store: QualificationStore, fleet_id: str) -> JobSpec:
+def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualifications, fleet_id: str) -> JobSpec:
     """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
     folder = store.fleet_dir(fleet_id) / node
     order = store.save_order(NodeOrder(
@@ -149,6 +176,53 @@ def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualificatio
     return JobSpec(kind="node", name=f"node-{node}", run_id=fleet_id, bundle=workload,
                    command=("python", "-m", "orchestrator.cli", "-q", "qualify", "order", str(order)), env=env,
                    data_dir=folder, folder=folder, declared="a fleet's node job")
+
+
+def run_fleet_checks(
+    plan: FleetPlan, nodes: list[str], records: dict[str, QualificationRecord], workload: Workload,
+    store: Qualifications, fleet_id: str, status: Callable[[str], None],
+    measure_pairs: Callable[[Sequence[Pair]], list[PairReading]] | None = None,
+) -> list[tuple[CheckResult, list[Finding]]]:
+    """Each check the suite runs between the fleet's nodes (those whose own qualification left a record)."""
+    registry = plan.checks or default_registry()
+    suite = plan.suite
+    if suite is None:
+        return []
+    found = []
+    for check in registry:
+        declaration = check.declaration
+        if declaration.runs != "fleet" or not suite.wants(declaration.name):
+            continue
+        status(f"{declaration.name}: between {len(nodes)} node(s)")
+        measure = measure_pairs or SlurmPairs(
+            declaration=declaration, suite=suite, probe=plan.probe or ProbeSettings(), workload=workload,
+            run_id=fleet_id, folder=store.fleet_dir(fleet_id) / declaration.name, partition=plan.partition,
+            status=status)
+        reference = None
+        if plan.references is not None and records:
+            given = load_references(plan.references).for_hardware(next(iter(records.values())).hardware)
+            reference = given.get(pairs.METRIC)
+        ctx = FleetContext(nodes=nodes, settings=lambda kind, n=declaration.name: suite.device(kind).settings(n),
+                           measure=measure, reference=reference, status=status)
+        result, findings = check.run_fleet(ctx)
+        status(f"{declaration.name}: {result.status.word}" + (f" ({result.reason})" if result.reason else ""))
+        found.append((result, findings))
+    return found
+
+
+def with_findings(rows: list[FleetRow], check: str, findings: Sequence[Finding]) -> list[FleetRow]:
+    """The fleet's rows with the nodes a fleet check names FAILed, its reason first, its remedy added."""
+    named = {f.node: f for f in findings}
+    updated = []
+    for row in rows:
+        finding = named.get(row.node)
+        if finding is None:
+            updated.append(row)
+            continue
+        reason = f"{check}: {finding.reason}" + (f"; {row.reason}" if row.reason else "")
+        updated.append(row.model_copy(update={"verdict": worst([row.verdict, Status.FAIL]), "reason": reason,
+                                              "remediation": (*row.remediation, finding.remediation)}))
+    return updated
 
 
 def fleet_rows(
@@ -174,7 +248,8 @@ def fleet_rows(
             reason = f"{len(group)} node(s) of this hardware: too few peers to compare (needs {MIN_PEERS})"
         rows.append(FleetRow(node=node, hardware=record.hardware.key, verdict=record.verdict,
                              qualification_id=record.qualification_id, worst_metric=worst_metric,
-                             worst_vs_fleet_pct=worst_pct, flagged=flagged, reason=reason))
+                             worst_vs_fleet_pct=worst_pct, flagged=flagged, reason=reason,
+                             remediation=record.remediation))
     return rows
 
 

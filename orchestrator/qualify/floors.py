@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from orchestrator.units import ms_from_minutes
 FILE = "floors.yaml"
 _GEMM = re.compile(r"^gemm_(?P<dtype>fp32|tf32|fp16|bf16)_(?P<m>\d+)x(?P<n>\d+)x(?P<k>\d+)$")
 DEVICE_COPY = "device_copy_GBps"
+ALLREDUCE = "allreduce_busbw_GBps"
 
 
 class _Frozen(BaseModel):
@@ -77,11 +78,34 @@ class ModelFloor(_Frozen):
     """This model's own GEMM fraction (a power-capped card), instead of the file's."""
     mlperf_accelerators: tuple[str, ...] = ()
     """Its names in the published MLPerf results (``accelerator`` column)."""
+    allreduce: tuple[AllReduceFloor, ...] = ()
+    """Published all-reduce thresholds of nodes of this model (the nccl check's busbw)."""
+
+
+class PcieFloor(Fraction):
+    """Host-device copies (the bandwidth check) against the raw rate of the GPU's PCIe link."""
+
+    lane_gbps: dict[int, PositiveFloat]
+    """GB/s per lane and direction of each PCIe generation, after its line encoding."""
+    source: str = Field(min_length=20)
+    metrics: tuple[str, ...] = ("h2d_GBps", "d2h_GBps")
+
+
+class AllReduceFloor(_Frozen):
+    """A published all-reduce bus bandwidth a node of ``gpus`` GPUs of the model must reach."""
+
+    gpus: int = Field(ge=2)
+    busbw_gbps: PositiveFloat
+    min_mb: int = Field(ge=1)
+    """Only where the check's buffer is at least this large (the source's message size): bus bandwidth
+    grows with the message, so a smaller one would fail a healthy node."""
+    source: str = Field(min_length=20)
 
 
 class FloorFile(_Frozen):
     gemm: GemmPolicy
     memory: Fraction
+    pcie: PcieFloor | None = None
     workloads: tuple[WorkloadFloor, ...] = ()
     models: tuple[ModelFloor, ...]
 
@@ -142,21 +166,46 @@ class Floors:
 
     def references(
         self, checks: Sequence[CheckResult], gpu_models: Mapping[int | None, str | None], workload: str,
+        links: Mapping[int | None, tuple[int, int]] | None = None, gpu_count: int = 0,
+        settings: Callable[[str], Any] = lambda name: None,
     ) -> dict[str, Reference]:
         """Floors of the measurements of ``checks``. ``gpu_models``: NVML index -> model of the GPU
-        that made a per-GPU case, and None -> the model of the GPU the other cases ran on."""
+        that made a per-GPU case, and None -> the model of the GPU the other cases ran on; ``links``
+        the same for each GPU's PCIe link (generation, width: NVML's maximum for the GPU in its slot);
+        ``gpu_count``: the node's GPUs; ``settings``: a check's settings on the device its cases ran on."""
         found: dict[str, Reference] = {}
         for check in checks:
             for m in check.measurements:
                 base, index = split_metric(m.metric)
+                floor = self._pcie(base, (links or {}).get(index))
                 model = self.model(gpu_models.get(index))
-                if model is None:
-                    continue
-                floor = (self._gemm(base, model) or self._memory(base, model)
-                         or self._workload(check, base, model, workload))
+                if floor is None and model is not None:
+                    floor = (self._gemm(base, model) or self._memory(base, model)
+                             or self._allreduce(base, model, gpu_count, settings(check.name))
+                             or self._workload(check, base, model, workload))
                 if floor is not None and floor.unit == m.unit:
                     found[m.metric] = floor
         return found
+
+    def _pcie(self, metric: str, link: tuple[int, int] | None) -> Reference | None:
+        policy = self.parsed.pcie
+        if policy is None or link is None or metric not in policy.metrics:
+            return None
+        generation, width = link
+        lane = policy.lane_gbps.get(generation)
+        if lane is None or width < 1:
+            return None
+        return _floor(lane * width, policy, "GB/s", f"PCIe gen {generation} x{width} (NVML's link of this GPU in its"
+                      f" slot), {number(lane)} GB/s a lane each way", policy.source)
+
+    def _allreduce(self, metric: str, model: ModelFloor, gpus: int, settings: Any) -> Reference | None:
+        mb = getattr(settings, "mb", None)
+        rule = next((r for r in model.allreduce if r.gpus == gpus), None)
+        if metric != ALLREDUCE or rule is None or not isinstance(mb, int) or mb < rule.min_mb:
+            return None
+        return Reference(value=rule.busbw_gbps, lower=rule.busbw_gbps, upper=None, unit="GB/s", kind="floor",
+                         source=f"floor {number(rule.busbw_gbps)} GB/s all-reduce bus bandwidth on {gpus}"
+                                f" {model.name}; source: {rule.source}")
 
     def _gemm(self, metric: str, model: ModelFloor) -> Reference | None:
         found = _GEMM.match(metric)

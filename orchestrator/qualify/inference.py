@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import MltrainError
+from orchestrator.errors import ConfigError, MltrainError
 from orchestrator.inference import data, logs
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
-from orchestrator.qualify.config import InferenceSpec
+from orchestrator.qualify.checks.base import overran
+from orchestrator.qualify.config import InferenceSpec, QualifyConfig
 from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status
 from orchestrator.runners.base import Runner
@@ -29,6 +30,27 @@ from orchestrator.runners.base import Runner
 CHECK = "inference"
 LATENCY_PERCENTILE = "90.00"
 """SingleStream's MLPerf metric: the 90th percentile of the query latencies."""
+
+
+def _options(spec: InferenceSpec) -> InferenceOptions:
+    """What `mltrain infer` would be given for the check: the smoke model, for a few seconds."""
+    return InferenceOptions(model=spec.model, scenario=spec.scenario, profile="smoke", backend=spec.backend,
+                            device=spec.device, time_s=spec.seconds)
+
+
+def check_suites(config: QualifyConfig, roots: Sequence[Path], label: str) -> None:
+    """Every inference check qualify.yaml sets, planned as it would run (the model declared by a
+    harness, with a smoke model, its scenario, backend and device): ConfigError naming the suite and
+    the device at load, not INCONCLUSIVE on every node once it runs."""
+    for name, suite in config.suites.items():
+        for kind in ("cpu", "cuda"):
+            spec = suite.device(kind).settings(CHECK)  # type: ignore[arg-type]
+            if not isinstance(spec, InferenceSpec):
+                continue
+            try:
+                plan_inference(_options(spec), roots)
+            except MltrainError as exc:
+                raise ConfigError(f"{label}: suites.{name}.{kind}.{CHECK}: {exc}") from None
 
 
 def inference_check(
@@ -42,8 +64,7 @@ def inference_check(
 
     if spec is None:
         return result(Status.NOT_APPLICABLE, ["the suite times no inference on this device"])
-    options = InferenceOptions(model=spec.model, scenario=spec.scenario, profile="smoke", backend=spec.backend,
-                               device=spec.device, time_s=spec.seconds)
+    options = _options(spec)
     try:
         plan = plan_inference(options, roots)
         runner.prepare(plan.harness)
@@ -62,6 +83,9 @@ def inference_check(
     facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
                              "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
     if not outcome.ok:
+        if outcome.timed_out:
+            return result(Status.INCONCLUSIVE, [overran(CHECK, spec.timeout_minutes * 60, " (timeout_minutes)")],
+                          facts=facts, duration_s=outcome.seconds)
         if outcome.refused:
             return result(Status.INCONCLUSIVE, [refused_the_suite("the inference harness", outcome)], facts=facts,
                           duration_s=outcome.seconds)

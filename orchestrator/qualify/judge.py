@@ -12,6 +12,8 @@ reference's source.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.drift import Drift
@@ -97,16 +99,36 @@ def judge_check(
     })
 
 
-def node_verdict(checks: list[CheckResult]) -> tuple[Status, tuple[str, ...]]:
+def node_verdict(checks: list[CheckResult], passive: Collection[str] | None = None) -> tuple[Status, tuple[str, ...]]:
     """FAIL if a check failed, else INCONCLUSIVE if one could not measure, else WARN, else PASS; the
-    reasons of the checks that made it, most severe first, each prefixed with its check."""
+    reasons of the checks that made it, most severe first, each prefixed with its check.
+
+    A node where nothing was measured is INCONCLUSIVE, never PASS: an empty suite, every check not
+    applicable, only ``passive`` checks passed (they read the node's state and load nothing: NVML's
+    health; default: those mltrain's registry declares so)."""
     verdict = worst([c.status for c in checks])
     if verdict is Status.NOT_APPLICABLE:
         verdict = Status.PASS
     reasons = [(c.status, f"{c.name}: {r}") for c in checks
                if c.status in (Status.FAIL, Status.INCONCLUSIVE, Status.WARN) for r in c.reasons]
     reasons.sort(key=lambda item: -item[0].rank)
-    return verdict, tuple(r for _, r in reasons)
+    found = tuple(r for _, r in reasons)
+    passive = _passive() if passive is None else passive
+    measured = [c for c in checks if c.status in (Status.PASS, Status.WARN) and c.name not in passive]
+    if verdict in (Status.PASS, Status.WARN) and not measured:
+        skipped = "; ".join(f"{c.name}: {c.reason}" for c in checks if c.status is Status.NOT_APPLICABLE and c.reason)
+        why = "nothing was measured: " + (f"every check was not applicable ({skipped})" if skipped else
+                                          "the suite runs no check here" if not checks else
+                                          "only the node's state was read, nothing ran on it")
+        return Status.INCONCLUSIVE, (why, *found)
+    return verdict, found
+
+
+def _passive() -> set[str]:
+    """The checks mltrain's registry declares passive."""
+    from orchestrator.qualify.checks.registry import default_registry
+
+    return {d.name for d in default_registry().declarations if d.passive}
 
 
 def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = VERDICT_EXIT_CODES[Status.WARN]) -> int:

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.errors import MltrainError
-from orchestrator.results.qualify_store import QualificationStore
+from orchestrator.results.qualifications import Qualifications
 from orchestrator.runners.base import Runner
 
 
-def stop_abandoned(store: QualificationStore, parent: Path, runner: Runner, status: Callable[[str], None]) -> None:
+def stop_abandoned(store: Qualifications, parent: Path, runner: Runner, status: Callable[[str], None]) -> None:
     """Stop the jobs of every qualification under ``parent`` a killed mltrain left, and say so. One
     whose jobs cannot be listed (the engine is down) keeps its lock file, for the next time."""
     for run_id in store.abandoned(parent):

@@ -6,7 +6,8 @@ named (`ProbeRun.protocol_mismatch`), never half read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,10 +59,36 @@ class ProbeRun:
     errors: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     outcome: JobOutcome | None = None
+    """How the (first) probe job ended."""
+    outcomes: dict[str, JobOutcome] = field(default_factory=dict)
+    """Check -> how the probe job that ran it ended (the probe starts again after a check that overran)."""
+    overran: dict[str, str] = field(default_factory=dict)
+    """Check -> why it was stopped (it passed its timeout)."""
     failure: str = ""
     """Why the probe could not run at all (the runner refused it)."""
     on_event: Callable[[dict[str, Any]], None] = field(default=lambda event: None, repr=False)
     """Called with each line read (a result's after it was found well formed)."""
+    pending: list[str] = field(default_factory=list, repr=False)
+    """The checks of the job running, in its order, not yet done."""
+    since: float = 0.0
+    """When the first of them started (its predecessor's timing line, or the device line)."""
+
+    def expect(self, order: Sequence[str]) -> None:
+        """A probe job starts, to run ``order``."""
+        self.pending, self.since = list(order), time.monotonic()
+
+    @property
+    def running(self) -> tuple[str, float] | None:
+        """(the check the probe is running, since when), once it said what it runs on."""
+        return (self.pending[0], self.since) if self.device and self.pending else None
+
+    def ended(self, names: Sequence[str], outcome: JobOutcome) -> None:
+        """The job that ran ``names`` ended so."""
+        self.outcome = self.outcome or outcome
+        self.outcomes.update({name: outcome for name in names})
+
+    def outcome_of(self, name: str) -> JobOutcome | None:
+        return self.outcomes.get(name, self.outcome)
 
     def observe(self, line: str) -> None:
         at = line.find(PREFIX)
@@ -76,6 +103,7 @@ class ProbeRun:
         kind = event.get("kind")
         if kind == "device":
             self.device = event
+            self.since = time.monotonic()
         elif self.protocol_mismatch:
             return
         elif kind == "result":
@@ -88,7 +116,11 @@ class ProbeRun:
         elif kind == "error":
             self.errors.append(event)
         elif kind == "timing" and finite(event.get("seconds")) is not None:
-            self.timings[str(event.get("check"))] = float(event["seconds"])
+            check = str(event.get("check"))
+            self.timings[check] = float(event["seconds"])
+            if check in self.pending:
+                del self.pending[:self.pending.index(check) + 1]
+                self.since = time.monotonic()
         self.on_event(event)
 
     @property

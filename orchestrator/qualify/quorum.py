@@ -2,9 +2,10 @@
 (up to `QuorumPolicy.repeats` times, stopping once decided) before it FAILs the node, so that a
 noisy minute does not drain a healthy node.
 
-Only numbers are repeated: a microbenchmark's or the workload throughput's measurement that FAILed
-while its check's results were right. A health fault (a lost GPU, an ECC error), a wrong result, a
-check that could not run, and time-to-train are never repeated. A repeat that finds a wrong result
+Only numbers are repeated: a measurement that FAILed while its check's results were right, of a check
+whose declaration lets the quorum repeat it (`Declaration.repeat`: the microbenchmarks, the workload's
+throughput, inference). A health fault (a lost GPU, an ECC error), a wrong result, a check that could
+not run, and time-to-train are never repeated. A repeat that finds a wrong result
 or a health fault makes the check FAIL on it. The number then:
 
     FAILs (confirmed)      when at least `needed` repeats fail too; its first value is kept;
@@ -16,13 +17,11 @@ or a health fault makes the check FAIL on it. The number then:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.qualify.config import QuorumPolicy
-from orchestrator.results.qualification import CheckResult, Measurement, Quorum, Status, worst
-
-REPEATED_KINDS = ("microbenchmark", "workload")
+from orchestrator.results.qualification import CheckResult, Measurement, Quorum, Remediation, Status, worst
 
 Remeasure = Callable[[tuple[str, ...], int], list[CheckResult]]
 """Runs the named checks again (attempt 1, 2 ...) and returns them unjudged."""
@@ -52,21 +51,31 @@ class _Tally:
         return None
 
 
-def suspects(judged: Sequence[CheckResult]) -> dict[tuple[str, str], float]:
+def suspects(judged: Sequence[CheckResult], repeatable: Collection[str]) -> dict[tuple[str, str], float]:
     """(check, metric) -> first value of every number the quorum re-measures."""
     return {(c.name, m.metric): m.value for c in judged
-            if c.kind in REPEATED_KINDS and c.sanity is Status.PASS
+            if c.name in repeatable and c.sanity is Status.PASS
             for m in c.measurements if m.status is Status.FAIL}
+
+
+def repeatable_checks() -> set[str]:
+    """The checks whose declaration lets the quorum repeat them (mltrain's registry)."""
+    from orchestrator.qualify.checks.registry import default_registry
+
+    return {d.name for d in default_registry().declarations if d.repeat}
 
 
 def confirm(
     raw: Sequence[CheckResult], judge: Judge, remeasure: Remeasure, policy: QuorumPolicy,
-    status: Callable[[str], None] = lambda _: None,
+    status: Callable[[str], None] = lambda _: None, *, repeatable: Collection[str] | None = None,
 ) -> list[CheckResult]:
-    """The checks ``raw`` (unjudged) judged, each failing number put to the quorum first."""
+    """The checks ``raw`` (unjudged) judged, each failing number of a ``repeatable`` check (default:
+    `repeatable_checks`) put to the quorum first."""
     judged = [judge(c) for c in raw]
-    tallies = {key: _Tally(first) for key, first in suspects(judged).items()} if policy.repeats else {}
+    found = suspects(judged, repeatable_checks() if repeatable is None else repeatable)
+    tallies = {key: _Tally(first) for key, first in found.items()} if policy.repeats else {}
     faults: dict[str, list[str]] = {}
+    fixes: dict[str, list[Remediation]] = {}
     for attempt in range(1, policy.repeats + 1):
         pending = {key for key, tally in tallies.items() if tally.outcome(policy) is None}
         if not pending:
@@ -76,20 +85,22 @@ def confirm(
         for name, check in again.items():
             if check.sanity is Status.FAIL:
                 faults.setdefault(name, []).extend(f"repeat {attempt}: {r}" for r in check.sanity_reasons)
+                fixes.setdefault(name, []).extend(check.remediation)
         for name, metric in pending:
             check = again.get(name)
             found = next((m for m in check.measurements if m.metric == metric), None) if check else None
             tallies[(name, metric)].add(found)
     touched = {name for name, _ in tallies} | set(faults)
-    return [judge(_decided(c, tallies, faults.get(c.name, []), policy)) if c.name in touched else j
-            for c, j in zip(raw, judged, strict=True)]
+    return [judge(_decided(c, tallies, faults.get(c.name, []), policy, fixes.get(c.name, [])))
+            if c.name in touched else j for c, j in zip(raw, judged, strict=True)]
 
 
 def _decided(
     check: CheckResult, tallies: dict[tuple[str, str], _Tally], faults: list[str], policy: QuorumPolicy,
+    fixes: list[Remediation] = (),  # type: ignore[assignment]
 ) -> CheckResult:
     """The unjudged check with each re-measured number as the quorum decided it, and the faults the
-    repeats found."""
+    repeats found (with what they ask for)."""
     measurements = []
     for m in check.measurements:
         tally = tallies.get((check.name, m.metric))
@@ -104,5 +115,6 @@ def _decided(
     update: dict[str, object] = {"measurements": tuple(measurements)}
     if faults:
         update.update(status=worst([check.status, Status.FAIL]), sanity=Status.FAIL,
-                      reasons=(*check.reasons, *faults), sanity_reasons=(*check.sanity_reasons, *faults))
+                      reasons=(*check.reasons, *faults), sanity_reasons=(*check.sanity_reasons, *faults),
+                      remediation=(*check.remediation, *fixes))
     return check.model_copy(update=update)

@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.config.files import read_yaml, validated
+from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.devices import split_metric
 from orchestrator.results.qualification import (
@@ -47,7 +48,8 @@ MAD_TO_SIGMA = 1.4826
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    """No infinity and no NaN: -inf would pass every number, +inf fail every node."""
 
 
 class SystemReferences(_Frozen):
@@ -70,6 +72,15 @@ class SystemReferences(_Frozen):
 
 class ReferenceFile(_Frozen):
     systems: tuple[SystemReferences, ...]
+
+    @model_validator(mode="after")
+    def _one_entry_per_model(self) -> ReferenceFile:
+        seen: set[str] = set()
+        for system in self.systems:
+            if system.model in seen:
+                raise ValueError(f"model {system.model!r} is listed twice: merge its references into one entry")
+            seen.add(system.model)
+        return self
 
 
 class OperatorReferences:
@@ -94,6 +105,33 @@ class OperatorReferences:
                         source=f"{self.path.name} ({system.model}): {system.source}",
                     )
         return found
+
+
+def unmatched_metrics(references: OperatorReferences, checks: Sequence[Declaration]) -> list[str]:
+    """Warnings, one per reference that cannot judge anything: its metric is none a check declares
+    (`Declaration.units`), or it is in another unit than the check measures it in."""
+    found = []
+    for system in references.parsed.systems:
+        where = f"{references.path.name} ({system.model})"
+        for metric, (_, _, _, unit) in system.references.items():
+            base = split_metric(metric)[0]
+            owner = next((c for c in checks if c.unit(base) is not None), None)
+            if owner is None:
+                found.append(f"{where}: no check measures {metric!r}: its reference judges nothing")
+            elif owner.unit(base) != unit:
+                found.append(f"{where}: {metric} is in {unit}, but {owner.name} measures it in {owner.unit(base)}:"
+                             " its reference judges nothing")
+    return found
+
+
+def unmatched_models(references: OperatorReferences, hardware: Sequence[Hardware]) -> list[str]:
+    """A warning naming the models of the file (``*`` aside) that no node of ``hardware`` is."""
+    models = {h.model for h in hardware}
+    stray = [s.model for s in references.parsed.systems if s.model != "*" and s.model not in models]
+    if not stray:
+        return []
+    return [f"{references.path.name}: no node qualified here is a {', '.join(repr(m) for m in stray)} (the nodes:"
+            f" {', '.join(repr(m) for m in sorted(models))}): those references judged nothing"]
 
 
 def load_references(path: Path) -> OperatorReferences:

@@ -17,6 +17,7 @@ from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
+from orchestrator.qualify.checks.base import overran
 from orchestrator.qualify.config import ThroughputSpec
 from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
@@ -70,7 +71,7 @@ def throughput_check(
     facts: dict[str, Any] = {"workload": workload.name, "output": str(outcome.log), "env": env,
                              "resolved_settings": log.settings, "data": str(data_dir) if data_dir else None}
     if not outcome.ok or log.value is None:
-        status, why = _failure(outcome, workload.name)
+        status, why = _failure(outcome, workload.name, spec.timeout_minutes * 60)
         return result(status, [why], facts=facts, duration_s=outcome.seconds)
     meta = log.metadata
     facts["metadata"] = meta
@@ -110,9 +111,12 @@ def _detail(meta: dict[str, Any], settings: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _failure(outcome: JobOutcome, name: str) -> tuple[Status, str]:
-    """FAIL where the node, its image or its runtime failed; ERROR where the workload refused the
-    suite's settings (exit 2: bad input, the configuration's fault, not the node's)."""
+def _failure(outcome: JobOutcome, name: str, timeout_s: float) -> tuple[Status, str]:
+    """FAIL where the node, its image or its runtime failed; INCONCLUSIVE where the workload refused the
+    suite's settings (exit 2: bad input, the configuration's fault, not the node's) or did not finish
+    within its timeout (a hang measures nothing)."""
+    if outcome.timed_out:
+        return Status.INCONCLUSIVE, overran("throughput", timeout_s, f" ({name}'s throughput mode, timeout_minutes)")
     if outcome.ok:
         return Status.FAIL, f"{name} throughput exited 0 without its final `throughput` MLLOG line"
     if outcome.refused:

@@ -16,7 +16,8 @@ MEANING = {
     Status.WARN: "passed with a warning (a drift, a regression, a suspect reference);"
                  " qualify.yaml warn_exit_code: 0 to exit 0",
     Status.FAIL: "a check failed (health, a wrong result, a number below its reference on a quorum of repeats)",
-    Status.INCONCLUSIVE: "could not measure (a tool missing, a probe crashed, the runner refused)",
+    Status.INCONCLUSIVE: "could not measure (a tool missing, a probe crashed, a check hung, the runner refused,"
+                         " or nothing was measured)",
 }
 
 

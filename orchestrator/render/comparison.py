@@ -8,12 +8,13 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich import box
-from rich.table import Table
-
 from orchestrator import text
-from orchestrator.insight.compare import Comparison, Quantity, SetupRow
+from orchestrator.config.profiles import MLPERF, SMOKE
+from orchestrator.insight.compare import Comparison, Quantity, Setup, SetupRow
+from orchestrator.insight.setup_facts import FACTS, UNKNOWN, fact_kind
 from orchestrator.insight.statistics import Test
+from orchestrator.render.fit import Col, Fitted, fit
+from orchestrator.render.tables import caveat
 
 CSV_COLUMNS = (
     "setup", "hardware", "runs", "n", "converged", "valid", "olympic_ttt_ms", "olympic_ttt_ci_low_ms",
@@ -23,6 +24,7 @@ CSV_COLUMNS = (
     "seconds_per_epoch_seeds_needed", "samples_per_second_mean", "samples_per_second_ratio",
     "samples_per_second_welch_p", "energy_to_train_j", "cost_to_train", "scaling_factor", "mlperf_score_ms",
     "published", "accelerators", "accelerator_minutes", "samples_per_second_per_accelerator",
+    "profile", "host", "seeds_disturbed", "attributable", "differs",
 )
 
 
@@ -58,24 +60,42 @@ def flat_row(row: SetupRow) -> dict[str, Any]:
         "accelerators": row.per_accelerator.accelerators if row.per_accelerator else None,
         "accelerator_minutes": row.per_accelerator.accelerator_minutes if row.per_accelerator else None,
         "samples_per_second_per_accelerator": row.per_accelerator.samples_per_second if row.per_accelerator else None,
+        "profile": row.profile, "host": row.host.verdict if row.host is not None else None,
+        "seeds_disturbed": row.host.disturbed if row.host is not None else None,
+        "attributable": row.attributable, "differs": "; ".join(row.differs),
     }
 
 
 def verdict(row: SetupRow, baseline: str) -> str:
-    """One sentence per setup: faster or not, and whether hardware or convergence explains it."""
+    """One sentence per setup: first whether the difference can be the setups' at all (the quiet-host
+    evidence), then faster or not, and what explains it: what differs between the setups (the
+    hardware only where the hardware is what differs) or convergence."""
     if row.speedup is None:
         return f"{row.name}: baseline"
     if row.speedup.value is None:
         return f"{row.name}: no olympic score to compare with {baseline}"
     ci = text.interval(row.speedup, _three, label="95% CI ")
     parts = [f"{row.name} vs {baseline}: {row.speedup.value:.3g}x{ci}"]
+    if not row.attributable:
+        parts.append("not attributable to the setups, a seed's host was disturbed ("
+                     + "; ".join(row.not_attributable) + ")")
+    readable = row.attributable and not row.smoke  # a smoke run's difference is never 'a real' one
     if row.ttt_test is not None and row.ttt_test.p_value is not None:
-        parts.append(f"time-to-train {text.test_sentence(row.ttt_test)}")
-    for label, quantity_ in (("per-epoch speed (hardware)", row.seconds_per_epoch),
+        parts.append(f"time-to-train {text.test_sentence(row.ttt_test, attributable=readable)}")
+    for label, quantity_ in ((speed_label(row), row.seconds_per_epoch),
                              ("epochs-to-target (convergence)", row.epochs_to_target)):
         if quantity_.ratio is not None and quantity_.ratio.value is not None and quantity_.test is not None:
-            parts.append(f"{label} {quantity_.ratio.value:.3g}x, {text.test_sentence(quantity_.test)}")
-    return "; ".join(parts)
+            parts.append(f"{label} {quantity_.ratio.value:.3g}x,"
+                         f" {text.test_sentence(quantity_.test, attributable=readable)}")
+    if row.attributable and row.unmeasured:
+        parts.append(f"the host was not measured for {' and '.join(row.unmeasured)}: a quiet host is not shown")
+    return caveat("; ".join(parts), row.smoke)
+
+
+def speed_label(row: SetupRow) -> str:
+    """'per-epoch speed (hardware)' where the hardware is what differs, else what does differ."""
+    kind = fact_kind(row.differs)
+    return f"per-epoch speed ({kind})" if kind else "per-epoch speed (nothing recorded differs)"
 
 
 
@@ -117,15 +137,39 @@ def scaled_anywhere(result: Comparison) -> bool:
 
 
 def mlperf_score(row: SetupRow) -> str:
-    """'12.1 min (x1.011)' where a scaling factor applies, else the olympic score itself."""
+    """'12.1 min (x1.011)' where a scaling factor applies, else the olympic score itself; '' for a
+    setup whose profile is not mlperf (its number is no MLPerf score)."""
+    if row.profile != MLPERF:
+        return ""
     shown = text.duration(row.mlperf_score_ms.value)
     return shown + (f" (x{text.number(row.scaling_factor)})" if row.scaling_factor != 1.0 else "")
+
+
+def setup_cell(row: SetupRow) -> str:
+    """A setup's name as a table shows it: a smoke run's marked."""
+    return f"{row.name} (smoke)" if row.profile == SMOKE else row.name
+
+
+def host_line(row: SetupRow) -> str:
+    """'host of a: quiet (9 of 9 seeds)': the evidence, said before the numbers."""
+    return f"host of {row.name}: {row.host.sentence() if row.host is not None else 'not measured'}"
+
+
+def host_cell(row: SetupRow) -> str:
+    """'quiet', 'disturbed 2/9', 'not measured'."""
+    evidence = row.host
+    if evidence is None:
+        return "-"
+    total = evidence.quiet + evidence.disturbed + evidence.unknown
+    if evidence.disturbed:
+        return f"disturbed {evidence.disturbed}/{total}"
+    return "not measured" if evidence.unknown else "quiet"
 
 
 def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> list[str]:
     """The time-to-train line of one setup."""
     cells = [
-        row.name, f"{row.converged}/{row.n}",
+        setup_cell(row), host_cell(row), f"{row.converged}/{row.n}",
         text.with_interval(row.olympic_ms, text.duration),
         *((mlperf_score(row),) if with_mlperf else ()),
         "baseline" if row.speedup is None else text.with_interval(row.speedup, lambda v: text.number(v, "x")),
@@ -137,94 +181,116 @@ def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> 
     return cells
 
 
-MAIN_COLUMNS = ("setup", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "Welch p", "seeds needed", "epochs",
-                "energy")
+MAIN_COLUMNS = ("setup", "host", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "Welch p", "seeds needed",
+                "epochs", "energy")
 MLPERF_COLUMN = "MLPerf score (x RCP)"
 
 
-def main_table(result: Comparison, with_cost: bool) -> Table:
+def smoke_in(result: Comparison) -> bool:
+    return any(row.smoke for row in result.rows)
+
+
+def main_table(result: Comparison, with_cost: bool, width: int | None = None) -> Fitted:
     with_mlperf = scaled_anywhere(result)
-    table = Table(title=f"time-to-train (baseline: {result.baseline})", box=box.SIMPLE_HEAD)
-    columns = (*MAIN_COLUMNS[:3], *((MLPERF_COLUMN,) if with_mlperf else ()), *MAIN_COLUMNS[3:],
+    headers = (*MAIN_COLUMNS[:4], *((MLPERF_COLUMN,) if with_mlperf else ()), *MAIN_COLUMNS[4:],
                *(("cost",) if with_cost else ()))
-    for column in columns:
-        table.add_column(column)
-    for row in result.rows:
-        table.add_row(*main_cells(row, with_cost=with_cost, with_mlperf=with_mlperf))
-    return table
+    priority = {"setup": 0, "olympic TTT [95% CI]": 0, "speedup [95% CI]": 0, "host": 1, "ok/n": 1, "Welch p": 2,
+                MLPERF_COLUMN: 2, "seeds needed": 3, "epochs": 4, "energy": 5, "cost": 3}
+    columns = [Col(h, priority[h], cut=h == "setup") for h in headers]
+    cells = [main_cells(row, with_cost=with_cost, with_mlperf=with_mlperf) for row in result.rows]
+    return fit(columns, cells, width, title=caveat(f"time-to-train (baseline: {result.baseline})", smoke_in(result)))
 
 
-def per_accelerator_table(result: Comparison) -> Table:
+def per_accelerator_table(result: Comparison, width: int | None = None) -> Fitted:
     """Each setup's speed per accelerator: accelerator-minutes per result and samples/s per accelerator."""
-    table = Table(title="per accelerator", box=box.SIMPLE_HEAD)
-    for column in ("setup", "hardware", "accelerators", "accelerator-minutes", "samples/s per accelerator"):
-        table.add_column(column)
+    columns = [Col("setup", cut=True), Col("hardware", 3, cut=True), Col("accelerators", 2),
+               Col("accelerator-minutes", 1), Col("samples/s per accelerator", 1)]
+    cells = []
     for row in result.rows:
         per = row.per_accelerator
-        table.add_row(row.name, row.hardware, "-" if per is None else str(per.accelerators),
+        cells.append([setup_cell(row), row.hardware, "-" if per is None else str(per.accelerators),
                       text.number(per.accelerator_minutes if per else None),
-                      text.number(per.samples_per_second if per else None))
-    return table
+                      text.number(per.samples_per_second if per else None)])
+    return fit(columns, cells, width, title=caveat("per accelerator", smoke_in(result)))
 
 
 SPLIT_QUANTITIES = (("time-to-train s", "time_to_train_s"), ("epochs-to-target", "epochs_to_target"),
                     ("s per epoch", "seconds_per_epoch"), ("samples per s", "samples_per_second"))
 
 
-def split_table(result: Comparison) -> Table:
-    table = Table(title="time-to-train = epochs-to-target (convergence luck) x seconds per epoch (hardware)",
-                  box=box.SIMPLE_HEAD)
-    for column in ("setup", "quantity", "mean [95% CI]", "CV", "vs baseline [95% CI]", "Welch p", "seeds needed"):
-        table.add_column(column)
+def split_table(result: Comparison, width: int | None = None) -> Fitted:
+    columns = [Col("setup", cut=True), Col("quantity"), Col("mean [95% CI]"), Col("CV", 2),
+               Col("vs baseline [95% CI]", 1), Col("Welch p", 1), Col("seeds needed", 3)]
+    cells = []
     for row in result.rows:
         for name, attribute in SPLIT_QUANTITIES:
             quantity: Quantity = getattr(row, attribute)
             ratio = "-" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
-            table.add_row(
-                row.name, name, text.with_interval(quantity.mean), text.percent(quantity.cv), ratio,
-                text.p_value(quantity.test), text.seeds_needed(quantity.test),
-            )
-    return table
+            cells.append([setup_cell(row), name, text.with_interval(quantity.mean), text.percent(quantity.cv), ratio,
+                          text.p_value(quantity.test), text.seeds_needed(quantity.test)])
+    title = "time-to-train = epochs-to-target (convergence luck) x seconds per epoch (what differs)"
+    return fit(columns, cells, width, title=caveat(title, smoke_in(result)))
 
 
 WIDE_COLUMNS = 110
-"""Below this terminal width each setup is shown as its own two-column table."""
+"""Below this terminal width each setup is shown as its own stacked table."""
 
 
-def comparison_tables(result: Comparison, *, with_cost: bool, width: int,
-                      per_accelerator: bool = False) -> list[Table]:
-    """The comparison for a terminal ``width`` columns wide: two wide tables, or one narrow table
-    per setup (quantity, value) that stays readable at 80 columns; the per-accelerator table when asked."""
-    extra = [per_accelerator_table(result)] if per_accelerator else []
-    if width >= WIDE_COLUMNS:
-        return [main_table(result, with_cost), split_table(result), *extra]
-    return [setup_table(result, row, with_cost=with_cost) for row in result.rows] + extra
+def comparison_tables(result: Comparison, *, with_cost: bool, width: int | None,
+                      per_accelerator: bool = False) -> list[Fitted]:
+    """The comparison for a terminal ``width`` columns wide (None: --wide, every column): two wide
+    tables, or one stacked table per setup (quantity, value) that stays readable at 80 columns; the
+    per-accelerator table when asked."""
+    extra = [per_accelerator_table(result, width)] if per_accelerator else []
+    if width is None or width >= WIDE_COLUMNS:
+        return [main_table(result, with_cost, width), split_table(result, width), *extra]
+    return [setup_table(result, row, with_cost=with_cost, width=width) for row in result.rows] + extra
 
 
-def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool) -> Table:
+def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: int | None = None) -> Fitted:
     """One setup, stacked: a line per quantity, its value and how it compares with the baseline."""
     role = "baseline" if row.name == result.baseline else "vs " + result.baseline
     role = f"MLCommons published result, {role}" if row.published else role
-    table = Table(title=f"{row.name} ({role})",
-                  box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("quantity")
-    table.add_column("value [95% CI]")
-    table.add_column("vs baseline")
-    table.add_column("Welch p")
-    cells = main_cells(row, with_cost=with_cost)
-    speedup = cells[3]
-    table.add_row("converged/finished", cells[1], "", "")
-    table.add_row("olympic time-to-train", cells[2], speedup, text.p_value(row.ttt_test))
-    if row.scaling_factor != 1.0:
-        table.add_row("MLPerf score (x RCP)", mlperf_score(row), "", "")
+    columns = [Col("quantity"), Col("value [95% CI]"), Col("vs baseline", 1), Col("Welch p", 2),
+               Col("95% CI of vs baseline", 4), Col("seeds needed", 3)]
+    speedup = "baseline" if row.speedup is None else text.number(row.speedup.value, "x")
+    speedup_ci = "" if row.speedup is None else text.interval(row.speedup, lambda v: text.number(v, "x")).strip()
+    cells = [
+        ["host", host_cell(row), "", "", "", ""],
+        ["converged/finished", f"{row.converged}/{row.n}", "", "", "", ""],
+        ["olympic time-to-train", text.with_interval(row.olympic_ms, text.duration), speedup,
+         text.p_value(row.ttt_test), speedup_ci, text.seeds_needed(row.ttt_test)],
+    ]
+    if row.scaling_factor != 1.0 and mlperf_score(row):
+        cells.append(["MLPerf score (x RCP)", mlperf_score(row), "", "", "", ""])
     for name, attribute in SPLIT_QUANTITIES:
         quantity: Quantity = getattr(row, attribute)
-        ratio = "" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
-        table.add_row(name, text.with_interval(quantity.mean), ratio, text.p_value(quantity.test))
-    table.add_row("energy-to-train", text.energy(row.energy_j), "", "")
+        ratio = "" if quantity.ratio is None else text.number(quantity.ratio.value, "x")
+        ratio_ci = "" if quantity.ratio is None else text.interval(quantity.ratio, lambda v: text.number(v, "x"))
+        cells.append([name, text.with_interval(quantity.mean), ratio, text.p_value(quantity.test), ratio_ci.strip(),
+                      text.seeds_needed(quantity.test)])
+    cells.append(["energy-to-train", text.energy(row.energy_j), "", "", "", ""])
     if with_cost:
-        table.add_row("cost-to-train", text.number(row.cost), "", "")
-    return table
+        cells.append(["cost-to-train", text.number(row.cost), "", "", "", ""])
+    return fit(columns, cells, width, title=caveat(f"{row.name} ({role})", row.smoke))
+
+
+def facts_table(setups: Sequence[Setup], width: int | None = None) -> tuple[Fitted | None, str]:
+    """What differs between the setups (`insight.setup_facts`): a row per fact whose values differ,
+    a column per setup; and a line naming the facts they share (None, and that line, when none differ)."""
+    names = [name for name in FACTS if any(name in s.facts for s in setups)]
+    differing = [name for name in names if len({s.facts.get(name, UNKNOWN) for s in setups}) > 1]
+    same = [name for name in names if name not in differing and setups[0].facts.get(name, UNKNOWN) != UNKNOWN]
+    unrecorded = [name for name in names if name not in differing and name not in same]
+    said = [f"the same in {'both' if len(setups) == 2 else 'all'}: "
+            + ", ".join(f"{name} {setups[0].facts[name]}" for name in same)] if same else []
+    said += [f"not recorded: {', '.join(unrecorded)}"] if unrecorded else []
+    shared = "; ".join(said)
+    if not differing:
+        return None, "nothing recorded differs between the setups" + (f"; {shared}" if shared else "")
+    columns = [Col("what differs"), *(Col(s.name, 1 + i, cut=True) for i, s in enumerate(setups))]
+    cells = [[name, *(s.facts.get(name, UNKNOWN) for s in setups)] for name in differing]
+    return fit(columns, cells, width, title="what differs between the setups"), shared
 
 
 RUNS_NAMED = 5

@@ -22,11 +22,17 @@ def succeeded(run: InferenceRun) -> bool:
     """Exit 0: the MLPerf verdict under the mlperf profile; elsewhere LoadGen's verdict on the settings
     the profile asked for and the accuracy target (the official gaps are said, not failed on)."""
     result = run.result
-    if result is None or result.performance is None:
+    if result is None:
         return False
+    if result.performance is None:  # --accuracy-only: its one test
+        return result.accuracy is not None and result.accuracy.met
     if run.profile == "mlperf":
         return result.valid
     return result.performance.loadgen_valid and (result.accuracy is None or result.accuracy.met)
+
+
+TESTS_TEXT = {("performance",): "performance only", ("performance", "accuracy"): "performance, then accuracy",
+              ("accuracy",): "accuracy only (--accuracy-only)"}
 
 
 def metric_text(perf: Performance | None) -> str:
@@ -59,6 +65,7 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
     workers = f", {h.workers} workers" if h.workers and run.scenario in ("Offline", "Server") else ""
     lines.append(f"backend {h.backend} on {', '.join(h.providers)} ({versions}); batch up to {h.max_batch}, {threads}"
                  f"{workers}")
+    lines.append(f"tests: {TESTS_TEXT.get(tuple(run.tests), ', then '.join(run.tests))}")
     perf = result.performance
     if perf is not None:
         verdict = "VALID" if perf.loadgen_valid else "INVALID: " + "; ".join(perf.loadgen_reasons or ("see the log",))
@@ -80,6 +87,10 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
                            f"{'VALID' if t.valid else 'INVALID'})" for t in result.search.trials)
         best = "no trial passed" if result.search.best_qps is None else f"{result.search.best_qps:g} QPS"
         lines.append(f"Server search: {best} (trials: {trials})")
+    for test in result.compliance:
+        said = [f"{what} {'passed' if passed else 'FAILED'}" for what, passed in
+                (("accuracy", test.accuracy_passed), ("performance", test.performance_passed)) if passed is not None]
+        lines.append(f"compliance {test.test}: {', '.join(said)} ({folder / test.folder})")
     profile = result.trace
     if profile is not None:
         top = ", ".join(f"{o.op} {text.percent(o.share)}" for o in profile.operators[:SHOWN_OPERATORS])
@@ -87,7 +98,8 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
                      f" of the test time ({profile.file})")
     mlperf = "VALID" if result.valid else "INVALID: " + "; ".join(result.reasons)
     lines.append(f"as an MLPerf result: {mlperf}")
-    lines.append(f"logs: {folder / 'performance' / 'run_1' / 'mlperf_log_summary.txt'}")
+    summary = folder / "performance" / "run_1" if perf is not None else folder / "accuracy"
+    lines.append(f"logs: {summary / 'mlperf_log_summary.txt'}")
     return lines
 
 
@@ -112,6 +124,7 @@ def comparison_rows(result: InferenceComparison) -> list[dict[str, Any]]:
             "ratio": row.ratio.value if row.ratio else None, "ratio_low": row.ratio.low if row.ratio else None,
             "ratio_high": row.ratio.high if row.ratio else None,
             "p_value": row.test.p_value if row.test else None,
+            "harness": row.setup.settings,
         })
     return rows
 
@@ -122,7 +135,7 @@ def comparison_table(result: InferenceComparison) -> Table:
     scale, unit = _scaled(result.unit)
     table = Table(title=f"{result.model} {result.scenario}: {result.metric} ({unit}), profile {result.profile}",
                   title_justify="left")
-    for column in ("setup", "hardware", "runs", "LoadGen VALID", "mean", "95% CI", "vs baseline", "95% CI",
+    for column in ("setup", "hardware", "harness", "runs", "LoadGen VALID", "mean", "95% CI", "vs baseline", "95% CI",
                    "Welch p"):
         table.add_column(column)
     for row in result.rows:
@@ -130,7 +143,10 @@ def comparison_table(result: InferenceComparison) -> Table:
                         low=None if row.mean.low is None else row.mean.low / scale,
                         high=None if row.mean.high is None else row.mean.high / scale)
         runs = len(row.setup.runs)
-        table.add_row(row.setup.name, row.setup.hardware, str(runs), f"{row.valid}/{runs}",
+        settings = row.setup.settings
+        harness = (f"{settings['backend']}, batch {settings['batch']}, threads {settings['threads']}, "
+                   f"workers {settings['workers']}")
+        table.add_row(row.setup.name, row.setup.hardware, harness, str(runs), f"{row.valid}/{runs}",
                       text.number(mean.value), text.interval(mean).strip(" []") or "-",
                       "baseline" if row.ratio is None else text.number(row.ratio.value, "x"),
                       "" if row.ratio is None else (text.interval(row.ratio).strip(" []") or "-"),
@@ -141,6 +157,12 @@ def comparison_table(result: InferenceComparison) -> Table:
 def comparison_notes(result: InferenceComparison) -> list[str]:
     better = "higher" if result.higher_is_better else "lower"
     notes = [f"{result.metric}: {better} is better; 'vs baseline' > 1 means better than {result.baseline}"]
+    if result.setting_differences:
+        notes.append("the harness ran the setups differently, so the ratio measures its settings as much as the "
+                     "setups: " + "; ".join(result.setting_differences) + " (give --threads and --max-batch to "
+                     "hold them equal)")
+    else:
+        notes.append("the harness ran every setup alike (backend, batch, threads, workers)")
     if result.profile != "mlperf":
         notes.append(f"profile {result.profile}: {PROFILE_CAVEAT[result.profile]}")
     return notes

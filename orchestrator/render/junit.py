@@ -2,7 +2,9 @@
 node, one testcase per check. FAIL is a <failure>, INCONCLUSIVE (could not measure) an <error>,
 not applicable a <skipped> (never a pass); a WARN passes with its reasons in <system-out> and a
 `warn` property. Each testsuite's properties carry the node's verdict and its exit code, as the
-record's JSON and the Prometheus textfile do.
+record's JSON and the Prometheus textfile do, and what its FAILs ask for: one ``remediation``
+property per remedy (``action[:gpu<i>][:node=<name>]``, `Remediation.key`), on the testsuite (the
+node's) and on each failed testcase (the check's).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def _suite(record: QualificationRecord) -> ET.Element:
     for name, value in (("verdict", record.verdict.value), ("exit_code", record.exit_code),
                         ("qualification_id", record.qualification_id),
                         ("hardware", record.hardware.key), ("runner", record.runner),
-                        *((f"software.{k}", v) for k, v in sorted(record.software.items()))):
+                        *((f"software.{k}", v) for k, v in sorted(record.software.items())),
+                        *(("remediation", r.key) for r in record.remediation)):
         ET.SubElement(properties, "property", name=name, value=str(value))
     for check in checks:
         suite.append(_case(record, check))
@@ -65,6 +68,10 @@ def _case(record: QualificationRecord, check: CheckResult) -> ET.Element:
     if check.status is Status.WARN:
         properties = ET.SubElement(case, "properties")
         ET.SubElement(properties, "property", name="warn", value=message)
+    if check.remediation:
+        properties = ET.SubElement(case, "properties")
+        for remedy in check.remediation:
+            ET.SubElement(properties, "property", name="remediation", value=remedy.key)
     lines = [f"status: {check.status.value} (sanity {check.sanity.value})", *check.reasons]
     for m in check.measurements:
         ref = m.reference

@@ -8,6 +8,8 @@
     mltrain_qualify_metric_lower_bound / _upper_bound       its reference's bounds (where it has them)
     mltrain_qualify_metric_status{...,status}              1 for the measurement's status
     mltrain_qualify_metric_repeats{...}                    re-measurements of a number that failed first
+    mltrain_qualify_remediation{node,suite,check,action,gpu,target}  1 for each remedy a FAIL asks for
+                                                           (gpu: NVML's index, "" for the node; target: another node)
     mltrain_qualify_duration_seconds{node,suite}           wall time of the qualification
     mltrain_qualify_last_run_timestamp_seconds{node,suite} when it ended (alert on a stale node)
 """
@@ -45,6 +47,8 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
                           [*metric_labels, "status"], registry=registry)
     repeats = Gauge("mltrain_qualify_metric_repeats", "Re-measurements of a number that failed its first reading",
                     metric_labels, registry=registry)
+    remediation = Gauge("mltrain_qualify_remediation", "What a failed check asks for (1 per remedy)",
+                        [*node_labels, "check", "action", "gpu", "target"], registry=registry)
     duration = Gauge("mltrain_qualify_duration_seconds", "Wall time of the qualification", node_labels,
                      registry=registry)
     last = Gauge("mltrain_qualify_last_run_timestamp_seconds", "When the qualification ended (Unix time)",
@@ -56,6 +60,9 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
         code.labels(*node).set(record.exit_code)
         duration.labels(*node).set(record.duration_s)
         last.labels(*node).set(datetime.fromisoformat(record.ended_at).timestamp())
+        for remedy in record.remediation:
+            remediation.labels(*node, remedy.check, remedy.action.value, "" if remedy.gpu is None else str(remedy.gpu),
+                               remedy.node or "").set(1)
         for check in record.checks:
             for status in STATUSES:
                 check_status.labels(*node, check.name, status).set(1 if check.status.value == status else 0)

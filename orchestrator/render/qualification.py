@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from orchestrator.qualify.wording import quorum_note
-from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Status
+from orchestrator.render.fit import Col, Fitted, fit
+from orchestrator.results.qualification import CheckResult, FleetRecord, QualificationRecord, Remediation, Status
 from orchestrator.text import number
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta",
@@ -55,6 +57,8 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
     lines += [f"  {reason}" for reason in record.reasons[:12]]
     if len(record.reasons) > 12:
         lines.append(f"  ... and {len(record.reasons) - 12} more (see --json)")
+    if record.remediation:
+        lines.append("remediation: " + ", ".join(remedy_words(r) for r in record.remediation))
     lines += [f"  {c.name}: {m.metric}: {quorum_note(m.quorum, m.unit)}" for c in record.checks
               for m in c.measurements if m.quorum is not None and m.quorum.outcome == "overturned"]
     unjudged = sum(m.reference is None for c in record.checks for m in c.measurements)
@@ -63,6 +67,13 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
     if record_path:
         lines.append(f"record: {record_path}")
     return lines
+
+
+def remedy_words(remedy: Remediation) -> str:
+    """``reset_gpu (GPU3, gpu_health)``: a remedy, what it is for and the check that asks for it."""
+    where = [f"GPU{remedy.gpu}"] if remedy.gpu is not None else []
+    where += [f"node {remedy.node}"] if remedy.node else []
+    return f"{remedy.action.value} ({', '.join([*where, remedy.check])})"
 
 
 def fleet_table(fleet: FleetRecord) -> Table:
@@ -83,18 +94,23 @@ def fleet_table(fleet: FleetRecord) -> Table:
 def fleet_lines(fleet: FleetRecord) -> list[str]:
     lines = [f"fleet verdict: {fleet.verdict.word} (exit {fleet.exit_code})"]
     lines += [f"  {row.node}: {row.reason}" for row in fleet.rows if row.reason]
+    lines += [f"  {check.name}: {check.status.word}" + (f" ({check.reason})" if check.reason else "")
+              for check in fleet.checks]
+    asked = [f"{row.node}: {remedy_words(r)}" for row in fleet.rows for r in row.remediation]
+    if asked:
+        lines.append("remediation: " + "; ".join(asked))
     return lines
 
 
-def history_table(records: Sequence[QualificationRecord], metric: str | None = None) -> Table:
-    table = Table(title=f"{len(records)} qualification(s)", title_justify="left")
-    for column in ("started", "node", "suite", "verdict"):
-        table.add_column(column, no_wrap=True)
+def history_table(records: Sequence[QualificationRecord], metric: str | None = None,
+                  width: int | None = None) -> Fitted:
+    """`mltrain qualify history`: a line per qualification, in ``width`` characters (None: every column)."""
+    columns = [Col("started"), Col("node", cut=True), Col("suite", 2), Col("verdict")]
     if metric:
-        table.add_column(metric, justify="right", no_wrap=True)
-        table.add_column("bounds", no_wrap=True)
+        columns += [Col(metric, 1, justify="right"), Col("bounds", 3)]
     else:
-        table.add_column("first reason", overflow="fold", max_width=40)
+        columns.append(Col("first reason", 4, cut=True))
+    cells: list[list[str | Text]] = []
     for r in records:
         row: list[str | Text] = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
         if metric:
@@ -104,5 +120,5 @@ def history_table(records: Sequence[QualificationRecord], metric: str | None = N
                     "-" if ref is None else f"[{number(ref.lower)}, {number(ref.upper)}] {ref.kind}"]
         else:
             row.append(r.reasons[0] if r.reasons else "")
-        table.add_row(*row)
-    return table
+        cells.append(row)
+    return fit(columns, cells, width, title=f"{len(records)} qualification(s)", table_box=box.HEAVY_HEAD)

@@ -1,8 +1,12 @@
-"""One self-contained HTML report of stored runs: comparison, plots, per-seed facts, systems.
+"""One self-contained HTML report of stored runs. It leads with its verdict: per setup the profile,
+VALID or INVALID, the seeds that converged, the olympic rule, whether its hosts were quiet, when it
+ran and for how long; then the comparison's verdict (what differs between the setups, and whether
+a difference can be theirs). The numbers, plots, seeds and systems follow.
 
-Plots are drawn with matplotlib's object API (no pyplot, no global state) and embedded as
-base64 PNG, so the file can be mailed or archived alone. Every string that came from a log, a
-manifest or a host goes through `html.escape`.
+Plots are drawn with matplotlib's object API (no pyplot, no global state) and embedded as base64
+PNG, so the file can be mailed or archived alone; they take the page's width. Wide tables scroll
+inside their own box on a narrow screen (a phone), run ids never wrap. Every string that came from
+a log, a manifest or a host goes through `html.escape`.
 """
 
 from __future__ import annotations
@@ -19,22 +23,38 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from orchestrator import text
+from orchestrator.config.profiles import SMOKE
 from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
-from orchestrator.render.comparison import mlperf_score, verdict
+from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, verdict
+from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+BADGES = {"valid": "#1a7f37", "invalid": "#cf222e", "quiet": "#1a7f37", "disturbed": "#bc4c00",
+          "unknown": "#6e7781", "smoke": "#8250df"}
+"""Background colour of each verdict word (white text): green good, red invalid, orange disturbed."""
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
-h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+h3 { margin-bottom: 0.3em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-img { max-width: 100%; border: 1px solid #eee; } pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
+.scroll { overflow-x: auto; max-width: 100%; }
+img { width: 100%; height: auto; border: 1px solid #eee; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .note { color: #666; } .bad { color: #b00; }
+.id, code { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 0.9em; }
+.badge { display: inline-block; color: #fff; font-weight: 600; padding: 0.1em 0.5em; border-radius: 0.3em; }
+.verdict { display: grid; grid-template-columns: repeat(auto-fit, minmax(18em, 1fr)); gap: 0.8em; }
+.setup { border: 1px solid #ccc; border-radius: 0.4em; padding: 0.4em 0.9em 0.6em; }
+.setup dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.2em 0.8em; margin: 0.3em 0; }
+.setup dt { color: #555; } .setup dd { margin: 0; min-width: 0; overflow-x: auto; }
+.lines li { margin: 0.3em 0; }
+.caveat { border-left: 0.3em solid #8250df; padding-left: 0.6em; }
 """
 
 
@@ -49,20 +69,33 @@ class Plot:
     """Why nothing was drawn, or how to read it."""
 
 
-def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
-    """The whole report as one HTML string."""
+def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report",
+           force: bool = False) -> str:
+    """The whole report as one HTML string (setups of different profiles refused unless ``force``)."""
+    from orchestrator.insight.runs import check_profiles
+
     setups = to_setups(runs)
+    check_profiles(setups, force=force)
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
     with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
         plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
                  power_plot(runs, colors)]
+    smoke = any(row.smoke for row in result.rows)
     parts = [
         *page_head(title, f"baseline: {result.baseline}"),
+        '<section id="verdict">',
+        "<h2>Verdict</h2>",
+        *([f'<p class="caveat"><span class="badge" style="background:{BADGES["smoke"]}">smoke</span> '
+           f"{esc(SMOKE_CAVEAT)}: every number below proves only that the pipeline runs</p>"] if smoke else []),
+        '<div class="verdict">' + "".join(setup_card(result, row, runs) for row in result.rows) + "</div>",
+        '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
+                                       if r.name != result.baseline) + "</ul>",
+        "</section>",
+        "<h2>What differs between the setups</h2>",
+        facts_html(setups),
         "<h2>Comparison</h2>",
         comparison_table(result),
-        "<ul>" + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
-                         if r.name != result.baseline) + "</ul>",
         "<h2>Published MLPerf results like yours</h2>",
         published_section(setups),
         "<h2>Plots</h2>",
@@ -70,7 +103,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         "<h2>Seeds</h2>",
         seeds_table(runs),
         "<h2>Systems</h2>",
-        *(system_html(view) for view in runs),
+        systems_table(runs),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -80,17 +113,113 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def badge(kind: str, word: str) -> str:
+    """A verdict word on its colour (`BADGES`)."""
+    return f'<span class="badge" style="background:{BADGES[kind]}">{esc(word)}</span>'
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequence[RunView]) -> str:
+    """One setup's verdict: profile, VALID/INVALID, seeds converged, the olympic rule, the quiet-host
+    verdict, date and duration, its runs."""
+    views = [view for view in runs if view.setup_name == row.name]
+    role = "baseline" if row.name == result.baseline else f"vs {result.baseline}"
+    facts = [("profile", esc(row.profile or "?") + (f' <span class="note">({esc(PROFILE_CAVEAT[row.profile])})</span>'
+                                                     if row.profile in PROFILE_CAVEAT else "")),
+             ("result", _validity(row, views)),
+             ("seeds converged", f"{row.converged} of {row.n}"),
+             ("scoring", esc(_rule(views))),
+             ("host", _host_badge(row)),
+             ("ran", esc(_when(views))),
+             ("runs", ", ".join(f'<span class="id">{esc(run_id)}</span>' for run_id in row.run_ids[:5])
+              + (f" and {len(row.run_ids) - 5} more" if len(row.run_ids) > 5 else ""))]
+    items = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
+    return (f'<div class="setup"><h3>{esc(setup_cell(row))} <span class="note">({esc(role)})</span></h3>'
+            f"<dl>{items}</dl></div>")
+
+
+def _validity(row: comparing.SetupRow, views: Sequence[RunView]) -> str:
+    """VALID or INVALID and why: each run's own score (its summary), else the comparison's."""
+    invalid = [(v.run_id, v.run.summary.reason) for v in views if v.run.summary is not None and not v.run.summary.valid]
+    if invalid:
+        run_id, reason = invalid[0]
+        return badge("invalid", "INVALID") + f" {esc(reason)}" + (f" (run {esc(run_id)})" if len(views) > 1 else "")
+    if not row.valid:
+        return badge("invalid", "INVALID") + " " + esc("; ".join(row.notes))
+    return badge("valid", "VALID")
+
+
+def _host_badge(row: comparing.SetupRow) -> str:
+    evidence = row.host
+    if evidence is None:
+        return badge("unknown", "not measured")
+    kind = evidence.verdict
+    word = {"quiet": "quiet", "disturbed": "disturbed", "unknown": "not measured"}[kind]
+    return badge(kind, word) + f" {esc(evidence.sentence().removeprefix(word).strip())}"
+
+
+def _rule(views: Sequence[RunView]) -> str:
+    """The olympic rule of the setup's runs, in words."""
+    rules = {(v.manifest.rule.drop_per_end, v.manifest.rule.max_non_converged) for v in views}
+    if len(rules) != 1:
+        return "mixed rules"
+    return "olympic: " + rule_text(views[0].manifest.rule)
+
+
+def _when(views: Sequence[RunView]) -> str:
+    """'2026-11-27 12:02 UTC, 4.02 min' (the first run's start, the runs' time together)."""
+    starts = [_instant(v.manifest.started_at) for v in views]
+    known = [s for s in starts if s is not None]
+    if not known:
+        return "?"
+    spent = [(_instant(v.manifest.ended_at), start) for v, start in zip(views, starts, strict=True)]
+    ms = sum((end - start).total_seconds() * 1000 for end, start in spent if end is not None and start is not None)
+    first = min(known).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    ended = all(end is not None for end, _ in spent)
+    return f"{first}, {text.duration(ms) if ended else 'not ended'}" + (
+        f" over {len(views)} runs" if len(views) > 1 else "")
+
+
+def _instant(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def facts_html(setups: Sequence[comparing.Setup]) -> str:
+    """What differs between the setups: a row per fact, differing facts first and marked."""
+    from orchestrator.insight.setup_facts import FACTS, UNKNOWN
+
+    names = [name for name in FACTS if any(name in s.facts for s in setups)]
+    if not names:
+        return '<p class="note">no setup recorded what it ran on</p>'
+    differing = [n for n in names if len({s.facts.get(n, UNKNOWN) for s in setups}) > 1]
+    head = ("", *(s.name for s in setups))
+    rows = [[f"<strong>{esc(name)}</strong>" if name in differing else esc(name),
+             *(esc(s.facts.get(name, UNKNOWN)) for s in setups)]
+            for name in [*differing, *(n for n in names if n not in differing)]]
+    said = (f"they differ in {', '.join(differing)}" + ("; the rest is the same" if len(differing) < len(names)
+                                                          else "")) if differing else "nothing recorded differs"
+    return f'<p>{esc(said)}</p><div class="scroll">{_table(head, rows)}</div>'
+
+
 # ---------------------------------------------------------------- tables
 
 
 def comparison_table(result: comparing.Comparison) -> str:
-    head = ("setup", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup", "95% CI",
-            "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+    head = ("setup", "host", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup",
+            "95% CI", "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
     rows = []
     for row in result.rows:
         speedup = row.speedup
         rows.append([
-            esc(row.name), esc(row.hardware), f"{row.converged}/{row.n}",
+            esc(setup_cell(row)), esc(host_cell(row)), esc(row.hardware), f"{row.converged}/{row.n}",
             text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
@@ -98,21 +227,27 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
-    return _table(head, rows)
+    caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if any(r.smoke for r in result.rows) else "")
+    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
 
 
 def seeds_table(runs: Sequence[RunView]) -> str:
-    head = ("setup", "run", "seed", "status", "time-to-train", "epochs", "energy", "mean power", "GPU util",
+    head = ("setup", "run", "seed", "status", "time-to-train", "epochs", "host", "energy", "mean power", "GPU util",
             "throttling", "bottleneck hint", "resource errors")
     rows = [_seed_cells(view, seed) for view in runs for seed in view.seeds]
-    return _table(head, rows)
+    smoke = any(view.manifest.profile == SMOKE for view in runs)
+    caveat = f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke else ""
+    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
 
 
 def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     record, telemetry = seed.record, seed.telemetry
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
-    cells = [esc(view.setup_name), esc(view.run_id), str(seed.seed), esc(record.status.value),
-             text.duration(record.time_to_train_ms), text.number(record.epochs_to_target)]
+    host = record.quiet_host
+    cells = [esc(view.setup_name), f'<span class="id">{esc(view.run_id)}</span>', str(seed.seed),
+             esc(record.status.value), text.duration(record.time_to_train_ms), text.number(record.epochs_to_target),
+             badge(host.verdict, host.verdict) + (f" {esc(host.reason.partition(': ')[2])}" if host.causes else "")
+             if host is not None else "-"]
     if telemetry is None:
         cells += ["-"] * 5
     else:
@@ -130,17 +265,24 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     return cells
 
 
-def system_html(view: RunView) -> str:
-    manifest = view.manifest
-    heading = f"<h3>{esc(view.setup_name)} ({esc(view.run_id)})</h3>"
-    runner = f"runner: {manifest.runner}"
-    provenance = manifest.runner_provenance
-    if provenance:
-        runner += "\n" + "\n".join(f"  {key}: {value}" for key, value in sorted(provenance.items()))
-    system = manifest.system
-    if not system:
-        return heading + f"<pre>{esc(runner)}</pre>" + '<p class="note">this run holds no system capture</p>'
-    return heading + "<pre>" + esc("\n".join([*sysinfo.describe_lines(system), runner])) + "</pre>"
+def systems_table(runs: Sequence[RunView]) -> str:
+    """Each run's system capture and runner, side by side: a row per fact, a column per run."""
+    columns: list[dict[str, str]] = []
+    for view in runs:
+        manifest = view.manifest
+        facts = dict(sysinfo.flat_facts(manifest.system)) if manifest.system else {}
+        facts["runner"] = manifest.runner
+        facts.update({f"runner.{key}": value for key, value in sysinfo.flat_facts(manifest.runner_provenance)
+                      if key != "runner"})
+        columns.append(facts)
+    sections = ("host", "gpus", "storage", "container_engine", "software", "runner")
+    keys = sorted(dict.fromkeys(key for facts in columns for key in facts),
+                  key=lambda key: sections.index(key.split(".")[0]) if key.split(".")[0] in sections else len(sections))
+    head = ("", *(f"{view.setup_name} ({view.run_id})" for view in runs))
+    rows = [[f'<span class="id">{esc(key)}</span>', *(esc(facts.get(key, "-")) for facts in columns)] for key in keys]
+    missing = [view.run_id for view, facts in zip(runs, columns, strict=True) if len(facts) <= 1]
+    note = (f'<p class="note">{esc(", ".join(missing))}: this run holds no system capture</p>' if missing else "")
+    return f'<div class="scroll">{_table(head, rows)}</div>' + note
 
 
 def _table(head: Sequence[str], rows: list[list[str]]) -> str:
@@ -159,6 +301,9 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
     own = [s for s in setups if not s.published]
     rows, sentences = [], []
     for setup in own:
+        if setup.profile == SMOKE:
+            sentences.append(f"{setup.name}: {SMOKE_CAVEAT}, a published result least of all")
+            continue
         try:
             found, said = published_beside([setup], AUTO)
         except UsageError as exc:
@@ -182,7 +327,8 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
     notes = "".join(f"<li>{esc(s)}</li>" for s in sentences)
     caveat = ('<p class="note">Published results are MLCommons\' (training_results_&lt;round&gt; repositories),'
               " recomputed from their per-run times in mltrain's table; they were not run here.</p>")
-    return (_table(head, rows) if rows else "") + (f"<ul>{notes}</ul>" if notes else "") + caveat
+    return (f'<div class="scroll">{_table(head, rows)}</div>' if rows else "") + (
+        f"<ul>{notes}</ul>" if notes else "") + caveat
 
 
 # ---------------------------------------------------------------- plots
@@ -198,9 +344,14 @@ def plot_html(plot: Plot) -> str:
     return "\n".join(parts)
 
 
+PLOT_SIZE = (12.0, 4.8)
+"""Inches at `PLOT_DPI`: 1,320 px wide, the page's width (the image is scaled to it, never wider)."""
+PLOT_DPI = 110
+
+
 def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=PLOT_DPI, bbox_inches="tight")
     return buffer.getvalue()
 
 
@@ -209,7 +360,7 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
     data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
     if not any(data):
         return Plot(title=title, png=None, note="no converged run to plot")
-    figure = Figure(figsize=(max(4.0, 1.2 + 1.3 * len(setups)), 4.5))
+    figure = Figure(figsize=PLOT_SIZE)
     axes = figure.add_subplot()
     axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
     jitter = np.random.default_rng(0)
@@ -227,7 +378,7 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
 
 def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
     title = "Convergence versus hardware: epochs-to-target against seconds per epoch"
-    figure = Figure(figsize=(8, 4.5))
+    figure = Figure(figsize=PLOT_SIZE)
     axes = figure.add_subplot()
     drawn = False
     for setup in setups:
@@ -249,7 +400,7 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plo
 
 def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
     title = "Accuracy versus time since run_start"
-    figure = Figure(figsize=(8, 4.5))
+    figure = Figure(figsize=PLOT_SIZE)
     axes = figure.add_subplot()
     labelled: set[str] = set()
     targets = set()
@@ -277,7 +428,7 @@ def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
 
 def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
     title = "GPU power over time (all GPUs of a seed summed)"
-    figure = Figure(figsize=(8, 4.5))
+    figure = Figure(figsize=PLOT_SIZE)
     axes = figure.add_subplot()
     labelled: set[str] = set()
     reasons: set[str] = set()
@@ -311,7 +462,7 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
 def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str) -> Plot:
     """Host CPU busy share over time: what a CPU-only host shows in place of GPU power."""
     title = "Host CPU busy over time"
-    figure = Figure(figsize=(8, 4.5))
+    figure = Figure(figsize=PLOT_SIZE)
     axes = figure.add_subplot()
     labelled: set[str] = set()
     for view in runs:
@@ -341,6 +492,7 @@ def page_head(title: str, note: str) -> list[str]:
     return [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         f'<p class="note">generated {esc(generated)}; {esc(note)}</p>',

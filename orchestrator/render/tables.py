@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.table import Table
 
-from orchestrator.config.profiles import ProfileName
+from orchestrator.config.profiles import SMOKE, ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
+from orchestrator.render.fit import Col, Fitted, fit
 from orchestrator.results.decisions import DecisionLog
-from orchestrator.results.records import MlcommonsCheck, RunRecord, RunStatus, Score, Summary
+from orchestrator.results.records import (
+    MlcommonsCheck,
+    QuietHost,
+    RunRecord,
+    RunStatus,
+    Score,
+    ScoringRule,
+    Summary,
+)
 from orchestrator.results.store import StoredRun
-from orchestrator.text import minutes, number, seconds
+from orchestrator.text import minutes, number, seconds, summarizer_minutes
 
 if TYPE_CHECKING:
     from orchestrator.session.seed import SeedProgress  # the live table's rows; the listing never loads it
@@ -39,29 +49,29 @@ def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
     return table
 
 
-def runs_table(rows: list[dict[str, Any]], *, total: int | None = None) -> Table:
+def runs_table(rows: list[dict[str, Any]], *, total: int | None = None, width: int | None = None) -> Fitted:
     """`mltrain list`: one line per run from the index (``total``: how many the store holds, where
-    ``rows`` are the newest of them). Where a run's score is scaled by an RCP scaling factor, the
-    MLPerf score (scaled) is shown beside the olympic mean."""
+    ``rows`` are the newest of them), in ``width`` characters (None: every column). Where a run's
+    score is scaled by an RCP scaling factor, the MLPerf score (scaled) is shown beside the olympic mean."""
     scaled = any(_is_scaled(r) for r in rows)
     inference = any(r.get("kind") == "inference" for r in rows)
     title = f"{len(rows)} runs" if total is None or total == len(rows) else f"the newest {len(rows)} of {total:,} runs"
-    table = Table(title=title, title_justify="left")
-    table.add_column("run id", no_wrap=True, overflow="fold")
-    columns = ("workload", "profile", "label", "runner", "seeds", "converged", "score s",
-               *(("MLPerf s",) if scaled else ()), *(("scenario", "inference metric") if inference else ()),
-               "valid", "state")
-    for column in columns:
-        table.add_column(column)
+    columns = [Col("run id"), Col("workload", 7, cut=True), Col("profile", 1), Col("label", 8, cut=True),
+               Col("runner", 9), Col("seeds", 6, justify="right"), Col("converged", 5, justify="right"),
+               Col("score s", 2, justify="right"),
+               *((Col("MLPerf s", 10, justify="right"),) if scaled else ()),
+               *((Col("scenario", 11), Col("inference metric", 11, justify="right")) if inference else ()),
+               Col("valid", 3), Col("state", 4)]
+    cells = []
     for r in rows:
         valid = "-" if r["valid"] is None else ("yes" if r["valid"] else "no")
-        table.add_row(
+        cells.append([
             r["run_id"], r["workload"] or "", r["profile"] or "", r["label"] or "", r["runner"] or "",
             "-" if r["seeds"] is None else str(r["seeds"]), "-" if r["converged"] is None else str(r["converged"]),
             seconds(r["score_ms"]), *((seconds(r.get("scaled_score_ms")) if _is_scaled(r) else "",) if scaled else ()),
             *((r.get("scenario") or "", _metric(r)) if inference else ()), valid, r["state"] or "",
-        )
-    return table
+        ])
+    return fit(columns, cells, width, title=title, table_box=box.HEAVY_HEAD)
 
 
 def _metric(row: dict[str, Any]) -> str:
@@ -81,7 +91,7 @@ def run_lines(run: StoredRun) -> list[str]:
     logs state (with the workload's reason) and the settings the workload resolved."""
     m = run.manifest
     lines = [
-        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {m.state}",
+        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {run.state}",
         f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
     ]
     if m.imported is not None:
@@ -130,31 +140,76 @@ def _settings(settings: dict[str, Any] | None) -> str:
     return ", ".join(parts) + why
 
 
-def seeds_table(score: Score) -> Table:
-    table = Table(title="Runs", title_justify="left")
-    for column in ("seed", "status", "time-to-train s", "epochs", "counted", "why not"):
-        table.add_column(column, justify="right" if column in ("seed", "time-to-train s", "epochs") else "left")
+SMOKE_CAVEAT = "smoke: proves the pipeline, comparable with nothing"
+"""Said on every line that gives a smoke run a number (`show`, `compare`, `report`)."""
+
+
+def caveat(line: str, smoke: bool) -> str:
+    """``line``, led by the smoke caveat where it gives a smoke run a number."""
+    return f"[{SMOKE_CAVEAT}] {line}" if smoke else line
+
+
+def seeds_table(score: Score, *, hosts: dict[int, QuietHost] | None = None, width: int | None = None,
+                profile: str | None = None) -> tuple[Fitted, list[str]]:
+    """The per-seed table (``hosts``: each seed's quiet-host verdict, where the records were read), and
+    the lines that say in full what a cell had to cut (why a seed did not count, what disturbed its host)."""
+    hosts = hosts or {}
+    columns = [Col("seed", justify="right"), Col("status", 1), Col("time-to-train s", 2, justify="right"),
+               Col("epochs", 4, justify="right"), Col("counted", 3), *((Col("host", 5),) if hosts else ()),
+               Col("why not", 6, cut=True)]
+    cells, reasons, disturbed = [], [], {}
     for seed, row in score.per_seed.items():
         converged = row.status is RunStatus.CONVERGED
         counted = "yes" if row.counted else ("dropped" if converged else "no")
         epochs = row.epochs_to_target
-        table.add_row(
+        host = hosts.get(seed)
+        cells.append([
             str(seed), row.status.value, seconds(row.time_to_train_ms), "-" if epochs is None else f"{epochs:g}",
-            counted, "" if converged else row.reason,
-        )
-    return table
+            counted, *((host.verdict if host is not None else "-",) if hosts else ()), "" if converged else row.reason,
+        ])
+        if not converged:
+            reasons.append(f"seed {seed}: {row.status.value}: {row.reason}")
+        if host is not None and host.verdict == "disturbed":
+            disturbed.setdefault(host.reason, []).append(seed)
+    fitted = fit(columns, cells, width, title=caveat("Runs", profile == SMOKE), table_box=box.HEAVY_HEAD)
+    cut = "why not" in fitted.left_out + fitted.shortened
+    hosts_said = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: host {reason}"
+                  for reason, seeds in disturbed.items()]
+    return fitted, (reasons if cut else []) + hosts_said
 
 
 def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool,
-               decisions: DecisionLog | None = None) -> None:
+               decisions: DecisionLog | None = None, records: dict[int, RunRecord] | None = None,
+               wide: bool = False) -> None:
     """A scored run as commands print it: the summary as JSON (with the seed rule's decisions under
-    "decisions" for a run that decided its own seed count), or the per-seed table and score lines."""
+    "decisions" for a run that decided its own seed count), or the per-seed table and score lines
+    (``records``: the seeds' records, for each one's quiet-host verdict)."""
     if as_json:
         found = summary.to_json() if summary else score.to_json()
         out.json({**found, "decisions": decisions.to_json()} if decisions is not None else found)
         return
-    out.table(seeds_table(score))
-    out.lines(score_lines(summary, score) + (decision_lines(decisions) if decisions is not None else []))
+    hosts = {seed: r.quiet_host for seed, r in (records or {}).items() if r.quiet_host is not None}
+    fitted, reasons = seeds_table(score, hosts=hosts, width=None if wide else out.out.width,
+                                  profile=summary.profile if summary is not None else None)
+    out.table(fitted.table, width=fitted.width)
+    if fitted.note():
+        out.prose(fitted.note())
+    for line in reasons:
+        out.prose(line)
+    lines = score_lines(summary, score) + host_lines(hosts)
+    out.lines(lines + (decision_lines(decisions) if decisions is not None else []))
+
+
+def host_lines(hosts: dict[int, QuietHost]) -> list[str]:
+    """One line on the seeds' hosts: how many were quiet, and what disturbed the others."""
+    if not hosts:
+        return []
+    counts = {verdict: sum(1 for h in hosts.values() if h.verdict == verdict)
+              for verdict in ("quiet", "disturbed", "unknown")}
+    said = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
+    verdict = ("a disturbed host: the times measure the neighbours too, not only the setup" if counts["disturbed"]
+               else "every seed's host was quiet" if counts["quiet"] == len(hosts) else "not every host was judged")
+    return [f"quiet host: {said} of {len(hosts)} seeds; {verdict}"]
 
 
 def retry_hint(run: StoredRun) -> str:
@@ -171,12 +226,20 @@ def retry_hint(run: StoredRun) -> str:
 
 
 def score_lines(summary: Summary | None, score: Score) -> list[str]:
-    ttt = score.time_to_train_ms
+    """What a score says, a line each; a smoke run's lines that give a number carry its caveat."""
+    profile = summary.profile if summary is not None else None
     lines = []
     if summary is not None:
-        caveat = PROFILE_CAVEAT.get(summary.profile, summary.profile)
-        lines.append(f"{summary.workload} ({caveat}), run {summary.run_id}")
+        what = PROFILE_CAVEAT.get(summary.profile, summary.profile)
+        lines.append(f"{summary.workload} ({what}), run {summary.run_id}")
         lines += [f"{summary.profile} profile on cut data: {text}" for text in summary.cuts]
+    scored = _number_lines(summary, score)
+    return lines + [caveat(line, profile == SMOKE and any(c.isdigit() for c in line)) for line in scored]
+
+
+def _number_lines(summary: Summary | None, score: Score) -> list[str]:
+    ttt = score.time_to_train_ms
+    lines = []
     lines.append(f"runs {score.runs}, converged {score.converged}, non-converged {score.non_converged}"
                  + (f", unfinished {score.unfinished}" if score.unfinished else ""))
     mlcommons = summary.mlcommons if summary is not None else None
@@ -197,18 +260,33 @@ def score_lines(summary: Summary | None, score: Score) -> list[str]:
             f" min {seconds(ttt.minimum)} s, max {seconds(ttt.maximum)} s"
         )
     if mlcommons is not None:
-        lines += mlcommons_lines(mlcommons)
+        lines += mlcommons_lines(mlcommons, score.rule)
     lines.append("result: VALID" if score.valid else f"result: INVALID: {score.reason}")
     return lines
 
 
-def mlcommons_lines(check: MlcommonsCheck) -> list[str]:
-    """What MLCommons' own tools said: the summarizer on the run's source, the RCP and package checkers."""
-    theirs = check.summarizer_score_min
-    verdict = "agrees" if check.agrees else "DISAGREES"
-    shown = "no score" if theirs is None else f"{theirs:.4f} min"
-    lines = [f"mlperf_logging result_summarizer ({check.ruleset}) on {check.source or check.folder}: {shown}"
-             f" ({verdict} with mltrain's MLPerf score)"]
+def rule_text(rule: ScoringRule) -> str:
+    """'the 1 fastest and 1 slowest dropped, the mean of the rest; at most 1 not converged'."""
+    return (f"the {rule.drop_per_end} fastest and {rule.drop_per_end} slowest dropped, the mean of the rest;"
+            f" at most {rule.max_non_converged} not converged")
+
+
+def mlcommons_lines(check: MlcommonsCheck, own_rule: ScoringRule | None = None) -> list[str]:
+    """What MLCommons' own tools said: the summarizer on the run's source beside mltrain's score of the
+    same logs by the same rule (both numbers, and the run's own rule where it scores otherwise), the
+    RCP and package checkers."""
+    theirs = summarizer_minutes(check.summarizer_score_min)
+    lines = [f"mlperf_logging result_summarizer ({check.ruleset}) on {check.source or check.folder}: {theirs}"]
+    if check.rule is not None:
+        ours = summarizer_minutes(check.mltrain_score_min)
+        lines.append(f"mltrain on the same logs by the summarizer's rule ({rule_text(check.rule)}): {ours}"
+                     f" -> {'agrees' if check.agrees else 'DISAGREES'}")
+        if own_rule is not None and (own_rule.drop_per_end, own_rule.max_non_converged) != (
+                check.rule.drop_per_end, check.rule.max_non_converged):
+            lines.append(f"this run's own score above is by its profile's rule ({rule_text(own_rule)}), not the"
+                         " summarizer's: the two differ by the rule, as they should")
+    else:  # a check recorded by an older mltrain: it compared the run's own score
+        lines.append(f"mltrain's MLPerf score {'agrees' if check.agrees else 'DISAGREES'} with it")
     if check.rcp is not None:
         lines.append(f"RCP check: {check.rcp.detail}")
     if check.package is not None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, StoreWriteError
+from orchestrator.results import atomic
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
@@ -51,6 +52,15 @@ READ_WAIT_S = 5.0
 
 class IndexBusy(StoreError):
     """Another process holds the index's write lock longer than a read or a seed's write waits."""
+
+
+class IndexUnsaved(StoreWriteError):
+    """The index could not be written (a full disk, a quota, a read-only file): a cache, so a read
+    goes on from the folders (`Store.list`) and a run's write from its files (`StoredRun.sync`)."""
+
+
+CANNOT_WRITE = ("disk is full", "disk I/O error", "readonly database", "unable to open database file")
+"""What SQLite says when the medium refuses a write (SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_CANTOPEN)."""
 
 
 class Index:
@@ -104,19 +114,23 @@ class Index:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
+        atomic.make_folder(self.results_dir)
+        for suffix in ("", "-journal", "-wal", "-shm"):  # SQLite would open a link's target
+            atomic.check_regular(Path(f"{self.path}{suffix}"))
         try:
-            self.results_dir.mkdir(parents=True, exist_ok=True)
             with closing(self._open()) as db, db:  # one transaction
                 yield db
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise IndexBusy(f"index {self.path} is held by another process (it waited {self.wait_s:g} s)") \
                     from None
+            if any(words in str(exc) for words in CANNOT_WRITE):
+                raise IndexUnsaved(f"cannot write {self.path}: {exc}") from None
             raise StoreError(f"index {self.path}: {exc}") from None
         except sqlite3.Error as exc:
             raise StoreError(f"index {self.path}: {exc}") from None
         except OSError as exc:
-            raise StoreError(f"results folder {self.results_dir}: {exc.strerror}") from None
+            raise atomic.write_error(exc, self.path) from None
 
     def _open(self) -> sqlite3.Connection:
         """A connection to a usable index: a damaged or older file is replaced (it is a cache)."""
@@ -140,6 +154,16 @@ class Index:
         for suffix in ("", "-journal", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{self.path}{suffix}").unlink()
+
+    def write_or_defer(self, write: Callable[[Index], None]) -> str:
+        """``write`` this index for a run whose files are written: a cache that another process holds,
+        or that cannot be written (a full disk), does not fail the run; the next read catches the index
+        up from the folders. Returns why it was deferred, or ''."""
+        try:
+            write(self)
+        except (IndexBusy, IndexUnsaved) as exc:
+            return f"{exc}: the index catches up at the next listing"
+        return ""
 
     def synced(self) -> dict[str, float]:
         """run id -> the folder time its rows were written from."""

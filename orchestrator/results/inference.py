@@ -1,15 +1,13 @@
 """The typed records of an inference run (``<results>/<run_id>/inference.json``): what was asked,
 where it ran, and what LoadGen's logs, the accuracy script and the harness's facts file said.
-Validated on read like every stored file (`orchestrator.results.store`): every number finite and
+Validated on read like every stored file (`orchestrator.results.reading`): every number finite and
 in its range (a damaged record's NaN or -1e308 metric was compared and reported as a result).
 
-The run folder beside it is the MLPerf Inference results layout (`InferencePaths`).
+The run folder beside it is the MLPerf Inference results layout (`orchestrator.results.paths.InferencePaths`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
@@ -18,7 +16,6 @@ from orchestrator.config.numbers import Finite, NonNegative, Percent, Positive
 from orchestrator.results.records import ProfileName, Record
 
 InferenceState = Literal["running", "finished", "failed", "interrupted"]
-INFERENCE_FILE = "inference.json"
 
 
 class Latency(Record):
@@ -142,6 +139,18 @@ class Harness(Record):
     """The built-in mlperf.conf's values for this model and scenario, as LoadGen read them."""
 
 
+class ComplianceTest(Record):
+    """One MLPerf compliance test of the run (``--compliance``), verified by MLCommons' rules."""
+
+    test: Literal["TEST01", "TEST04"]
+    accuracy_passed: bool | None = None
+    """TEST01: its logged responses agree with the accuracy run's; None for TEST04."""
+    performance_passed: bool
+    """Its score within the rules' margin of the run's (TEST04: not faster than it)."""
+    folder: str
+    """Its logs and verify_*.txt reports, relative to the run folder."""
+
+
 class InferenceResult(Record):
     valid: bool
     """An MLPerf-valid result: LoadGen VALID, every official minimum met, the accuracy target met."""
@@ -155,6 +164,8 @@ class InferenceResult(Record):
     trace: OperatorProfile | None = None
     """Where the time went (--trace)."""
     search: ServerSearch | None = None
+    compliance: tuple[ComplianceTest, ...] = ()
+    """The compliance tests run with it (``--compliance``)."""
 
 
 class InferenceRun(Record):
@@ -170,14 +181,21 @@ class InferenceRun(Record):
     backend: str
     device: str
     accuracy_requested: bool
+    tests: tuple[Literal["performance", "accuracy"], ...] = ("performance",)
+    """LoadGen's tests, in the order they ran: performance alone, performance then accuracy
+    (``--accuracy``), or accuracy alone (``--accuracy-only``, as the reference's ``--accuracy`` runs)."""
     count: PositiveInt | None = None
     time_s: Positive | None = None
     target_qps: str | None = None
     target_latency_ms: str | None = None
     trace: bool = False
     search: bool = False
+    compliance: bool = False
+    """--compliance: MLPerf's audit tests (TEST01, TEST04 as the model needs them) ran after the run."""
     model_file: str
     model_sha256: str
+    model_source: str | None = None
+    """The training run and seed the model was exported from ('RUN seed N'); None: a model file given."""
     data_dir: str
     runner: str
     host: str = ""
@@ -194,41 +212,3 @@ class InferenceRun(Record):
     @property
     def setup_name(self) -> str:
         return self.label or self.run_id
-
-
-@dataclass(frozen=True)
-class InferencePaths:
-    """The folder of an inference run: the MLPerf Inference results layout of one model and scenario.
-
-        inference.json               the record
-        user.conf                    what LoadGen was given beside mlperf.conf
-        performance/run_1/           mlperf_log_summary.txt, mlperf_log_detail.txt
-        accuracy/                    the same, mlperf_log_accuracy.json, accuracy.txt
-        trace/                       the backend's per-operator profile (--trace)
-        search/trial_<n>/            each Server QPS trial (--search): its user.conf and logs
-        jobs/<name>/output.log       what each harness job printed; its harness.json
-    """
-
-    root: Path
-
-    @property
-    def record(self) -> Path:
-        return self.root / INFERENCE_FILE
-
-    @property
-    def lock(self) -> Path:
-        return self.root / "run.lock"
-
-    @property
-    def performance(self) -> Path:
-        return self.root / "performance" / "run_1"
-
-    @property
-    def accuracy(self) -> Path:
-        return self.root / "accuracy"
-
-    def job(self, name: str) -> Path:
-        return self.root / "jobs" / name
-
-    def trial(self, number: int) -> Path:
-        return self.root / "search" / f"trial_{number}"

@@ -1,9 +1,14 @@
-"""One lock per run: the process that runs (or resumes, or rescores) a run holds ``run.lock``.
+"""One lock per run: the process that runs (or resumes, or rescores) a run holds its lock file
+(``run.lock`` of a training or an inference run, ``qualify.lock`` of a qualification or a fleet).
 
 The lock is an ``fcntl.flock`` on the file, so the kernel releases it when its holder dies, however
 it dies; the file's content says who holds it (host, PID, start time, command) so that a refused
 process can name the holder. Content left by a holder that did not release (SIGKILL, a lost node)
 is a stale lock: the next process takes it over and says so.
+
+A lock file is opened without following links and must be a regular file (`orchestrator.results.atomic`'s
+rule for every file mltrain writes): a link, a folder or a FIFO in its place is refused, naming it, and
+left as it is, so that a shared or unpacked results folder cannot make mltrain truncate a file elsewhere.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import weakref
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from orchestrator.config.reading import parse_json
 from orchestrator.errors import RunBusy, StoreError
+from orchestrator.results.atomic import NOFOLLOW, open_in_place, write_error
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,24 @@ def _release(fd: int) -> None:
         os.close(fd)  # closing the last descriptor releases the flock
 
 
-def is_held(path: Path) -> bool:
-    """Whether a live process holds the lock at ``path`` (probed without writing anything)."""
+def is_lock_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (its last component not followed): what a lock can be."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_held(path: Path) -> bool:
+    """Whether a live process holds the lock at ``path`` (probed without writing anything); never
+    for a link or anything but a regular file, which no lock is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         return True
@@ -96,7 +114,7 @@ class RunLock:
         self.path = path
         self.note = ""
         """Set when a stale lock was taken over: whose it was."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_in_place(path, os.O_RDWR | os.O_CREAT)  # a regular file, never a link's target
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -111,16 +129,20 @@ class RunLock:
             if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
                 raise StoreError(f"{path}: this file system cannot lock files ({exc.strerror}); keep results on"
                                  " a local disk or an NFS mount with locking") from None
-            raise
+            raise write_error(exc, path) from None
         stale = _read(fd)
         if stale is not None:
             why = {True: "that process is gone", None: "it ran on another host and no longer holds it",
                    False: "it no longer holds it"}[stale.gone()]
             self.note = f"took over the lock of run {run_id} left by {stale.describe()}: {why}"
         me = json.dumps(_me().__dict__).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, me, 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, me, 0)
+            os.fsync(fd)
+        except OSError as exc:
+            _release(fd)
+            raise write_error(exc, path) from None
         self._fd = fd
         self._finalizer = weakref.finalize(self, _release, fd)
 

@@ -128,7 +128,52 @@ class Measurement(Record):
         return value
 
 
-CheckKind = Literal["health", "microbenchmark", "workload", "time_to_train"]
+CheckKind = Literal["health", "microbenchmark", "integrity", "workload", "fabric", "time_to_train"]
+"""health: the hardware's state; microbenchmark: a kernel's right answers and speed; integrity: right
+answers only (the same bits every time); workload: the workload's or the inference harness's own
+numbers; fabric: between nodes; time_to_train: one seed trained to its target."""
+
+
+class Remedy(str, Enum):
+    """What a FAIL asks for, as a fleet tool acts on it without reading the reasons (a check's and a
+    node's ``remediation``). In the order a person would escalate, the most drastic first."""
+
+    REPLACE = "replace"
+    """Replace the part (RMA): wrong results, a failed row remap, a diagnostic the hardware failed."""
+    RESEAT = "reseat"
+    """Reseat the card or its cable: a PCIe link narrower or slower than it should be."""
+    DRAIN_REBOOT = "drain_reboot"
+    """Drain the node and reboot it: a GPU lost (Xid 79), a driver that does not answer."""
+    RESET_GPU = "reset_gpu"
+    """Reset the GPU (nvidia-smi -r, the node drained): pending row remaps or page retirements."""
+    CHECK_FABRIC = "check_fabric"
+    """Check the network between nodes (links, switches, NICs): a slow or failing all-reduce."""
+    CHECK_COOLING = "check_cooling"
+    CHECK_POWER = "check_power"
+    CHECK_STORAGE = "check_storage"
+    FREE_DISK = "free_disk"
+    FIX_SOFTWARE = "fix_software"
+    """The driver, CUDA, the image or the runtime: CUDA cannot use the GPUs, a probe of another protocol."""
+    INVESTIGATE = "investigate"
+    """A number below its floor with no cause found: drain the node for a person to look."""
+
+
+class Remediation(Record):
+    """One action a FAIL asks for, and what it is for."""
+
+    action: Remedy
+    check: str = Field(min_length=1)
+    """The check whose FAIL asks for it."""
+    gpu: int | None = Field(default=None, ge=0)
+    """The GPU it is for (NVML's index, nvidia-smi's); None: the node."""
+    node: str | None = None
+    """The node it is for where another than the record's (a fleet check naming the slow node)."""
+
+    @property
+    def key(self) -> str:
+        """``action[:gpu<i>][:node=<name>]`` (``reset_gpu:gpu3``): how JUnit's properties carry it."""
+        return ":".join([self.action.value, *([f"gpu{self.gpu}"] if self.gpu is not None else []),
+                         *([f"node={self.node}"] if self.node else [])])
 
 
 class CheckResult(Record):
@@ -147,6 +192,9 @@ class CheckResult(Record):
     """Metrics this device cannot measure, and why (tf32 on a CPU ...)."""
     facts: dict[str, Any] = Field(default_factory=dict)
     """What the check read on the way (driver version, link widths, the output file ...)."""
+    remediation: tuple[Remediation, ...] = ()
+    """What its FAIL asks for (`Remedy`), most drastic first; empty unless it FAILed (and in records
+    written before remediation was kept)."""
     duration_s: float = Field(default=0.0, ge=0)
 
     @property
@@ -202,6 +250,9 @@ class QualificationRecord(Record):
     timings: dict[str, float] = Field(default_factory=dict)
     """Wall seconds per phase (health reads, probe start-up and each probe check, throughput ...)."""
     system: dict[str, Any] = Field(default_factory=dict)
+    remediation: tuple[Remediation, ...] = ()
+    """What the node's FAILs ask for, every check's together, most drastic first (`qualify.remedies`):
+    what a fleet tool acts on without reading the reasons."""
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +286,8 @@ class FleetRow(Record):
     flagged: bool = False
     """Slower than its peers by more than k MADs (with or without references)."""
     reason: str = ""
+    remediation: tuple[Remediation, ...] = ()
+    """What its FAILs ask for: its own record's, and the fleet checks' that name it (a slow pair)."""
 
 
 class FleetRecord(Record):
@@ -250,6 +303,8 @@ class FleetRecord(Record):
     rows: tuple[FleetRow, ...]
     jobs: dict[str, str] = Field(default_factory=dict)
     """node -> Slurm job id."""
+    checks: tuple[CheckResult, ...] = ()
+    """The checks run between the nodes (all-reduce between pairs), judged."""
 
     @model_validator(mode="before")
     @classmethod

@@ -91,6 +91,39 @@ class Compliance(Record):
     with why."""
 
 
+HostCauseName = Literal["other_processes", "cpu_steal", "memory_pressure", "gpu_processes", "gpu_throttle"]
+
+
+class HostCause(Record):
+    """One thing that disturbed a seed's host, and for how much of the seed's time."""
+
+    cause: HostCauseName
+    share: float = Field(ge=0, le=1)
+    """Share of the seed's samples (run_start to run_stop) in which it passed its threshold."""
+    mean: Finite | None = None
+    """The signal's mean over the seed's samples, in its own unit (percent of the host's CPU, of the
+    time stalled; processes on the GPUs)."""
+    sentence: str
+    """What happened, in a sentence a person reads ('the host ran other work in 78% of the seed's time ...')."""
+
+
+class QuietHost(Record):
+    """Was the host quiet while the seed ran? Judged from its telemetry by `orchestrator.insight.quiet`
+    (the thresholds and their reasons are there)."""
+
+    verdict: Literal["quiet", "disturbed", "unknown"]
+    reason: str
+    """One line: what was measured and found, or why nothing could be judged."""
+    samples: int = Field(default=0, ge=0)
+    """Telemetry samples between run_start and run_stop."""
+    causes: tuple[HostCause, ...] = ()
+    """What disturbed it (empty unless disturbed)."""
+    measured: dict[str, Finite | None] = Field(default_factory=dict)
+    """Each signal's mean over the seed's samples (and the largest count of other GPU processes)."""
+    not_measured: dict[str, str] = Field(default_factory=dict)
+    """Signals this host could not give, and why."""
+
+
 class RunRecord(Record):
     """One run, derived from its MLLOG lines (and the process exit, when we ran it)."""
 
@@ -129,6 +162,9 @@ class RunRecord(Record):
     """What the run left out of the benchmark's data, as its ``cuts`` event said it; None: nothing."""
     compliance: Compliance | None = None
     """mlperf_logging's compliance checker on this run's log; None when it was not run."""
+    quiet_host: QuietHost | None = None
+    """Whether the host was quiet while the seed ran (its telemetry judged); None: not judged (a
+    record of an older mltrain, an imported log)."""
 
     @property
     def converged(self) -> bool:
@@ -255,6 +291,27 @@ class ImportedFolder(Record):
     """The compliance ruleset the logs were checked and scored with."""
     files: dict[int, str] = Field(default_factory=dict)
     """Run number -> the file's name in the folder."""
+    digest: str | None = None
+    """sha256 of the result files (names and bytes) and scaling.json: the same logs, wherever they lie,
+    are imported once. None in imports of an older mltrain."""
+    exported_run: str | None = None
+    """The run these logs were exported from, when they are an mltrain export (its ``mltrain.json``)."""
+
+
+class ExportedRun(Record):
+    """``mltrain.json`` beside an export's result files: the run they came from and how it is scored,
+    so that importing the export tells the run's own story (its profile, target and rule)."""
+
+    run_id: str = Field(min_length=1)
+    workload: str = Field(min_length=1)
+    profile: ProfileName
+    metric: str
+    target: Finite
+    rule: ScoringRule
+    seeds: dict[int, int] = Field(default_factory=dict)
+    """result_<n>.txt -> the seed it holds."""
+    mltrain: str = ""
+    """The mltrain version that exported it."""
 
 
 class Manifest(Record):
@@ -357,6 +414,11 @@ class MlcommonsCheck(Record):
     """The division the logs state (the export's system description says the same)."""
     rcp: RcpCheck | None = None
     package: PackageCheck | None = None
+    rule: ScoringRule | None = None
+    """The rule the summarizer scores by (MLPerf's for the benchmark), which ``mltrain_score_min`` uses too;
+    None in checks of an older mltrain (which compared the run's own score)."""
+    mltrain_score_min: NonNegative | None = None
+    """mltrain's score of the same logs by the summarizer's rule, scaling factor applied: what ``agrees`` compares."""
 
 
 class Summary(Score):

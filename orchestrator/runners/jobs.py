@@ -6,7 +6,9 @@ inference harness run, a fleet's node job):
 
 The wall-clock limit holds whatever the output thread does: a job whose output can no longer be
 kept is stopped, and one whose output does not end within `STOP_WAIT_S` of being stopped is given
-up (its outcome says so). A stop signal (KeyboardInterrupt, which `orchestrator.signals` raises for
+up (its outcome says so). A log mltrain cannot write (a full disk) is mltrain's failure, not the
+job's: once the job is stopped, the write's error is raised (exit 3), never an outcome a check
+would judge. A stop signal (KeyboardInterrupt, which `orchestrator.signals` raises for
 SIGINT, SIGTERM and SIGHUP) stops the job in order, then removes whatever of its run the signal
 caught half started (`Runner.stop_leftovers`), then propagates; so does any error raised while the
 job runs (a callback's), which never leaves the job running behind it.
@@ -29,7 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from orchestrator.errors import DataError
+from orchestrator.errors import DataError, StoreError, StoreWriteError
+from orchestrator.results import atomic
 from orchestrator.results.records import Exit
 from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
 from orchestrator.runners.outcome import JobOutcome
@@ -113,10 +116,11 @@ class _Follower(threading.Thread):
 
     def _pump(self) -> None:
         lines = LineSplitter(self.on_line)
-        with self.log.open("ab") as log:
+        with atomic.open_append(self.log) as log:  # never through a link left in the job's folder
             for chunk in self.handle.stream():
-                log.write(chunk)
-                log.flush()
+                with atomic.writing(self.log):  # a full disk: the job is stopped, the write's error raised
+                    log.write(chunk)
+                    log.flush()
                 lines.feed(chunk)
         lines.close()
 
@@ -159,12 +163,14 @@ class StartedJob:
         if follower.exit is None:  # the job's end was not seen: make sure it has ended
             self.handle.cancel()
             lost = lost or "mltrain did not see the job end"
+        if isinstance(follower.error, StoreError | StoreWriteError):
+            raise follower.error  # mltrain could not write the job's log: its fault, not the job's (exit 3)
         outcome = JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost),
                              timed_out=timed_out, lost=lost, seconds=time.monotonic() - self.started,
                              log=self.spec.paths.output, leftovers=tuple(self.handle.leftovers))
         if outcome.leftovers:  # said in the log too, after all it printed
-            with contextlib.suppress(OSError), self.spec.paths.output.open("a") as log:
-                log.write(f"mltrain: {outcome.leftover_note()}\n")
+            with contextlib.suppress(OSError), atomic.open_append(self.spec.paths.output) as log:
+                log.write(f"mltrain: {outcome.leftover_note()}\n".encode())
         return outcome
 
     def stop(self) -> None:
@@ -179,7 +185,7 @@ def start_job(runner: Runner, spec: JobSpec, *, timeout_s: float | None,
     The runner's error (UsageError, ConfigError, RunnerError) when it refuses or cannot start it;
     ``timeout_s`` None: no limit of mltrain's (Slurm's own time limit holds the job)."""
     runner.check_job(spec)
-    spec.results_dir.mkdir(parents=True, exist_ok=True)
+    atomic.make_folder(spec.results_dir)
     return StartedJob(runner, spec, runner.submit(spec), on_line, timeout_s)
 
 

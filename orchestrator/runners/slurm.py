@@ -182,6 +182,15 @@ def node_names(partition: str | None = None, hostlist: str | None = None) -> lis
     return sorted(set(result.stdout.split()))
 
 
+def node_address(node: str) -> str:
+    """Where another node reaches ``node`` (its ``NodeAddr``; its name where Slurm gives none)."""
+    result = _slurm(["scontrol", "show", "node", "-o", node])
+    if result.returncode != 0:
+        raise RunnerError(f"cannot read node {node} from Slurm: {_last_line(result)}")
+    found = re.search(r"\bNodeAddr=(\S+)", result.stdout)
+    return found.group(1) if found else node
+
+
 def node_gpus(node: str) -> int:
     """The GPUs Slurm knows node ``node`` to have (the sum of its ``gpu`` generic resources: ``Gres=gpu:8``,
     ``gpu:h100:8(S:0-1)``, ``gpu:a100:4,gpu:h100:4``); 0 for a node without any."""

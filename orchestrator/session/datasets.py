@@ -61,8 +61,9 @@ def resolve_data_dir(workload: Workload, profile: Profile, given: Path | None) -
     """The folder the run starts from: the user's, else the profile's synthetic one."""
     if given is not None:
         if not given.is_dir():
-            how = f" ({workload.data.how_to_get.strip().splitlines()[0]})" if workload.data.how_to_get.strip() else ""
-            raise DataError(f"data folder {given} does not exist{how}")
+            how = workload.data.how_to_get.strip()
+            raise DataError(f"data folder {given} does not exist", details=f"How to get {workload.name}'s data:\n{how}"
+                            if how else f"See `mltrain data {workload.name} --help`.")
         return given.resolve()
     if profile.dataset.source == "synthetic":
         folder = synthetic_dir(workload, profile)
@@ -146,14 +147,14 @@ def prepare(
 def _call(
     runner: Runner, workload: Workload, args: list[DatasetArg], timeout_s: float, status: Callable[[str], None],
 ) -> DatasetResult:
-    lines = _HeldBack(status)
+    lines = HeldBack(status)
     result = dataset_command(runner, workload, args, timeout_s=timeout_s, on_line=lines.add)
     if result.returncode == 0:
         lines.flush()
     return result
 
 
-class _HeldBack:
+class HeldBack:
     """Passes a command's stderr lines on as status, one line late: the last line of a failed
     command is its error, which the DataError says once."""
 

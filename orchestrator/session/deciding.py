@@ -27,7 +27,6 @@ from orchestrator.insight import sequential
 from orchestrator.insight.compare import Setup, per_seed_values
 from orchestrator.insight.runs import load_runs, seed_result, to_setups
 from orchestrator.insight.statistics import ALPHA
-from orchestrator.results import inference_store
 from orchestrator.results.decisions import (
     QUANTITIES,
     DecisionLog,
@@ -157,7 +156,7 @@ def reference_setup(store: Store, against: str, workload: str) -> Setup:
 def _names_a_run(store: Store, name: str, *, inference: bool = False) -> bool:
     """A training run's id (or, with ``inference``, an inference run's: it has no manifest.json)."""
     try:
-        return inference_store.is_inference(store.root, name) if inference else store.paths(name).manifest.is_file()
+        return store.is_inference(name) if inference else store.paths(name).manifest.is_file()
     except UsageError:  # not even a run id: a label
         return False
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import Interrupted
-from orchestrator.insight import sysinfo
+from orchestrator.insight import quiet, sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.mlperf import compliance, parity
 from orchestrator.results import atomic
@@ -192,12 +192,16 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
     started_at = now_iso()
     run.save_seed(SeedState(seed=seed, state=SeedStateName.RUNNING, started_at=started_at))
     job = seed_job(plan, run.store, run.run_id, seed)
-    with TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus, numbering=runner.gpu_numbering):
+    sampler = TelemetrySampler(paths.telemetry, plan.data_dir, gpus=runner.sampled_gpus,
+                               numbering=runner.gpu_numbering, mark=run.run_id)
+    with sampler:
         record = run_seed(
             runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
             warning=watch.warning,
         )
+    evidence = quiet.judge(sampler.written, record.run_start_ms, record.run_stop_ms)
+    record = record.model_copy(update={"quiet_host": evidence})
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
                                    reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
                                    synthetic_data=plan.profile.dataset.source == "synthetic")
@@ -216,9 +220,10 @@ def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:
     while seed.attempt(n).exists() or seed.attempt(n).is_symlink():
         n += 1
     target = seed.attempt(n)
-    target.mkdir()
-    if seed.state.is_file():
-        shutil.copy2(seed.state, target / seed.state.name)
+    with atomic.writing(target):
+        target.mkdir()
+        if seed.state.is_file():
+            shutil.copy2(seed.state, target / seed.state.name)
     for path in sorted(leftovers, key=lambda p: p == seed.record):
         atomic.move(path, target / path.name)
     run.forget_record(seed.seed)
@@ -259,11 +264,12 @@ def close_after_error(run: StoredRun, status: Callable[[str], None]) -> None:
 
 
 def finish(run: StoredRun) -> tuple[StoredRun, Score]:
-    """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import,
-    MLCommons' own tools are run on its source (`orchestrator.mlperf.parity`); their verdict and
-    the RCP scaling factor are kept beside our score."""
+    """Score the run, write its summary, close its manifest. For an mlperf-profile run or an import
+    (whatever its profile: an mltrain export keeps its run's), MLCommons' own tools are run on its
+    source (`orchestrator.mlperf.parity`); their verdict and the RCP scaling factor are kept beside
+    our score."""
     mlcommons = None
-    if run.manifest.profile == MLPERF and not run.unfinished_seeds():
+    if (run.manifest.profile == MLPERF or run.manifest.imported is not None) and not run.unfinished_seeds():
         mlcommons = parity.check(run)
     score = score_run(run, mlcommons)
     run.save_summary(summary_of(run, score, mlcommons))

@@ -114,8 +114,16 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path: Path, ar
     results = tmp_path / "results"
     r = cli(*args, "--results", str(results))
     assert r.code == 2, r.err
-    assert message in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
+    first, *how = r.err.splitlines()  # one error line; an indented how-to may follow (a missing data folder)
+    assert message in first and all(line.startswith("  ") for line in how) and "Traceback" not in r.err
     assert _nothing_written(results)
+
+
+def test_a_missing_data_folder_is_followed_by_the_whole_how_to(cli, tmp_path: Path):
+    r = cli("run", "fakebench", "--data", str(tmp_path / "none"), "--results", str(tmp_path / "results"))
+    assert r.code == 2 and r.err.splitlines() == [f"error: data folder {tmp_path / 'none'} does not exist",
+                                                   "  How to get fakebench's data:",
+                                                   "  make one with: mltrain data fakebench synthesize DIR"]
 
 
 def test_data_that_fails_the_workload_check(cli, tmp_path: Path):

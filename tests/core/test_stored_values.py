@@ -26,7 +26,7 @@ GOOD_SMOKE = {"model": "resnet50", "reference_top1": 0.5, "input_shape": [3, 32,
 
 
 @pytest.mark.parametrize(("change", "said"), [
-    ({"reference_top1": -0.5}, "field reference_top1: Input should be greater than 0"),
+    ({"reference_top1": -0.5}, "field reference_top1: Input should be greater than or equal to 0"),
     ({"reference_top1": float("nan")}, "field reference_top1"),
     ({"input_shape": [3, 0, 32]}, "field input_shape.1"),
     ({"model": "retinanet"}, "the smoke facts of 'retinanet', in the folder of 'resnet50'"),

@@ -5,6 +5,12 @@ same names, constants and error classes, so that the code paths a real driver ta
 ones tested. Each `nvmlDeviceGet*` dynamic call returns the trace's current step; `advance()`
 moves to the next one. Fields listed in a device's ``unsupported`` raise NVMLError_NotSupported.
 
+The quiet-host evidence: a sample's ``processes`` lists the compute processes on that GPU
+(``[{"pid": 123, "used_memory_bytes": 2**30}]``, what `nvmlDeviceGetComputeRunningProcesses`
+returns; a sample without the key answers NotSupported, as a driver that cannot list them does);
+its ``throttle_bits`` are the clocks-event reasons (`REASONS` names the bits). `busy_trace` builds a
+run's GPUs with other processes on them and reasons held for a share of the samples.
+
 Health reads (node qualification) answer from optional device fields, NotSupported where a trace
 lacks them: ``ecc_uncorrected_volatile``, ``ecc_corrected_volatile``, ``ecc_uncorrected_aggregate``
 (a number, or a list whose next item each read returns: a count that rises), ``retired_pages``
@@ -88,7 +94,7 @@ FAULTS = {"GpuIsLost": NVMLError_GpuIsLost, "NoPermission": NVMLError_NoPermissi
 
 
 # Clocks-event reason bits as nvml.h defines them, under pynvml's new and deprecated names.
-_REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
+REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
             "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80,
             "DisplayClockSetting": 0x100}
 
@@ -254,6 +260,12 @@ class FakeNvml:
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:  # noqa: N802
         return self._dynamic(h, "energy_mj")
 
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:  # noqa: N802
+        processes = self._sample(h).get("processes")
+        if processes is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_memory_bytes")) for p in processes]
+
     # -- health (node qualification)
     def _health(self, handle: int, key: str) -> Any:
         device = self.trace["devices"][handle]
@@ -335,7 +347,7 @@ def pci_bus_id(device: dict[str, Any], index: int) -> str:
     return device.get("pci_bus_id") or f"00000000:{0x18 + 0x10 * index:02X}:00.0"
 
 
-for _suffix, _bit in _REASONS.items():  # pynvml's constants, new and deprecated names
+for _suffix, _bit in REASONS.items():  # pynvml's constants, new and deprecated names
     setattr(FakeNvml, f"nvmlClocksEventReason{_suffix}", _bit)
     setattr(FakeNvml, f"nvmlClocksThrottleReason{_suffix}", _bit)
 
@@ -346,7 +358,7 @@ class LegacyFakeNvml(FakeNvml):
     nvmlDeviceGetCurrentClocksEventReasons = None
 
 
-for _suffix in _REASONS:
+for _suffix in REASONS:
     setattr(LegacyFakeNvml, f"nvmlClocksEventReason{_suffix}", None)
 
 
@@ -366,6 +378,25 @@ def eight_gpu_trace(busy: tuple[int, ...] = (2, 5), steps: int = 12) -> dict[str
                         "energy_mj": None})  # power is integrated: the test's clock is not the trace's
         samples.append(row)
     return {**base, "devices": devices, "samples": samples}
+
+
+def busy_trace(*, own_pid: int, steps: int = 10, other_pids: tuple[int, ...] = (), others_from: int = 0,
+               reasons: tuple[str, ...] = (), reasons_from: int = 0) -> dict[str, Any]:
+    """The 2-GPU trace's devices training for ``steps`` samples (95 %, 300 W), the seed's process
+    ``own_pid`` on each; from sample ``others_from`` on, ``other_pids`` run on GPU 0 too, and from
+    ``reasons_from`` on the clocks-event ``reasons`` (names of `REASONS`) hold both GPUs' clocks."""
+    base = json.loads(TRACE.read_text())
+    bits = sum(REASONS[name] for name in reasons)
+    samples = []
+    for step in range(steps):
+        row = []
+        for index in range(len(base["devices"])):
+            pids = [own_pid, *(other_pids if index == 0 and step >= others_from else ())]
+            row.append({"util_pct": 95.0, "memory_used_bytes": 20 * 2**30, "power_w": 300.0, "temperature_c": 70.0,
+                        "sm_clock_mhz": 1410.0, "throttle_bits": bits if reasons and step >= reasons_from else 0,
+                        "energy_mj": None, "processes": [{"pid": pid, "used_memory_bytes": 2**30} for pid in pids]})
+        samples.append(row)
+    return {**base, "samples": samples}
 
 
 MODELS: dict[str, dict[str, Any]] = {

@@ -23,6 +23,7 @@ from unittest import mock
 
 import numpy as np
 
+from orchestrator.insight import quiet
 from orchestrator.mlperf import mllog
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Manifest, SeedState, SeedStateName
@@ -53,20 +54,25 @@ def fake_log(seed: int, env: dict[str, str]) -> str:
     return buffer.getvalue()
 
 
-def power_series(start_ms: int, stop_ms: int, power_w: float, seed: int) -> dict[str, Any]:
-    """A 1 Hz telemetry series of one GPU drawing about ``power_w`` from 2 s before run_start."""
+def power_series(start_ms: int, stop_ms: int, power_w: float, seed: int,
+                 other_cpu_pct: float | None = None) -> dict[str, Any]:
+    """A 1 Hz telemetry series of one GPU drawing about ``power_w`` from 2 s before run_start; with
+    ``other_cpu_pct``, the quiet-host evidence too (other processes using that share of the host's CPU)."""
     t = list(range(start_ms - 2000, stop_ms + 1001, 1000))
     rng = np.random.default_rng(seed)
     power = [round(float(power_w + rng.normal(0, 5)), 1) for _ in t]
     n = len(t)
+    evidence = {} if other_cpu_pct is None else {
+        "steal_pct": [0.0] * n, "other_cpu_pct": [other_cpu_pct] * n, "load_1m": [1.0] * n,
+        "memory_pressure_pct": [0.0] * n}
     return {
         "version": 1, "interval_s": 1.0, "gpu_source": {"available": True, "devices": ["Test GPU"]},
         "dataset_device": "vda",
         "host": {"t_ms": t, "cpu_pct": [30.0] * n, "iowait_pct": [0.0] * n, "memory_used_bytes": [2**33] * n,
-                 "disk_read_bytes_per_s": [1e6] * n, "disk_busy_pct": [3.0] * n},
+                 "disk_read_bytes_per_s": [1e6] * n, "disk_busy_pct": [3.0] * n, **evidence},
         "gpus": [{"util_pct": [90.0] * n, "memory_used_bytes": [2**34] * n, "power_w": power,
                   "temperature_c": [65.0] * n, "sm_clock_mhz": [1400.0] * n, "throttle_bits": [0] * n,
-                  "energy_mj": [None] * n}],
+                  "energy_mj": [None] * n, **({"other_processes": [0] * n} if evidence else {})}],
         "sampling_errors": [],
     }
 
@@ -83,16 +89,21 @@ def make_run(
     power_w: float | None = None,
     extra_output: str = "",
     run_id: str | None = None,
+    other_cpu_pct: float | None = None,
+    runner: str = "local",
+    provenance: dict[str, Any] | None = None,
 ) -> str:
-    """Store a finished fakebench run; return its id."""
+    """Store a finished fakebench run; return its id. With ``other_cpu_pct``, each seed's telemetry
+    holds the quiet-host evidence (other processes at that share of the host's CPU throughout) and
+    its record the verdict on it, as `mltrain run` judges it."""
     run_id = run_id or new_run_id("fakebench", profile)
     manifest = Manifest.model_validate({
         "run_id": run_id, "workload": "fakebench", "benchmark": "unet3d", "profile": profile,
         "mlperf_result": profile == "mlperf", "label": label, "seeds": list(seeds), "seeds_random": False,
-        "runner": "local", "metric": "eval_accuracy", "target": TARGET,
+        "runner": runner, "metric": "eval_accuracy", "target": TARGET,
         "rule": {"drop_per_end": drop, "max_non_converged": drop, "runs_required": None},
         "host": socket.gethostname(), "started_at": now_iso(), "ended_at": None, "state": "running",
-        "data_dir": str(results), "system": system or {},
+        "data_dir": str(results), "system": system or {}, "runner_provenance": provenance or {},
     })
     run = Store(results).create(manifest)
     paths = run.paths
@@ -101,10 +112,15 @@ def make_run(
         seed_paths = paths.seed(seed)
         seed_paths.output.write_text(text)
         record = mllog.build_record(mllog.parse_lines(text.splitlines()), goal=Goal(target=TARGET))
-        run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
-        if power_w is not None and record.run_start_ms is not None and record.run_stop_ms is not None:
-            series = power_series(record.run_start_ms, record.run_stop_ms, power_w, seed)
+        sampled = (power_w is not None or other_cpu_pct is not None) and record.run_start_ms is not None \
+            and record.run_stop_ms is not None
+        if sampled:
+            series = power_series(record.run_start_ms, record.run_stop_ms, power_w or 100.0, seed, other_cpu_pct)
             seed_paths.telemetry.write_text(json.dumps(series))
+            if other_cpu_pct is not None:
+                record = record.model_copy(update={
+                    "quiet_host": quiet.judge(series, record.run_start_ms, record.run_stop_ms)})
+        run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
     # scored as loop.finish does, without its MLCommons export
     run.save_summary(scoring.summary_of(run, scoring.score_run(run)))
     run.save_manifest(run.manifest.model_copy(update={"ended_at": now_iso(), "state": "finished"}))

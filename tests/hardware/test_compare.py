@@ -36,14 +36,26 @@ PUBLISHED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ml
 
 
 def make_setup(name: str, epochs: list[float], seconds_per_epoch: list[float], *, failed: int = 0,
-               drop: int = 1, energy: list[float] | None = None) -> Setup:
+               drop: int = 1, energy: list[float] | None = None, facts: dict[str, str] | None = None,
+               disturbed: tuple[int, ...] = (), profile: str = "qualify") -> Setup:
+    """A setup of quiet seeds (those at the indices in ``disturbed`` ran beside other work)."""
+    def host(i: int) -> dict:
+        if i in disturbed:
+            return {"host": "disturbed", "host_reason": "disturbed: the host ran other work in 80% of the seed's time"}
+        return {"host": "quiet", "host_reason": "quiet: other processes 1% of the host's CPU"}
+
     seeds = [
         SeedResult(seed=i, converged=True, time_to_train_ms=e * s * 1000, epochs_to_target=e, samples_per_epoch=168,
-                   energy_j=energy[i] if energy else None)
+                   energy_j=energy[i] if energy else None, **host(i))
         for i, (e, s) in enumerate(zip(epochs, seconds_per_epoch, strict=True))
     ]
-    seeds += [SeedResult(seed=100 + i, converged=False, time_to_train_ms=None) for i in range(failed)]
-    return Setup(name=name, seeds=tuple(seeds), drop_per_end=drop, max_non_converged=drop)
+    seeds += [SeedResult(seed=100 + i, converged=False, time_to_train_ms=None, **host(100 + i))
+              for i in range(failed)]
+    return Setup(name=name, seeds=tuple(seeds), drop_per_end=drop, max_non_converged=drop, facts=facts or {},
+                 profile=profile)
+
+
+GPU_FACTS = {"GPU": "NVIDIA A100-SXM4-80GB", "GPU count": "1", "image": "sha256:0123456789ab", "runner": "docker"}
 
 
 def test_olympic_score_matches_the_scoring_module() -> None:
@@ -64,8 +76,8 @@ def test_hardware_difference_is_found_and_convergence_luck_is_not() -> None:
     rng = np.random.default_rng(7)
     epochs_a, epochs_b = rng.normal(2000, 540, 20).clip(800), rng.normal(2000, 540, 20).clip(800)
     speed_a, speed_b = rng.normal(0.50, 0.013, 20), rng.normal(0.40, 0.010, 20)  # b: 25% faster epochs
-    a = make_setup("a100", list(epochs_a), list(speed_a))
-    b = make_setup("h100", list(epochs_b), list(speed_b))
+    a = make_setup("a100", list(epochs_a), list(speed_a), facts=GPU_FACTS)
+    b = make_setup("h100", list(epochs_b), list(speed_b), facts={**GPU_FACTS, "GPU": "NVIDIA H100 80GB HBM3"})
     result = compare([a, b], baseline="a100")
     base, row = result.rows
     assert base.speedup is None and base.ttt_test is None and base.seconds_per_epoch.ratio is None
@@ -236,3 +248,54 @@ def test_setups_from_the_index_equal_setups_from_the_run_folders(tmp_path: Path)
     assert indexed == to_setups(load_runs(store, [], ["a", "b", "c"]))
     assert sum(not seed.converged for seed in indexed[0].seeds) == 1  # seed 2 of its first run
     assert all(seed.energy_j for seed in indexed[2].seeds)
+
+
+# ---------------------------------------------------------------- the evidence before the numbers (issue 27)
+
+
+def _two(*, disturbed: tuple[int, ...] = (), facts_b: dict[str, str] | None = None, profile: str = "qualify"):
+    rng = np.random.default_rng(3)
+    a = make_setup("cpu-b", list(rng.normal(20, 1, 9)), [1.0] * 9, facts=GPU_FACTS, profile=profile)
+    b = make_setup("docker", list(rng.normal(20, 1, 9)), [1.75] * 9, facts=facts_b or GPU_FACTS,
+                   disturbed=disturbed, profile=profile)
+    return compare([a, b], baseline="cpu-b")
+
+
+def test_a_difference_beside_a_disturbed_seed_is_not_attributable_and_says_why() -> None:
+    row = _two(disturbed=(2, 5)).rows[1]
+    assert not row.attributable and row.host.disturbed == 2 and row.ttt_test.significant
+    line = verdict(row, "cpu-b")
+    assert line.startswith("docker vs cpu-b: 0.56x [95% CI")  # the numbers are still shown
+    assert "not attributable to the setups" in line and "a real difference" not in line
+    assert "docker: seeds 2, 5: the host ran other work in 80% of the seed's time" in line
+
+
+def test_where_both_sides_are_quiet_the_statistics_stand() -> None:
+    row = _two().rows[1]
+    assert row.attributable and row.host.verdict == "quiet"
+    assert "a real difference" in verdict(row, "cpu-b") and "not attributable" not in verdict(row, "cpu-b")
+
+
+def test_a_smoke_comparison_never_reads_as_a_result() -> None:
+    row = _two(profile="smoke").rows[1]
+    line = verdict(row, "cpu-b")
+    assert line.startswith("[smoke: proves the pipeline, comparable with nothing] docker vs cpu-b:")
+    assert "a real difference" not in line
+
+
+def test_hardware_is_named_only_where_the_hardware_differs() -> None:
+    software = _two(facts_b={**GPU_FACTS, "runner": "local", "image": "none (local)"}).rows[1]
+    assert software.differs == ("image", "runner")
+    assert "per-epoch speed (image, runner)" in verdict(software, "cpu-b") and "hardware" not in verdict(
+        software, "cpu-b")
+    both = _two(facts_b={**GPU_FACTS, "GPU": "NVIDIA H100 80GB HBM3", "runner": "local"}).rows[1]
+    assert "per-epoch speed (hardware, runner)" in verdict(both, "cpu-b")
+    same = _two().rows[1]
+    assert "per-epoch speed (nothing recorded differs)" in verdict(same, "cpu-b")
+
+
+def test_the_mlperf_score_column_is_empty_for_other_profiles() -> None:
+    from orchestrator.render.comparison import mlperf_score
+
+    assert mlperf_score(_two().rows[0]) == ""
+    assert mlperf_score(_two(profile="mlperf").rows[0]).endswith(" s")

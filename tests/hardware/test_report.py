@@ -4,6 +4,7 @@ looks in a real browser (headless Chromium, skipped where it is not installed)."
 from __future__ import annotations
 
 import base64
+import html
 import io
 import shutil
 import subprocess
@@ -91,25 +92,85 @@ def test_report_without_telemetry_says_why_there_is_no_power_plot(hw_cli, tmp_pa
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+HEADLESS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+VERDICT_BADGES = {"VALID": (0x1A, 0x7F, 0x37), "disturbed": (0xBC, 0x4C, 0x00)}
+PLOT_COLOURS = ((0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28))
+"""matplotlib's blue and red: the setups' colours in the plots."""
+MEASURE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" style="border:0;width:{width}px;height:3000px" srcdoc="{page}"></iframe>
+<script>
+document.getElementById('page').addEventListener('load', () => {{
+  const doc = document.getElementById('page').contentDocument, view = doc.defaultView;
+  const top = (el) => el ? el.getBoundingClientRect().top + view.scrollY : null;
+  const ids = [...doc.querySelectorAll('.id')];
+  const measured = {{width: view.innerWidth, scroll: doc.documentElement.scrollWidth,
+    sections: [...doc.querySelectorAll('h2')].map(h => [h.textContent, top(h)]),
+    badges: [...doc.querySelectorAll('#verdict .badge')].map(b => [b.textContent, top(b)]),
+    image: top(doc.querySelector('img')), image_width: doc.querySelector('img').getBoundingClientRect().width,
+    ids_on_one_line: ids.every(el => el.getClientRects().length === 1)}};
+  const out = document.createElement('pre'); out.id = 'measured'; out.textContent = JSON.stringify(measured);
+  document.body.appendChild(out);
+}});
+</script></body></html>"""
+
+
+def _chromium(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CHROMIUM, *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _measured(page: str, width: int, tmp_path: Path) -> dict:
+    """Where the report's parts land when it is laid out ``width`` pixels wide (in a frame of that width:
+    headless Chromium's window is never narrower than 500 px)."""
+    import json
+    import re
+
+    wrapper = tmp_path / f"measure-{width}.html"
+    wrapper.write_text(MEASURE.format(width=width, page=html.escape(page, quote=True)))
+    done = _chromium(["--window-size=1500,1000", "--dump-dom", wrapper.as_uri()], tmp_path)
+    found = re.search(r'<pre id="measured">([^<]*)</pre>', done.stdout)
+    assert found, done.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-def test_report_renders_in_headless_chromium(hw_cli, report_html, tmp_path: Path) -> None:
-    results, out = report_html
-    assert hw_cli("report", "run-slow", "run-fast", "--results", str(results), "--out", out).code == 0
-    shot = tmp_path / "report.png"
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--hide-scrollbars", "--window-size=1280,2400", f"--screenshot={shot}", Path(out).as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_report_leads_with_its_verdict_in_headless_chromium(hw_cli, tmp_path: Path, width: int) -> None:
+    """Screenshots at a desktop's 1400 px and a phone's 390 px: the top of the page (1,200 px) is the
+    verdict (each setup's VALID and host badges), not the plots; the page never scrolls sideways, plots
+    take its width, run ids stay on one line."""
+    results = tmp_path / "results"
+    system = sysinfo.capture(tmp_path, nvml=FakeNvml())
+    make_run(results, label="alone", seeds=list(range(1, 6)), env={"FAKE_EPOCH_MS": "1000"}, power_w=250,
+             system=system, run_id="fakebench-qualify-20261127-101500-a1b2", other_cpu_pct=1.0)
+    make_run(results, label="beside-a-hog", seeds=list(range(1, 6)), env={"FAKE_EPOCH_MS": "800"}, power_w=320,
+             system=system, run_id="fakebench-qualify-20261127-103000-c3d4", other_cpu_pct=45.0)
+    out = tmp_path / "report.html"
+    assert hw_cli("report", "--label", "alone", "--label", "beside-a-hog", "--results", str(results),
+                  "--out", str(out)).code == 0
+    shot = tmp_path / f"report-{width}.png"
+    done = _chromium([f"--window-size={width},1200", f"--screenshot={shot}", out.as_uri()], tmp_path)
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
-    pixels = imread(shot)[..., :3]
-    # The plots' setup colours (matplotlib blue and red) are on the page: the images rendered.
-    for colour in ((0x1F, 0x77, 0xB4), (0xD6, 0x27, 0x28)):
-        close = np.all(np.abs(pixels * 255 - np.array(colour)) < 12, axis=-1)
-        assert close.sum() > 200, f"colour {colour} not rendered"
+    pixels = imread(shot)[..., :3] * 255
+    assert pixels.shape[1] == width
+
+    def seen(colour: tuple[int, int, int]) -> int:
+        return int(np.all(np.abs(pixels - np.array(colour)) < 12, axis=-1).sum())
+
+    for word, colour in VERDICT_BADGES.items():
+        assert seen(colour) > 100, f"the {word} badge is not on the first screen"
+    assert all(seen(colour) < 50 for colour in PLOT_COLOURS), "a plot is on the first screen, before the verdict"
+
+    layout = _measured(out.read_text(), width, tmp_path)
+    assert layout["width"] == width and layout["scroll"] <= width, layout  # nothing makes the page scroll sideways
+    sections = [name for name, _ in layout["sections"]]
+    assert sections[:3] == ["Verdict", "What differs between the setups", "Comparison"], sections
+    assert [word for word, _ in layout["badges"]] == ["VALID", "quiet", "VALID", "disturbed"]
+    plots_at = dict(layout["sections"])["Plots"]
+    assert all(at < plots_at for _, at in layout["badges"]) and layout["image"] > plots_at
+    assert layout["image_width"] > 0.9 * (width - 60)  # a plot uses the page's width (less its margins)
+    assert layout["ids_on_one_line"]
 
 
 def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:

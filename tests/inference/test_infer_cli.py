@@ -57,6 +57,7 @@ def test_every_scenario_runs_the_real_loadgen_and_says_invalid_where_the_officia
     assert r.code == (0 if perf["loadgen_valid"] else 1)
     assert (run / "user.conf").is_file() and (run / "jobs" / "main" / "output.log").is_file()
     assert not (run / "jobs" / "main" / "results" / "model").exists()  # the staged model is gone
+    assert (run / "performance" / "run_1" / "mlperf_log_trace.json").stat().st_size == 0  # LoadGen's trace: asked only
 
 
 def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli, assets, tmp_path: Path):
@@ -73,9 +74,60 @@ def test_accuracy_run_writes_the_reference_layout_and_scores_the_loadgen_log(cli
     assert profile["source"] == "onnxruntime" and profile["operators"][0]["op"] in ("Conv", "Gemm", "Relu",
                                                                                     "GlobalAveragePool")
     assert (run / profile["file"]).is_file() and 0 <= profile["outside_model_share"] <= 1
+    assert (run / "accuracy" / "mlperf_log_trace.json").stat().st_size > 0  # --trace asks for LoadGen's too
     # written through workloads.common.atomic: readable by others (the harness's own writer made 0600)
     written = [run / "accuracy" / "accuracy.txt", run / "jobs" / "main" / "results" / "harness.json"]
     assert [stat.S_IMODE(path.stat().st_mode) for path in written] == [0o644, 0o644]
+
+
+def test_accuracy_only_runs_the_accuracy_test_alone_and_says_so(cli, assets, tmp_path: Path):
+    """--accuracy is 'performance, then accuracy' here and 'accuracy only' in the reference: both offered."""
+    r = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--accuracy-only")
+    assert r.code in (0, 1), r.err
+    record = json.loads(r.out)
+    run = tmp_path / "r" / record["run_id"]
+    assert record["tests"] == ["accuracy"] and record["result"]["performance"] is None
+    assert record["result"]["accuracy"]["samples"] == tiny.IMAGES and not (run / "performance").exists()
+    assert "no performance test (--accuracy-only)" in record["result"]["reasons"]
+    shown = cli("show", record["run_id"], "--results", str(tmp_path / "r"))
+    assert "tests: accuracy only (--accuracy-only)" in shown.out and "accuracy/mlperf_log_summary.txt" in shown.out
+    both = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--time", "0.5", "--accuracy")
+    assert json.loads(both.out)["tests"] == ["performance", "accuracy"]
+    assert "tests: performance, then accuracy" in cli("show", json.loads(both.out)["run_id"], "--results",
+                                                      str(tmp_path / "r")).out
+    refused = infer(cli, assets, tmp_path / "r", "--accuracy", "--accuracy-only")
+    assert refused.code == 2 and "--accuracy-only runs the accuracy test alone" in refused.err
+
+
+def test_compliance_runs_the_models_audit_tests_and_verifies_them(cli, assets, tmp_path: Path):
+    r = infer(cli, assets, tmp_path / "r", "--scenario", "Offline", "--time", "0.5", "--compliance")
+    assert r.code in (0, 1), r.err
+    record = json.loads(r.out)
+    run = tmp_path / "r" / record["run_id"]
+    tests = {t["test"]: t for t in record["result"]["compliance"]}
+    assert set(tests) == {"TEST01", "TEST04"} and record["tests"] == ["performance", "accuracy"]  # TEST01 needs it
+    assert tests["TEST01"]["accuracy_passed"] is True and tests["TEST04"]["accuracy_passed"] is None
+    test01 = run / tests["TEST01"]["folder"]
+    assert (test01 / "verify_accuracy.txt").read_text().endswith("TEST PASS\n")
+    assert "accuracy_log_sampling_target = 4096" in (run / "jobs" / "TEST01" / "results" / "audit.config").read_text()
+    assert (test01 / "accuracy" / "mlperf_log_accuracy.json").is_file()
+    assert (run / tests["TEST04"]["folder"] / "verify_performance.txt").read_text().splitlines()[-1].startswith("TEST ")
+    exported = cli("export", record["run_id"], "--results", str(tmp_path / "r"), "--mlcommons", str(tmp_path / "s"),
+                   "--division", "closed", "--json")
+    assert exported.code == 0, exported.err
+    folder = Path(json.loads(exported.out)["folder"])
+    assert json.loads(exported.out)["notes"][0].startswith(f"run {record['run_id']} is not a valid MLPerf result")
+    assert (folder / "TEST01" / "accuracy" / "accuracy.txt").read_text().splitlines()[-1].startswith("hash=")
+    assert (folder / "TEST04" / "performance" / "run_1" / "mlperf_log_summary.txt").is_file()
+
+
+def test_multistream_runs_a_model_whose_batch_axis_is_fixed_at_one(cli, assets, tmp_path: Path):
+    """8 samples per query, 8 calls (the reference's way); all 8 in one call failed with 'Got: 8 Expected: 1'."""
+    fixed = tiny.export(tmp_path / "batch1.onnx", fixed_batch=1)
+    r = infer(cli, (fixed, assets[1]), tmp_path / "r", "--scenario", "MultiStream", "--time", "0.5", "--accuracy")
+    assert r.code in (0, 1), r.err
+    result = json.loads(r.out)["result"]
+    assert result["harness"]["max_batch"] == 1 and result["accuracy"]["samples"] == tiny.IMAGES
 
 
 def test_a_model_with_the_wrong_input_shape_is_refused_before_anything_is_written(cli, assets, tmp_path: Path):
@@ -119,12 +171,24 @@ def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tm
     rows = {row["setup"]: row for row in json.loads(compared.out)["rows"]}
     assert rows["a"]["runs"] == rows["b"]["runs"] == 2 and rows["a"]["ratio"] is None
     assert rows["b"]["ratio"] > 0 and rows["b"]["ci_low"] is not None and rows["b"]["ratio_low"] is not None
+    assert rows["a"]["harness"]["threads"] == "1 (given)" and rows["b"]["harness"]["threads"] == "2 (given)"
+    assert rows["a"]["harness"]["workers"] == rows["b"]["harness"]["workers"] == "2"
+    table = cli("compare", "--label", "a", "--label", "b", "--results", str(results))
+    said = " ".join(table.out.split())
+    assert "the harness ran the setups differently" in said and "threads differs: a 1 (given); b 2 (given)" in said
     report = cli("report", "--label", "a", "--label", "b", "--results", str(results), "--out", str(tmp_path / "r.html"))
     assert report.code == 0 and "samples per second" in (tmp_path / "r.html").read_text()
     exported = cli("export", ids["a"][0], "--results", str(results), "--mlcommons", str(tmp_path / "sub"), "--json")
-    folder = Path(json.loads(exported.out)["folder"])
-    assert folder.parts[-6:] == ("open", "mltrain", "results", folder.parts[-3], "resnet50", "Offline")
+    written = json.loads(exported.out)
+    folder = Path(written["folder"])
+    assert folder.parts[-6:] == ("open", "mltrain", "results", folder.parts[-3], "resnet", "Offline")  # the checker's
     assert (folder / "performance" / "run_1" / "mlperf_log_detail.txt").is_file() and (folder / "user.conf").is_file()
+    system = json.loads(Path(written["system_file"]).read_text())
+    assert system["division"] == "open" and system["status"] == "rdi" and system["system_type"] == "datacenter"
+    assert all(system[field] for field in ("host_networking", "cooling", "accelerator_interconnect"))
+    assert set(json.loads((folder / "measurements.json").read_text())) >= {
+        "input_data_types", "retraining", "starting_weights_filename", "weight_data_types", "weight_transformations"}
+    assert (folder.parents[3] / "src" / "README.md").is_file() and (folder / "README.md").is_file()
 
 
 def test_a_torch_program_is_refused_unread_unless_its_user_vouches_for_it(cli, assets, tmp_path: Path):
@@ -194,19 +258,6 @@ def test_the_auto_target_is_the_sustained_rate_and_a_test_that_will_run_long_is_
     r = infer(cli, assets, tmp_path / "r", "--time", "0.001", "--target-qps", "1e6", "--count", "4")
     assert r.code in (0, 1), r.err
     assert "warning: the Offline test will run about" in r.err and "not 0.001 s: LoadGen planned 1,100 samples" in r.err
-
-
-def test_each_missing_input_names_itself_with_its_own_hint(cli, assets, tmp_path: Path):
-    r = cli("infer", "resnet50", "--model", str(assets[0]), "--data", str(tmp_path / "none"),
-            "--results", str(tmp_path / "r"))
-    assert r.code == 2 and f"--data {tmp_path / 'none'}: no such folder (The data: the 50,000 ImageNet" in r.err
-    assert "ONNX model" not in r.err
-    r = cli("infer", "resnet50", "--data", str(assets[1]), "--results", str(tmp_path / "r"))
-    assert r.code == 2 and "--model FILE (The reference ONNX model: resnet50_v1.onnx" in r.err
-    assert "The data" not in r.err
-    r = cli("infer", "resnet50", "--model", str(tmp_path / "none.onnx"), "--data", str(tmp_path / "none"),
-            "--results", str(tmp_path / "r"))
-    assert r.code == 2 and f"--model {tmp_path / 'none.onnx'}: no such file" in r.err
 
 
 def test_a_model_the_harness_refuses_is_named_as_given_not_as_its_staged_copy(cli, assets, tmp_path: Path):

@@ -92,11 +92,17 @@ def test_detection_layouts_are_checked_with_one_line_naming_the_file(tmp_path: P
         ssd_resnet34.check(folder)
 
 
-@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34"])
+@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34", "3d-unet"])
 def test_the_declaration_agrees_with_the_model_modules(model: str):
-    facts = find_model([workloads_dir()], model).model(model)
+    from workloads.inference.kits19.preprocess import ROI_SHAPE
+    from workloads.inference.models import MODULES
+
+    harness = find_model([workloads_dir()], model)
+    facts = harness.model(model)
     module = find(model)
-    assert tuple(facts.input.shape[1:]) == module.IMAGE_SIZE and model == module.CONF_MODEL
+    window = getattr(module, "IMAGE_SIZE", ROI_SHAPE)  # an image's side, or the volume's window
+    assert tuple(facts.input.shape[1:]) == window and model == module.CONF_MODEL
+    assert set(harness.models) == set(MODULES)
 
 
 @pytest.mark.parametrize(("scenario", "device", "given", "cpus", "host", "chosen", "why"), [
@@ -187,3 +193,43 @@ def test_a_schedule_beyond_the_machine_is_refused_with_the_range_that_fits():
     forever = lg_settings.Schedule(scenario="Server", qps=1e-9, queries=100, samples=100, per_query=1,
                                    planned_s=1e11, min_s=60)
     assert not lg_settings.fits(forever, None) and lg_settings.lowest_qps(forever) == 0.001  # the lowest taken
+
+
+def test_a_detection_accuracy_line_without_total_counts_the_samples_the_harness_scored(tmp_path: Path):
+    from orchestrator.inference.logs import accuracy
+
+    facts = find_model([workloads_dir()], "retinanet").model("retinanet")
+    (tmp_path / "accuracy.txt").write_text("mAP=37.551%\n")  # the reference script's line, as it prints it
+    scored = accuracy(tmp_path, facts, harness_facts={"accuracy": {"samples": 24781, "line": "mAP=37.551%"}})
+    assert scored.samples == 24781 and scored.percent == pytest.approx(37.551)
+    assert accuracy(tmp_path, facts).samples == 0  # no count anywhere: none claimed
+
+
+def test_the_gpu_extra_brings_the_cuda_execution_provider_and_the_image_3d_unets_readers():
+    import tomllib
+
+    from orchestrator.config.locations import python_root
+
+    project = tomllib.loads((python_root() / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(spec.startswith("onnxruntime-gpu") for spec in extras["gpu"])  # --device cuda without a hand install
+    assert any(spec.startswith("nibabel") for spec in extras["inference"])
+    dockerfile = (python_root() / "docker" / "inference.Dockerfile").read_text()
+    assert '"nibabel>=5"' in dockerfile and '"scipy>=' in dockerfile
+
+
+def test_a_comparison_names_each_harness_setting_that_differs_between_or_within_setups():
+    from types import SimpleNamespace
+
+    from orchestrator.inference.compare import setting_differences
+
+    def setup(name: str, **settings: str) -> SimpleNamespace:
+        base = {"backend": "onnxruntime on CPUExecutionProvider", "batch": "up to 32", "threads": "1 (auto)",
+                "workers": "2"}
+        return SimpleNamespace(name=name, settings={**base, **settings})
+
+    assert setting_differences([setup("a"), setup("b")]) == ()
+    assert setting_differences([setup("a"), setup("b", threads="8 (auto)", workers="4")]) == (
+        "threads differs: a 1 (auto); b 8 (auto)", "workers differs: a 2; b 4")
+    assert setting_differences([setup("a", batch="up to 1 / up to 32"), setup("b", batch="up to 1 / up to 32")]) == (
+        "batch differs within a, b: up to 1 / up to 32",)

@@ -14,15 +14,16 @@ from torch import nn
 IMAGES = 24
 
 
-def export(path: Path, side: int = 224, classes: int = 1001) -> Path:
+def export(path: Path, side: int = 224, classes: int = 1001, fixed_batch: int | None = None) -> Path:
+    """The model as ONNX; its batch axis free, or fixed at ``fixed_batch``."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 7, stride=8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(8, classes)).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, 3, side, side),), str(path), dynamo=False, opset_version=17,
-                          input_names=["input_tensor"], output_names=["logits"],
-                          dynamic_axes={"input_tensor": {0: "batch"}, "logits": {0: "batch"}})
+        axes = None if fixed_batch else {"input_tensor": {0: "batch"}, "logits": {0: "batch"}}
+        torch.onnx.export(model, (torch.zeros(fixed_batch or 1, 3, side, side),), str(path), dynamo=False,
+                          opset_version=17, input_names=["input_tensor"], output_names=["logits"], dynamic_axes=axes)
     return path
 
 

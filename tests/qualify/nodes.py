@@ -49,9 +49,12 @@ def emit_result(check, metric, value, unit, **more):
     protocol.result(check, metric, protocol.Outcome(
         sanity=protocol.Sanity(passed=True, detail="stand-in"),
         performance=protocol.Performance(value=value, unit=unit, detail="stand-in")), **more)
+
+ORDER = json.loads(os.environ.get("MLTRAIN_PROBE_CONFIG", "{}")).get("order", [])  # each done at its timing line
 """
 """What the stand-in probes share: the probe's own line writer (workloads/common/probe/protocol.py,
-importable where the local runner runs them), so that they speak the protocol the orchestrator reads."""
+importable where the local runner runs them), so that they speak the protocol the orchestrator reads,
+and the order of checks it was given."""
 
 
 def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: float = 0.3,
@@ -61,21 +64,20 @@ def probe_source(results: dict[str, float], *, device: str = "cuda", seconds: fl
              "capability": "8.0", "gpu_count": 2}
     body = [f"protocol.device(json.loads({json.dumps(json.dumps(facts))}))"]
     body += [f"emit_result('gemm', {metric!r}, {value!r}, 'TFLOP/s')" for metric, value in results.items()]
-    body += [f"protocol.timing('gemm', {seconds})"]
-    body += [f"protocol.timing({check!r}, 0.0)" for check in ("conv", "memory", "storage", "nccl")]
+    body += [f"for check in ORDER:\n    protocol.timing(check, {seconds} if check == 'gemm' else 0.0)"]
     return STAND_IN_HEAD + f"time.sleep({seconds})\n{extra}\n" + "\n".join(body) + "\n"
 
 
-def stand_in_config(folder: Path, source: str) -> Path:
-    """A qualify.yaml: the test workloads' (tests/workloads/qualify.yaml) whose probe command runs the
-    stand-in probe script ``source``, written beside it. Point MLTRAIN_QUALIFY_FILE at it."""
+def stand_in_config(folder: Path, source: str, base: Path | None = None) -> Path:
+    """A qualify.yaml: ``base`` (else the test workloads', tests/workloads/qualify.yaml) whose probe
+    command runs the stand-in probe script ``source``, written beside it. Point MLTRAIN_QUALIFY_FILE at it."""
     from tests.conftest import TEST_WORKLOADS
 
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "stand_in_probe.py"
     script.write_text(source)
     config = folder / "qualify.yaml"
-    config.write_text((TEST_WORKLOADS / "qualify.yaml").read_text()
+    config.write_text((base or TEST_WORKLOADS / "qualify.yaml").read_text()
                       + f"probe: {{command: [python, {json.dumps(str(script))}]}}\n")
     return config
 
@@ -120,6 +122,8 @@ if visible is not None:
 def result(metric, value, **more):
     if metric.startswith(("gemm", "spmm")):
         emit_result("gemm", metric, value, "TFLOP/s", **more)
+    elif metric.startswith(("h2d_GBps", "d2h_GBps", "d2d_min_GBps")):
+        emit_result("bandwidth", metric, value, "GB/s", **more)
     else:
         emit_result("memory", metric, value, "GB/s", **more)
 
@@ -138,27 +142,34 @@ for c, i in enumerate(order):
             result(metric + "_gpu" + str(c), value, gpu=c)
         else:
             result(metric, value)
-for check in ("gemm", "conv", "memory", "storage", "nccl"):
+for check in ORDER:
     protocol.timing(check, 0.0)
 """
 
 
 def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite: str = "quick",
              references: Path | None = None, data: Path | None = None, strict: bool = False,
-             node: str = "testnode", dev: Path | None = None, gpus: str | None = None):
+             node: str = "testnode", dev: Path | None = None, gpus: str | None = None,
+             config: Path | None = None, checks: Any = None):
     """One qualification of a node, in-process, on the local runner; ``probe``: the text of a stand-in
-    probe script run in the real probe's place (None: the real probe)."""
+    probe script run in the real probe's place (None: the real probe); ``config``: a qualify.yaml (else
+    the test workloads'); ``checks``: the registry (else mltrain's)."""
     from orchestrator.commands.common import registry
     from orchestrator.config.locations import python_root
+    from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.config import load_config
     from orchestrator.qualify.node import NodePlan, Watch, qualify_node
     from orchestrator.qualify.references import load_references
     from orchestrator.runners.local import LocalRunner
 
-    config = load_config(stand_in_config(results.parent / "stand-in-probe", probe) if probe is not None else None)
-    plan = NodePlan(node=node, suite_name=suite, suite=config.suite(suite), config=config,
-                    workload=registry().get(config.workload), data=data,
-                    references=load_references(references) if references else None, strict=strict, gpus=gpus)
+    checks = checks or default_registry()
+    if probe is not None:
+        config = stand_in_config(results.parent / "stand-in-probe", probe, config)
+    loaded = load_config(config, checks)
+    plan = NodePlan(node=node, suite_name=suite, suite=loaded.suite(suite), config=loaded,
+                    workload=registry().get(loaded.workload), data=data,
+                    references=load_references(references) if references else None, strict=strict, gpus=gpus,
+                    checks=checks)
     return qualify_node(plan, LocalRunner(python_root(), gpus=gpus), results, Watch(),
                         nvml=nvml or FakeNvml(gpu_trace()), dev=dev or results / "no-dev")
 

@@ -151,3 +151,20 @@ def test_the_unet3d_floor_is_a_quarter_of_the_published_per_gpu_rate_times_the_p
     assert floors.references([throughput({"INPUT_SHAPE": "64,64,64"})], {None: H100}, "unet3d") == {}
     assert floors.references([closed], {None: H100}, "resnet50") == {}
     assert floors.references([closed], {None: "NVIDIA L4"}, "unet3d") == {}  # no published unet3d on L4
+
+
+def test_the_all_reduce_floor_of_a_published_node_applies_only_to_its_gpu_count_and_message_size():
+    """Azure's ND H100 v5 threshold (8 GPUs, 16 GiB messages): a smaller buffer or node is not judged by it."""
+    from types import SimpleNamespace
+
+    floors = load_floors()
+    nccl = CheckResult(name="nccl", kind="microbenchmark", status=Status.PASS, sanity=Status.PASS,
+                       measurements=(Measurement(metric="allreduce_busbw_GBps", value=400.0, unit="GB/s"),))
+    models = {None: H100}
+    big = floors.references([nccl], models, "fakebench", gpu_count=8, settings=lambda name: SimpleNamespace(mb=16384))
+    ref = big["allreduce_busbw_GBps"]
+    assert (ref.lower, ref.kind) == (460.0, "floor") and "nd96isr_h100_v5.conf" in ref.source
+    assert not floors.references([nccl], models, "fakebench", gpu_count=8, settings=lambda name: SimpleNamespace(
+        mb=256))
+    assert not floors.references([nccl], models, "fakebench", gpu_count=4, settings=lambda name: SimpleNamespace(
+        mb=16384))

@@ -73,17 +73,17 @@ def test_a_device_the_harness_cannot_use_is_inconclusive_not_a_pass(cli, tiny_sm
                              " here has no CUDAExecutionProvider"), reason
 
 
-def test_a_missing_harness_is_inconclusive(cli, tiny_smoke: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_a_model_no_harness_declares_is_bad_input_found_at_load(cli, tiny_smoke: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    """qualify.yaml's fault, not the node's: exit 2 before anything runs (it was INCONCLUSIVE on every node)."""
     config = tmp_path / "qualify.yaml"
     config.write_text((TEST_WORKLOADS / "qualify.yaml").read_text().replace(
         "inference: {model: resnet50, scenario: SingleStream, seconds: 1}",
         "inference: {model: no-such-model, scenario: SingleStream, seconds: 1}"))
     monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(config))
     r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
-    assert r.code == EXIT_INFRASTRUCTURE, r.err
-    check = inference(json.loads(r.out))
-    assert check["status"] == "inconclusive"
-    assert check["reasons"][0].startswith("could not prepare the no-such-model inference check: ")
+    assert r.code == 2 and r.out == "", r.err
+    assert "suites.inference_only.cpu.inference: unknown inference model 'no-such-model'" in r.err
 
 
 def test_a_smoke_model_missing_from_the_cache_is_inconclusive(cli, tiny_smoke: Path, tmp_path: Path):

@@ -72,25 +72,32 @@ def test_a_wrong_sum_fails_the_nccl_sanity():
 
 SPECS = {"gemm": {"dtypes": ["fp32", "tf32"], "dense": [[64, 32, 48]], "sparse": [[64, 4, 32, 0.9]]},
          "conv": {"dtypes": ["fp32"], "conv2d": [[1, 4, 8, 4, 3, 1, 1]], "conv3d": [[1, 2, 6, 4, 3, 2, 1]]},
-         "memory": {"host_mb": 1}, "storage": {"max_mb": 1}, "nccl": {}}
+         "memory": {"host_mb": 1}, "storage": {"max_mb": 1}, "nccl": {}, "sdc": {"size": 64, "width": 16}}
 
 
 def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsys, monkeypatch, tmp_path: Path):
     (tmp_path / "case_000.bin").write_bytes(b"x" * 5000)
     monkeypatch.setenv("DATADIR", str(tmp_path))
     cpu = Device(kind="cpu")
-    context = harness.Context(device=cpu, seconds=0.01, max_repeats=3)
-    for name in registry.CHECKS:
-        for case in registry.check(name).cases(SPECS[name], context):
+    context = harness.Context(device=cpu, seconds=0.01, max_repeats=3, data=True)
+    for name in registry.CHECKS:  # every registered check, with its settings (else its defaults)
+        check = registry.check(name)
+        for case in harness.plan(check, registry.with_defaults(check.DECLARATION, SPECS.get(name, {})), context):
             harness.run_case(case, cpu)
     lines = [json.loads(out.removeprefix(protocol.PREFIX)) for out in capsys.readouterr().out.splitlines()]
     results = {line["metric"]: line for line in lines if line["kind"] == "result"}
     assert set(results) == {"gemm_fp32_64x32x48", "spmm_fp32_64x4x32_s0.9", "conv2d_fp32_n1c4s8k4r3u1",
-                            "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps"}
+                            "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps", "sdc_gemm_ms",
+                            "sdc_step_ms"}
+    from orchestrator.qualify.checks.registry import default_registry
+
+    declared = default_registry()
     for metric, line in results.items():
         assert line["sanity"]["passed"] is True and line["sanity"]["detail"], metric
         assert line["performance"]["value"] > 0 and line["performance"]["unit"], metric
+        # its check declares the metric, in the unit it is measured in (what a reference must be in)
+        assert declared.declaration(line["check"]).unit(metric) == line["performance"]["unit"], metric
     skips = {line["metric"]: line["reason"] for line in lines if line["kind"] == "skip"}
     assert skips["gemm_tf32_64x32x48"] == "TF32 is a CUDA tensor-core mode; this is a CPU"
-    assert skips["allreduce_busbw_GBps"] == "all-reduce needs two or more GPUs; CUDA sees 0 here"
+    assert skips["nccl"] == "nccl needs a CUDA device; this is a CPU"
     assert results["storage_read_MBps"]["sanity"]["detail"] == "read all 5000 bytes"

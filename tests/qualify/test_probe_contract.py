@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from orchestrator.qualify import judge, micro, probe_lines
-from orchestrator.qualify.config import QUALIFY_FILE_ENV, DeviceSuite, GemmSpec, HistoryPolicy, ProbeSettings, Suite
+from orchestrator.qualify.checks.registry import default_registry
+from orchestrator.qualify.config import QUALIFY_FILE_ENV, DeviceSuite, HistoryPolicy, ProbeSettings, Suite
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import References
 from orchestrator.results.qualification import Reference, Status
@@ -21,7 +22,8 @@ from orchestrator.runners.outcome import JobOutcome
 from tests.conftest import PROJECT, TEST_WORKLOADS
 from workloads.common.probe import protocol, registry, settings
 
-SUITE = Suite(cpu=DeviceSuite(gemm=GemmSpec(dense=((256, 256, 256), (512, 512, 512)))))
+SUITE = Suite(cpu=DeviceSuite({"gemm": {"dense": [[256, 256, 256], [512, 512, 512]]}}))
+CHECKS = default_registry()
 
 
 def probe(*args: str, config: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -33,8 +35,8 @@ def probe(*args: str, config: dict | None = None) -> subprocess.CompletedProcess
 def test_an_unknown_check_in_the_probes_settings_is_one_line_and_exit_2():
     r = probe("1", config={"order": ["gemm", "fft"]})
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == ("error: probe settings: unknown check 'fft': the probe's checks are gemm, conv, memory,"
-                        " storage, nccl\n")
+    checks = ", ".join(registry.CHECKS)
+    assert r.stderr == f"error: probe settings: unknown check 'fft': the probe's checks are {checks}\n"
     bad_seed = probe("one")
     assert bad_seed.returncode == 2
     assert bad_seed.stderr == "error: probe settings: the seed must be an integer, got 'one'\n"
@@ -53,10 +55,12 @@ def test_an_unknown_check_in_qualify_yaml_is_one_line_and_exit_2(cli, tmp_path: 
 def test_the_orchestrator_speaks_the_probes_protocol_and_settings():
     assert (probe_lines.PREFIX, probe_lines.PROTOCOL) == (protocol.PREFIX, protocol.PROTOCOL)
     assert micro.CONFIG_ENV == settings.CONFIG_ENV
-    assert ProbeSettings().checks == registry.CHECKS and ProbeSettings().command == (
-        "python", "-m", "workloads.common.probe")
-    parsed = settings.parse(json.dumps(micro.probe_config(SUITE, ProbeSettings().checks)))
-    assert parsed.order == registry.CHECKS and parsed.seconds_per_case == SUITE.probe_seconds_per_case
+    assert ProbeSettings().checks == CHECKS.probe and ProbeSettings().command == ("python", "-m",
+                                                                                  "workloads.common.probe")
+    assert set(registry.CHECKS) == {*CHECKS.probe, *CHECKS.fleet}  # every registered check: a node's or a fleet's
+    probe = [d for d in CHECKS.declarations if d.runs == "probe"]
+    parsed = settings.parse(json.dumps(micro.probe_config(SUITE, probe)))
+    assert parsed.order == CHECKS.probe and parsed.seconds_per_case == SUITE.probe_seconds_per_case
     assert parsed.specs("cpu") == {"gemm": {"dtypes": ["fp32"], "dense": [[256, 256, 256], [512, 512, 512]],
                                             "sparse": []}}
     assert parsed.specs("cuda") == {}
@@ -76,7 +80,7 @@ def test_a_probe_of_another_protocol_could_not_run(tmp_path: Path):
                    protocol.line("result", check="gemm", metric="gemm_fp32_256x256x256", value=1.0, unit="TFLOP/s",
                                  sane=True, detail="protocol 1"),
                    protocol.line("timing", check="gemm", seconds=1.0))
-    (gemm,) = micro.probe_checks(run, SUITE, ProbeSettings())
+    (gemm,) = micro.probe_checks(run, SUITE, CHECKS)
     assert gemm.status is Status.INCONCLUSIVE and not gemm.measurements
     assert gemm.reason.startswith("the probe speaks protocol 1, this mltrain reads protocol 2")
 
@@ -91,7 +95,7 @@ def test_a_wrong_result_fails_whatever_its_speed_and_a_slow_right_one_is_judged(
     run = finished(tmp_path, protocol.line("device", protocol=2, device="cpu"),
                    result("gemm_fp32_256x256x256", 1000.0, passed=False), result("gemm_fp32_512x512x512", 1.0, True),
                    protocol.line("timing", check="gemm", seconds=1.0))
-    (gemm,) = micro.probe_checks(run, SUITE, ProbeSettings())
+    (gemm,) = micro.probe_checks(run, SUITE, CHECKS)
     assert gemm.sanity is Status.FAIL and gemm.sanity_reasons == (
         "gemm_fp32_256x256x256: wrong result (max relative error 0.3)",)
     assert [m.metric for m in gemm.measurements] == ["gemm_fp32_512x512x512"]  # the fast wrong one is no number
@@ -104,7 +108,7 @@ def test_a_wrong_result_fails_whatever_its_speed_and_a_slow_right_one_is_judged(
 
     right = finished(tmp_path, protocol.line("device", protocol=2, device="cpu"),
                      result("gemm_fp32_512x512x512", 1.0, True), protocol.line("timing", check="gemm", seconds=1.0))
-    (slow,) = micro.probe_checks(right, SUITE, ProbeSettings())
+    (slow,) = micro.probe_checks(right, SUITE, CHECKS)
     judged = judge.judge_check(slow, References(operator=bound), HistoryPolicy())
     assert judged.sanity is Status.PASS and judged.status is Status.FAIL  # right, but too slow: performance's verdict
     assert judged.reasons[0].startswith("gemm_fp32_512x512x512 1 TFLOP/s below the lower bound 9")

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from workloads.common.probe import gemm, harness, memory, protocol
+from workloads.common.probe import gemm, harness, memory, protocol, registry
 from workloads.common.probe.device import Device
 
 SPEC = {"gemm": {"dtypes": ["fp32", "bf16"], "dense": [[3072, 128, 1024], [5124, 9124, 2560], [2560, 64, 2560]]},
@@ -23,7 +23,8 @@ def planned(monkeypatch: pytest.MonkeyPatch, gpus: int) -> list[tuple]:
     None: a case of cuda:0 under its plain name)."""
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=0: (9, 0))
     context = harness.Context(device=Device(kind="cuda", gpu_count=gpus))
-    cases = [*gemm.cases(SPEC["gemm"], context), *memory.cases(SPEC["memory"], context)]
+    cases = [*gemm.cases(registry.with_defaults(gemm.DECLARATION, SPEC["gemm"]), context),
+             *memory.cases(registry.with_defaults(memory.DECLARATION, SPEC["memory"]), context)]
     assert all(case.measure is not None for case in cases)
     return [(case.check, case.metric, case.gpu) for case in cases]
 
@@ -60,7 +61,8 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
     """CUDA's GPU 1 is NVML's GPU 3 here (another CUDA_VISIBLE_DEVICES): its failures name GPU3 and its slot;
     its wrong result is no measurement (nothing judges the speed of a wrong answer) but is kept in the facts."""
     from orchestrator.qualify import micro
-    from orchestrator.qualify.config import DeviceSuite, GemmSpec, ProbeSettings, Suite
+    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.config import DeviceSuite, Suite
     from orchestrator.qualify.devices import Gpu
     from orchestrator.qualify.probe_lines import ProbeRun
     from orchestrator.results.qualification import Status
@@ -82,8 +84,8 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
                                error="RuntimeError: CUDA error: an illegal memory access was encountered"),
                  protocol.line("timing", check="gemm", seconds=1.0)):
         probe.observe(line)
-    suite = Suite(cuda=DeviceSuite(gemm=GemmSpec(dtypes=("bf16",), dense=((5124, 9124, 2560),))))
-    (gemm_check,) = micro.probe_checks(probe, suite, ProbeSettings(), gpus)
+    suite = Suite(cuda=DeviceSuite({"gemm": {"dtypes": ["bf16"], "dense": [[5124, 9124, 2560]]}}))
+    (gemm_check,) = micro.probe_checks(probe, suite, default_registry(), gpus)
     assert gemm_check.status is Status.FAIL and gemm_check.sanity is Status.FAIL
     assert gemm_check.reasons[0] == ("gemm_bf16_5124x9124x2560_gpu3 on GPU3 (00000000:5E:00.0): wrong result"
                                      " (max relative error 0.4)")

@@ -132,12 +132,15 @@ def check(name: str, status: Status) -> CheckResult:
     ([Status.WARN, Status.FAIL], Status.FAIL, EXIT_INVALID_RESULT, EXIT_INVALID_RESULT),
     ([Status.INCONCLUSIVE, Status.WARN], Status.INCONCLUSIVE, EXIT_INFRASTRUCTURE, EXIT_INFRASTRUCTURE),
     ([Status.INCONCLUSIVE, Status.FAIL], Status.FAIL, EXIT_INVALID_RESULT, EXIT_INVALID_RESULT),
-    ([Status.NOT_APPLICABLE], Status.PASS, EXIT_OK, EXIT_OK),
+    ([Status.NOT_APPLICABLE], Status.INCONCLUSIVE, EXIT_INFRASTRUCTURE, EXIT_INFRASTRUCTURE),  # nothing measured
+    ([], Status.INCONCLUSIVE, EXIT_INFRASTRUCTURE, EXIT_INFRASTRUCTURE),
 ])
 def test_node_verdicts_and_exit_codes(statuses, verdict, code, strict_code):
     checks = [check(f"c{i}", s) for i, s in enumerate(statuses)]
     got, reasons = node_verdict(checks)
     assert got is verdict
     assert exit_code(got, strict=False) == code and exit_code(got, strict=True) == strict_code
-    if verdict is not Status.PASS:
+    if not set(statuses) - {Status.NOT_APPLICABLE}:
+        assert reasons[0].startswith("nothing was measured: ")
+    elif verdict is not Status.PASS:
         assert reasons and reasons[0].endswith("said so")

@@ -64,7 +64,7 @@ def test_a_workload_without_a_throughput_mode_is_not_applicable(cli, tmp_path: P
     monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
     monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(TEST_WORKLOADS / "qualify.yaml"))
     code, check = throughput(cli, tmp_path)
-    assert code == 0 and check["status"] == "not_applicable"
+    assert code == 3 and check["status"] == "not_applicable"  # the suite measured nothing else: INCONCLUSIVE
     assert check["reasons"] == ["workload fakebench declares no throughput mode (workload.yaml `throughput:`)"]
 
 

@@ -19,7 +19,7 @@ from orchestrator.qualify.wording import exit_code_help, exit_code_table
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.results.qualification import VERDICT_EXIT_CODES, VERDICTS, FleetRecord, Status
-from orchestrator.results.qualify_store import QualificationStore
+from orchestrator.results.store import Store
 from tests.qualify.test_outputs import make_record
 
 
@@ -73,7 +73,7 @@ def old_record(tmp_path: Path) -> dict:
 
 
 def test_records_of_schema_1_are_read_with_error_as_inconclusive(tmp_path: Path):
-    store = QualificationStore(tmp_path)
+    store = Store(tmp_path).qualifications
     folder = store.node_dir("n1")
     folder.mkdir(parents=True)
     (folder / "old.json").write_text(json.dumps(old_record(tmp_path)))
@@ -86,7 +86,7 @@ def test_records_of_schema_1_are_read_with_error_as_inconclusive(tmp_path: Path)
 
 
 def test_a_current_record_saying_error_is_refused_by_name(tmp_path: Path):
-    store = QualificationStore(tmp_path)
+    store = Store(tmp_path).qualifications
     folder = store.node_dir("n1")
     folder.mkdir(parents=True)
     record = old_record(tmp_path)

@@ -60,3 +60,50 @@ def test_a_bad_knob_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as stop:
         config_from_args(PATHS, {"INPUT_SHAPE": "1,2"})
     assert stop.value.code == 2 and "--input-shape" in capsys.readouterr().err
+
+
+def test_the_step_knobs_come_from_the_environment_and_reach_the_settings(monkeypatch):
+    """Each way of running the step the GPU session measures is a knob of a profile's env, logged."""
+    import torch
+
+    from workloads.unet3d import precision as P
+    from workloads.unet3d.settings import StepKnobs, resolve_settings
+
+    env = {"COMPILE": "1", "COMPILE_MODE": "reduce-overhead", "CUDNN_BENCHMARK": "0", "FUSED_LOSS": "1",
+           "PIN_MEMORY": "auto"}
+    config = config_from_args(PATHS, env)
+    assert config.step == StepKnobs(compile_mode="reduce-overhead", cudnn_benchmark=False, fused_loss=True)
+    monkeypatch.setattr(P, "cuda_capability", lambda device: (9, 0))
+    monkeypatch.setattr(P, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    settings = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=1,
+                                channels_last=None, compile_model=config.compile, num_workers=None, eval_batch=None,
+                                cpus=16, knobs=config.step)
+    value = settings.log_value()
+    assert (value["compile_mode"], value["cudnn_benchmark"], value["fused_loss"], value["pin_memory"]) == \
+        ("reduce-overhead", False, True, True)
+    auto = resolve_settings(device=torch.device("cuda", 0), requested_precision="auto", threads=None, nproc=1,
+                            channels_last=None, compile_model=False, num_workers=None, eval_batch=None, cpus=16)
+    assert (auto.cudnn_benchmark, auto.fused_loss, auto.pin_memory, auto.log_value()["compile_mode"]) == \
+        (True, False, True, None)
+    on_cpu = resolve_settings(device=torch.device("cpu"), requested_precision="fp32", threads=1, nproc=1,
+                              channels_last=None, compile_model=False, num_workers=None, eval_batch=None, cpus=2,
+                              knobs=StepKnobs(cudnn_benchmark=True, pin_memory=True))
+    assert not on_cpu.cudnn_benchmark and not on_cpu.pin_memory  # CUDA's alone
+
+
+def test_an_unknown_compile_mode_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        config_from_args(PATHS, {"COMPILE_MODE": "fastest"})
+    assert stop.value.code == 2 and "--compile-mode" in capsys.readouterr().err
+
+
+def test_the_smoke_recipe_outside_a_run_is_the_smoke_profiles():
+    """The inference harness trains its 3d-unet smoke model with config.SMOKE_*: seeds.yaml's smoke profile."""
+    import yaml
+
+    from orchestrator.config.locations import python_root
+    from workloads.unet3d.config import SMOKE_ENV, SMOKE_TARGET, smoke_data_args
+
+    smoke = yaml.safe_load((python_root() / "seeds.yaml").read_text())["workloads"]["unet3d"]["smoke"]
+    assert {name: smoke["env"][name] for name in SMOKE_ENV} == SMOKE_ENV
+    assert smoke["target"] == SMOKE_TARGET and smoke["dataset"]["args"] == smoke_data_args()

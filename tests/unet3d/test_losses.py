@@ -85,3 +85,22 @@ def test_loss_accepts_bf16_logits():
     label = _label([0, 1, 2, 1])
     logits = _logits_for(label, 3.0).to(torch.bfloat16)
     assert DiceCELoss()(logits, label).dtype == torch.float32
+
+
+def test_the_fused_loss_equals_the_reference_loss_in_value_and_gradient():
+    """One log-softmax pass and no one-hot map: the same function, rounded differently."""
+    from workloads.unet3d.losses import FusedDiceCELoss
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 12, 10, 8, requires_grad=True)
+    label = torch.randint(0, 3, (2, 1, 12, 10, 8), dtype=torch.uint8)
+    label[1] = 0  # a sample without foreground: both Dice terms are the smoothed 1
+    reference = DiceCELoss()(logits, label)
+    (expected,) = torch.autograd.grad(reference, logits)
+    fused = FusedDiceCELoss()(logits, label)
+    (got,) = torch.autograd.grad(fused, logits)
+    assert abs(fused.item() - reference.item()) < 1e-6
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-9)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 logits are computed in fp32, as the reference's
+        low = logits.bfloat16()
+        assert abs(FusedDiceCELoss()(low, label).item() - DiceCELoss()(low, label).item()) < 1e-6

@@ -189,6 +189,16 @@ def test_reaching_the_target_stops_with_success(tiny_data, tmp_path):
     assert division["value"] == "open"  # a shrunk model, a tiny dataset and a fixed seed: never closed
     reason = division["metadata"]["reason"]
     assert "FILTERS 4,8 differ" in reason and "seed fixed by the caller" in reason and "8 cases" in reason
+    # the trained weights, written after run_stop (what `mltrain export RUN --model` exports)
+    facts = json.loads((tmp_path / "model.json").read_text())
+    assert facts["filters"] == [4, 8] and facts["status"] == "success" and (tmp_path / "model.pt").stat().st_size > 0
+    assert (tmp_path / "model.pt").stat().st_mtime >= (tmp_path / "unet3d.log").stat().st_mtime - 1
+
+
+def test_save_model_0_writes_no_weights(tiny_data, tmp_path):
+    code, _ = run_main(tiny_data, tmp_path, "--max-epochs", "1", "--seed", "1", "--quality-threshold", "1e-12",
+                       env={"SAVE_MODEL": "0"})
+    assert code == 0 and not (tmp_path / "model.pt").exists() and (tmp_path / "unet3d.log").exists()
 
 
 EPOCH_EVENTS = ("epoch_start", "epoch_stop", "eval_start", "eval_accuracy", "eval_stop")

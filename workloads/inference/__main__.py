@@ -69,9 +69,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive(int), default=2,
                    help="threads answering Offline and Server queries, each calling the backend (default 2: "
                         "two calls in flight keep the device busy while the other's inputs and outputs move)")
-    p.add_argument("--trace", action="store_true", help="record the backend's per-operator profile")
+    p.add_argument("--trace", action="store_true",
+                   help="record the backend's per-operator profile and LoadGen's trace (mlperf_log_trace.json)")
     p.add_argument("--image-size", type=image_size, help="model input side N or H,W (default: the reference's)")
     p.add_argument("--label-offset", type=int, help="added to a classifier's class id (default: the reference's)")
+    p.add_argument("--audit", choices=("TEST01", "TEST04"),
+                   help="run MLPerf Inference's compliance test (its audit.config) as the performance test")
     p.add_argument("--profile", default="", help="the caller's profile name (recorded)")
     p.add_argument("--trust-model", action="store_true",
                    help="load a torch.export program (.pt2), which runs code its author chose: only one you made")
@@ -86,7 +89,8 @@ def _main(argv: list[str] | None) -> None:
                       target_qps=args.target_qps,
                       target_latency_ms=args.target_latency_ms, max_batch=args.max_batch, threads=args.threads,
                       workers=args.workers, trace=args.trace, image_size=args.image_size,
-                      label_offset=args.label_offset, profile=args.profile, trust_model=args.trust_model)
+                      label_offset=args.label_offset, audit=args.audit, profile=args.profile,
+                      trust_model=args.trust_model)
     facts = run(options)
     tests = ", ".join(f"{mode} {t['test_s']:.1f} s" for mode, t in facts["tests"].items())
     accuracy = f", {facts['accuracy']['line']}" if facts["accuracy"] else ""

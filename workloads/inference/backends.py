@@ -120,7 +120,7 @@ class Torch:
         self.module = program.module().to(self.device)
         load_s = time.perf_counter() - started
         spec = program.graph_signature.user_inputs[0] if program.graph_signature.user_inputs else "input"
-        shape = tuple(program.example_inputs[0][0].shape) if program.example_inputs else ()
+        shape = program_input_shape(program, str(spec))
         self.trace_dir = trace_dir
         self.profiler = None
         if trace_dir is not None:
@@ -149,6 +149,15 @@ class Torch:
         operators = torch_operators(self.profiler.key_averages())
         self.profiler = None
         return path, operators
+
+
+def program_input_shape(program: Any, name: str) -> tuple[Any, ...]:
+    """The input's shape as the program takes it: a number per fixed axis, the symbol's name for a
+    dynamic one (a batch axis exported free)."""
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name == name and node.meta.get("val") is not None:
+            return tuple(d if isinstance(d, int) else str(d) for d in node.meta["val"].shape)
+    return ()
 
 
 UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it loads (pickled tensors, shape "

@@ -2,9 +2,15 @@
 harness runs:
 
     python -m workloads.inference.dataset check MODEL DIR   # the model's layout, every image there
-    python -m workloads.inference.dataset smoke MODEL OUT   # the smoke model and data, made once
+    python -m workloads.inference.dataset prepare MODEL SRC --cache DIR [--input-shape C,D,H,W] [--workers N]
+        # the folder a run uses: SRC when it is in the model's layout; else what the model makes of
+        # SRC under DIR, once (3d-unet: raw KiTS19 preprocessed as the reference does)
+    python -m workloads.inference.dataset smoke MODEL OUT [--data-only]   # the smoke model and data, made once
+    python -m workloads.inference.dataset upscale ssd-resnet34 COCO OUT [--size W H] [--format jpg|png]
+        # COCO 2017 val upscaled as the reference's tools/upscale_coco/upscale_coco.py (1200 x 1200)
 
-Exit codes: 0 ok (the folder on stdout, alone, for smoke), 2 bad input or data (one line on stderr).
+Exit codes: 0 ok (the folder on stdout, alone, for prepare and smoke), 2 bad input or data (one line
+on stderr).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import sys
 from pathlib import Path
 
 from workloads.common.cli import Parser, run_main
+from workloads.common.cpus import usable_cpus
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import MODULES, find
 
@@ -24,11 +31,35 @@ def main(argv: list[str] | None = None) -> int:
     check = commands.add_parser("check", help="check that DIR holds MODEL's dataset")
     check.add_argument("model", choices=sorted(MODULES))
     check.add_argument("dir", type=Path)
+    prepare = commands.add_parser("prepare", help="print the folder a run of MODEL uses for SRC (made once in DIR)")
+    prepare.add_argument("model", choices=sorted(MODULES))
+    prepare.add_argument("src", type=Path)
+    prepare.add_argument("--cache", type=Path, required=True, help="where a dataset made from SRC goes")
+    prepare.add_argument("--input-shape", type=shape, help="the model's input without its batch axis (C,D,H,W)")
+    prepare.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
     smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
     smoke.add_argument("model", choices=sorted(MODULES))
     smoke.add_argument("out", type=Path)
+    smoke.add_argument("--data-only", action="store_true", help="the data alone (for a model trained elsewhere)")
+    upscale = commands.add_parser("upscale", help="COCO upscaled as the reference's upscale_coco.py (the model's size)")
+    upscale.add_argument("model", choices=sorted(MODULES))
+    upscale.add_argument("src", type=Path, help="COCO: SRC/val2017/*.jpg, SRC/annotations/instances_val2017.json")
+    upscale.add_argument("out", type=Path, help="a new folder, the same layout")
+    upscale.add_argument("--size", type=int, nargs=2, metavar=("W", "H"), help="default: the model's input side")
+    upscale.add_argument("--format", choices=("jpg", "png"), default="jpg", help="jpg (the reference's default) or png")
+    upscale.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
     args = parser.parse_args(argv)
     return run_main(lambda: _run(args))
+
+
+def shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give the sizes, comma separated") from None
+    if not dims or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 1")
+    return dims
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -36,10 +67,30 @@ def _run(args: argparse.Namespace) -> None:
         if not args.dir.is_dir():
             raise HarnessError(f"{args.dir}: no such dataset folder")
         sys.stdout.write(find(args.model).check(args.dir) + "\n")
+    elif args.command == "prepare":
+        if not args.src.is_dir():
+            raise HarnessError(f"{args.src}: no such dataset folder")
+        module = find(args.model)
+        if hasattr(module, "prepare"):
+            folder = module.prepare(args.src, args.cache, args.input_shape, args.workers or usable_cpus())
+        else:
+            folder = args.src
+        sys.stderr.write(module.check(folder) + "\n")
+        sys.stdout.write(f"{folder}\n")
+    elif args.command == "upscale":
+        from workloads.inference.coco_upscale import upscale
+
+        size = getattr(find(args.model), "UPSCALE_SIZE", None)
+        if size is None:
+            raise HarnessError(f"{args.model} reads its dataset as it is: only ssd-resnet34 takes COCO upscaled")
+        size = tuple(args.size) if args.size else size
+        written = upscale(args.src, args.out, size=size, fmt=args.format, workers=args.workers or usable_cpus())
+        sys.stderr.write(f"{written} images upscaled to {size[0]}x{size[1]} {args.format} in {args.out}\n")
+        sys.stdout.write(f"{args.out}\n")
     else:
         from workloads.inference.smoke import make
 
-        made = make(args.model, args.out)
+        made = make(args.model, args.out, with_model=not args.data_only)
         sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
         sys.stdout.write(f"{args.out}\n")
 

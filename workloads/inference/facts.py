@@ -31,11 +31,21 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def round_facts(conf_round: Any, scenario: str) -> dict[str, Any]:
+    """Which round's settings the run took: a retired model's declared one, else the installed LoadGen's."""
+    if conf_round is None:
+        return {"name": "current",
+                "source": f"the mlperf.conf built into mlcommons-loadgen {version('mlcommons-loadgen')}"}
+    return {"name": conf_round.name, "source": conf_round.source, "values": conf_round.for_scenario(scenario)}
+
+
 def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[str, Any], user_conf: dict[str, float],
             user_conf_sources: dict[str, str], overrides: dict[str, Any], warm_up: dict[str, float],
-            tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int, threads: int,
-            threads_source: str, samples: int,
-            trace_file: Path | None, operators: list[OperatorTime]) -> dict[str, Any]:
+            tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int,
+            batch_source: str, threads: int,
+            threads_source: str, samples: int, trace_file: Path | None, operators: list[OperatorTime],
+            dataset: dict[str, Any] | None = None, conf_round: Any = None,
+            audit: dict[str, Any] | None = None) -> dict[str, Any]:
     """The facts of one invocation as plain JSON values."""
     last = tests.get("accuracy") or tests.get("performance") or {}
     profile = None
@@ -59,6 +69,7 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
         "providers": list(backend.providers),
         "input": {"name": backend.input_name, "shape": [str(d) for d in backend.input_shape]},
         "max_batch": max_batch,
+        "batch_source": batch_source,
         "threads": threads,
         "threads_source": threads_source,
         "workers": options.workers,
@@ -73,10 +84,14 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
         "tests": tests,
         "total_inference_s": backend.load_s + float(last.get("test_s", 0.0)),
         "official": official,
+        "round": round_facts(conf_round, options.scenario),
         "user_conf": user_conf,
         "user_conf_sources": user_conf_sources,
         "overrides": overrides,
         "accuracy": None if accuracy is None else {"metric": accuracy.metric, "percent": accuracy.percent,
-                                                   "samples": accuracy.samples, "line": accuracy.line},
+                                                   "samples": accuracy.samples, "line": accuracy.line,
+                                                   "parts": accuracy.parts},
+        "dataset": dataset,
+        "audit": audit,
         "trace": profile,
     }

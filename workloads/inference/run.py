@@ -25,17 +25,19 @@ from typing import Any
 from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
 from workloads.common.memory import available_bytes
-from workloads.inference import backends, facts
+from workloads.inference import backends, compliance, facts
 from workloads.inference import settings as lg_settings
 from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
 from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
-from workloads.inference.sut import INLINE_SCENARIOS, Samples, Server, from_loadgen
+from workloads.inference.sut import INLINE_SCENARIOS, Batching, Samples, Server, batch_axis, from_loadgen
 
 MODES = {"performance": ("performance",), "accuracy": ("accuracy",), "both": ("performance", "accuracy")}
 PERFORMANCE_DIR = Path("performance") / "run_1"
 ACCURACY_DIR = Path("accuracy")
 AUTO = "auto"
+NO_AUDIT = "no-audit.config"
+"""The audit file a test that is not a compliance test names (absent: LoadGen then reads none)."""
 WARM_UP_SHARE, WARM_UP_MIN_S, WARM_UP_MAX_S = 0.05, 2.0, 10.0
 """The warm-up runs the test's own path for 5% of the test's duration, from 2 s to 10 s."""
 RAMP_S = 0.5
@@ -77,6 +79,8 @@ class Options:
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None
+    audit: str | None = None
+    """A compliance test (TEST01, TEST04): its audit.config given to LoadGen's performance test."""
     profile: str = ""
     """The orchestrator's profile name, recorded only."""
     trust_model: bool = False
@@ -92,6 +96,11 @@ def _number(text: str, what: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise HarnessError(f"{what} {text!r}: give a positive number or auto")
     return value
+
+
+WARM_UP_CALLS = (6, 4)
+"""Single-sample and full-batch calls of the warm-up (the first of each untimed); a model module's
+``WARM_UP_CALLS`` replaces it (a whole 3D volume per call)."""
 
 
 class Rehearsal:
@@ -128,18 +137,18 @@ def warm_up_seconds(test_s: float) -> float:
     return min(max(WARM_UP_MIN_S, WARM_UP_SHARE * test_s), WARM_UP_MAX_S)
 
 
-def warm_up(backend: backends.Backend, model: Any, samples: Samples, *, count: int, max_batch: int, workers: int,
-            seconds: float) -> dict[str, float]:
+def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Batching, *, count: int, workers: int,
+            seconds: float, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
     """Sustained timings of the test's own path, after a first call of each kind: a single sample
-    and a batch answered in the caller's thread (the latency targets, an eighth of ``seconds`` each),
-    and batches through the workers for the rest, their ramp not timed (the throughput target). Each
-    is what LoadGen's schedule is planned from: a rate measured on one small batch once planned a
-    "60 s" Offline test that ran 662 s."""
-    rows = list(range(min(count, 2 * max_batch)))
-    samples.load(rows)
+    and a batch answered in the caller's thread (the latency targets, at least ``calls`` of each and an
+    eighth of ``seconds``), then batches through the workers for the rest of ``seconds``, their ramp not
+    timed (the throughput target). A model whose calls are too slow for that (a whole 3D volume per
+    call) takes its throughput from the batch calls. What LoadGen's schedule is planned from: a rate
+    measured on one small batch once planned a "60 s" Offline test that ran 662 s."""
     stand_in = Rehearsal()
-    inline = Server(stand_in, model, backend, samples, scenario="SingleStream", max_batch=max_batch, workers=1)
-    batched = Server(stand_in, model, backend, samples, scenario="Offline", max_batch=max_batch, workers=workers)
+    inline = Server(stand_in, model, backend, samples, scenario="SingleStream", batching=batches, workers=1)
+    rows = list(range(min(count, 2 * inline.max_batch)))
+    samples.load(rows)
     ids = iter(range(1 << 62))
 
     def queries(n: int) -> list[Query]:
@@ -149,34 +158,58 @@ def warm_up(backend: backends.Backend, model: Any, samples: Samples, *, count: i
         inline.issue(queries(n))  # the first call of a shape is slower: not timed
         times: list[float] = []
         started = time.perf_counter()
-        while len(times) < least_calls or time.perf_counter() - started < least_s:
+        while len(times) < max(least_calls, 1) or time.perf_counter() - started < least_s:
             call = time.perf_counter()
             inline.issue(queries(n))
             times.append(time.perf_counter() - call)
         return statistics.median(times)
 
+    batched: Server | None = None
     try:
-        single = timed(1, seconds / 8, 5)
-        full = timed(len(rows[:max_batch]), seconds / 8, 3)
-        # the workers ramp up (their first calls, the allocator, the clocks): what comes after counts
-        round_size = 2 * workers * max_batch
-        issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
-        middle: tuple[float, int] | None = None
-        while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
-            batched.issue(queries(round_size))
-            issued, rounds = issued + round_size, rounds + 1
-            if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
-                middle = (time.perf_counter(), stand_in.answered)
-        stand_in.wait_for(base + issued)
-        assert middle is not None
-        elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
+        single = timed(1, seconds / 8, calls[0] - 1)
+        full_size = len(rows[:inline.max_batch])
+        full = single if full_size == 1 else timed(full_size, seconds / 8, calls[1] - 1)
+        rate, counted, elapsed = full_size / full, 0, 0.0
+        round_size = 2 * workers * inline.max_batch
+        if full * 2 * workers * 6 <= seconds:  # else the batch calls say it: each is most of the cost
+            # the workers ramp up (their first calls, the allocator, the clocks): what comes after counts
+            batched = Server(stand_in, model, backend, samples, scenario="Offline", batching=batches,
+                             workers=workers)
+            issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
+            middle: tuple[float, int] | None = None
+            while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
+                batched.issue(queries(round_size))
+                issued, rounds = issued + round_size, rounds + 1
+                if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
+                    middle = (time.perf_counter(), stand_in.answered)
+            stand_in.wait_for(base + issued)
+            assert middle is not None
+            elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
+            rate = counted / elapsed
     finally:
-        batched.close()
+        if batched is not None:
+            batched.close()
         samples.unload(rows)
     inline.raise_failure("warm-up")
-    batched.raise_failure("warm-up")
-    return {"latency_ms": single * 1000, "batch_ms": full * 1000, "throughput_qps": counted / elapsed,
+    if batched is not None:
+        batched.raise_failure("warm-up")
+    return {"latency_ms": single * 1000, "batch_ms": full * 1000, "throughput_qps": rate,
             "seconds": round(elapsed, 3), "samples": counted}
+
+
+def batching(options: Options, module: Any, input_shape: tuple[Any, ...], name: str) -> tuple[Batching, str]:
+    """Samples (or, for a per-sample model, windows) per backend call, and why: the model's fixed batch
+    when its batch axis is fixed (a --max-batch that differs is refused), else --max-batch, else the
+    reference's default for the model."""
+    fixed = batch_axis(input_shape)
+    if fixed is not None:
+        if options.max_batch is not None and options.max_batch != fixed:
+            raise HarnessError(f"--max-batch {options.max_batch}: {name} takes batches of exactly {fixed} "
+                               "(its input's batch axis is fixed); export it with a free batch axis for more")
+        return Batching(max_batch=fixed, fixed=fixed), f"the model's fixed batch axis ({fixed})"
+    if options.max_batch is not None:
+        return Batching(max_batch=options.max_batch), "given"
+    return Batching(max_batch=module.MAX_BATCH), "the reference's default for the model"
 
 
 def auto_targets(options: Options) -> list[str]:
@@ -190,9 +223,6 @@ def user_values(options: Options, module: Any,
     """user.conf values and, per value, where it came from (``measured``: the warm-up, for auto)."""
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
-    for scope in ("*", options.scenario):
-        for key, value in module.RETIRED_CONF.get(scope, {}).items():
-            values[key], sources[key] = float(value), "the settings of the round that retired the model"
     given = {"target_qps": options.target_qps, "target_latency": options.target_latency_ms}
     for key, text in given.items():
         if text is None or options.scenario not in lg_settings.USER_KEYS[key]:
@@ -260,7 +290,7 @@ def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
     """The batches in flight (each worker's, and Offline's gathered ahead: 3 per worker) fit this
     machine's memory, one sample measured: a model with a fixed batch of 2^40 passed every other check."""
     samples.load([0])
-    sample = samples.array[0].nbytes
+    sample = samples.get(0).nbytes
     samples.unload([0])
     available = available_bytes()
     in_flight = 3 * max(1, workers) * max_batch * sample
@@ -292,6 +322,38 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     return 0, "the backend's default (one call at a time)"
 
 
+def run_tests(lg: Any, options: Options, server: Server, samples: Samples, settings: Any, count: int,
+              sample_count: int, audit_file: Path | None = None) -> dict[str, Any]:
+    """LoadGen's tests of ``options.mode`` in turn, each logging into its folder; per test its time and
+    where it went."""
+    sut = lg.ConstructSUT(from_loadgen(server.issue), from_loadgen(server.flush))
+    qsl = lg.ConstructQSL(count, sample_count, from_loadgen(samples.load), from_loadgen(samples.unload))
+    tests: dict[str, Any] = {}
+    try:
+        for mode in MODES[options.mode]:
+            folder = options.out / (PERFORMANCE_DIR if mode == "performance" else ACCURACY_DIR)
+            folder.mkdir(parents=True, exist_ok=True)
+            settings.mode = lg.TestMode.PerformanceOnly if mode == "performance" else lg.TestMode.AccuracyOnly
+            log_settings = lg.LogSettings()
+            log_settings.log_output.outdir = str(folder)
+            log_settings.log_output.copy_summary_to_stdout = False
+            # LoadGen's own trace (mlperf_log_trace.json) is on by default and grows with the test
+            # (85 MB for one SingleStream run): written only when a trace is asked for, as the
+            # reference writes it only under --debug.
+            log_settings.enable_trace = options.trace
+            started = time.perf_counter()
+            # An audit.config in the working folder would silently turn a test into a compliance test:
+            # LoadGen reads the one it is given (a compliance test's), else one that does not exist.
+            audit = audit_file if audit_file is not None and mode == "performance" else folder / NO_AUDIT
+            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(audit))
+            server.raise_failure(mode)
+            tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
+    finally:
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    return tests
+
+
 def run(options: Options) -> dict[str, Any]:
     """Run the tests; return the facts written to ``harness.json``."""
     import mlperf_loadgen as lg
@@ -305,15 +367,17 @@ def run(options: Options) -> dict[str, Any]:
     if options.label_offset is not None:
         kwargs["label_offset"] = options.label_offset
     model = module.Model(options.data, **kwargs)
-    max_batch = options.max_batch or module.MAX_BATCH
     options.out.mkdir(parents=True, exist_ok=True)
     trace_dir = options.out / "trace" if options.trace else None
     threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir, trust_model=options.trust_model)
+    if hasattr(model, "check_input"):
+        model.check_input(backend.loaded.input_shape)
+    batches, batch_source = batching(options, module, backend.loaded.input_shape, options.model.name)
     samples = Samples(model)
-    check_batch(samples, max_batch, options.workers)
-    official = lg_settings.official(lg, module.CONF_MODEL, options.scenario)
+    check_batch(samples, batches.max_batch, options.workers)
+    official = lg_settings.official(lg, module.CONF_MODEL, options.scenario, module.ROUND)
     test_s = options.time_s if options.time_s is not None else official["min_duration_ms"] / 1000
 
     def settled(measured: dict[str, float] | None) -> tuple[Any, dict[str, Any], lg_settings.Schedule,
@@ -321,12 +385,12 @@ def run(options: Options) -> dict[str, Any]:
         values, sources = user_values(options, module, measured)
         requested = lg_settings.Requested(conf_model=module.CONF_MODEL, scenario=options.scenario, user_conf=values,
                                           time_s=options.time_s, count=options.count,
-                                          min_query_count=options.min_query_count)
+                                          min_query_count=options.min_query_count, conf_round=module.ROUND)
         return (*fitted(lg, requested, sources, options.out / "user.conf"), sources)
 
     given = None if auto_targets(options) else settled(None)  # a target given is refused before the warm-up
-    measured = warm_up(backend, model, samples, count=model.count, max_batch=max_batch, workers=options.workers,
-                       seconds=warm_up_seconds(test_s))
+    measured = warm_up(model, backend, samples, batches, count=model.count, workers=options.workers,
+                       seconds=warm_up_seconds(test_s), calls=getattr(module, "WARM_UP_CALLS", WARM_UP_CALLS))
     settings, overrides, plan, values, sources = given or settled(measured)
     if "performance" in MODES[options.mode]:
         expected = expected_seconds(plan, measured, options.scenario)
@@ -336,42 +400,44 @@ def run(options: Options) -> dict[str, Any]:
                              f"{plan.qps:.4g} queries/s; this machine answered {measured['throughput_qps']:.4g} "
                              "samples/s in the warm-up\n")
             sys.stderr.flush()
-    sample_count = settings.performance_sample_count_override or model.count
-    if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
-        settings.performance_sample_count_override = sample_count = model.count
-        overrides["performance_sample_count_override"] = model.count
-    server = Server(lg, model, backend, samples, scenario=options.scenario, max_batch=max_batch,
-                    workers=options.workers)
-    sut = lg.ConstructSUT(from_loadgen(server.issue), from_loadgen(server.flush))
-    qsl = lg.ConstructQSL(model.count, sample_count, from_loadgen(samples.load), from_loadgen(samples.unload))
-    tests: dict[str, Any] = {}
-    accuracy = None
+    server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
     try:
-        for mode in MODES[options.mode]:
-            folder = options.out / (PERFORMANCE_DIR if mode == "performance" else ACCURACY_DIR)
-            folder.mkdir(parents=True, exist_ok=True)
-            settings.mode = lg.TestMode.PerformanceOnly if mode == "performance" else lg.TestMode.AccuracyOnly
-            log_settings = lg.LogSettings()
-            log_settings.log_output.outdir = str(folder)
-            log_settings.log_output.copy_summary_to_stdout = False
-            started = time.perf_counter()
-            lg.StartTestWithLogSettings(sut, qsl, settings, log_settings)
-            server.raise_failure(mode)
-            tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
-        if "accuracy" in tests:
-            folder = options.out / ACCURACY_DIR
-            accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
-            atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+        sample_count = settings.performance_sample_count_override or model.count
+        if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
+            settings.performance_sample_count_override = sample_count = model.count
+            overrides["performance_sample_count_override"] = model.count
+        audit_file = None
+        if options.audit is not None:
+            if options.mode != "performance":
+                raise HarnessError(f"--audit {options.audit} runs LoadGen's performance test: give --mode performance")
+            audit_file = options.out / "audit.config"
+            atomic.write_text(audit_file, compliance.audit_config_text(options.audit, module, options.scenario))
+        tests = run_tests(lg, options, server, samples, settings, model.count, sample_count, audit_file)
     finally:
         server.close()
-        lg.DestroyQSL(qsl)
-        lg.DestroySUT(sut)
+    accuracy = None
+    if "accuracy" in tests:
+        folder = options.out / ACCURACY_DIR
+        accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
+        atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    audited = None
+    if options.audit is not None:
+        audited = {"test": options.audit, "settings": compliance.audit_settings(options.audit, module)}
+        logged = options.out / PERFORMANCE_DIR / ACCURACY_FILE
+        if options.audit == "TEST01":  # the responses it logged, scored as the accuracy run's are
+            entries = read_accuracy_log(logged)
+            audited["accuracy"] = model.accuracy(entries).line if entries else None
+            audited["logged_samples"] = len(entries)
     trace_file, operators = backend.stop_trace()
     record = facts.collect(options=options, backend=backend.loaded, conf_model=module.CONF_MODEL,
                            official=official,
+                           conf_round=module.ROUND,
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
-                           tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy, max_batch=max_batch,
-                           threads=threads, threads_source=threads_source,
-                           samples=model.count, trace_file=trace_file, operators=operators)
+                           tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy,
+                           max_batch=batches.max_batch, batch_source=batch_source, threads=threads,
+                           threads_source=threads_source,
+                           samples=model.count, trace_file=trace_file, operators=operators,
+                           dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
+                           audit=audited)
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record

@@ -1,9 +1,14 @@
 """LoadGen's test settings for one model and scenario, the way a submission makes them: the official
 ``mlperf.conf`` (the copy built into the installed LoadGen, loaded by LoadGen itself) and a
-``user.conf`` written from the values the user gave (target QPS, target latency, and the settings
-of a retired model), read by ``TestSettings.FromConfig``; then what the run overrides beyond the
-rules (``--time``, ``--count``), kept apart so that the orchestrator can say INVALID where an
-official minimum is not met.
+``user.conf`` written from the values the user gave (target QPS, target latency), read by
+``TestSettings.FromConfig``; then what the run overrides beyond the rules (``--time``, ``--count``),
+kept apart so that the orchestrator can say INVALID where an official minimum is not met.
+
+A retired model runs under one round, declared (its module's ``ROUND``): every value that round's
+mlperf.conf gave it (seeds, minimums, percentiles, latency bound, sample counts) replaces what the
+installed LoadGen's built-in copy gives, and is what the facts file calls official. (LoadGen 6 reads
+only its built-in mlperf.conf, and seeds only from it, so a round's values are set on the settings
+directly; a user.conf cannot carry them.)
 """
 
 from __future__ import annotations
@@ -26,6 +31,61 @@ USER_KEYS = {"target_qps": ("Server", "Offline"), "target_latency": ("SingleStre
 
 
 @dataclass(frozen=True, kw_only=True)
+class Round:
+    """The MLPerf Inference round a model's settings come from, and what its mlperf.conf gave the model."""
+
+    name: str
+    source: str
+    values: dict[str, dict[str, float]]
+    """Per scope ('*' or a scenario), mlperf.conf's keys (without the model) and values, as written there."""
+
+    def for_scenario(self, scenario: str) -> dict[str, float]:
+        return {**self.values.get("*", {}), **self.values.get(scenario, {})}
+
+
+ROUND_KEYS: dict[str, dict[str, tuple[str, float]]] = {
+    # mlperf.conf key -> per scenario ('*': every one) the TestSettings field and the factor LoadGen applies
+    "performance_sample_count_override": {"*": ("performance_sample_count_override", 1)},
+    "qsl_rng_seed": {"*": ("qsl_rng_seed", 1)},
+    "sample_index_rng_seed": {"*": ("sample_index_rng_seed", 1)},
+    "schedule_rng_seed": {"*": ("schedule_rng_seed", 1)},
+    "min_duration": {"*": ("min_duration_ms", 1)},
+    "min_query_count": {"*": ("min_query_count", 1)},
+    "samples_per_query": {"MultiStream": ("multi_stream_samples_per_query", 1)},
+    "target_latency_percentile": {"SingleStream": ("single_stream_target_latency_percentile", 0.01),
+                                  "MultiStream": ("multi_stream_target_latency_percentile", 0.01),
+                                  "Server": ("server_target_latency_percentile", 0.01)},
+    "target_latency": {"Server": ("server_target_latency_ns", 1e6),
+                       "SingleStream": ("single_stream_expected_latency_ns", 1e6),
+                       "MultiStream": ("multi_stream_expected_latency_ns", 1e6)},
+}
+"""How LoadGen's FromConfig maps each key a round's mlperf.conf gives a model."""
+EXPECTATIONS = {"single_stream_expected_latency_ns", "multi_stream_expected_latency_ns"}
+"""What a user.conf may set instead (an expected latency, not a rule)."""
+
+
+def apply_round(settings: Any, round_: Round, scenario: str, *, user_set: bool = False) -> dict[str, Any]:
+    """Set the round's values for ``scenario`` on ``settings``; what was set. ``user_set``: a user.conf
+    gave the expected latency, which the round's then does not replace."""
+    applied: dict[str, Any] = {}
+    for key, value in round_.for_scenario(scenario).items():
+        mapping = ROUND_KEYS.get(key)
+        if mapping is None:
+            raise HarnessError(f"round {round_.name}: {key} is not a setting this harness knows how to apply")
+        target = mapping.get(scenario) or mapping.get("*")
+        if target is None:
+            continue  # a key of another scenario (Offline has no latency percentile)
+        name, factor = target
+        if name in EXPECTATIONS and user_set:
+            continue
+        current = getattr(settings, name)
+        converted = type(current)(value * factor) if factor != 1 else type(current)(value)
+        setattr(settings, name, converted)
+        applied[name] = converted
+    return applied
+
+
+@dataclass(frozen=True, kw_only=True)
 class Requested:
     """What the run asks of LoadGen beyond mlperf.conf."""
 
@@ -40,6 +100,8 @@ class Requested:
     """--count: min and max query count (as the reference's --count), beyond the rules."""
     min_query_count: int | None = None
     """--min-query-count: LoadGen's min_query_count (samples in Offline), beyond the rules."""
+    conf_round: Round | None = None
+    """The model's round, whose mlperf.conf values replace the built-in copy's; None: the built-in copy."""
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -53,21 +115,28 @@ def user_conf_text(requested: Requested) -> str:
     return "\n".join(lines) + "\n"
 
 
-def official(lg: Any, conf_model: str, scenario: str) -> dict[str, Any]:
-    """The values the built-in mlperf.conf gives this model and scenario (LoadGen's own reading)."""
+def official(lg: Any, conf_model: str, scenario: str, round_: Round | None = None) -> dict[str, Any]:
+    """The values the rules give this model and scenario: the built-in mlperf.conf (LoadGen's own
+    reading), with a retired model's round's values over it."""
     settings = lg.TestSettings()
     settings.FromConfig("", conf_model, scenario, 0)
+    if round_ is not None:
+        apply_round(settings, round_, scenario)
     return {name: getattr(settings, name) for name in OFFICIAL_FIELDS}
 
 
 def build(lg: Any, requested: Requested, user_conf: Path) -> tuple[Any, dict[str, Any]]:
     """(TestSettings, the overrides beyond user.conf). Writes ``user_conf`` first: LoadGen reads it
-    (and mlperf.conf before it) in ``FromConfig``, once per process as the rules want."""
+    (and mlperf.conf before it) in ``FromConfig``, once per process as the rules want; a retired
+    model's round is applied after it."""
     user_conf.write_text(user_conf_text(requested))
     settings = lg.TestSettings()
     if settings.FromConfig(str(user_conf), requested.conf_model, requested.scenario) != 0:
         raise HarnessError(f"{user_conf}: LoadGen refused it")
     settings.scenario = getattr(lg.TestScenario, requested.scenario)
+    if requested.conf_round is not None:
+        apply_round(settings, requested.conf_round, requested.scenario,
+                    user_set="target_latency" in requested.user_conf)
     overrides: dict[str, Any] = {}
     if requested.time_s is not None:
         overrides["min_duration_ms"] = overrides["max_duration_ms"] = int(requested.time_s * 1000)

@@ -1,4 +1,5 @@
-"""The smoke model and data: what `mltrain infer resnet50 --profile smoke` runs on a fresh machine.
+"""The smoke model and data: what `mltrain infer resnet50 --profile smoke` runs on a fresh machine
+(3d-unet's: `workloads.inference.kits19.smoke`).
 
 The images are the resnet50 training workload's synthetic ImageNet-like set (``workloads.resnet50.
 synthetic``), listed in the reference's ``val_map.txt``; the weights are what that workload's smoke
@@ -96,10 +97,15 @@ def export(weights: Path, classes: int, out: Path) -> tuple[int, int]:
     return preset.crop, preset.crop
 
 
-def make(model_name: str, out: Path) -> bool:
-    """Make the smoke assets in ``out`` atomically; False when they are already there."""
+def make(model_name: str, out: Path, *, with_model: bool = True) -> bool:
+    """Make the smoke assets in ``out`` atomically; False when they are already there. ``with_model``
+    False: the data alone where a model has data of its own (3d-unet, for a training run's model)."""
+    if model_name == "3d-unet":
+        from workloads.inference.kits19 import smoke
+
+        return smoke.make(out, with_model=with_model)
     if model_name != "resnet50":
-        raise HarnessError(f"{model_name} has no smoke model (only resnet50 has one): give --model and --data")
+        raise HarnessError(f"{model_name} has no smoke model (resnet50 and 3d-unet have one): give --model and --data")
     if (out / MARKER).is_file():
         return False
     if out.exists() and any(out.iterdir()):

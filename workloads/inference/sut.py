@@ -1,13 +1,21 @@
 """LoadGen's system under test and query sample library over one model and one backend.
 
-The QSL loads preprocessed samples into one contiguous array when LoadGen asks (outside the timed
-run, as the rules allow) and drops them when it says so. The SUT answers each query with the
-model's response bytes: SingleStream and MultiStream queries run in LoadGen's issuing thread (one
+The QSL holds exactly the samples LoadGen names: ``LoadSamplesToRam`` preprocesses each (outside the
+timed run, as the rules allow) and ``UnloadSamplesFromRam`` drops them, so memory follows the
+performance set, not the dataset (the reference's QSLs do the same). The SUT answers each query with
+the model's response bytes: SingleStream and MultiStream queries run in LoadGen's issuing thread (one
 query is in flight at a time, so a hand-off would only add latency); Offline and Server queries go
-to worker threads, up to ``max_batch`` samples per backend call. Offline's one query is cut into
-batches in LoadGen's issuing thread, which gathers each batch's samples while the workers predict
-(a bounded queue keeps it a few batches ahead, as the reference's ``QueueRunner`` does); Server's
-queries are merged by the workers with whatever else waits (dynamic batching), then gathered.
+to worker threads. Offline's one query is cut into batches in LoadGen's issuing thread, which gathers
+each batch's samples while the workers predict (a bounded queue keeps it a few batches ahead, as the
+reference's ``QueueRunner`` does); Server's queries are merged by the workers with whatever else
+waits (dynamic batching), then gathered.
+
+Every backend call respects the model's batch axis (`Batching`): up to ``max_batch`` samples per call
+in every scenario (MultiStream's 8 samples make 8 calls to a batch-1 model, as the reference's do),
+and exactly the batch of a model whose batch axis is fixed (a short batch is filled with its last
+sample, whose extra outputs are dropped). A per-sample model (``Model.infer``: 3D-UNet's sliding
+window over one whole volume) takes its samples one by one and calls the backend itself, with up to
+``max_batch`` windows per call.
 
 A backend that fails during a test (a device lost, out of memory) must not leave LoadGen waiting
 for answers that never come: the batch is answered empty, as the reference does, the first error
@@ -77,46 +85,77 @@ class Timings:
                 "samples": self.samples}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Batching:
+    """How samples meet the backend: at most ``max_batch`` per call; exactly ``fixed`` when the model's
+    batch axis is fixed (a short batch is filled up)."""
+
+    max_batch: int
+    fixed: int | None = None
+
+    def predict(self, backend: Backend, batch: np.ndarray) -> Sequence[np.ndarray]:
+        """The backend's outputs for ``batch`` (N <= max_batch), one row per sample."""
+        count = len(batch)
+        if self.fixed is None or count == self.fixed:
+            return backend.predict(batch)
+        filler = np.repeat(batch[-1:], self.fixed - count, axis=0)
+        return [np.asarray(output)[:count] for output in backend.predict(np.concatenate([batch, filler]))]
+
+
+def batch_axis(input_shape: Sequence[Any]) -> int | None:
+    """The model's fixed batch size (its input's first axis is a number), None when the axis is free."""
+    first = input_shape[0] if input_shape else None
+    return first if isinstance(first, int) and first > 0 else None
+
+
 class Samples:
-    """The QSL's memory: preprocessed samples, each made once per process, the loaded set contiguous."""
+    """The QSL's memory: the preprocessed samples LoadGen asked to load, and nothing else."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.made: dict[int, np.ndarray] = {}
-        self.rows: dict[int, int] = {}
-        self.array = np.empty((0,), dtype=np.float32)
+        self.loaded: dict[int, np.ndarray] = {}
+        self.lock = threading.Lock()
         self.preprocess_s = 0.0
+        self.loads = 0
+        """Samples preprocessed so far (a sample LoadGen loads twice counts twice)."""
 
     def load(self, indices: Sequence[int]) -> None:
         started = time.perf_counter()
-        wanted = list(dict.fromkeys(indices))
-        for index in wanted:
-            if index not in self.made:
-                self.made[index] = self.model.load(index)
-        self.array = np.stack([self.made[i] for i in wanted]) if wanted else np.empty((0,), dtype=np.float32)
-        self.rows = {index: row for row, index in enumerate(wanted)}
+        for index in indices:
+            if index not in self.loaded:
+                array = self.model.load(index)
+                with self.lock:
+                    self.loaded[index] = array
+                    self.loads += 1
         self.preprocess_s += time.perf_counter() - started
 
     def unload(self, indices: Sequence[int]) -> None:
-        self.rows = {}
-        self.array = np.empty((0,), dtype=np.float32)
+        with self.lock:
+            for index in indices:
+                self.loaded.pop(index, None)
+
+    def get(self, index: int) -> np.ndarray:
+        return self.loaded[index]
 
     def batch(self, indices: Sequence[int]) -> np.ndarray:
+        """The samples stacked (N, ...): a view of the one sample when N is 1."""
         if len(indices) == 1:
-            row = self.rows[indices[0]]
-            return self.array[row:row + 1]
-        return np.take(self.array, [self.rows[i] for i in indices], axis=0)
+            return self.loaded[indices[0]][None]
+        return np.stack([self.loaded[i] for i in indices])
 
 
 class Server:
     """Turns LoadGen's queries into backend calls and responses."""
 
-    def __init__(self, lg: Any, model: Any, backend: Backend, samples: Samples, *, scenario: str, max_batch: int,
-                 workers: int) -> None:
+    def __init__(self, lg: Any, model: Any, backend: Backend, samples: Samples, *, scenario: str,
+                 batching: Batching, workers: int) -> None:
         self.lg, self.model, self.backend, self.samples = lg, model, backend, samples
+        self.batching = batching
+        self.per_sample = callable(getattr(model, "infer", None))
         self.inline = scenario in INLINE_SCENARIOS
-        self.gather_ahead = scenario == "Offline"
-        self.max_batch = max_batch
+        self.gather_ahead = scenario == "Offline" and not self.per_sample
+        self.max_batch = 1 if self.per_sample else batching.max_batch
+        """Samples per work item (one backend call, or one volume of a per-sample model)."""
         self.timings = Timings()
         self.failure: str | None = None
         """The first backend error of the test (its type and message), if any."""
@@ -140,8 +179,9 @@ class Server:
             raise Failure(f"the backend failed during the {test} test: {self.failure}")
 
     def issue(self, queries: Sequence[Any]) -> None:
-        if self.inline:
-            self._answer(list(queries))
+        if self.inline:  # MultiStream's samples in calls of the model's batch, one after the other
+            for start in range(0, len(queries), self.max_batch):
+                self._answer(list(queries[start:start + self.max_batch]))
             return
         for start in range(0, len(queries), self.max_batch):
             chunk = list(queries[start:start + self.max_batch])
@@ -176,9 +216,7 @@ class Server:
         indices = [q.index for q in queries]
         started = time.perf_counter()
         try:
-            outputs = self.backend.predict(self.samples.batch(indices) if gathered is None else gathered)
-            predicted = time.perf_counter()
-            payloads = self.model.respond(outputs, indices)
+            payloads, predicted = self._payloads(indices, gathered)
         except Exception as exc:  # noqa: BLE001 - any backend error: LoadGen still needs its answers
             with self.lock:
                 self.failure = self.failure or f"{type(exc).__name__}: {one_line(exc)[:300]}"
@@ -193,6 +231,19 @@ class Server:
             self.timings.respond_s += ended - predicted
             self.timings.batches += 1
             self.timings.samples += len(indices)
+
+    def compute(self, indices: Sequence[int]) -> list[np.ndarray]:
+        """The payloads of ``indices`` (loaded), outside any test: the warm-up's path through the model."""
+        return self._payloads(indices, None)[0]
+
+    def _payloads(self, indices: Sequence[int], gathered: np.ndarray | None) -> tuple[list[np.ndarray], float]:
+        """The response of each sample, and when the backend was done with them (perf_counter)."""
+        if self.per_sample:
+            payloads = [self.model.infer(self.backend, self.samples.get(i), self.batching) for i in indices]
+            return payloads, time.perf_counter()
+        outputs = self.batching.predict(self.backend, self.samples.batch(indices) if gathered is None else gathered)
+        predicted = time.perf_counter()
+        return self.model.respond(outputs, indices), predicted
 
     def close(self) -> None:
         for _ in self.threads:

@@ -23,6 +23,7 @@ from workloads.common.cli import Parser
 from workloads.unet3d.cuts import Cuts
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.precision import REQUESTS, normalise
+from workloads.unet3d.settings import COMPILE_MODES, StepKnobs
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("onprem", "cloud", "preview", "research")
@@ -125,6 +126,8 @@ class TrainConfig:
     """Use the channels_last_3d memory format; None: auto (on CUDA with compile, see settings.py)."""
     compile: bool = False
     """torch.compile the model (compiled and warmed up before run_start)."""
+    step: StepKnobs = field(default_factory=StepKnobs)
+    """How the step runs: compile mode, cuDNN autotuner, fused loss, pinned staging (settings.py)."""
     num_workers: int | None = None
     """DataLoader worker processes per rank; None: auto (CUDA: CPUs per local rank - 1, at least 2, at most 8;
     CPU: 0; see settings.py)."""
@@ -146,6 +149,9 @@ class TrainConfig:
     """Logged in submission_status."""
     log_name: str = "unet3d.log"
     """MLLOG file name inside ``results_dir``."""
+    save_model: bool = True
+    """Write the trained weights into ``results_dir`` after run_stop (``model.pt``, ``model.json``):
+    what ``python -m workloads.unet3d.export`` (``mltrain export RUN --model``) makes an inference model of."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -268,18 +274,39 @@ KNOBS: dict[str, str] = {
     "CHANNELS_LAST": "--channels-last",
     "EVAL_BATCH": "--eval-batch",
     "COMPILE": "--compile",
+    "COMPILE_MODE": "--compile-mode",
+    "CUDNN_BENCHMARK": "--cudnn-benchmark",
+    "FUSED_LOSS": "--fused-loss",
+    "PIN_MEMORY": "--pin-memory",
     "EVAL_CASES": "--eval-cases",
     "EVAL_CROP": "--eval-crop",
     "TRAIN_CASES": "--train-cases",
+    "SAVE_MODEL": "--save-model",
     "STEPS": "--steps",
     "WARMUP_STEPS": "--warmup-steps",
 }
 """Environment variable -> the option it sets (its value the option's; unset or empty: the option's
 default). ``COMPILE`` is a switch: 1 turns ``--compile`` on. QUALITY_THRESHOLD, MLTRAIN_PROFILE,
 MLTRAIN_SEEDS_RANDOM and SUBMISSION_{ORG,PLATFORM,STATUS,DIVISION} are read by ``config_from_args``."""
+SMOKE_DATA = {"cases": 40, "eval_cases": 10, "size": "24,24,24", "min_shape": 24, "seed": 0}
+"""The smoke profile's synthetic dataset (seeds.yaml's unet3d smoke ``dataset.args``; a test holds them equal)."""
+SMOKE_ENV = {"FILTERS": "8,16,32", "INPUT_SHAPE": "24,24,24", "BATCH_SIZE": "2", "LEARNING_RATE": "1.0",
+             "LR_WARMUP_EPOCHS": "2", "START_EVAL_AT": "4", "EVALUATE_EVERY": "1", "MAX_EPOCHS": "40"}
+"""The smoke profile's model and schedule knobs (seeds.yaml's unet3d smoke ``env``), for a smoke model
+trained outside a run (the inference harness's 3d-unet smoke model)."""
+SMOKE_TARGET = 0.7
+"""The smoke profile's quality target (seeds.yaml's unet3d smoke ``target``)."""
+
+
+def smoke_data_args() -> list[str]:
+    """``SMOKE_DATA`` as the dataset command line's ``synthesize`` arguments."""
+    return [arg for key, value in SMOKE_DATA.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
+
+
 SWITCHES = ("COMPILE",)
 THROUGHPUT_KNOBS = ("STEPS", "WARMUP_STEPS", "FILTERS", "INPUT_SHAPE", "BATCH_SIZE", "LEARNING_RATE", "OVERSAMPLING",
-                    "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE")
+                    "AMP", "THREADS", "NUM_WORKERS", "CHANNELS_LAST", "COMPILE", "COMPILE_MODE", "CUDNN_BENCHMARK",
+                    "FUSED_LOSS", "PIN_MEMORY")
 """What the throughput mode takes: its steps, and the model and precision knobs of training."""
 TRAIN_KNOBS = tuple(name for name in KNOBS if name not in ("STEPS", "WARMUP_STEPS"))
 
@@ -295,6 +322,22 @@ def env_argv(env: Mapping[str, str], names: Iterable[str]) -> list[str]:
         elif value:
             argv += [KNOBS[name], value]
     return argv
+
+
+def add_step_knobs(p: argparse.ArgumentParser) -> None:
+    """The options of ``StepKnobs`` (train and throughput take them alike)."""
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                   help="torch.compile's mode with --compile (reduce-overhead: CUDA graphs)")
+    p.add_argument("--cudnn-benchmark", type=auto_bool, default=None, help="auto (default: on for CUDA), 1 or 0")
+    p.add_argument("--fused-loss", type=auto_bool, default=None,
+                   help="Dice+CE from one log-softmax pass: auto (default: off), 1 or 0")
+    p.add_argument("--pin-memory", type=auto_bool, default=None,
+                   help="pinned staging of the batches: auto (default: on for CUDA), 1 or 0")
+
+
+def step_knobs(args: argparse.Namespace) -> StepKnobs:
+    return StepKnobs(compile_mode=args.compile_mode, cudnn_benchmark=args.cudnn_benchmark,
+                     fused_loss=args.fused_loss, pin_memory=args.pin_memory)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -326,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None,
                    help="auto (default: on for CUDA with --compile), 1 or 0; alone: 1")
     p.add_argument("--compile", action="store_true")
+    add_step_knobs(p)
     p.add_argument("--num-workers", type=auto_int, default=None, help="auto (default) or N loader processes")
     p.add_argument("--threads", type=auto_int, default=None, help="auto (default) or N intra-op threads")
     p.add_argument("--eval-batch", type=auto_int, default=None, help="auto (default: CUDA 4, CPU 1) or N windows")
@@ -335,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="crop evaluation volumes to at most D,H,W around the kidneys (default: whole; a cut, logged)")
     p.add_argument("--train-cases", type=auto_int, default=None,
                    help="train on only the first N training cases (default: all; a cut, logged)")
+    p.add_argument("--save-model", type=auto_bool, default=None,
+                   help="1 (default) or 0: the trained weights written into the results folder after run_stop")
     p.add_argument("--division", choices=DIVISIONS, default=None,
                    help="open forces the open division (so does $SUBMISSION_DIVISION=open or "
                         "MLTRAIN_PROFILE=smoke); closed is logged only when the rules allow it")
@@ -387,6 +433,7 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         precision=args.amp,
         channels_last=args.channels_last,
         compile=args.compile,
+        step=step_knobs(args),
         num_workers=args.num_workers,
         threads=args.threads,
         eval_batch=args.eval_batch,
@@ -396,4 +443,5 @@ def config_from_args(argv: Sequence[str], env: Mapping[str, str]) -> TrainConfig
         submission_org=env.get("SUBMISSION_ORG") or default("submission_org"),
         submission_platform=env.get("SUBMISSION_PLATFORM") or None,
         submission_status=env.get("SUBMISSION_STATUS") or default("submission_status"),
+        save_model=default("save_model") if args.save_model is None else args.save_model,
     )

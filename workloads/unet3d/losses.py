@@ -44,6 +44,33 @@ class DiceCELoss(nn.Module):
         return (torch.mean(1.0 - dice) + cross_entropy) / 2
 
 
+class FusedDiceCELoss(nn.Module):
+    """``DiceCELoss`` from one log-softmax pass and no one-hot map: the same value and gradient up to
+    rounding (the sums run in another order), fewer passes over the (B, C, D, H, W) logits.
+
+    The reference computes a softmax for the Dice terms and, inside cross_entropy, a log-softmax;
+    here the probabilities are exp(log-softmax), the cross-entropy is the negative log-probability
+    of each voxel's class, and each class's intersection and target size are summed over the
+    voxels of that class instead of against a materialised one-hot target."""
+
+    def forward(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        # logits (B, C, D, H, W), label (B, 1, D, H, W) integer classes
+        logits = logits.float()
+        classes = label.long()  # (B, 1, D, H, W)
+        log_p = torch.log_softmax(logits, dim=1)
+        cross_entropy = -torch.gather(log_p, 1, classes).mean()
+        probabilities = log_p.exp()
+        dims = tuple(range(2, logits.ndim))
+        p_true = torch.gather(probabilities, 1, classes)  # (B, 1, D, H, W): the probability of the voxel's class
+        dice = []
+        for c in range(1, logits.shape[1]):  # the foreground classes
+            mask = classes == c
+            intersection = torch.sum(p_true * mask, dim=dims)[:, 0]
+            total = torch.sum(probabilities[:, c], dim=tuple(d - 1 for d in dims)) + torch.sum(mask, dim=dims)[:, 0]
+            dice.append((2.0 * intersection + SMOOTH) / (total + SMOOTH))
+        return (torch.mean(1.0 - torch.stack(dice, dim=1)) + cross_entropy) / 2
+
+
 def dice_score(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """Hard Dice of each foreground class, averaged over the batch: -> (C - 1,)."""
     n_classes = logits.shape[1]

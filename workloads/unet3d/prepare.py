@@ -75,7 +75,7 @@ def prepare(
     key = content_key(src, cases, cache, min_shape, workers)
     final = cache / f"{PREFIX}{key}"
     reference = is_reference_kits19(src, cases) and min_shape == CLOSED_MIN_SHAPE
-    with _locked(cache / f".{PREFIX}{key}.lock"):
+    with locked(cache / f".{PREFIX}{key}.lock"):
         if (final / READY_MARKER).is_file():
             marker = _read_json(final / READY_MARKER)
             verified = isinstance(marker, dict) and bool(marker.get("verified"))
@@ -159,7 +159,7 @@ def _read_json(path: Path) -> object:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """One preparer per key at a time (a second waits, then finds the folder made)."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -157,9 +157,13 @@ def normalize(image: np.ndarray) -> np.ndarray:
     return (image - MEAN) / STD
 
 
-def pad_to_min_shape(image: np.ndarray, label: np.ndarray, min_shape: int) -> tuple[np.ndarray, np.ndarray]:
-    """Step 4: edge-pad spatial axes shorter than ``min_shape``, half before, the rest after."""
-    missing = [max(0, min_shape - size) for size in image.shape[1:]]
+def pad_to_min_shape(
+    image: np.ndarray, label: np.ndarray, min_shape: int | tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step 4: edge-pad spatial axes shorter than ``min_shape`` (one size for every axis, or one per
+    axis: the inference reference pads to its ROI), half before, the rest after."""
+    sizes = (min_shape,) * (image.ndim - 1) if isinstance(min_shape, int) else min_shape
+    missing = [max(0, want - size) for want, size in zip(sizes, image.shape[1:], strict=True)]
     paddings = [(0, 0)] + [(m // 2, m - m // 2) for m in missing]
     return np.pad(image, paddings, mode="edge"), np.pad(label, paddings, mode="edge")
 

@@ -18,6 +18,15 @@ Loader workers (``auto_workers``), per rank:
   flight and fill their caches in half the time. One more, mostly idle, process on a 2-CPU share
   costs less than an idle GPU.
 - on a CPU: none. The training process needs every core and the crop is cheap next to a CPU step.
+
+How the step runs (``StepKnobs``, each a setting the GPU session's benchmark measures beside the
+reference, and each logged): the torch.compile mode (``default``, ``reduce-overhead``: CUDA graphs,
+``max-autotune-no-cudagraphs``, ``max-autotune``), cuDNN's autotuner (``auto``: on for CUDA, as the
+reference's ``--cudnn_benchmark`` turns it on), the Dice+CE loss from one log-softmax pass
+(``fused_loss``, ``auto``: off, the reference's two passes, until a GPU measurement says otherwise;
+under torch.compile inductor fuses either), and pinned host staging of the batches (``auto``: on for
+CUDA, so the copy to the device runs without blocking). None of these changes what the closed rules
+fix: the model, the loss's value, the optimizer, batch and schedule.
 """
 
 from __future__ import annotations
@@ -31,6 +40,26 @@ from workloads.unet3d import precision as P
 MAX_WORKERS = 8  # the reference's loader workers per process
 MIN_GPU_WORKERS = 2  # on a GPU, whatever the CPUs (see the module docstring)
 CUDA_EVAL_BATCH = 4
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+"""torch.compile's modes: reduce-overhead and max-autotune capture CUDA graphs."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepKnobs:
+    """How the training step runs, as asked (None: auto, resolved on the device by ``resolve_settings``)."""
+
+    compile_mode: str = "default"
+    """torch.compile's mode when compiling (one of ``COMPILE_MODES``)."""
+    cudnn_benchmark: bool | None = None
+    """cuDNN's autotuner; auto: on for CUDA."""
+    fused_loss: bool | None = None
+    """Dice+CE from one log-softmax pass (losses.FusedDiceCELoss); auto: off."""
+    pin_memory: bool | None = None
+    """Pinned host staging of the loader's batches; auto: on for CUDA."""
+
+    def __post_init__(self) -> None:
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}")
 
 
 @dataclass(frozen=True)
@@ -74,10 +103,14 @@ class RunSettings:
     """Sliding windows per forward pass in evaluation."""
     why: str
     """Why the precision is what it is (one sentence)."""
-
-    @property
-    def pin_memory(self) -> bool:
-        return self.device.type == "cuda"
+    compile_mode: str = "default"
+    """torch.compile's mode (when ``compile``)."""
+    cudnn_benchmark: bool = False
+    """cuDNN's autotuner on (CUDA)."""
+    fused_loss: bool = False
+    """Dice+CE from one log-softmax pass."""
+    pin_memory: bool = False
+    """The loader pins its batches; the copy to the device does not block."""
 
     @property
     def memory_format(self) -> torch.memory_format:
@@ -101,6 +134,10 @@ class RunSettings:
             "capability": f"{self.capability[0]}.{self.capability[1]}" if self.capability else None,
             "channels_last": self.channels_last,
             "compile": self.compile,
+            "compile_mode": self.compile_mode if self.compile else None,
+            "cudnn_benchmark": self.cudnn_benchmark,
+            "fused_loss": self.fused_loss,
+            "pin_memory": self.pin_memory,
             "num_workers": self.num_workers,
             "workers_why": self.workers_why,
             "eval_batch": self.eval_batch,
@@ -149,9 +186,11 @@ def resolve_settings(
     num_workers: int | None,
     eval_batch: int | None,
     cpus: int | None = None,
+    knobs: StepKnobs | None = None,
 ) -> RunSettings:
     """Every ``auto`` (None) resolved for ``device``; reads the machine (CPUs, bf16 support, GPU)."""
     cpus = P.usable_cpus() if cpus is None else cpus
+    knobs = knobs or StepKnobs()
     capability = P.cuda_capability(device)
     resolved = P.resolve(requested_precision, device.type, capability, P.cpu_bf16_native(), cpus, nproc, threads)
     cuda = device.type == "cuda"
@@ -171,4 +210,8 @@ def resolve_settings(
         workers_why=workers.why,
         eval_batch=(CUDA_EVAL_BATCH if cuda else 1) if eval_batch is None else eval_batch,
         why=resolved.why,
+        compile_mode=knobs.compile_mode,
+        cudnn_benchmark=cuda if knobs.cudnn_benchmark is None else knobs.cudnn_benchmark and cuda,
+        fused_loss=bool(knobs.fused_loss),
+        pin_memory=cuda if knobs.pin_memory is None else knobs.pin_memory and cuda,
     )

@@ -6,20 +6,21 @@ how the step runs:
 
 - the batch arrives in pinned memory and is copied without blocking; flips, brightness and noise
   are applied on the device (``device_augment``);
-- ``cudnn.benchmark`` on CUDA; channels_last_3d where it pays (with compile: see settings.py);
+- ``cudnn.benchmark`` on CUDA (``cudnn_benchmark``); channels_last_3d where it pays (with compile:
+  see settings.py); the loss from one log-softmax pass when ``fused_loss`` says so;
 - autocast in the resolved precision; fp16 comes with a GradScaler, whose step the fused SGD
   takes without a host synchronisation (``grad_scale``/``found_inf`` stay on the device); its
   momentum buffers start at zero (``workloads.common.sgd``), so a first step the scaler skips, here
   or after ``warm_up`` emptied the state again, leaves no uninitialised memory behind;
-- ``torch.compile`` (opt-in) of the DDP-wrapped model, so DDP's bucketed all-reduce keeps
-  overlapping the backward pass; compilation and cuDNN's autotuning happen in ``warm_up``,
-  before run_start, on random tensors, and the weights and optimizer state are restored after;
+- ``torch.compile`` (opt-in, in the settings' ``compile_mode``) of the DDP-wrapped model, so
+  DDP's bucketed all-reduce keeps overlapping the backward pass; compilation and cuDNN's
+  autotuning happen in ``warm_up``, before run_start, on random tensors, and the weights and
+  optimizer state are restored after;
 - nothing reads the loss on the host: no ``.item()`` per step.
 
-CUDA graphs are not used: one step of the 31M-parameter model on a 2x128^3 batch runs for tens
-of milliseconds of GPU time, so launch overhead is a few percent at most, and capturing the
-DDP all-reduce, the GradScaler and the per-sample augmentation would tie the step to static
-shapes and allocations for little gain.
+CUDA graphs only through torch.compile's ``reduce-overhead`` mode (opt-in): one step of the
+31M-parameter model on a 2x128^3 batch runs for tens of milliseconds of GPU time, so launch
+overhead is a few percent at most; the GPU session's benchmark measures the mode beside the others.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from workloads.common.sgd import ZeroMomentumSGD
 from workloads.unet3d import device_augment
 from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
 from workloads.unet3d.config import TrainConfig, learning_rate
-from workloads.unet3d.losses import DiceCELoss
+from workloads.unet3d.losses import DiceCELoss, FusedDiceCELoss
 from workloads.unet3d.model import UNet3D
 from workloads.unet3d.precision import autocast
 from workloads.unet3d.settings import RunSettings
@@ -59,7 +60,7 @@ class Trainer:
     """What evaluation calls: ``base``, compiled when the settings say so."""
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    loss_fn: DiceCELoss
+    loss_fn: nn.Module
     settings: RunSettings
     ga_steps: int = 1
     """Micro-batches per optimizer step."""
@@ -69,7 +70,7 @@ def build_trainer(config: TrainConfig, settings: RunSettings, ctx: Context) -> T
     """Model (on the device, in its memory format), DDP, compile, SGD + Nesterov, GradScaler."""
     cuda = ctx.device.type == "cuda"
     if cuda:
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = settings.cudnn_benchmark
     base = UNet3D(config.model).to(ctx.device, memory_format=settings.memory_format)
     ddp = wrap(base, ctx)
     optimizer = ZeroMomentumSGD(
@@ -83,11 +84,11 @@ def build_trainer(config: TrainConfig, settings: RunSettings, ctx: Context) -> T
     return Trainer(
         base=base,
         ddp=ddp,
-        model=torch.compile(ddp) if settings.compile else ddp,
-        eval_model=torch.compile(base) if settings.compile else base,
+        model=torch.compile(ddp, mode=settings.compile_mode) if settings.compile else ddp,
+        eval_model=torch.compile(base, mode=settings.compile_mode) if settings.compile else base,
         optimizer=optimizer,
         scaler=torch.amp.GradScaler(ctx.device.type, enabled=settings.grad_scaler),
-        loss_fn=DiceCELoss(),
+        loss_fn=FusedDiceCELoss() if settings.fused_loss else DiceCELoss(),
         settings=settings,
         ga_steps=config.ga_steps,
     )

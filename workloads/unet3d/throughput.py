@@ -36,12 +36,14 @@ from workloads.unet3d.augment import BalancedCrop
 from workloads.unet3d.config import (
     THROUGHPUT_KNOBS,
     TrainConfig,
+    add_step_knobs,
     auto_bool,
     auto_int,
     default,
     env_argv,
     int_list,
     precision_arg,
+    step_knobs,
     triple,
 )
 from workloads.unet3d.data_loader import (
@@ -72,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--amp", type=precision_arg, default=default("precision"))
     p.add_argument("--channels-last", type=auto_bool, nargs="?", const=True, default=None)
     p.add_argument("--compile", action="store_true")
+    add_step_knobs(p)
     p.add_argument("--num-workers", type=auto_int, default=None)
     p.add_argument("--threads", type=auto_int, default=None)
     return p
@@ -121,7 +124,8 @@ def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx:
 def measure(args: argparse.Namespace, config: TrainConfig, log: MlperfLog, ctx: Context) -> None:
     settings = resolve_settings(device=ctx.device, requested_precision=config.precision, threads=config.threads,
                                 nproc=ctx.local_world_size, channels_last=config.channels_last,
-                                compile_model=config.compile, num_workers=config.num_workers, eval_batch=None)
+                                compile_model=config.compile, num_workers=config.num_workers, eval_batch=None,
+                                knobs=config.step)
     torch.set_num_threads(settings.threads)
     log.event(RESOLVED_SETTINGS, settings.log_value())
     trainer = build_trainer(config, settings, ctx)
@@ -150,7 +154,8 @@ def configure(args: argparse.Namespace) -> TrainConfig:
                            model=UNet3DConfig(filters=tuple(args.filters)), batch_size=args.batch_size,
                            input_shape=args.input_shape, val_input_shape=args.input_shape,
                            learning_rate=args.learning_rate, oversampling=args.oversampling, precision=args.amp,
-                           channels_last=args.channels_last, compile=args.compile, num_workers=args.num_workers,
+                           channels_last=args.channels_last, compile=args.compile, step=step_knobs(args),
+                           num_workers=args.num_workers,
                            threads=args.threads)
     except ValueError as err:  # the model's and TrainConfig's checks of the values given
         raise SettingsError(str(err)) from None

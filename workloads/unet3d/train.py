@@ -48,6 +48,7 @@ from workloads.unet3d.data_loader import (
 )
 from workloads.unet3d.division import division
 from workloads.unet3d.evaluate import evaluate_case
+from workloads.unet3d.export import save
 from workloads.unet3d.precision import autocast
 from workloads.unet3d.settings import RunSettings, resolve_settings
 from workloads.unet3d.split import Listing, list_dataset, load_split
@@ -124,8 +125,8 @@ def train_epoch(trainer: Trainer, loader: torch.utils.data.DataLoader) -> None:
         train_step(trainer, image, label, update=(step + 1) % trainer.ga_steps == 0)
 
 
-def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Context) -> str:
-    """Everything after init_start up to run_stop; returns the run_stop status."""
+def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Context) -> tuple[str, Trainer]:
+    """Everything after init_start up to run_stop; returns the run_stop status and the trainer."""
     seed = master_seed(config, ctx)
     torch.manual_seed(worker_seed(seed, ctx.rank, ctx.world_size))
     listing = list_dataset(config.data_dir)  # names only: nothing is opened before run_start
@@ -161,7 +162,7 @@ def train(config: TrainConfig, settings: RunSettings, log: MlperfLog, ctx: Conte
     log.event(K.SAMPLES_PER_EPOCH, schedule.samples_per_epoch)
     log.event(C.GLOBAL_BATCH_SIZE, config.batch_size * ctx.world_size * config.ga_steps)
     log.event(C.GRADIENT_ACCUMULATION_STEPS, config.ga_steps)
-    return run_epochs(trainer, loader, sampler, evaluation, config, schedule, log, ctx)
+    return run_epochs(trainer, loader, sampler, evaluation, config, schedule, log, ctx), trainer
 
 
 def run_epochs(
@@ -216,11 +217,15 @@ def run(config: TrainConfig) -> int:
                 device=ctx.device, requested_precision=config.precision, threads=config.threads,
                 nproc=ctx.local_world_size, channels_last=config.channels_last,
                 compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
+                knobs=config.step,
             )
             torch.set_num_threads(settings.threads)
             log.event(RESOLVED_SETTINGS, settings.log_value())
-            status = train(config, settings, log, ctx)
+            status, trainer = train(config, settings, log, ctx)
             log.end(C.RUN_STOP, metadata={C.STATUS: status})
+            if config.save_model and ctx.rank == 0:  # after run_stop: outside the timed run
+                save(trainer.base, config.model, config.val_input_shape, config.results_dir,
+                     {"status": status, "overlap": config.overlap, "precision": settings.precision})
     return 0
 
 

@@ -32,6 +32,7 @@ from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image, image_present
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
 from orchestrator.runners.gpus import device_order_env, parse_gpus
+from orchestrator.runners.proc import MARK_ENV
 
 CONTAINER_DATA = "/data"
 CONTAINER_RESULTS = "/results"
@@ -162,7 +163,8 @@ class DockerRunner(Runner):
         spec.results_dir.mkdir(parents=True, exist_ok=True)
         if self.drop_caches:
             self._drop_method = clear_caches(self.client, self._image.tag, self.on_status)
-        environment = {**device_order_env(), **spec.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS}
+        environment = {**device_order_env(), **spec.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS,
+                       MARK_ENV: spec.run_id}  # the host tells the seed's processes from others' by it (telemetry)
         if not self.user.startswith("0:"):
             environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
         name = container_name(spec.run_id, spec.name)

@@ -10,9 +10,12 @@ orchestrator, which runs it as a job (`orchestrator/qualify/micro.py`, the comma
 
     __main__.py   the entry: settings, the seed, each check of the configured order
     settings.py   MLTRAIN_PROBE_CONFIG (JSON), checked before torch is imported
-    registry.py   the checks by name, each one module:
-    gemm.py conv.py memory.py storage.py nccl.py
-    harness.py    timing (batches between synchronisations), a check's cases, running one to its line
+    registry.py   the registration (CHECKS); each check one module with its DECLARATION (read by the
+                  orchestrator as data: what it needs, its sanity rule, units, timeout, settings):
+    gemm.py conv.py memory.py storage.py nccl.py bandwidth.py (host<->device per GPU, GPU to GPU)
+    sdc.py (the same bits, run after run and GPU after GPU) nccl_pairs.py (between two nodes: a fleet's)
+    harness.py    timing (batches between synchronisations), a check's cases (unless the device lacks
+                  what its declaration needs), running one to its line
     device.py     the device and its facts (CUDA devices by UUID and PCI bus id)
     dtypes.py     which dtypes run natively (workloads.common.precision), TF32 as a mode
     sanity.py     the comparisons sanity functions are made of

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from typing import Any
 
 from workloads.common.probe import registry
 from workloads.common.probe.settings import Settings, SettingsError, from_environment
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> int:
         why = exc if isinstance(exc, SettingsError) else f"the seed must be an integer, got {argv[0]!r}"
         sys.stderr.write(f"error: probe settings: {why}\n")
         return 2
-    unknown = registry.unknown(settings.order)
+    unknown = registry.unknown(settings.order, settings.modules)
     if unknown:
         sys.stderr.write(f"error: probe settings: unknown check {unknown[0]!r}: the probe's checks are"
                          f" {', '.join(registry.CHECKS)}\n")
@@ -33,11 +34,27 @@ def main(argv: list[str]) -> int:
     except ImportError:
         sys.stderr.write("error: torch is not installed where the probe runs\n")
         return 3
-    run(settings, seed)
+    try:
+        planned = plan(settings)
+    except (ImportError, ValueError) as exc:
+        sys.stderr.write(f"error: probe settings: {exc}\n")
+        return 2
+    run(settings, planned, seed)
     return 0
 
 
-def run(settings: Settings, seed: int) -> None:
+def plan(settings: Settings) -> list[tuple[registry.Check, dict[str, dict[str, Any]]]]:
+    """Each check of the order with its settings per device kind, defaults filled in (ValueError
+    naming a setting a check does not have)."""
+    planned = []
+    for name in settings.order:
+        check = registry.check(name, settings.modules)
+        planned.append((check, {kind: registry.with_defaults(check.DECLARATION, specs[name])
+                                for kind, specs in settings.per_kind.items() if specs.get(name) is not None}))
+    return planned
+
+
+def run(settings: Settings, planned: list[tuple[registry.Check, dict[str, dict[str, Any]]]], seed: int) -> None:
     """The device line, then each check's cases and its timing line, in the configured order."""
     import torch
 
@@ -51,15 +68,14 @@ def run(settings: Settings, seed: int) -> None:
     device = devices.open_device(settings.device)
     protocol.device(devices.facts(device, seed))
     context = harness.Context(device=device, seconds=settings.seconds_per_case, max_repeats=settings.max_repeats,
-                              seed=seed)
-    specs = settings.specs(device.kind)
-    for name in settings.order:
+                              seed=seed, data=settings.data)
+    for check, specs in planned:
         started = time.perf_counter()
-        spec = specs.get(name)
+        spec = specs.get(device.kind)
         if spec is not None:
-            for case in registry.check(name).cases(spec, context):
+            for case in harness.plan(check, spec, context):
                 harness.run_case(case, device)
-        protocol.timing(name, time.perf_counter() - started)
+        protocol.timing(check.DECLARATION["name"], time.perf_counter() - started)
 
 
 if __name__ == "__main__":

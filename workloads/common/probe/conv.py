@@ -22,7 +22,29 @@ from workloads.common.probe.harness import Case, Context, median
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 from workloads.common.probe.sanity import close
 
-CHECK = "conv"
+DECLARATION = {
+    "name": "conv",
+    "kind": "microbenchmark",
+    "needs": {"device": "any", "gpus": 0, "data": False},
+    "sanity": "sampled outputs of the first image against float64 on the CPU, each computed from its own input"
+              " patch, within a tolerance per dtype",
+    "units": {"conv2d_fp32_*": "TFLOP/s", "conv2d_tf32_*": "TFLOP/s", "conv2d_fp16_*": "TFLOP/s",
+              "conv2d_bf16_*": "TFLOP/s", "conv3d_fp32_*": "TFLOP/s", "conv3d_tf32_*": "TFLOP/s",
+              "conv3d_fp16_*": "TFLOP/s", "conv3d_bf16_*": "TFLOP/s"},
+    "timeout_s": 900,
+    "repeat": True,
+    "device_bound": True,
+    "remedy": {"wrong": "replace", "slow": "investigate"},
+    "settings": {
+        "dtypes": {"type": "choices", "of": ["fp32", "tf32", "fp16", "bf16"], "default": ["fp32"],
+                   "doc": "each is timed where the device supports it natively"},
+        "conv2d": {"type": "rows", "row": ["int", "int", "int", "int", "int", "int", "int"], "default": [],
+                   "doc": "(N, C, H=W, K, kernel, stride, padding)"},
+        "conv3d": {"type": "rows", "row": ["int", "int", "int", "int", "int", "int", "int"], "default": [],
+                   "doc": "(N, C, D=H=W, K, kernel, stride, padding): unet3d's layers"},
+    },
+}
+CHECK = DECLARATION["name"]
 CHECKED_POINTS = 64
 """Outputs of the first image compared with float64 (the whole reference would take seconds a case
 on a CPU, longer than the case)."""
@@ -32,10 +54,10 @@ algorithms, which round differently from a direct convolution."""
 
 
 def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
-    for name in spec.get("dtypes", ["fp32"]):
+    for name in spec["dtypes"]:
         dtype, why = dtypes.native(context.device, name)
         for dims in (2, 3):
-            for shape in spec.get(f"conv{dims}d", []):
+            for shape in spec[f"conv{dims}d"]:
                 n, c, size, k, kernel, stride, _ = shape
                 metric = f"conv{dims}d_{name}_n{n}c{c}s{size}k{k}r{kernel}u{stride}"
                 if dtype is None:

@@ -60,6 +60,40 @@ class Device:
         if self.cuda:
             torch.cuda.empty_cache()
 
+    def identity(self, gpu: int) -> tuple[str, int]:
+        """What makes two GPUs give the same bits for the same problem: their model and SM count."""
+        props = torch.cuda.get_device_properties(gpu)
+        return props.name, props.multi_processor_count
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        """A page-locked host buffer of ``nbytes`` (what copies to and from a GPU run at full rate from)."""
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def local_cpus(self, gpu: int | None) -> set[int] | None:
+        """The CPUs of the NUMA node the GPU hangs off (sysfs ``local_cpulist`` of its PCI device),
+        where host buffers for it belong; None where they cannot be found."""
+        if not self.cuda:
+            return None
+        bus = gpu_facts(gpu or 0).get("pci_bus_id")
+        if not isinstance(bus, str):
+            return None
+        domain, rest = bus.split(":", 1)
+        try:  # sysfs names the device 0000:1b:00.0 (a 4-digit domain, lower case); NVML 00000000:1B:00.0
+            with open(f"/sys/bus/pci/devices/{int(domain, 16):04x}:{rest.lower()}/local_cpulist") as handle:
+                return cpu_list(handle.read())
+        except (OSError, ValueError):
+            return None
+
+
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of a kernel CPU list (``0-23,48-71``)."""
+    found: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            found.update(range(int(low), int(high or low) + 1))
+    return found
+
 
 def open_device(wanted: str) -> Device:
     """CUDA when torch can use it and ``wanted`` allows it, else the CPU."""

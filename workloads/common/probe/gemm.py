@@ -21,7 +21,28 @@ from workloads.common.probe.harness import Case, Context, median, per_gpu
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 from workloads.common.probe.sanity import close
 
-CHECK = "gemm"
+DECLARATION = {
+    "name": "gemm",
+    "kind": "microbenchmark",
+    "needs": {"device": "any", "gpus": 0, "data": False},
+    "sanity": "the first rows of each product against float64 on the CPU, within a tolerance per dtype: a wrong"
+              " product (silent data corruption) fails whatever its speed",
+    "units": {"gemm_fp32_*": "TFLOP/s", "gemm_tf32_*": "TFLOP/s", "gemm_fp16_*": "TFLOP/s", "gemm_bf16_*": "TFLOP/s",
+              "spmm_fp32_*": "GFLOP/s"},
+    "timeout_s": 900,
+    "repeat": True,
+    "device_bound": True,
+    "remedy": {"wrong": "replace", "slow": "investigate"},
+    "settings": {
+        "dtypes": {"type": "choices", "of": ["fp32", "tf32", "fp16", "bf16"], "default": ["fp32"],
+                   "doc": "each is timed where the device supports it natively, and reported not applicable elsewhere"},
+        "dense": {"type": "rows", "row": ["int", "int", "int"], "default": [],
+                  "doc": "(M, N, K) of the DeepBench training GEMMs"},
+        "sparse": {"type": "rows", "row": ["int", "int", "int", "float"], "default": [],
+                   "doc": "(M, N, K, sparsity) of DeepBench's sparse GEMMs (fp32, CSR)"},
+    },
+}
+CHECK = DECLARATION["name"]
 CHECKED_ROWS = 8
 """Rows of the product compared with float64 (the whole product would cost the GEMM again on a CPU)."""
 TOLERANCE = {"fp32": 1e-4, "tf32": 2e-2, "bf16": 5e-2, "fp16": 2e-2}
@@ -30,9 +51,9 @@ SPARSE_TOLERANCE = 1e-4
 
 
 def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
-    dense = [tuple(shape) for shape in spec.get("dense", [])]
+    dense = [tuple(shape) for shape in spec["dense"]]
     largest = max(dense, key=lambda s: s[0] * s[1] * s[2], default=None)  # per GPU: the one near peak
-    for name in spec.get("dtypes", ["fp32"]):
+    for name in spec["dtypes"]:
         dtype, why = dtypes.native(context.device, name)
         for m, n, k in dense:
             metric = f"gemm_{name}_{m}x{n}x{k}"
@@ -42,7 +63,7 @@ def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
             for gpu in context.device.placements((m, n, k) == largest):
                 yield Case(check=CHECK, metric=per_gpu(metric, gpu), gpu=gpu,
                            measure=functools.partial(measure_dense, context, name, dtype, (m, n, k), gpu))
-    for m, n, k, sparsity in spec.get("sparse", []):
+    for m, n, k, sparsity in spec["sparse"]:
         yield Case(check=CHECK, metric=f"spmm_fp32_{m}x{n}x{k}_s{sparsity:g}",
                    measure=functools.partial(measure_sparse, context, (m, n, k), sparsity))
 

@@ -1,8 +1,9 @@
 """What every check shares: the timing of calls (batches between synchronisations), the case a
 check plans, and running it to one protocol line whatever happens (an error, out of memory).
 
-A check module (`registry`) plans its cases with `cases(spec, context)`; each `Case` is measured by
-`run_case`, which prints its result (sanity and performance), its skip or its error.
+A check module (`registry`) plans its cases with `cases(spec, context)` (`plan`: unless the device
+lacks what its declaration needs); each `Case` is measured by `run_case`, which prints its result
+(sanity and performance), its skip or its error.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from workloads.common.probe import protocol
+from workloads.common.probe import protocol, registry
 from workloads.common.probe.device import Device
 from workloads.common.probe.protocol import Outcome, one_line
 
@@ -61,6 +63,8 @@ class Context:
     """Each case is repeated for about this long (at least 3 batches)."""
     max_repeats: int = 200
     seed: int = 0
+    data: bool = False
+    """The dataset's folder was given (``DATADIR``)."""
 
     def time(self, run: Callable[[], object], gpu: int | None = None) -> list[float]:
         """`timed` on the case's device."""
@@ -78,6 +82,17 @@ class Case:
     skip: str = ""
     gpu: int | None = None
     """CUDA's index of a per-GPU case (its metric ends in ``_gpu<i>``); None for the main device."""
+
+
+def plan(check: registry.Check, spec: dict[str, Any], context: Context) -> Iterator[Case]:
+    """The cases of ``check`` (its settings ``spec``, defaults filled in) on this device: one skip
+    naming what is missing where the device lacks what the check's declaration needs."""
+    declaration = check.DECLARATION
+    why = registry.unmet(declaration, cuda=context.device.cuda, gpus=context.device.gpu_count, data=context.data)
+    if why:
+        yield Case(check=declaration["name"], metric=declaration["name"], skip=why)
+        return
+    yield from check.cases(spec, context)
 
 
 def per_gpu(metric: str, gpu: int | None) -> str:

@@ -19,22 +19,39 @@ from workloads.common.probe.harness import Case, Context, median, per_gpu
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 from workloads.common.probe.sanity import identical
 
-CHECK = "memory"
+DECLARATION = {
+    "name": "memory",
+    "kind": "microbenchmark",
+    "needs": {"device": "any", "gpus": 0, "data": False},
+    "sanity": "each copy holds its source's bytes exactly",
+    "units": {"host_copy_GBps": "GB/s", "device_copy_GBps": "GB/s", "h2d_pinned_GBps": "GB/s",
+              "d2h_pinned_GBps": "GB/s"},
+    "timeout_s": 300,
+    "repeat": True,
+    "device_bound": True,
+    "remedy": {"wrong": "replace", "slow": "investigate"},
+    "settings": {
+        "host_mb": {"type": "int", "min": 1, "default": 256, "doc": "host memory copied"},
+        "device_mb": {"type": "int", "min": 1, "default": 1024, "doc": "device memory copied, on each GPU"},
+        "copy_mb": {"type": "int", "min": 1, "default": 256, "doc": "pinned host<->device copies"},
+    },
+}
+CHECK = DECLARATION["name"]
 NO_DEVICE = "no CUDA device: host memory is the device memory"
 
 
 def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
     yield Case(check=CHECK, metric="host_copy_GBps",
-               measure=functools.partial(measure_host_copy, context, int(spec.get("host_mb", 256))))
+               measure=functools.partial(measure_host_copy, context, int(spec["host_mb"])))
     if not context.device.cuda:
         for metric in ("device_copy_GBps", "h2d_pinned_GBps", "d2h_pinned_GBps"):
             yield Case(check=CHECK, metric=metric, skip=NO_DEVICE)
         return
-    device_mb = int(spec.get("device_mb", 1024))
+    device_mb = int(spec["device_mb"])
     for gpu in context.device.placements(True):
         yield Case(check=CHECK, metric=per_gpu("device_copy_GBps", gpu), gpu=gpu,
                    measure=functools.partial(measure_device_copy, context, device_mb, gpu))
-    copy_mb = int(spec.get("copy_mb", 256))
+    copy_mb = int(spec["copy_mb"])
     for metric, to_device in (("h2d_pinned_GBps", True), ("d2h_pinned_GBps", False)):
         yield Case(check=CHECK, metric=metric, measure=functools.partial(measure_transfer, context, copy_mb, to_device))
 
@@ -62,7 +79,7 @@ def copy_rate(context: Context, source: torch.Tensor, what: str, gpu: int | None
 
 
 def measure_transfer(context: Context, mb: int, to_device: bool) -> Outcome:
-    host = torch.empty(mb << 20, dtype=torch.uint8).pin_memory()
+    host = context.device.pinned(mb << 20)
     device = torch.empty(mb << 20, dtype=torch.uint8, device=context.device.main)
     source, target = (host, device) if to_device else (device, host)
     source.random_(0, 255)

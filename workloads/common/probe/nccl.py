@@ -17,16 +17,26 @@ import torch
 from workloads.common.probe.harness import Case, Context, median, timed
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 
-CHECK = "nccl"
+DECLARATION = {
+    "name": "nccl",
+    "kind": "microbenchmark",
+    "needs": {"device": "cuda", "gpus": 2, "data": False},
+    "sanity": "GPU i contributes i + 1 everywhere: every element of every GPU's buffer comes back as 1 + 2 + ... + n",
+    "units": {"allreduce_busbw_GBps": "GB/s"},
+    "timeout_s": 300,
+    "repeat": True,
+    "device_bound": True,
+    "remedy": {"wrong": "replace", "slow": "drain_reboot"},
+    "settings": {
+        "mb": {"type": "int", "min": 1, "default": 256, "doc": "the all-reduced buffer, per GPU"},
+    },
+}
+CHECK = DECLARATION["name"]
 METRIC = "allreduce_busbw_GBps"
 
 
 def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
-    count = context.device.gpu_count
-    if count < 2:
-        yield Case(check=CHECK, metric=METRIC, skip=f"all-reduce needs two or more GPUs; CUDA sees {count} here")
-        return
-    yield Case(check=CHECK, metric=METRIC, measure=functools.partial(measure, context, int(spec.get("mb", 256))))
+    yield Case(check=CHECK, metric=METRIC, measure=functools.partial(measure, context, int(spec["mb"])))
 
 
 def measure(context: Context, mb: int) -> Outcome:

@@ -1,12 +1,15 @@
 """The probe's settings: JSON in ``MLTRAIN_PROBE_CONFIG``, written by the orchestrator from the
 suite (`orchestrator/qualify/micro.py`). Every field is optional:
 
-    {"device": "auto", "seconds_per_case": 0.5, "max_repeats": 200, "threads": null,
-     "order": ["gemm", "conv", "memory", "storage", "nccl"],
+    {"device": "auto", "seconds_per_case": 0.5, "max_repeats": 200, "threads": null, "data": false,
+     "order": ["gemm", "conv", "memory", "storage", "nccl"], "modules": {},
      "cpu": {"gemm": {...}, ...}, "cuda": {"gemm": {...}, ...}}
 
 ``cpu`` and ``cuda`` hold each check's settings for that kind of device (the probe uses the kind it
-finds); a check without settings there is not run on it. Standard library only: read before torch.
+finds); a check without settings there is not run on it, a setting left out has its declared default
+(`registry.with_defaults`). ``data``: the dataset's folder was given (``DATADIR`` holds it).
+``modules``: check name -> module, for a check registered outside this package. Standard library
+only: read before torch.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ class Settings:
     """torch's intra-op threads (None: torch's default)."""
     order: tuple[str, ...] = CHECKS
     """The checks to run, in this order."""
+    modules: dict[str, str] = field(default_factory=dict)
+    """Check name -> module, for checks registered outside this package."""
+    data: bool = False
+    """``DATADIR`` holds the dataset (``--data``), not an empty stand-in."""
     per_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Device kind -> check name -> its settings."""
 
@@ -61,6 +68,8 @@ def parse(text: str) -> Settings:
             device=str(raw.get("device", "auto")), seconds_per_case=float(raw.get("seconds_per_case", 0.5)),
             max_repeats=int(raw.get("max_repeats", 200)), threads=int(raw["threads"]) if raw.get("threads") else None,
             order=tuple(str(name) for name in raw.get("order", CHECKS)), per_kind=per_kind,
+            modules={str(k): str(v) for k, v in dict(raw.get("modules") or {}).items()},
+            data=bool(raw.get("data", False)),
         )
     except (TypeError, ValueError) as exc:
         raise SettingsError(f"{CONFIG_ENV}: {exc}") from None

@@ -16,16 +16,30 @@ from typing import Any
 from workloads.common.probe.harness import Case, Context
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 
-CHECK = "storage"
+DECLARATION = {
+    "name": "storage",
+    "kind": "microbenchmark",
+    "needs": {"device": "any", "gpus": 0, "data": True},
+    "sanity": "every byte of the files was read (as many as their sizes say)",
+    "units": {"storage_read_MBps": "MB/s"},
+    "timeout_s": 600,
+    "repeat": True,
+    "device_bound": False,
+    "remedy": {"wrong": "check_storage", "slow": "check_storage"},
+    "settings": {
+        "max_mb": {"type": "int", "min": 1, "default": 512, "doc": "read at most this much of the dataset (--data)"},
+    },
+}
+CHECK = DECLARATION["name"]
 METRIC = "storage_read_MBps"
 CHUNK = 4 << 20
 
 
 def cases(spec: dict[str, Any], context: Context) -> Iterator[Case]:
     folder = os.environ.get("DATADIR", "")
-    files = dataset_files(folder, int(spec.get("max_mb", 512)) << 20) if folder else []
+    files = dataset_files(folder, int(spec["max_mb"]) << 20) if folder else []
     if not files:
-        yield Case(check=CHECK, metric=METRIC, skip="no dataset files to read: give the dataset's folder with --data")
+        yield Case(check=CHECK, metric=METRIC, skip=f"no dataset files to read in {folder or 'DATADIR'}")
         return
     yield Case(check=CHECK, metric=METRIC, measure=lambda: measure(files))
 

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from workloads.inference.errors import HarnessError
 
-MODULES = {"resnet50": "resnet50", "retinanet": "retinanet", "ssd-resnet34": "ssd_resnet34"}
+MODULES = {"resnet50": "resnet50", "retinanet": "retinanet", "ssd-resnet34": "ssd_resnet34", "3d-unet": "unet3d_kits19"}
 
 
 def find(name: str) -> ModuleType:

@@ -1,16 +1,21 @@
 """What every model module shares: the reference's image reading and resizing (OpenCV, as the
 MLPerf reference uses), the accuracy log LoadGen writes, and the accuracy line each script prints.
 
-A model module defines a class ``Model`` with ``NAME``, ``IMAGE_SIZE``, ``count`` (samples in the
-dataset as used), ``load(index) -> (3, H, W) float32``, ``respond(outputs, indices) -> per-sample
-float32 payloads`` and ``accuracy(entries) -> Accuracy``, and a module function ``check(data)``
-that raises HarnessError naming what is wrong with a dataset folder (one line).
+A model module defines a class ``Model`` with ``NAME``, ``count`` (samples in the dataset as used),
+``load(index) -> one sample`` ((3, H, W) float32 for an image), ``respond(outputs, indices) ->
+per-sample payloads`` and ``accuracy(entries) -> Accuracy``, and a module function ``check(data)``
+that raises HarnessError naming what is wrong with a dataset folder (one line). Optional: a model
+that answers one sample with several backend calls (3d-unet's sliding window) defines
+``infer(backend, sample, batching) -> payload`` instead of ``respond``; ``check_input(shape)``
+refuses a model file whose input does not fit the dataset; ``dataset_facts()`` says what the
+facts file records of the dataset (``gap``: why it is not the reference's); a module function
+``prepare(src, cache, input_shape, workers) -> folder`` makes the dataset from what ``src`` holds.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
@@ -26,12 +31,14 @@ class Accuracy:
     """What a model's accuracy script says of LoadGen's accuracy log."""
 
     metric: str
-    """'top1' or 'mAP'."""
+    """'top1', 'mAP' or 'DICE' (the mean Dice, in percent here)."""
     percent: float
     samples: int
     """Distinct samples the log holds."""
     line: str
     """The line the reference's script prints ('accuracy=76.456%, good=38228, total=50000')."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """What the line also reports (3d-unet: the kidney and tumour Dice)."""
 
 
 def read_image(path: Path) -> np.ndarray:

@@ -68,8 +68,10 @@ def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.ascontiguousarray(image.transpose(2, 0, 1))
 CONF_MODEL = "resnet50"
 """The model's key in mlperf.conf."""
-RETIRED_CONF: dict[str, dict[str, float]] = {}
-"""Per scenario, settings a retired round gave the model (none: mlperf.conf has it)."""
+ROUND = None
+"""The rules' round: the installed LoadGen's built-in mlperf.conf (the model is current)."""
+TEST01_SAMPLING_TARGET = 4096
+"""Responses TEST01 logs (the reference's compliance/TEST01/resnet50/audit.config)."""
 MAX_BATCH = 32
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 

@@ -1,7 +1,7 @@
 """ssd-resnet34: COCO 2017 validation at 1200x1200, mAP, as the MLPerf Inference reference runs it
 (``coco.py``, ``pre_process_coco_resnet34``, ``PostProcessCocoOnnx``, ``tools/accuracy-coco.py
---use-inv-map``). Retired from MLPerf Inference after v2.0; its settings come from that round's
-mlperf.conf (``inference.yaml`` passes them as user.conf values, recorded).
+--use-inv-map``). Retired from MLPerf Inference after v2.0; every setting comes from that round's
+mlperf.conf (``ROUND``, applied over the installed LoadGen's built-in copy and recorded as official).
 
 Dataset layout: ``DIR/annotations/instances_val2017.json`` and ``DIR/val2017/<file_name>``.
 Preprocessing: BGR to RGB, resized to 1200x1200 (linear), /255, the ImageNet mean and std, NCHW.
@@ -18,6 +18,7 @@ import numpy as np
 
 from workloads.inference.models.common import resized_rgb
 from workloads.inference.models.detection import DetectionModel, payload
+from workloads.inference.settings import Round
 
 NAME = "ssd-resnet34"
 IMAGE_SIZE = (1200, 1200)
@@ -43,9 +44,21 @@ def preprocess(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 CONF_MODEL = "ssd-resnet34"
 """The model's key in mlperf.conf."""
-RETIRED_CONF = {"*": {"performance_sample_count_override": 64.0}, "Server": {"target_latency": 100.0}}
-"""Per scenario ('*': all), what the v2.0 mlperf.conf (the last to hold ssd-resnet34) gave it beyond
-the wildcards; written into user.conf."""
+ROUND = Round(name="v2.0", source="the mlperf.conf of MLPerf Inference v2.0 (mlcommons/inference tag v2.0), "
+              "the last round with ssd-resnet34", values={
+                  "*": {"performance_sample_count_override": 64, "qsl_rng_seed": 6655344265603136530,
+                        "sample_index_rng_seed": 15863379492028895792, "schedule_rng_seed": 12662793979680847247},
+                  "SingleStream": {"target_latency_percentile": 90, "min_duration": 600000, "min_query_count": 1024},
+                  "MultiStream": {"target_latency_percentile": 99, "samples_per_query": 8, "min_duration": 600000,
+                                  "min_query_count": 270336, "target_latency": 528},
+                  "Server": {"target_latency_percentile": 99, "min_duration": 600000, "min_query_count": 270336,
+                             "target_latency": 100},
+                  "Offline": {"min_duration": 600000, "min_query_count": 24576}})
+"""Every value v2.0's mlperf.conf gave ssd-resnet34 (its wildcards and its own lines): its seeds,
+minimums, percentiles, Server latency bound and performance sample count, all from that one round."""
+UPSCALE_SIZE = (1200, 1200)
+"""COCO upscaled to this (W, H) by `mltrain data ssd-resnet34 upscale COCO OUT`, as the reference's
+upscale_coco.py makes its coco-1200 dataset."""
 MAX_BATCH = 1
 """Samples per backend call by default (the reference's --max-batchsize for this model)."""
 

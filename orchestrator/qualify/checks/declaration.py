@@ -1,0 +1,131 @@
+"""A qualification check's declaration: what it is, what it needs, how it is judged, how long it may
+run, whether the quorum may repeat it, what a FAIL asks for, and the type of its settings in
+qualify.yaml. Declared once per check; everything that used to list the checks derives from it.
+
+A probe check declares itself in its module of ``workloads/common/probe/`` (``DECLARATION``, a
+literal), which the orchestrator reads as data (`probe_declared`); an orchestrator check declares
+itself in its own module here (`registry`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from orchestrator.results.qualification import CheckKind, Remedy
+
+Runs = Literal["node", "probe", "job", "fleet"]
+"""Where a check runs: on the node in mltrain's own process (NVML, dcgmi), in the probe's job with the
+other probe checks, as a job of its own through the runner, or across nodes (a fleet's)."""
+Phase = Literal["load", "after", "close"]
+"""When a node runs it: under load (the health sampler running), after the load, or last (health's
+verdict, which reads what the others saw)."""
+SettingsAt = Literal["device", "suite", "none"]
+"""Where a suite gives its settings: per kind of device (``cpu:``/``cuda:``), on the suite itself
+(``time_to_train:``), or nowhere (it always runs)."""
+
+
+class CheckSettings(BaseModel):
+    """What every check's settings share."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    timeout_minutes: float | None = Field(default=None, gt=0)
+    """How long the check may run before it is stopped (INCONCLUSIVE); None: its declared timeout."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a check needs to apply; where it is missing the check is not applicable, saying which."""
+
+    device: Literal["any", "cuda"] = "any"
+    gpus: int = 0
+    """At least this many GPUs (CUDA's, where it runs)."""
+    nodes: int = 1
+    """At least this many nodes (a fleet's check)."""
+    runners: tuple[str, ...] = ()
+    """Only on these runners (empty: any)."""
+    data: bool = False
+    """The dataset's folder (--data)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Remedies:
+    """What a FAIL asks for, by what failed (the check may name a more precise one per finding)."""
+
+    wrong: Remedy | None = None
+    """Its sanity failed: a wrong result, a fault found."""
+    slow: Remedy | None = None
+    """A number below (or above) its reference."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """One check, declared once."""
+
+    name: str
+    kind: CheckKind
+    runs: Runs
+    phase: Phase = "load"
+    settings_at: SettingsAt = "device"
+    needs: Needs = field(default_factory=Needs)
+    sanity: str
+    """Its sanity rule in words, apart from its numbers (ReFrame's split)."""
+    units: Mapping[str, str] = field(default_factory=dict)
+    """Each metric it measures (a glob over the metric without its ``_gpu<i>``) -> its unit: what a
+    reference for it must be in."""
+    timeout_s: float
+    """How long it may run (its settings' ``timeout_minutes`` replaces it)."""
+    repeat: bool = False
+    """The quorum may measure a number of it that failed its reference again."""
+    device_bound: bool = False
+    """Its numbers are the device's: run on the CPU of a node whose GPUs CUDA cannot use, it FAILs."""
+    passive: bool = False
+    """It reads the node's state and loads nothing: alone, it qualifies nothing (`judge.node_verdict`)."""
+    remedies: Remedies = field(default_factory=Remedies)
+    settings: type[BaseModel] | None = None
+    """The type of its settings in qualify.yaml (None: it has none)."""
+    module: str = ""
+    """A probe check's module (the probe imports it by this name where it is not one of its own)."""
+
+    def unit(self, metric: str) -> str | None:
+        """The unit of a metric this check measures (``metric`` without its ``_gpu<i>``); None when
+        the check declares no such metric."""
+        return next((unit for pattern, unit in self.units.items() if fnmatch.fnmatchcase(metric, pattern)), None)
+
+    def timeout(self, settings: BaseModel | None) -> float:
+        """Seconds it may run: its settings' ``timeout_minutes``, else its declared timeout."""
+        given = getattr(settings, "timeout_minutes", None)
+        return given * 60 if given is not None else self.timeout_s
+
+
+# ---------------------------------------------------------------- a probe check's settings, typed
+
+
+_SCALARS: dict[str, type] = {"int": int, "float": float}
+
+
+def settings_model(name: str, declared: Mapping[str, Mapping[str, Any]]) -> type[CheckSettings]:
+    """The settings type of a probe check from its declaration's ``settings`` (see the probe's
+    `registry`): ``int``/``float`` (``min``: at least), ``choices`` (a list of ``of``), ``rows`` (a
+    list of rows of ``row``'s types); each field its ``default``. Frozen, unknown keys refused."""
+    fields: dict[str, Any] = {}
+    for key, spec in declared.items():
+        kind = spec.get("type")
+        if kind in _SCALARS:
+            annotation: Any = Annotated[_SCALARS[kind], Field(ge=spec["min"])] if "min" in spec else _SCALARS[kind]
+            default = spec["default"]
+        elif kind == "choices":
+            annotation = tuple[Literal[tuple(spec["of"])], ...]  # type: ignore[misc]
+            default = tuple(spec["default"])
+        elif kind == "rows":
+            annotation = tuple[tuple[tuple(_SCALARS[t] for t in spec["row"])], ...]  # type: ignore[misc]
+            default = tuple(tuple(row) for row in spec["default"])
+        else:
+            raise ValueError(f"{name}: setting {key!r} has no type this reader knows ({kind!r})")
+        fields[key] = (annotation, Field(default=default, description=str(spec.get("doc", ""))))
+    return create_model(f"{name.title().replace('_', '')}Settings", __base__=CheckSettings, **fields)

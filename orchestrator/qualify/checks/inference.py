@@ -1,0 +1,28 @@
+"""inference: the inference harness's smoke model under the real LoadGen for a few seconds
+(`qualify.inference`): its p90 latency (SingleStream) or samples/s (Offline)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.qualify.checks.declaration import Declaration, Remedies
+from orchestrator.qualify.config import InferenceSpec
+from orchestrator.qualify.inference import inference_check
+from orchestrator.results.qualification import CheckResult, Remedy
+
+if TYPE_CHECKING:
+    from orchestrator.qualify.checks.context import NodeContext
+
+
+class InferenceCheck:
+    declaration = Declaration(
+        name="inference", kind="workload", runs="job", settings=InferenceSpec,
+        sanity="the harness runs the smoke model under LoadGen to its end with no LoadGen error",
+        units={"inference_p90_ms": "ms", "inference_samples_per_s": "samples/s"},
+        timeout_s=600, repeat=True, remedies=Remedies(wrong=Remedy.INVESTIGATE, slow=Remedy.INVESTIGATE),
+    )
+
+    def run(self, ctx: NodeContext) -> CheckResult:
+        spec = ctx.settings(self.declaration)
+        return inference_check(ctx.runner, spec=spec, roots=ctx.plan.inference_roots,  # type: ignore[arg-type]
+                               run_id=ctx.run_id, folder=ctx.folder / "inference", status=ctx.watch.status)

@@ -1,0 +1,174 @@
+"""3D-UNet's inference dataset and scoring, without the reference at hand: the case files pickled as
+the reference's environment (NumPy 1.x) pickles them (md5s taken from NumPy 1.26's own output), read
+back without running anything but NumPy's array constructor, the inference cases made once from a
+raw KiTS19 layout, the Dice of the reference's float64 one-hot arithmetic, and the sliding window
+the same whatever the windows per backend call."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workloads.common.errors import DataError
+from workloads.inference.kits19.prepare import prepare, read_index, select_cases
+from workloads.inference.kits19.preprocess import (
+    adjust_for_sliding_window,
+    inference_cases,
+    pickle_bytes,
+    read_case,
+    reference_checksums,
+)
+from workloads.inference.models.unet3d_kits19 import Model, dice, summary_line
+from workloads.inference.sut import Batching
+from workloads.unet3d.synthetic import parse_size
+from workloads.unet3d.synthetic_raw import generate_raw
+
+NUMPY_1_MD5 = {  # pickle.dump([image, label], f) under NumPy 1.26.4 (Python 3.11, protocol 4)
+    (1, 2, 3, 4): "f23180b4bc9fd1dda63bea497c3b75b7",
+    (1, 8, 64, 64): "c92189baeadcd107b571b90aa1b31ae6",  # beyond a 64 KiB frame
+    (1, 40, 48, 56): "17c0aedeef154e87ee0310d072147b23",
+}
+
+
+def numbered(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    n = int(np.prod(shape))
+    return (np.arange(n, dtype=np.float32).reshape(shape) / 7).astype(np.float32), \
+        (np.arange(n) % 3).astype(np.uint8).reshape(shape)
+
+
+@pytest.mark.parametrize("shape", list(NUMPY_1_MD5))
+def test_case_files_are_the_bytes_numpy_1_pickles(shape: tuple[int, ...], tmp_path: Path):
+    data = pickle_bytes(*numbered(shape))
+    assert hashlib.md5(data).hexdigest() == NUMPY_1_MD5[shape]
+    (tmp_path / "c.pkl").write_bytes(data)
+    image, label = read_case(tmp_path / "c.pkl")
+    assert np.array_equal(image, numbered(shape)[0]) and np.array_equal(label, numbered(shape)[1])
+
+
+def test_a_case_file_that_would_run_code_is_refused_without_running_it(tmp_path: Path):
+    class Boom:
+        def __reduce__(self):
+            return (print, ("ran",))
+
+    (tmp_path / "evil.pkl").write_bytes(pickle.dumps([Boom()]))
+    with pytest.raises(DataError, match=r"evil.pkl: not a preprocessed KiTS19 case .*builtins.print"):
+        read_case(tmp_path / "evil.pkl")
+    buffer = io.BytesIO()
+    pickle.dump([np.zeros((1, 2, 2, 2), np.float64), np.zeros((1, 2, 2, 2), np.uint8)], buffer)
+    (tmp_path / "f64.pkl").write_bytes(buffer.getvalue())
+    with pytest.raises(DataError, match="not \\[image float32, label uint8\\]"):
+        read_case(tmp_path / "f64.pkl")
+
+
+def test_the_reference_meta_files_are_its_43_cases_and_their_checksums():
+    cases = inference_cases()
+    assert len(cases) == 43 and cases[-1] == "case_00400"
+    sums = reference_checksums()
+    assert set(sums) == {f"{c}.pkl" for c in cases} and sums["case_00400.pkl"] == sums["case_00185.pkl"]
+
+
+def test_sliding_window_crop_and_pad_as_the_reference(tmp_path: Path):
+    image = np.ones((1, 70, 100, 129), np.float32)
+    label = np.ones((1, 70, 100, 129), np.uint8)
+    out_image, out_label = adjust_for_sliding_window(image, label, (64, 64, 64))
+    # 70 % 32 = 6 < 16: cropped to 64; 100 % 32 = 4: cropped to 96; 129 % 32 = 1: cropped to 128
+    assert out_image.shape == (1, 64, 96, 128) and out_label.shape == out_image.shape
+    small = np.ones((1, 40, 64, 50), np.float32)
+    padded, padded_label = adjust_for_sliding_window(small, small.astype(np.uint8), (64, 64, 64))
+    assert padded.shape == (1, 64, 64, 64)  # 40 % 32 = 8 < 16: 32, then padded to one ROI; 50 % 32 = 18: padded
+    assert padded[0, 0, 0, 0] == np.float32(-2.2) and padded_label[0, 0, 0, 0] == 0 and padded[0, 20, 20, 20] == 1
+
+
+def test_select_cases_takes_case_00185_for_the_missing_case_00400(tmp_path: Path):
+    for case in ("case_00000", "case_00185", "case_00001"):
+        (tmp_path / case).mkdir()
+        for name in ("imaging.nii.gz", "segmentation.nii.gz"):
+            (tmp_path / case / name).write_bytes(b"")
+    assert select_cases(tmp_path) == [("case_00000", "case_00000"), ("case_00185", "case_00185"),
+                                      ("case_00400", "case_00185")]
+    (tmp_path / "none").mkdir()
+    with pytest.raises(DataError, match="none of the 43 inference cases"):
+        select_cases(tmp_path / "none")
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("kits19") / "raw"
+    generate_raw(folder, 7, 0, parse_size("tiny"), workers=1)
+    return folder
+
+
+def test_prepare_makes_the_inference_cases_once_and_finds_them_again(raw: Path, tmp_path: Path):
+    made = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+    assert made.made and made.folder.parent == tmp_path / "cache"
+    index = read_index(made.folder)
+    assert [c["case"] for c in index["cases"]] == ["case_00000", "case_00003", "case_00005", "case_00006"]
+    assert index["roi"] == [24, 24, 24] and not index["reference_data"] and not index["verified"]
+    for entry in index["cases"]:
+        image, label = read_case(made.folder / entry["file"])
+        assert list(image.shape) == entry["shape"] and all(s % 12 == 0 and s >= 24 for s in image.shape[1:])
+        assert hashlib.md5((made.folder / entry["file"]).read_bytes()).hexdigest() == entry["md5"]
+    again = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+    assert again.folder == made.folder and not again.made
+    assert prepare(made.folder, tmp_path / "other", workers=1).folder == made.folder  # a prepared folder is used
+    other_roi = prepare(raw, tmp_path / "cache", roi=(48, 48, 48), workers=1)
+    assert other_roi.folder != made.folder and read_index(other_roi.folder)["roi"] == [48, 48, 48]
+    (made.folder / "case_00003.pkl").write_bytes(b"short")
+    with pytest.raises(DataError, match="case_00003.pkl: 5 bytes, index.json recorded"):
+        read_index(made.folder)
+
+
+def reference_dice(prediction: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """accuracy_kits.py's arithmetic written out: one-hot float64 maps, background dropped."""
+    def one_hot(x: np.ndarray) -> np.ndarray:
+        return np.transpose(np.eye(3)[x.reshape(-1)].reshape(*x.shape, 3), (0, 4, 1, 2, 3)).astype(np.float64)
+
+    p, t = one_hot(prediction)[:, 1:], one_hot(target)[:, 1:]
+    return ((2.0 * np.sum(t * p, axis=(2, 3, 4)) + 1e-6) / (np.sum(t, axis=(2, 3, 4)) + np.sum(p, axis=(2, 3, 4))
+                                                            + 1e-6))[0]
+
+
+def test_dice_is_the_reference_scripts_float64_one_hot_arithmetic():
+    rng = np.random.default_rng(3)
+    for shape in ((1, 17, 19, 23), (1, 40, 40, 40)):
+        target = rng.integers(0, 3, shape).astype(np.uint8)
+        prediction = np.where(rng.random(shape) < 0.8, target, rng.integers(0, 3, shape)).astype(np.uint8)
+        assert dice(prediction, target) == tuple(reference_dice(prediction, target))
+    empty = np.zeros((1, 4, 4, 4), np.uint8)
+    assert dice(empty, empty) == (1.0, 1.0)  # the smoothing terms: nothing to find, nothing found
+    assert summary_line(0.861704, 0.93474, 0.78866) == "Accuracy: mean = 0.86170, kidney = 0.9347, tumor = 0.7887"
+
+
+class Linear:
+    """A backend double: per voxel, class scores that are linear in the intensity."""
+
+    def __init__(self, fixed: int | None = None) -> None:
+        self.batches: set[int] = set()
+        self.fixed = fixed
+
+    def predict(self, batch: np.ndarray) -> list[np.ndarray]:
+        assert self.fixed is None or len(batch) == self.fixed
+        self.batches.add(len(batch))
+        return [np.concatenate([batch * 0.0, batch, -batch], axis=1).astype(np.float32)]
+
+
+def test_the_segmentation_is_the_same_whatever_the_windows_per_call(raw: Path, tmp_path: Path):
+    folder = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=1).folder
+    model = Model(folder, count=None)
+    model.check_input(("batch_size", 1, 24, 24, 24))
+    with pytest.raises(Exception, match="prepared for a 24x24x24 window"):
+        model.check_input(("batch_size", 1, 128, 128, 128))
+    image = model.load(1)
+    one, four = Linear(fixed=1), Linear()
+    first = model.infer(one, image, Batching(max_batch=1, fixed=1))
+    assert np.array_equal(first, model.infer(four, image, Batching(max_batch=4)))
+    assert one.batches == {1} and max(four.batches) == 4 and first.dtype == np.uint8 and first.size == image[0].size
+    scored = model.accuracy([(1, first.tobytes())])
+    assert scored.samples == 1 and scored.metric == "DICE" and scored.line.startswith("Accuracy: mean = ")
+    assert json.loads(json.dumps(scored.parts)) == scored.parts

@@ -1,0 +1,125 @@
+"""All-reduce between pairs of a fleet's nodes (the nccl_pairs check): each node paired with its two
+ring neighbours, pairs of a round sharing no node; a stand-in measurer makes one node (or one link)
+slow and the check names it, FAILs its row in the fleet's table and asks to check the fabric. On the
+CI's real Slurm, the probe's pair check runs as two jobs (gloo on CPUs) and measures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from orchestrator.qualify.checks.pairs import FleetContext
+from orchestrator.qualify.checks.registry import default_registry
+from orchestrator.qualify.fleet import with_findings
+from orchestrator.qualify.pairs import Pair, PairReading, ring, rounds
+from orchestrator.results.qualification import FleetRow, Reference, Remedy, Status
+
+CHECK = default_registry().get("nccl_pairs")
+SETTINGS = CHECK.declaration.settings()  # its declared defaults: slow_pct 20
+
+
+def stand_in(slow: dict[str, float] | None = None, links: dict[Pair, float] | None = None, healthy: float = 20.0):
+    """A measurer: every pair at ``healthy`` GB/s, a pair with a node of ``slow`` at that node's rate, a
+    pair of ``links`` at its own; records the batches it was given."""
+    batches: list[list[Pair]] = []
+
+    def measure(batch: Sequence[Pair]) -> list[PairReading]:
+        batches.append(list(batch))
+        readings = []
+        for pair in batch:
+            rate = (links or {}).get(pair, min([healthy, *((slow or {}).get(n, healthy) for n in pair)]))
+            readings.append(PairReading(pair=pair, value=rate, sanity="all-reduce sum of 2 ranks is 3"))
+        return readings
+
+    measure.batches = batches  # type: ignore[attr-defined]
+    return measure
+
+
+def run(nodes: list[str], measure, reference: Reference | None = None):
+    ctx = FleetContext(nodes=nodes, settings=lambda kind: SETTINGS, measure=measure, reference=reference)
+    return CHECK.run_fleet(ctx)
+
+
+def test_each_node_is_paired_with_its_two_neighbours_and_a_round_shares_no_node():
+    assert ring(["n2", "n1"]) == [("n1", "n2")] and ring(["n1"]) == []
+    pairs = ring([f"n{i}" for i in range(1, 5)])
+    assert pairs == [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1")]
+    assert rounds(pairs) == [[("n1", "n2"), ("n3", "n4")], [("n2", "n3"), ("n4", "n1")]]
+    assert len(rounds(ring(["a", "b", "c"]))) == 3  # an odd ring needs three
+
+
+def test_a_node_slow_with_both_its_peers_is_named_and_its_row_fails():
+    measure = stand_in(slow={"n3": 5.0})
+    nodes = [f"n{i}" for i in range(1, 6)]
+    result, findings = run(nodes, measure)
+    assert result.status is Status.FAIL and result.kind == "fabric" and result.sanity is Status.PASS
+    assert [f.node for f in findings] == ["n3"]
+    assert findings[0].reason.startswith("node n3 is slow with each of its peers: n2-n3 5 GB/s is 75% below the"
+                                         " median of the fleet's 5 pairs, 20 GB/s (slow_pct 20)")
+    assert [(r.action, r.node) for r in result.remediation] == [(Remedy.CHECK_FABRIC, "n3")]
+    assert len(measure.batches) == 3 and sum(map(len, measure.batches)) == 5  # five ring pairs in three rounds
+    rows = with_findings([row(n) for n in nodes], result.name, findings)
+    slow = next(r for r in rows if r.node == "n3")
+    assert slow.verdict is Status.FAIL and slow.reason.startswith("nccl_pairs: node n3 is slow")
+    assert [(r.action, r.node) for r in slow.remediation] == [(Remedy.CHECK_FABRIC, "n3")]
+    assert all(r.verdict is Status.PASS for r in rows if r.node != "n3")
+
+
+def row(node: str) -> FleetRow:
+    return FleetRow(node=node, hardware="2 CPUs Test CPU", verdict=Status.PASS)
+
+
+def test_a_slow_link_between_two_healthy_nodes_names_both():
+    result, findings = run(["n1", "n2", "n3", "n4"], stand_in(links={("n2", "n3"): 4.0}))
+    assert [f.node for f in findings] == ["n2", "n3"]
+    assert findings[0].reason.endswith("the link between n2 and n3 (each is fine with its other peer)")
+
+
+def test_of_two_nodes_a_slow_pair_names_both_against_the_operators_reference():
+    reference = Reference(value=40.0, lower=36.0, upper=None, unit="GB/s", kind="operator", source="refs: acceptance")
+    result, findings = run(["a", "b"], stand_in(healthy=20.0), reference)
+    assert result.status is Status.FAIL and [f.node for f in findings] == ["a", "b"]
+    assert "20 GB/s below the lower bound 36 (operator reference: refs: acceptance)" in findings[0].reason
+    assert findings[0].reason.endswith("one of its two nodes (one pair cannot tell which)")
+    result, findings = run(["a", "b"], stand_in(healthy=40.0), reference)
+    assert result.status is Status.PASS and not findings and result.measurements[0].metric == (
+        "allreduce_pair_busbw_GBps:a-b")
+
+
+def test_a_pair_that_could_not_all_reduce_fails_one_that_could_not_start_is_inconclusive():
+    def measure(batch):
+        return [PairReading(pair=p, failed="rank 1: NCCL error: unhandled system error") if "n2" in p
+                else PairReading(pair=p, unrun="sbatch: error: invalid partition") if "n4" in p
+                else PairReading(pair=p, value=20.0) for p in batch]
+
+    result, findings = run(["n1", "n2", "n3"], measure)
+    assert result.status is Status.FAIL and result.sanity is Status.FAIL and [f.node for f in findings] == ["n2"]
+    result, findings = run(["n4", "n5"], measure)
+    assert result.status is Status.INCONCLUSIVE and not findings
+    assert result.reasons == ("n4-n5: could not run: sbatch: error: invalid partition",)
+
+
+def test_one_node_is_not_a_pair():
+    result, findings = run(["n1"], stand_in())
+    assert result.status is Status.NOT_APPLICABLE and result.reason == ("nccl_pairs needs 2 or more nodes; the fleet"
+                                                                        " has 1") and not findings
+
+
+@pytest.mark.slurm
+def test_on_the_real_slurm_a_pair_all_reduces_with_gloo(slurm_env, mltrain_env, tmp_path: Path):
+    """The CI's one node paired with itself: two Slurm jobs, the probe's pair check in each, gloo over
+    the node's address; rank 0's bus bandwidth read back, the sum checked."""
+    from orchestrator.commands.common import registry
+    from orchestrator.qualify.config import DeviceSuite, ProbeSettings, Suite
+    from orchestrator.qualify.pairs import SlurmPairs
+    from orchestrator.runners.slurm import node_names
+
+    (node,) = node_names()[:1]
+    suite = Suite(cpu=DeviceSuite({"nccl_pairs": {"mb": 4, "iterations": 5, "warmup": 1}}))
+    measure = SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=ProbeSettings(),
+                         workload=registry().get("fakebench"), run_id="fleet-pairs-test", folder=tmp_path / "pairs")
+    (reading,) = measure([(node, node)])
+    assert reading.value is not None and reading.value > 0, reading
+    assert reading.sanity == "all-reduce sum of 2 ranks is 3 in every element"
