@@ -137,14 +137,15 @@ def warm_up_seconds(test_s: float) -> float:
     return min(max(WARM_UP_MIN_S, WARM_UP_SHARE * test_s), WARM_UP_MAX_S)
 
 
-def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Batching, *, count: int, workers: int,
-            seconds: float, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
+def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Batching, *, scenario: str, count: int,
+            workers: int, seconds: float, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
     """Sustained timings of the test's own path, after a first call of each kind: a single sample
     and a batch answered in the caller's thread (the latency targets, at least ``calls`` of each and an
-    eighth of ``seconds``), then batches through the workers for the rest of ``seconds``, their ramp not
-    timed (the throughput target). A model whose calls are too slow for that (a whole 3D volume per
-    call) takes its throughput from the batch calls. What LoadGen's schedule is planned from: a rate
-    measured on one small batch once planned a "60 s" Offline test that ran 662 s."""
+    eighth of ``seconds``), then, where the ``scenario`` has workers (Offline, Server), batches through
+    them for the rest of ``seconds``, their ramp not timed (the throughput target). A model whose
+    calls are too slow for that (a whole 3D volume per call) takes its throughput from the batch
+    calls. What LoadGen's schedule is planned from: a rate measured on one small batch once planned a
+    "60 s" Offline test that ran 662 s."""
     stand_in = Rehearsal()
     inline = Server(stand_in, model, backend, samples, scenario="SingleStream", batching=batches, workers=1)
     rows = list(range(min(count, 2 * inline.max_batch)))
@@ -171,7 +172,9 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
         full = single if full_size == 1 else timed(full_size, seconds / 8, calls[1] - 1)
         rate, counted, elapsed = full_size / full, 0, 0.0
         round_size = 2 * workers * inline.max_batch
-        if full * 2 * workers * 6 <= seconds:  # else the batch calls say it: each is most of the cost
+        # six rounds of two calls per worker must fit: else the batch calls say it, each most of the cost
+        sustained = scenario not in INLINE_SCENARIOS and not inline.per_sample and 12 * full <= seconds
+        if sustained:
             # the workers ramp up (their first calls, the allocator, the clocks): what comes after counts
             batched = Server(stand_in, model, backend, samples, scenario="Offline", batching=batches,
                              workers=workers)
@@ -389,7 +392,8 @@ def run(options: Options) -> dict[str, Any]:
         return (*fitted(lg, requested, sources, options.out / "user.conf"), sources)
 
     given = None if auto_targets(options) else settled(None)  # a target given is refused before the warm-up
-    measured = warm_up(model, backend, samples, batches, count=model.count, workers=options.workers,
+    measured = warm_up(model, backend, samples, batches, scenario=options.scenario, count=model.count,
+                       workers=options.workers,
                        seconds=warm_up_seconds(test_s), calls=getattr(module, "WARM_UP_CALLS", WARM_UP_CALLS))
     settings, overrides, plan, values, sources = given or settled(measured)
     if "performance" in MODES[options.mode]:
