@@ -16,19 +16,23 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+PLAIN = {"soft_wrap": True, "highlight": False, "markup": False, "emoji": False}
+"""Every console prints text as given: a path, label or reason holding ``:x:`` or ``[red]`` reads as
+typed (rich would print an emoji or take it as a style). Styles come only as rich objects (`Text`)."""
+
 
 class Output:
     """Commands write through this, never with ``print``."""
 
     def __init__(self, *, quiet: bool = False, verbose: bool = False) -> None:
-        self.out = _DataConsole(file=sys.stdout, soft_wrap=True, highlight=False)
-        self.err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
+        self.out = _DataConsole(file=sys.stdout, **PLAIN)
+        self.err = Console(file=sys.stderr, **PLAIN)
         self.quiet = quiet
         self.verbose = verbose
 
     def data(self, text: str) -> None:
         """Plain data to stdout (no markup interpretation)."""
-        self._to_stdout(lambda: self.out.print(text, markup=False))
+        self._to_stdout(lambda: self.out.print(text))
 
     def json(self, value: Any) -> None:
         """A document (indented), or a list one item per line: a listing of thousands of runs is
@@ -43,7 +47,7 @@ class Output:
 
     def prose(self, text: str) -> None:
         """A sentence to stdout, wrapped at the terminal's width."""
-        self._to_stdout(lambda: self.out.print(text, markup=False, soft_wrap=False))
+        self._to_stdout(lambda: self.out.print(text, soft_wrap=False))
 
     def table(self, table: Table, *, width: int | None = None) -> None:
         """A table at the terminal's width, or at ``width`` where that is wider (a --wide table)."""
@@ -62,18 +66,18 @@ class Output:
 
     def status(self, text: str) -> None:
         if not self.quiet:
-            self.err.print(text, markup=False)
+            self.err.print(text)
 
     def detail(self, text: str) -> None:
         """Only with -v: what a person debugging a run wants to see."""
         if self.verbose:
-            self.err.print(text, markup=False, style="dim")
+            self.err.print(text, style="dim")
 
     def warning(self, text: str) -> None:
-        self.err.print(f"warning: {text}", markup=False, style="yellow")
+        self.err.print(f"warning: {text}", style="yellow")
 
     def error(self, text: str) -> None:
-        self.err.print(f"error: {text}", markup=False, style="bold red")
+        self.err.print(f"error: {text}", style="bold red")
 
     def explain(self, text: str) -> None:
         """The lines after an error that say how to put it right, indented under it (the error stays

@@ -25,10 +25,12 @@ def seconds(ms: float | None) -> str:
 
 
 def duration(ms: float | None) -> str:
-    """'12.3 s' below two minutes, '4.56 min' above, '-' when there is none."""
+    """'12.3 s' below two minutes, '4.56 min' up to two days, '3.5 days' above, '-' when there is none."""
     if ms is None:
         return "-"
     value = ms / 1000
+    if value >= 2 * 86_400:
+        return f"{number(value / 86_400)} days"
     return f"{value:.3g} s" if value < 120 else f"{value / 60:.4g} min"
 
 
@@ -52,6 +54,14 @@ def number(value: float | None, suffix: str = "") -> str:
         digits = math.floor(math.log10(abs(value))) + 1
         return f"{round(value, 4 - digits):,.0f}{suffix}"
     return f"{value:.4g}{suffix}"
+
+
+def exact(value: float) -> str:
+    """A value as given, not rounded (a bound, an option): a whole number with its thousands
+    separated ('65,536'), any other in the shortest form that reads back the same ('0.001', '1e-300')."""
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16:
+        return f"{int(value):,}"
+    return repr(float(value)) if math.isfinite(value) else str(value)
 
 
 def percent(value: float | None) -> str:

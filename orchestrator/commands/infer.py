@@ -77,6 +77,9 @@ def infer(
     max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
+    trust_model: bool = typer.Option(False, "--trust-model",
+                                     help="--backend torch: load this .pt2, which runs code its author chose as it"
+                                     " loads (only a file you made)."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the harness runs."),
     gpus: str = typer.Option(None, "--gpus", help="GPUs the harness gets (all, N, 0,1 or none)."),
     results: Path = RESULTS_OPTION,
@@ -103,7 +106,7 @@ def infer(
                                target_qps=target_qps, target_latency_ms=target_latency,
                                model_file=None if trained or model_file is None else Path(model_file),
                                data=data, trace=trace, search=search, max_batch=max_batch, threads=threads,
-                               label=label)
+                               label=label, trust_model=trust_model)
     plan = plan_inference(options, registry().roots, trained)
     chosen = make_runner(RunnerOptions(name=runner.value, gpus=gpus), out.status)
     record = run_inference(plan, chosen, results_root=root, run_id=new_run_id(model, profile.value),

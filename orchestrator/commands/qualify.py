@@ -78,7 +78,7 @@ def order(
     _qualify(output(ctx), Asked(
         suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
         junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
-        results=o.results, as_json=False, record=o.record,
+        results=o.results, as_json=False, record=o.record, order=path,
     ))
 
 
@@ -95,13 +95,18 @@ def _qualify(out: Output, asked: Asked) -> None:
     if asked.data is not None and not asked.data.is_dir():
         raise UsageError(f"--data {asked.data}: not a folder")
     folder = results_dir(asked.results)
-    from orchestrator.results.outputs import check_output_file
+    from orchestrator.results.outputs import check_distinct, check_output_file
 
-    for given, flag in ((asked.junit, "--junit"), (asked.prometheus, "--prometheus")):
-        if given is not None:  # checked now: a path that cannot be written fails before the qualification
-            check_output_file(given, option=flag, results=folder)
-    if asked.record is not None:  # the fleet's own: its node jobs leave their record in the store, on purpose
-        check_output_file(asked.record, option="the order's record")
+    # checked now: a path that cannot be written fails before the qualification (the order's record is
+    # the fleet's own: its node jobs leave it in the store, on purpose)
+    outputs = {"--junit": (asked.junit, folder), "--prometheus": (asked.prometheus, folder),
+               "the order's record": (asked.record, None)}
+    for flag, (given, store) in outputs.items():
+        if given is not None:
+            check_output_file(given, option=flag, results=store)
+    check_distinct({flag: given for flag, (given, _) in outputs.items()},
+                   {"the qualify.yaml in use": qualify_file(), "--references": asked.references,
+                    "the fleet's order": asked.order})
     if asked.runner is RunnerName.slurm:
         _fleet(out, asked, config, workload, folder)
     elif asked.nodes or asked.partition:
@@ -131,6 +136,8 @@ class Asked:
     as_json: bool
     record: Path | None = None
     """Also write the record here: a fleet's node job (`order`), whose fleet gathers it."""
+    order: Path | None = None
+    """The fleet's order file this node job reads (`order`)."""
 
 
 def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:

@@ -61,7 +61,7 @@ def run(
     ipc: IpcMode = typer.Option(IpcMode.host, "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Docker: rebuild the image even if unchanged."),
-    drop_caches: bool = typer.Option(False, "--drop-caches", help="Clear the page cache before each run."),
+    drop_caches: bool = typer.Option(False, "--drop-caches", help="Docker: clear the page cache before each run."),
     until_decided: bool = typer.Option(
         False, "--until-decided",
         help="Run seeds one at a time until the comparison with --against is decided: faster, slower or"

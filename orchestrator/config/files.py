@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.config.reading import UnreadableFile, open_regular
 from orchestrator.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,12 +42,14 @@ def read_text(path: Path, *, label: str | None = None, missing: str | None = Non
     exist (default: the system's own words, like any unreadable file)."""
     label = label or str(path)
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:  # a FIFO given as qualify.yaml or --references blocked for good
             data = handle.read(max_bytes + 1)
     except FileNotFoundError as exc:
         if missing is None:
             raise ConfigError(f"{label}: cannot read: {one_line(str(exc))}") from None
         raise ConfigError(f"{label}: {missing}") from None
+    except UnreadableFile as exc:
+        raise ConfigError(f"{label}: {exc.strerror}") from None
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {one_line(str(exc))}") from None
     if len(data) > max_bytes:

@@ -16,3 +16,5 @@ NonNegative = Annotated[float, Field(allow_inf_nan=False, ge=0)]
 """A finite number of zero or more (a duration, a count of something, a percentage)."""
 Fraction = Annotated[float, Field(allow_inf_nan=False, ge=-1, le=1)]
 """A finite relative bound: -0.05 is 5 % below (ReFrame's lower/upper thresholds)."""
+Percent = Annotated[float, Field(allow_inf_nan=False, ge=0, le=100)]
+"""A finite share in percent (an accuracy)."""

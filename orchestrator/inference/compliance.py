@@ -16,13 +16,13 @@ when it passes).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from orchestrator.config.reading import read_json
 from orchestrator.errors import LogError
 from orchestrator.mlperf import mllog
 
@@ -47,9 +47,13 @@ def _threshold(scenario: str, reference_score: float) -> float:
     return 0.20 if short else 0.10
 
 
+ACCURACY_LOG_BYTES = 8 * 2**30
+"""The largest LoadGen accuracy log read (3D-UNet's responses are whole segmentations: a few GiB)."""
+
+
 def _entries(path: Path) -> list[dict]:
     try:
-        entries = json.loads(path.read_text())
+        entries = read_json(path, max_bytes=ACCURACY_LOG_BYTES)
     except (OSError, ValueError) as exc:
         raise LogError(f"{path}: unreadable LoadGen accuracy log ({exc})") from None
     if not isinstance(entries, list):

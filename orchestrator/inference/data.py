@@ -5,13 +5,16 @@ holds into mltrain's cache by the harness (3D-UNet's inference cases from raw Ki
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from orchestrator.config.files import first_problem
 from orchestrator.config.locations import data_cache_dir
+from orchestrator.config.reading import read_json
 from orchestrator.errors import DataError
 from orchestrator.inference.declaration import Harness
 from orchestrator.runners.base import DatasetArg, HostPath, Runner
@@ -41,6 +44,25 @@ class SmokeAssets:
     seconds: float | None
 
 
+class SmokeFacts(BaseModel):
+    """``smoke.json``, as the harness wrote it beside the smoke model: validated on read (a damaged
+    cache with a negative reference top-1 made the accuracy target negative)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str
+    data: str = Field(default="data", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    """The data's folder in the smoke folder: a name there, not a path out of it."""
+    reference_top1: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    """The trained smoke model's own top-1, a fraction: what the accuracy target is a share of."""
+    reference_accuracy: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    """The same for another metric (3D-UNet's mean Dice)."""
+    input_shape: tuple[PositiveInt, ...] = ()
+    """The model's input without its batch axis (none where only the data was made)."""
+    harness_args: tuple[str, ...]
+    seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 def smoke_dir(harness: str, model: str) -> Path:
     return data_cache_dir() / harness / f"{model}-smoke"
 
@@ -61,17 +83,20 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
                                  timeout_s=SMOKE_TIMEOUT_S, on_line=lambda line: None)
         if result.returncode != 0:
             raise DataError(f"making the smoke {model} {what} failed {result.where}: {result.last_line()}")
+    redo = f"remove {folder} and it is made again"
     try:
-        facts = json.loads(marker.read_text())
-        reference = facts.get("reference_accuracy", facts.get("reference_top1"))
-        return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
-                           data=folder / str(facts.get("data", "data")),
-                           reference_percent=100.0 * float(reference) if reference is not None else 0.0,
-                           input_shape=tuple(int(d) for d in facts.get("input_shape", ())),
-                           harness_args=tuple(str(a) for a in facts["harness_args"]), made_now=made,
-                           seconds=facts.get("seconds"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"{marker}: unreadable smoke facts ({exc}); remove {folder} and it is made again") from None
+        facts = SmokeFacts.model_validate(read_json(marker))
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        problem = first_problem(exc) if isinstance(exc, ValidationError) else " ".join(str(exc).split())
+        raise DataError(f"{marker}: damaged smoke facts ({problem}); {redo}") from None
+    if facts.model != model:
+        raise DataError(f"{marker}: the smoke facts of {facts.model!r}, in the folder of {model!r}; {redo}")
+    reference = facts.reference_accuracy if facts.reference_accuracy is not None else facts.reference_top1
+    return SmokeAssets(folder=folder, model_onnx=folder / "model.onnx", model_torch=folder / "model.pt2",
+                       data=folder / facts.data,
+                       reference_percent=100.0 * reference if reference is not None else 0.0,
+                       input_shape=facts.input_shape, harness_args=facts.harness_args, made_now=made,
+                       seconds=facts.seconds)
 
 
 def prepared_dir(harness: str) -> Path:
@@ -111,7 +136,7 @@ def prepare_dataset(runner: Runner, harness: Harness, model: str, data: Path, in
 
 def _read_facts(marker: Path) -> dict[str, Any]:
     try:
-        facts = json.loads(marker.read_text())
+        facts = read_json(marker)
     except (OSError, ValueError):
         return {}
     return facts if isinstance(facts, dict) else {}

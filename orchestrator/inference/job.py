@@ -7,6 +7,7 @@ output kept as it arrives, a time limit, Ctrl-C stops it, an outcome that explai
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,12 @@ from orchestrator.runners.outcome import JobOutcome
 
 STAGED_MODEL = "model"
 """The folder in a job's results folder the model is staged in (removed when the job ends)."""
+
+
+def as_given(line: str, model: Path) -> str:
+    """A line the harness printed, its staged copy of the model (wherever the job saw it: this host's
+    run folder, a container's /results) named as the user gave it: the copy is gone, and was never theirs."""
+    return re.sub(rf"[^\s'\"]*/{STAGED_MODEL}/{re.escape(model.name)}(?![\w.-])", lambda _: f"--model {model}", line)
 
 
 def stage(model: Path, results: Path) -> Path:

@@ -8,7 +8,6 @@ it ran with (its ``effective_*`` settings): a short test is INVALID as an MLPerf
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
+from orchestrator.config.reading import read_json
 from orchestrator.errors import LogError
 from orchestrator.inference.declaration import ModelFacts
 from orchestrator.mlperf import mllog
@@ -50,7 +50,7 @@ def _number(value: Any) -> float | None:
 def read_facts(results: Path) -> dict[str, Any]:
     path = results / FACTS
     try:
-        facts = json.loads(path.read_text())
+        facts = read_json(path)
     except FileNotFoundError:
         raise LogError(f"{path}: missing: the harness wrote no facts file (see its output.log)") from None
     except (OSError, ValueError) as exc:

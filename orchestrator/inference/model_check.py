@@ -9,11 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.reading import not_a_file, open_regular
 from orchestrator.errors import UsageError
 from orchestrator.inference.declaration import InputFacts
 
 ONNX_SUFFIX = ".onnx"
 TORCH_SUFFIX = ".pt2"
+MAX_BATCH = 65_536
+"""The most samples one backend call may take (a fixed batch axis, --max-batch): beyond it a batch of
+the smallest model's inputs no longer fits a GPU, nor LoadGen's queries of a test."""
+UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it loads (pickled tensors, shape "
+                     "expressions evaluated by sympy)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,19 +33,25 @@ class CheckedModel:
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def check_model(path: Path, backend: str, expected: InputFacts) -> CheckedModel:
-    """The file as the backend will take it; UsageError naming the file and what is wrong."""
-    if not path.is_file():
-        raise UsageError(f"--model {path}: no such file")
+def check_model(path: Path, backend: str, expected: InputFacts, *, trusted: bool = False) -> CheckedModel:
+    """The file as the backend will take it; UsageError naming the file and what is wrong. A torch
+    program runs code as it loads (pickle, sympy's eval of its shape expressions: no check of its
+    contents makes it safe), so one the user does not vouch for (``trusted``) is refused unread."""
+    wrong = not_a_file(path)  # a folder, a device, a FIFO: said as what it is
+    if wrong is not None:
+        raise UsageError(f"--model {path}: {wrong}")
     if backend == "torch":
         if path.suffix != TORCH_SUFFIX:
             raise UsageError(f"--model {path}: the torch backend takes a torch.export program (.pt2)")
+        if not trusted:
+            raise UsageError(f"--model {path}: {UNTRUSTED_PROGRAM}; run only a .pt2 you made (--trust-model), "
+                             "else export the model to ONNX for --backend onnxruntime")
         return CheckedModel(path=path, sha256=sha256(path), input_name="", input_shape=(), opset=None)
     return _check_onnx(path, expected)
 
@@ -67,6 +79,9 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
     if len(shape) != len(want) or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
                          f"{_dims(want)} (N the batch): export it for that input")
+    if isinstance(shape[0], int) and not 1 <= shape[0] <= MAX_BATCH:
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} has a fixed batch of {shape[0]:,} samples; "
+                         f"give a model whose batch axis is free or from 1 to {MAX_BATCH:,}")
     if tensor.elem_type != onnx.TensorProto.FLOAT:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
                          f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")

@@ -4,17 +4,48 @@ Every refusal is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from orchestrator.config.labels import check_label
+from orchestrator.config.reading import not_a_file
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
-from orchestrator.inference.model_check import CheckedModel, check_model, onnx_input_dims
+from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model, onnx_input_dims
 from orchestrator.inference.trained import TrainedModel
+from orchestrator.text import exact
 
 BACKENDS = ("onnxruntime", "torch")
 DEVICES = ("cpu", "cuda", "tensorrt")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of one numeric option: what LoadGen can represent and any machine could use. What
+    the machine the harness runs on can take (its CPUs, its memory for LoadGen's schedule and a
+    batch) the harness checks there, before its test starts."""
+
+    low: float
+    high: float
+    unit: str = ""
+
+    def check(self, option: str, value: float) -> None:
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            unit = f" {self.unit}" if self.unit else ""
+            raise UsageError(f"{option} {exact(value)}: give a number from {exact(self.low)} to "
+                             f"{exact(self.high)}{unit}")
+
+
+BOUNDS = {
+    "--time": Bound(0.001, 86_400, "s"),  # LoadGen counts whole milliseconds; a day is longer than any test
+    "--target-qps": Bound(0.001, 1e7, "queries/s"),  # one query every 1,000 s .. beyond any one node's rate
+    "--target-latency-ms": Bound(0.001, 1e6, "ms"),  # 1 us .. 1,000 s a query
+    "--max-batch": Bound(1, MAX_BATCH, "samples"),
+    "--threads": Bound(0, 4096),  # 0: chosen by the harness; more than the largest nodes have CPUs
+}
+"""Every numeric option of `mltrain infer`, bounded (``--count`` by the model's dataset)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +74,8 @@ class InferenceOptions:
     max_batch: int | None = None
     threads: int = 0
     label: str | None = None
+    trust_model: bool = False
+    """--trust-model: the user vouches for a model file that runs code as it loads (a .pt2)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,12 +136,15 @@ class InferencePlan:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         if o.trace:
             args.append("--trace")
+        if self.checked is None or o.trust_model:  # the smoke model, a training run's export: made here
+            args.append("--trust-model")
         return [*args, *extra]
 
 
 def plan_inference(options: InferenceOptions, roots: Sequence[Path],
                    trained: TrainedModel | None = None) -> InferencePlan:
     """``trained``: the training run ``--model`` named, found (`trained.find_trained`)."""
+    check_label(options.label)
     harness = find_model(roots, options.model)
     facts = harness.model(options.model)
     rules = harness.profiles[options.profile]  # type: ignore[index]
@@ -140,8 +176,13 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path],
     if o.search and o.target_qps not in (None, "auto"):
         raise UsageError("--search finds the target QPS itself: drop --target-qps")
     for name, value in (("--target-qps", o.target_qps), ("--target-latency-ms", o.target_latency_ms)):
-        if value is not None and value != "auto" and not _positive(value):
-            raise UsageError(f"{name} {value!r}: give a positive number or auto")
+        if value is not None and value != "auto":
+            BOUNDS[name].check(name, _number(name, value))
+    for name, given in (("--time", o.time_s), ("--max-batch", o.max_batch), ("--threads", o.threads)):
+        if given is not None:
+            BOUNDS[name].check(name, given)
+    if o.count is not None:
+        Bound(1, facts.dataset.samples, f"samples ({facts.dataset.name})").check("--count", o.count)
     if trained is not None and trained.feeds != o.model:
         raise UsageError(f"--model {trained.run_id}: its {trained.workload.name} model is exported as {trained.feeds}, "
                          f"not {o.model}")
@@ -158,7 +199,7 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path],
         return InferencePlan(options=replace(o, data=o.data.resolve()), harness=harness, facts=facts, rules=rules,
                              checked=None, trained=trained)
     assert o.model_file is not None
-    checked = check_model(o.model_file, o.backend, facts.input)
+    checked = check_model(o.model_file, o.backend, facts.input, trusted=o.trust_model)
     return InferencePlan(options=replace(o, model_file=o.model_file.resolve(), data=o.data.resolve()),
                          harness=harness, facts=facts, rules=rules, checked=checked)
 
@@ -171,14 +212,14 @@ def missing_inputs(o: InferenceOptions, facts: ModelFacts, *, model_given: bool 
         pass
     elif o.model_file is None:
         problems.append(f"--profile {o.profile} needs the model file: --model FILE")
-    elif not o.model_file.is_file():
-        problems.append(f"--model {o.model_file}: no such file")
+    elif (wrong := not_a_file(o.model_file)) is not None:
+        problems.append(f"--model {o.model_file}: {wrong}")
     if problems:
         how.append(f"The {o.model} model: {facts.how_to_get.model.strip()}")
     if o.data is None:
         problems.append(f"--profile {o.profile} needs the dataset: --data DIR")
     elif not o.data.is_dir():
-        problems.append(f"--data {o.data}: no such folder")
+        problems.append(f"--data {o.data}: {'not a folder' if o.data.exists() else 'no such folder'}")
     if len(problems) > len(how):
         how.append(f"The {o.model} data: {facts.how_to_get.data.strip()}")
     if problems:
@@ -187,23 +228,23 @@ def missing_inputs(o: InferenceOptions, facts: ModelFacts, *, model_given: bool 
 
 
 def check_smoke_model(path: Path, backend: str, shape: tuple[int, ...]) -> CheckedModel:
-    return check_model(path, backend, InputFacts(shape=shape))
+    return check_model(path, backend, InputFacts(shape=shape), trusted=True)  # made here, by the harness
 
 
 def check_exported(path: Path, backend: str, declared: InputFacts) -> CheckedModel:
     """A training run's exported model: the declared input but its own window (a model trained on
     other patches slides its own; its dataset is prepared for it, and a run says it is not the
-    reference's)."""
+    reference's). Made here, by the workload's export: trusted as the smoke model is."""
     if backend == "torch":
-        return check_model(path, backend, declared)
+        return check_model(path, backend, declared, trusted=True)
     own = onnx_input_dims(path)
     if len(own) == len(declared.shape) + 1 and all(isinstance(d, int) for d in own[2:]):
         declared = InputFacts(shape=(declared.shape[0], *own[2:]), min_opset=declared.min_opset)  # type: ignore[arg-type]
-    return check_model(path, backend, declared)
+    return check_model(path, backend, declared, trusted=True)
 
 
-def _positive(text: str) -> bool:
+def _number(option: str, text: str) -> float:
     try:
-        return float(text) > 0
+        return float(text)
     except ValueError:
-        return False
+        raise UsageError(f"{option} {text!r}: give a number or auto") from None

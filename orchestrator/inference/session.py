@@ -16,7 +16,7 @@ from typing import Any
 from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import compliance as verifying
 from orchestrator.inference import data, logs, search
-from orchestrator.inference.job import run_harness
+from orchestrator.inference.job import as_given, run_harness
 from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
 from orchestrator.inference.trained import export_trained, exported_path
 from orchestrator.results import atomic
@@ -102,13 +102,23 @@ def new_record(plan: InferencePlan, run_id: str, runner: Runner, inputs: Inputs,
     )
 
 
+HARNESS_WARNING = "inference: warning: "
+"""How the harness starts a line the user must see (a test that will run long): shown as status."""
+
+
 class Jobs:
     """The harness jobs of one run, each in ``jobs/<name>`` (trials in ``search/trial_<n>``)."""
 
     def __init__(self, plan: InferencePlan, runner: Runner, handle: StoredInference, inputs: Inputs,
-                 on_line: Callable[[str], None]) -> None:
+                 on_line: Callable[[str], None], status: Callable[[str], None] = lambda _: None) -> None:
         self.plan, self.runner, self.harness, self.handle, self.inputs = plan, runner, plan.harness, handle, inputs
-        self.on_line = on_line
+        self.detail, self.status = on_line, status
+
+    def on_line(self, line: str) -> None:
+        if line.startswith(HARNESS_WARNING):
+            self.status("warning: " + line.removeprefix(HARNESS_WARNING))
+        else:
+            self.detail(line)
 
     def run(self, name: str, folder: Path, mode: str, target_qps: str | None = None,
             target_latency_ms: str | None = None, extra: Sequence[str] = ()) -> Path:
@@ -119,7 +129,9 @@ class Jobs:
                               model=self.inputs.model_file, data_dir=self.inputs.data, folder=folder,
                               env={"MLTRAIN_PROFILE": self.plan.options.profile},
                               timeout_s=self.plan.rules.timeout_minutes * 60, on_line=self.on_line)
-        _raise_for(outcome, name)
+        if outcome.leftovers:
+            self.status(f"warning: {outcome.leftover_note()}")
+        _raise_for(outcome, name, self.inputs.model_file)
         return folder / "results"
 
     def trial(self, number: int, target_qps: float | None) -> SearchTrial:
@@ -135,13 +147,13 @@ class Jobs:
                            folder=str(folder.relative_to(self.handle.paths.root)))
 
 
-def _raise_for(outcome: JobOutcome, name: str) -> None:
+def _raise_for(outcome: JobOutcome, name: str, model: Path) -> None:
     if outcome.ok:
         return
     if outcome.refused:
-        said = outcome.last_line()
+        said = as_given(outcome.last_line(), model)
         raise UsageError(said.removeprefix("inference: ") or f"the harness refused job {name} (exit 2)")
-    raise JobFailed(f"harness job {name}: {outcome.why()} (all of it: {outcome.log})")
+    raise JobFailed(f"harness job {name}: {as_given(outcome.why(), model)} (all of it: {outcome.log})")
 
 
 def measure(jobs: Jobs, plan: InferencePlan) -> tuple[Path, dict[str, Any], Any]:
@@ -250,7 +262,7 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
                         provenance=provenance)
     handle = Store(results_root).create_inference(record)
     try:
-        jobs = Jobs(plan, runner, handle, inputs, on_line)
+        jobs = Jobs(plan, runner, handle, inputs, on_line, status)
         status(f"{run_id}: {plan.options.model} {plan.options.scenario} on {runner.name}")
         folder, facts_json, found = measure(jobs, plan)
         result = result_of(plan, inputs, handle.paths.root, folder, facts_json, found)

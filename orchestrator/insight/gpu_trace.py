@@ -8,13 +8,13 @@ gpu_info()}``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.reading import read_json
 from orchestrator.errors import UsageError
 from orchestrator.insight import gpus
 from orchestrator.insight.gpu_source import GPU_FIELDS, GpuSample, GpuSource, open_gpu_source
@@ -35,7 +35,7 @@ class TraceGpuSource(GpuSource):
 
     @classmethod
     def from_file(cls, path: Path) -> TraceGpuSource:
-        return cls(json.loads(path.read_text()))
+        return cls(read_json(path))
 
     def describe(self) -> dict[str, Any]:
         return {"available": True, "devices": self.devices, "source": "recorded trace"}

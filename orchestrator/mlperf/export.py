@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config.profiles import MLPERF
+from orchestrator.config.reading import read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks, checkers, system_desc
 from orchestrator.mlperf.mllog import mllog_lines
@@ -192,7 +193,7 @@ def run_ruleset(manifest: Manifest, benchmark: str) -> str:
 
 def _json_or_none(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
+        return read_json(path)
     except (OSError, ValueError):
         return None
 

@@ -11,12 +11,12 @@ scaling factor and the system description; a problem is one line naming the file
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.config.reading import check_regular, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
 from orchestrator.results.records import ExportedRun
@@ -70,7 +70,17 @@ def locate(folder: Path, benchmark: str) -> Path:
 
 
 def _logs(folder: Path) -> list[Path]:
-    return [p for p in folder.iterdir() if (RESULT_FILE.match(p.name) or NVIDIA_LOG.match(p.name)) and p.is_file()]
+    """The folder's logs, each a regular file: MLCommons' tools read every ``result_*.txt`` and the
+    ``scaling.json`` of the folder, so one that is not (a FIFO blocked the import for good, deaf to
+    Ctrl-C) is refused, never passed over."""
+    logs = [p for p in folder.iterdir() if RESULT_FILE.match(p.name) or NVIDIA_LOG.match(p.name)]
+    scaling = folder / "scaling.json"
+    for path in [*logs, *([scaling] if scaling.exists() or scaling.is_symlink() else [])]:
+        try:
+            check_regular(path)
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror or exc}: an import reads only regular files") from None
+    return logs
 
 
 def result_files(folder: Path) -> tuple[dict[int, Path], Naming]:
@@ -137,7 +147,7 @@ def read_exported_run(folder: Path) -> ExportedRun | None:
     if not path.is_file():
         return None
     try:
-        return ExportedRun.model_validate(json.loads(path.read_text(encoding="utf-8", errors="replace")))
+        return ExportedRun.model_validate(read_json(path))
     except (OSError, ValueError) as exc:
         why = first_problem(exc) if isinstance(exc, ValidationError) else checkers.one_line(str(exc), 80)
         raise UsageError(f"{path}: not the record of an mltrain export ({why}); fix or remove it") from None
@@ -159,7 +169,7 @@ def folder_digest(found: ResultFolder) -> str:
 
 def read_system_description(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        data = read_json(path)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a JSON system description ({checkers.one_line(str(exc), 80)});"
                          " fix or remove it") from None

@@ -18,6 +18,7 @@ the v4.0 unet3d RCPs do): both become epochs here (`epochs_counted_in_samples`),
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -29,9 +30,10 @@ from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_d
 from mlperf_logging.mllog import constants as C
 
 from orchestrator import text
+from orchestrator.config.reading import open_regular, parse_json
 from orchestrator.errors import LogError
 from orchestrator.mlperf.quality import Goal
-from orchestrator.results.records import EvalPoint, Exit, RunRecord, RunStatus
+from orchestrator.results.records import MAX_RUN_MS, EvalPoint, Exit, RunRecord, RunStatus
 
 MLLOG_PREFIX = ":::MLLOG"
 SAMPLES_PER_EPOCH = "samples_per_epoch"
@@ -113,7 +115,7 @@ def parse_line(line: str, number: int = 0) -> Event:
     at = line.find(MLLOG_PREFIX)
     if at < 0:
         raise ValueError("not an MLLOG line")
-    raw = json.loads(line[at + len(MLLOG_PREFIX):])
+    raw = parse_json(line[at + len(MLLOG_PREFIX):])
     key = str(raw["key"])
     time_ms = raw["time_ms"]
     if not is_number(time_ms) or abs(time_ms) > MAX_TIME_MS:
@@ -176,9 +178,10 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
 
 
 def parse_file(path: Path) -> ParsedLog:
+    """A log file's events: a regular file only (a FIFO among the logs of an import hung it for good)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            return parse_lines(handle)
+        with open_regular(path) as handle:
+            return parse_lines(io.TextIOWrapper(handle, encoding="utf-8", errors="replace"))
     except OSError as exc:
         raise LogError(f"{path}: cannot read log: {exc.strerror}") from None
 
@@ -373,3 +376,6 @@ def require_scorable(log: ParsedLog, source: str) -> None:
         raise LogError(f"{source}: run_stop not recorded")
     if stop.time_ms < start.time_ms:
         raise LogError(f"{source}: run_stop ({stop.time_ms:.0f}) is before run_start ({start.time_ms:.0f})")
+    if stop.time_ms - start.time_ms > MAX_RUN_MS:
+        raise LogError(f"{source}: run_stop is {text.duration(stop.time_ms - start.time_ms)} after run_start (at most "
+                       f"{text.duration(MAX_RUN_MS)}): not a time a run took; fix or remove the file")

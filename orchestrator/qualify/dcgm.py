@@ -7,7 +7,6 @@ whose status is Fail fails the check, Warn warns, Skip and Pass pass.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
@@ -15,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.reading import parse_json
 from orchestrator.results.qualification import CheckResult, Status, worst
 from orchestrator.runners import proc
 
@@ -41,7 +41,7 @@ def dcgm_check(level: int, gpu_count: int, which: Callable[[str], str | None] = 
     except subprocess.TimeoutExpired:
         return done(Status.INCONCLUSIVE, (f"dcgmi diag -r {level} did not finish in {LEVEL_TIMEOUT_S[level]} s",))
     try:
-        report = json.loads(result.stdout)
+        report = parse_json(result.stdout)
     except ValueError:
         last = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [f"exit status {result.returncode}"]
         return done(Status.INCONCLUSIVE, (f"dcgmi diag -r {level} gave no JSON: {last[0][:200]}",))

@@ -6,12 +6,12 @@ named (`ProbeRun.protocol_mismatch`), never half read.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrator.config.reading import parse_json
 from orchestrator.qualify.config import DeviceKind
 from orchestrator.results.qualification import finite
 from orchestrator.runners.outcome import JobOutcome
@@ -95,7 +95,7 @@ class ProbeRun:
         if at < 0:
             return
         try:
-            event = json.loads(line[at + len(PREFIX):])
+            event = parse_json(line[at + len(PREFIX):])
         except ValueError:
             return
         if not isinstance(event, dict):

@@ -19,8 +19,8 @@ STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", S
          Status.NOT_APPLICABLE: "dim"}
 
 
-def status_text(status: Status) -> str:
-    return f"[{STYLE[status]}]{status.word}[/]"
+def status_text(status: Status) -> Text:
+    return Text(status.word, style=STYLE[status])
 
 
 def summary_table(record: QualificationRecord) -> Table:
@@ -84,8 +84,10 @@ def fleet_table(fleet: FleetRecord) -> Table:
     table.add_column("worst vs fleet", overflow="fold", max_width=30)
     for row in fleet.rows:
         worst = "-" if row.worst_metric is None else f"{row.worst_metric} {row.worst_vs_fleet_pct:+.1f}%"
-        flag = " [bold red]SLOW[/]" if row.flagged else ""
-        table.add_row(row.node, row.hardware, status_text(row.verdict) + flag, worst)
+        verdict = status_text(row.verdict)
+        if row.flagged:
+            verdict.append(" SLOW", style="bold red")
+        table.add_row(row.node, row.hardware, verdict, worst)
     return table
 
 
@@ -110,8 +112,7 @@ def history_table(records: Sequence[QualificationRecord], metric: str | None = N
         columns.append(Col("first reason", 4, cut=True))
     cells: list[list[str | Text]] = []
     for r in records:
-        row: list[str | Text] = [r.started_at.replace("+00:00", "Z"), r.node, r.suite,
-                                 Text.from_markup(status_text(r.verdict))]
+        row: list[str | Text] = [r.started_at.replace("+00:00", "Z"), r.node, r.suite, status_text(r.verdict)]
         if metric:
             m = r.measurements().get(metric)
             ref = m.reference if m else None

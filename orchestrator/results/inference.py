@@ -1,6 +1,7 @@
 """The typed records of an inference run (``<results>/<run_id>/inference.json``): what was asked,
 where it ran, and what LoadGen's logs, the accuracy script and the harness's facts file said.
-Validated on read like every stored file (`orchestrator.results.reading`).
+Validated on read like every stored file (`orchestrator.results.reading`): every number finite and
+in its range (a damaged record's NaN or -1e308 metric was compared and reported as a result).
 
 The run folder beside it is the MLPerf Inference results layout (`orchestrator.results.paths.InferencePaths`).
 """
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, NonNegativeInt, PositiveInt
 
+from orchestrator.config.numbers import Finite, NonNegative, Percent, Positive
 from orchestrator.results.records import ProfileName, Record
 
 InferenceState = Literal["running", "finished", "failed", "interrupted"]
@@ -19,10 +21,10 @@ InferenceState = Literal["running", "finished", "failed", "interrupted"]
 class Latency(Record):
     """LoadGen's latency statistics of a test, in nanoseconds."""
 
-    min_ns: float | None = None
-    mean_ns: float | None = None
-    max_ns: float | None = None
-    percentiles_ns: dict[str, float] = Field(default_factory=dict)
+    min_ns: NonNegative | None = None
+    mean_ns: NonNegative | None = None
+    max_ns: NonNegative | None = None
+    percentiles_ns: dict[str, NonNegative] = Field(default_factory=dict)
     """'50.00', '90.00', ... -> ns (per query for MultiStream)."""
 
 
@@ -32,7 +34,7 @@ class Performance(Record):
     scenario: str
     metric: str
     """The scenario's metric: samples/s (Offline, Server completed), or a latency percentile."""
-    value: float | None
+    value: NonNegative | None
     unit: str
     higher_is_better: bool
     loadgen_valid: bool
@@ -44,16 +46,16 @@ class Performance(Record):
     latency_bound_met: bool | None = None
     """Server: LoadGen's ``result_perf_constraints_met`` (the latency percentile within the bound)."""
     latency: Latency = Latency()
-    queries: int | None = None
-    samples_per_second: float | None = None
+    queries: NonNegativeInt | None = None
+    samples_per_second: NonNegative | None = None
     effective: dict[str, Any] = Field(default_factory=dict)
     """LoadGen's ``effective_*`` settings."""
 
 
 class Accuracy(Record):
     metric: str
-    percent: float
-    target_percent: float
+    percent: Percent
+    target_percent: Percent
     met: bool
     samples: int = Field(ge=0)
     line: str
@@ -62,9 +64,9 @@ class Accuracy(Record):
 
 class OperatorShare(Record):
     op: str
-    calls: int = Field(ge=0)
-    total_us: float = Field(ge=0)
-    share: float
+    calls: NonNegativeInt
+    total_us: NonNegative
+    share: Finite
     """Of the time the backend's operators took."""
 
 
@@ -75,26 +77,26 @@ class OperatorProfile(Record):
     file: str
     """The raw profile, relative to the run folder."""
     operators: tuple[OperatorShare, ...]
-    operator_s: float
-    predict_s: float
+    operator_s: NonNegative
+    predict_s: NonNegative
     """Time in the backend's calls (operators plus the runtime's own work)."""
-    test_s: float
+    test_s: NonNegative
     """The tests' wall time while the profile was taken."""
-    outside_model_share: float | None
+    outside_model_share: Finite | None
     """1 - operator time / (test wall time x workers): pre/post-processing, queueing, the harness."""
 
 
 class SearchTrial(Record):
     number: int = Field(ge=1)
-    target_qps: float = Field(gt=0)
+    target_qps: Positive
     valid: bool
     """LoadGen's verdict."""
     passed: bool
     """What the search counts: LoadGen VALID under the mlperf profile; under a profile that shortens
     the tests (which then cannot meet the minimum duration or early stopping), the latency bound met."""
     reasons: tuple[str, ...] = ()
-    completed_qps: float | None = None
-    p99_ns: float | None = None
+    completed_qps: NonNegative | None = None
+    p99_ns: NonNegative | None = None
     folder: str
     """The trial's folder, relative to the run folder."""
 
@@ -103,9 +105,9 @@ class ServerSearch(Record):
     """The highest target QPS whose trial passed: bracketed, then bisected."""
 
     trials: tuple[SearchTrial, ...]
-    best_qps: float | None
+    best_qps: Positive | None
     """None: no trial was valid."""
-    precision: float = Field(gt=0)
+    precision: Positive
     """The bisection stopped when the bracket was narrower than this fraction of its lower end."""
 
 
@@ -117,10 +119,10 @@ class Harness(Record):
     providers: tuple[str, ...]
     versions: dict[str, str] = Field(default_factory=dict)
     model_sha256: str = ""
-    model_load_s: float = Field(ge=0)
-    total_inference_s: float = Field(ge=0)
+    model_load_s: NonNegative
+    total_inference_s: NonNegative
     """Model loading plus the last test over the data (the accuracy pass when there was one)."""
-    preprocess_s: float = Field(ge=0)
+    preprocess_s: NonNegative
     max_batch: int = Field(ge=1)
     threads: int = Field(default=0, ge=0)
     """Intra-op threads per backend call, as the harness chose them (0: the backend's default)."""
@@ -129,7 +131,7 @@ class Harness(Record):
     workers: int = Field(default=0, ge=0)
     """Threads calling the backend at once in Offline and Server (0: not recorded)."""
     samples: int = Field(ge=1)
-    user_conf: dict[str, float] = Field(default_factory=dict)
+    user_conf: dict[str, Positive] = Field(default_factory=dict)
     user_conf_sources: dict[str, str] = Field(default_factory=dict)
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Settings changed beyond user.conf (--time, --count), as the reference's options do."""
@@ -182,8 +184,8 @@ class InferenceRun(Record):
     tests: tuple[Literal["performance", "accuracy"], ...] = ("performance",)
     """LoadGen's tests, in the order they ran: performance alone, performance then accuracy
     (``--accuracy``), or accuracy alone (``--accuracy-only``, as the reference's ``--accuracy`` runs)."""
-    count: int | None = None
-    time_s: float | None = None
+    count: PositiveInt | None = None
+    time_s: Positive | None = None
     target_qps: str | None = None
     target_latency_ms: str | None = None
     trace: bool = False

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from orchestrator.config.reading import parse_json
 from orchestrator.errors import RunBusy, StoreError
 from orchestrator.results.atomic import NOFOLLOW, open_in_place, write_error
 
@@ -65,7 +66,7 @@ def _me() -> Holder:
 
 def _read(fd: int) -> Holder | None:
     try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"null")
+        data = parse_json(os.pread(fd, 4096, 0) or b"null")
         return Holder(host=str(data["host"]), pid=int(data["pid"]), started_at=str(data["started_at"]),
                       command=str(data.get("command", "")))
     except (OSError, ValueError, TypeError, KeyError):

@@ -4,7 +4,10 @@
 
 The results folder is the store's own: its run folders, ``index.db`` and qualification records are
 the truth every other command reads, so no output path may point into it (a report written over a
-run's ``manifest.json`` would lose the run; a JUnit file over ``index.db`` the index).
+run's ``manifest.json`` would lose the run; a JUnit file over ``index.db`` the index). An output
+replaces only a regular file (never a device node, a FIFO or a link, which a rename would replace
+by a file), never a file the same command reads (``--references``, the ``qualify.yaml`` in use),
+and never another output of the same command (`check_distinct`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.errors import StoreWriteError, UsageError
@@ -28,6 +33,7 @@ def check_output_file(path: Path, *, option: str, results: Path | None = None) -
         raise UsageError(f"{option}: name the file to write")
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder: name the file to write")
+    _check_replaceable(path, option)
     _check_outside_store(path, option, results)
     _check_writable_parent(path, option)
     return path
@@ -48,15 +54,64 @@ def check_output_folder(path: Path, *, option: str, results: Path | None = None)
     return path
 
 
+def check_distinct(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None]) -> None:
+    """No two ``outputs`` (option -> path) are one file, and none is one of the ``inputs`` (what names
+    it -> path) the command reads: UsageError naming both."""
+    named = [(option, path) for option, path in outputs.items() if path is not None]
+    for k, (option, path) in enumerate(named):
+        for other, other_path in named[:k]:
+            if _same_file(path, other_path):
+                raise UsageError(f"{option} {path} and {other} {other_path} are one file: give each its own")
+        for what, source in inputs.items():
+            if source is not None and _same_file(path, source):
+                raise UsageError(f"{option} {path} is {what}, which this command reads: write it elsewhere")
+
+
 def write_output(path: Path, data: bytes | str, *, option: str) -> None:
     """Write a checked output file atomically; a full disk is an infrastructure fault, any other
     refusal (a path that changed since the check) one line naming the option."""
+    _check_replaceable(path, option)
     try:
         atomic.write_bytes(path, data.encode() if isinstance(data, str) else data)
     except OSError as exc:
         if exc.errno in _FULL:
             raise StoreWriteError(f"{option} {path}: cannot write ({exc.strerror})") from None
         raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _check_replaceable(path: Path, option: str) -> None:
+    """An output replaces only a regular file: the rename that writes it whole would put a file where
+    a device node, a FIFO, a socket or a link was (``--junit /dev/full`` as root: the system's entry)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot check it ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(mode):
+        raise UsageError(f"{option} {path} is a link, which writing would replace: name the file itself")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{option} {path} is not a regular file ({_kind(mode)}): name a file to write")
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "not a plain file"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file under two names: the same inode where both exist (hard links, links, ./x and x),
+    else the same path once resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        try:
+            return a.resolve() == b.resolve()
+        except (OSError, RuntimeError):
+            return False
 
 
 def _check_writable_parent(path: Path, option: str) -> None:

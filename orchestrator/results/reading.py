@@ -3,13 +3,13 @@ a damaged or foreign one is a `RecordError` naming the file and the field (exit 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
+from orchestrator.config.reading import read_json
 from orchestrator.errors import RecordError
 from orchestrator.results.records import Record
 
@@ -19,7 +19,7 @@ R = TypeVar("R", bound=Record)
 def read_record(path: Path, model: type[R]) -> R | None:
     """A stored JSON file as its typed record; None when it does not exist."""
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)  # a regular file, its JSON bounded in size and depth
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

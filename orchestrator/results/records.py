@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 from orchestrator.config.numbers import Finite, NonNegative, Positive
 from orchestrator.config.profiles import ProfileName
 
+MAX_RUN_MS = 366 * 86_400_000
+"""The longest run_start-to-run_stop a stored run may hold: a year (an imported run_stop of 2^53 ms
+made a converged seed of 285,000 years)."""
+
 
 class Record(BaseModel):
     """Frozen, strict about unknown fields, and JSON in and out."""
@@ -170,6 +174,8 @@ class RunRecord(Record):
     def _converged_runs_have_a_time(self) -> RunRecord:
         if self.status.converged and self.time_to_train_ms is None:
             raise ValueError("a converged run needs its time_to_train_ms")
+        if self.time_to_train_ms is not None and self.time_to_train_ms > MAX_RUN_MS:
+            raise ValueError(f"time_to_train_ms {self.time_to_train_ms:g} is more than a year: not a time a run took")
         return self
 
 

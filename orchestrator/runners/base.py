@@ -88,6 +88,13 @@ class JobSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     """More marks for shared infrastructure, beside those `marks` always gives."""
 
+    def __post_init__(self) -> None:
+        # The one rule for the paths a job is handed, whatever the command: absolute, as this process
+        # sees them (a job runs in its bundle's folder, a container or a Slurm node, where a path
+        # relative to mltrain's current folder names something else).
+        object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+        object.__setattr__(self, "folder", Path(self.folder).absolute())
+
     @property
     def paths(self) -> JobPaths:
         return JobPaths(self.folder)
@@ -121,6 +128,11 @@ class HostPath:
     mount: Path | None = None
     """The folder to make visible when it must be an ancestor of ``path`` (a command that stages
     its output beside it); default: ``path`` itself."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path).absolute())  # as a job's paths: `JobSpec`
+        if self.mount is not None:
+            object.__setattr__(self, "mount", Path(self.mount).absolute())
 
     @property
     def root(self) -> Path:
@@ -188,6 +200,8 @@ class Job(ABC):
     """A submitted run. `stream` and `wait` are called from one thread, `cancel` from any."""
 
     job_id: str
+    leftovers: Sequence[str] = ()
+    """What the job left running after it ended, which the runner stopped ('pid 42 (sleep)')."""
 
     @abstractmethod
     def stream(self) -> Iterator[bytes]:

@@ -42,6 +42,48 @@ STOP_WAIT_S = 90.0
 end: a Slurm cancel alone may take 60 s, a container's stop 10 s before its kill."""
 TICK_S = 0.5
 """How often the waiting thread wakes (to check the limit, and for ``on_tick``)."""
+MAX_LINE_BYTES = 1 << 20
+"""The most of one line handed on to ``on_line`` (the log keeps it whole): no reader of lines wants
+more (an MLLOG line is at most 65,536 characters), and a line without end is memory without end."""
+
+
+class LineSplitter:
+    """Bytes as they arrive, cut into lines for ``on_line``, in time linear in what arrives: a line
+    is gathered in pieces and joined once (re-splitting what was pending with each chunk took 187 s
+    for one 100 MiB line); past `MAX_LINE_BYTES` the rest of a line is not kept."""
+
+    def __init__(self, on_line: Callable[[str], None], max_bytes: int = MAX_LINE_BYTES) -> None:
+        self.on_line, self.max_bytes = on_line, max_bytes
+        self.pieces: list[bytes] = []
+        self.kept = 0
+        self.open = False
+        """Bytes of a line have arrived since the last newline."""
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._keep(chunk[start:end])
+            self._hand_on()
+            start = end + 1
+        if start < len(chunk):
+            self._keep(chunk[start:])
+            self.open = True
+
+    def close(self) -> None:
+        """The output ended: its last line, when it had no newline."""
+        if self.open:
+            self._hand_on()
+
+    def _keep(self, piece: bytes) -> None:
+        room = self.max_bytes - self.kept
+        if room > 0 and piece:
+            self.pieces.append(piece[:room])
+            self.kept += min(len(piece), room)
+
+    def _hand_on(self) -> None:
+        line = b"".join(self.pieces)
+        self.pieces, self.kept, self.open = [], 0, False
+        self.on_line(line.decode(errors="replace"))
 
 
 def _nothing() -> None:
@@ -73,17 +115,14 @@ class _Follower(threading.Thread):
             self.error = self.error or exc
 
     def _pump(self) -> None:
-        pending = b""
+        lines = LineSplitter(self.on_line)
         with atomic.open_append(self.log) as log:  # never through a link left in the job's folder
             for chunk in self.handle.stream():
                 with atomic.writing(self.log):  # a full disk: the job is stopped, the write's error raised
                     log.write(chunk)
                     log.flush()
-                *complete, pending = (pending + chunk).split(b"\n")
-                for raw in complete:
-                    self.on_line(raw.decode(errors="replace"))
-        if pending:
-            self.on_line(pending.decode(errors="replace"))
+                lines.feed(chunk)
+        lines.close()
 
 
 class StartedJob:
@@ -126,8 +165,13 @@ class StartedJob:
             lost = lost or "mltrain did not see the job end"
         if isinstance(follower.error, StoreError | StoreWriteError):
             raise follower.error  # mltrain could not write the job's log: its fault, not the job's (exit 3)
-        return JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost), timed_out=timed_out,
-                          lost=lost, seconds=time.monotonic() - self.started, log=self.spec.paths.output)
+        outcome = JobOutcome(job_id=self.job_id, exit=follower.exit or Exit(code=None, detail=lost),
+                             timed_out=timed_out, lost=lost, seconds=time.monotonic() - self.started,
+                             log=self.spec.paths.output, leftovers=tuple(self.handle.leftovers))
+        if outcome.leftovers:  # said in the log too, after all it printed
+            with contextlib.suppress(OSError), atomic.open_append(self.spec.paths.output) as log:
+                log.write(f"mltrain: {outcome.leftover_note()}\n".encode())
+        return outcome
 
     def stop(self) -> None:
         """Cancel the job and wait (a while) for its output to end: how a stop signal ends it."""

@@ -2,13 +2,21 @@
 
 Each job runs in its own process group, dies with mltrain (`proc.spawn`), and carries its run id
 in its environment, by which `stop_leftovers` finds what a killed mltrain left of the run (the
-children of a job's process, which outlive it)."""
+children of a job's process, which outlive it).
+
+A job is over when its process is: whatever it started that still runs then (a ``setsid`` daemon,
+a child that left the group) carries the job's own mark and is stopped and named (`LocalJob.leftovers`).
+Its output ends when its process has ended and nothing wrote for `LEFTOVER_GRACE_S`: a daemon that
+holds the output pipe kept a converged seed waiting until its limit, then recorded it crashed."""
 
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,25 +28,50 @@ from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, Jo
 from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env, parse_gpus, visible_devices
 
 _CHUNK = 65536
+LEFTOVER_GRACE_S = 3.0
+"""After a job's process ended, how long its output may still come before what holds it is stopped."""
 
 
 class LocalJob(Job):
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], mark: str = "") -> None:
         self.process = process
         self.job_id = f"pid:{process.pid}"
+        self.mark = mark
+        """The job's own mark (`proc.JOB_MARK_ENV`) in every process it starts."""
+        self.leftovers: list[str] = []
+        """Processes the job left running after its own had ended, which were stopped."""
         self._cancel_lock = threading.Lock()
 
     def stream(self) -> Iterator[bytes]:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
-        while chunk := os.read(fd, _CHUNK):
-            yield chunk
+        ended_at: float | None = None
+        while True:
+            if ended_at is None and self.process.poll() is not None:
+                ended_at = time.monotonic()
+            wait_s = 0.5 if ended_at is None else max(0.0, ended_at + LEFTOVER_GRACE_S - time.monotonic())
+            if select.select([fd], [], [], wait_s)[0]:
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    return
+                yield chunk
+                continue
+            if ended_at is not None and time.monotonic() >= ended_at + LEFTOVER_GRACE_S:
+                self._stop_leftovers()  # what holds the output past the job's end; their ends close it
+                if not select.select([fd], [], [], LEFTOVER_GRACE_S)[0]:
+                    return  # held by something without the mark: the output ends here all the same
+                ended_at = time.monotonic()
 
     def wait(self) -> Exit:
         code = self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+        self._stop_leftovers()  # a daemon that does not hold the output outlives the job all the same
         return Exit(code=code, detail=f"killed by signal {-code}" if code < 0 else "")
+
+    def _stop_leftovers(self) -> None:
+        if self.mark:
+            self.leftovers += [p for p in proc.stop_marked(self.mark) if p not in self.leftovers]
 
     def cancel(self) -> None:
         with self._cancel_lock:
@@ -82,12 +115,13 @@ class LocalRunner(Runner):
         return [f"process {pid}" for pid in proc.kill_marked(run_id)]
 
     def submit(self, spec: JobSpec) -> LocalJob:
+        mark = f"{spec.run_id}/{spec.name}/{uuid.uuid4().hex[:12]}"
         env = proc.child_env(
             {**device_order_env(), **spec.env, **self.gpu_env, "DATADIR": str(spec.data_dir),
-             "RESULTS_DIR": str(spec.results_dir), proc.MARK_ENV: spec.run_id},
+             "RESULTS_DIR": str(spec.results_dir), proc.MARK_ENV: spec.run_id, proc.JOB_MARK_ENV: mark},
             pythonpath=self.project_root,
         )
-        return LocalJob(proc.spawn(spec.argv(), cwd=spec.bundle.folder, env=env))
+        return LocalJob(proc.spawn(spec.argv(), cwd=spec.bundle.folder, env=env), mark)
 
     def dataset_command(
         self, bundle: Bundle, args: Sequence[DatasetArg], *, timeout_s: float, on_line: Callable[[str], None],

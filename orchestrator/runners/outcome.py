@@ -69,6 +69,16 @@ class JobOutcome:
     seconds: float
     log: Path
     """Everything it printed, as it arrived."""
+    leftovers: tuple[str, ...] = ()
+    """Processes it left running after it ended, which were stopped (a daemon outliving its job)."""
+
+    def leftover_note(self) -> str:
+        """One line saying what the job left running, '' when nothing."""
+        if not self.leftovers:
+            return ""
+        count = len(self.leftovers)
+        return (f"job {self.job_id} left {count} process{'es' * (count != 1)} running after it ended, stopped: "
+                f"{', '.join(self.leftovers[:5])}{' ...' if count > 5 else ''}")
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,8 @@ from orchestrator.errors import ConfigError
 TERM_GRACE_S = 10.0
 MARK_ENV = "MLTRAIN_RUN_ID"
 """Set in every local seed process: the run it belongs to."""
+JOB_MARK_ENV = "MLTRAIN_JOB_MARK"
+"""Set in every local job's processes: that one job (its leftovers, once it ended, are found by it)."""
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
@@ -156,10 +158,10 @@ def _die_with_parent(parent: int):  # noqa: ANN202 - a preexec function
     return preexec
 
 
-def find_marked(value: str) -> list[int]:
-    """PIDs of this host's processes whose environment carries ``MARK_ENV=value`` (not this one).
+def find_marked(value: str, key: str = MARK_ENV) -> list[int]:
+    """PIDs of this host's processes whose environment carries ``key=value`` (not this one).
     Processes of other users, and zombies, cannot be read and are not listed."""
-    wanted = f"{MARK_ENV}={value}".encode()
+    wanted = f"{key}={value}".encode()
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -173,12 +175,12 @@ def find_marked(value: str) -> list[int]:
     return sorted(found)
 
 
-def kill_marked(value: str, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every process marked with ``value``, again while any is left (a child forked while
+def kill_marked(value: str, wait_s: float = 5.0, key: str = MARK_ENV) -> list[int]:
+    """SIGKILL every process marked with ``key=value``, again while any is left (a child forked while
     its parent was being killed carries the mark too), for up to ``wait_s``; the PIDs killed."""
     killed: list[int] = []
     deadline = time.monotonic() + wait_s
-    while pids := find_marked(value):
+    while pids := find_marked(value, key):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -187,6 +189,20 @@ def kill_marked(value: str, wait_s: float = 5.0) -> list[int]:
             break
         time.sleep(0.05)
     return killed
+
+
+def described(pid: int) -> str:
+    """'pid 4242 (sleep)': a process as a person reads it ('pid 4242' when its name cannot be read)."""
+    try:
+        return f"pid {pid} ({Path(f'/proc/{pid}/comm').read_text().strip()})"
+    except OSError:
+        return f"pid {pid}"
+
+
+def stop_marked(value: str, key: str = JOB_MARK_ENV) -> list[str]:
+    """`kill_marked`, each process killed said as `described` (read before it was killed)."""
+    names = {pid: described(pid) for pid in find_marked(value, key)}
+    return [names.get(pid, f"pid {pid}") for pid in kill_marked(value, key=key)]
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:

@@ -11,6 +11,10 @@ from orchestrator.runners.base import Runner
 from orchestrator.runners.local import LocalRunner
 
 RUNNER_NAMES = ("local", "docker", "slurm", "auto")
+RUNNER_FLAGS = {"partition": ("--partition", "slurm"), "shm_size": ("--shm-size", "docker"),
+                "ipc": ("--ipc", "docker"), "base_image": ("--base-image", "docker"),
+                "rebuild": ("--rebuild", "docker"), "drop_caches": ("--drop-caches", "docker")}
+"""The options a user gives that only one runner takes: (its flag, that runner)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +47,22 @@ class RunnerOptions:
         if self.name not in RUNNER_NAMES:
             raise UsageError(f"unknown runner {self.name!r}: choose one of {', '.join(RUNNER_NAMES)}")
 
+    def check_for(self, runner: str) -> None:
+        """UsageError naming every option given for another runner than ``runner`` (they were
+        dropped without a word: `run --runner local --partition gpu --shm-size 2g` exited 0)."""
+        defaults = RunnerOptions()
+        stray = [(flag, owner) for field, (flag, owner) in RUNNER_FLAGS.items()
+                 if owner != runner and getattr(self, field) != getattr(defaults, field)]
+        if not stray:
+            return
+        parts = []
+        for owner in sorted({owner for _, owner in stray}):
+            flags = [flag for flag, o in stray if o == owner]
+            parts.append(f"{', '.join(flags)} {'is' if len(flags) == 1 else 'are'} for the {owner} runner")
+        chose = " (--runner auto chose it)" if self.name == "auto" else ""
+        raise UsageError(f"{'; '.join(parts)}: this command runs on the {runner} runner{chose}; drop "
+                         f"{'it' if len(stray) == 1 else 'them'}, or pick the runner with --runner")
+
 
 def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
     name = options.name
@@ -52,6 +72,7 @@ def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Run
         up, why = engine_status()
         name = "docker" if up else "local"
         on_status(f"runner: {name} ({why})")
+    options.check_for(name)
     if name == "local":
         return LocalRunner(python_root(), gpus=options.gpus)
     if name == "slurm":

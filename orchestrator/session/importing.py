@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from orchestrator.config.labels import check_label, label_from
 from orchestrator.config.profiles import MLPERF
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, UsageError
@@ -63,6 +64,7 @@ def import_folder(
     olympic rule; an mltrain export: its run's profile, target and rule), checked under ``ruleset``
     (default: the workload's). Logs imported already (the same files, wherever they lie) are refused,
     naming their run."""
+    check_label(label)
     ruleset = benchmarks.check_ruleset(ruleset, benchmark) if ruleset else benchmarks.ruleset_of(workload)
     found = layout.read_folder(folder, benchmark)
     digest = layout.folder_digest(found)
@@ -75,7 +77,7 @@ def import_folder(
         benchmark=benchmark,
         profile=exported.profile if exported is not None else MLPERF,
         mlperf_result=exported is None or exported.profile == MLPERF,
-        label=label or found.system or found.folder.name,
+        label=label or label_from(found.system or found.folder.name),
         seeds=tuple(found.files),
         runner="imported",
         imported_from=str(found.folder.resolve()),

@@ -198,6 +198,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
         record = run_seed(
             runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
+            warning=watch.warning,
         )
     evidence = quiet.judge(sampler.written, record.run_start_ms, record.run_stop_ms)
     record = record.model_copy(update={"quiet_host": evidence})

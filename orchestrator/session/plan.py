@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.config.labels import check_label
 from orchestrator.config.locations import default_results_dir
 from orchestrator.config.profiles import Profile, Profiles
 from orchestrator.config.seedspec import parse_seeds
@@ -125,18 +126,6 @@ class BenchmarkPlan:
             **({"MLTRAIN_SEEDS_RANDOM": "1"} if self.seeds_random else {}),  # the workloads' division rule
             self.workload.quality.env: repr(self.target),
         }
-
-
-MAX_LABEL = 100
-
-
-def check_label(label: str | None) -> str | None:
-    """A label names a setup in tables, plots and file names: one printable line."""
-    if label is None:
-        return None
-    if not label.strip() or len(label) > MAX_LABEL or not label.isprintable():
-        raise UsageError(f"--label {label!r}: give a name of 1 to {MAX_LABEL} printable characters on one line")
-    return label
 
 
 def never_valid(seeds: int, profile: Profile) -> str | None:

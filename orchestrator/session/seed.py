@@ -85,6 +85,7 @@ def run_seed(
     samples_per_epoch: int | None,
     progress: SeedProgress,
     on_update: Callable[[], None] = lambda: None,
+    warning: Callable[[str], None] = lambda _: None,
 ) -> RunRecord:
     """Run one seed to its end and return its record. A seed whose output could not be kept whole is
     a crash (an infrastructure fault: whatever its log says, it was not measured). KeyboardInterrupt
@@ -95,6 +96,8 @@ def run_seed(
     except KeyboardInterrupt:
         progress.state, progress.ended, progress.status = "interrupted", time.monotonic(), "interrupted"
         raise
+    if outcome.leftovers:
+        warning(f"seed {job.seed}: {outcome.leftover_note()}")
     try:
         log = mllog.parse_file(outcome.log)
     except LogError:

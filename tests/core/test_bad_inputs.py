@@ -177,6 +177,22 @@ def _folder(name: str) -> Prepare:
     return lambda box: (box.tmp / name).mkdir(parents=True, exist_ok=True)
 
 
+def _onnx_with_batch(name: str, batch: int) -> Prepare:
+    """An ONNX model taking resnet50's input with a fixed batch axis of ``batch`` samples."""
+
+    def prepare(box: Sandbox) -> None:
+        import onnx
+        from onnx import TensorProto, helper
+
+        shape = [batch, 3, 224, 224]
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(box.tmp / name))
+
+    return prepare
+
+
 def _logs(lines_for: Callable[[int, str], str], names: tuple[str, ...] = ("result_0.txt", "result_1.txt")) -> Prepare:
     """A folder of fakebench logs to import, each passed through ``lines_for(n, log)``."""
 
@@ -246,6 +262,15 @@ CASES: dict[str, Bad] = {
     "run unknown profile": Bad(("run", "fakebench", "--profile", "fast"), "'fast' is not one of"),
     "run unknown runner": Bad(("run", "fakebench", "--runner", "cloud"), "'cloud' is not one of"),
     "run unknown ipc": Bad(("run", "fakebench", "--ipc", "shared"), "'shared' is not one of"),
+    "run options of other runners": Bad(
+        ("run", "fakebench", "--runner", "local", "--partition", "gpu", "--shm-size", "2g", "--ipc", "private",
+         "--base-image", "foo:1", "--drop-caches"),
+        "--shm-size, --ipc, --base-image, --drop-caches are for the docker runner; --partition is for the slurm "
+        "runner: this command runs on the local runner; drop them, or pick the runner with --runner"),
+    "run a docker option locally": Bad(("run", "fakebench", "--runner", "local", "--rebuild"),
+                                        "--rebuild is for the docker runner: this command runs on the local runner"),
+    "qualify a docker option locally": Bad(("qualify", "--base-image", "foo:1"),
+                                           "--base-image is for the docker runner: this command runs on the local"),
     "run label with a newline": Bad(("run", "fakebench", "--label", "a\nb"), "--label"),
     "run empty label": Bad(("run", "fakebench", "--label", ""), "--label"),
     "run retry-failed without resume": Bad(("run", "fakebench", "--retry-failed"), "--retry-failed"),
@@ -463,6 +488,9 @@ CASES: dict[str, Bad] = {
                                    prepare=_logs(_edit_event("run_stop", _set("time_ms", math.inf)))),
     "import time_ms beyond SQLite": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "time_ms",
                                         prepare=_logs(_edit_event("run_stop", _set("time_ms", 10**30)))),
+    "import run_stop 2^53 ms": Bad(("import", "{T}/logs", "--benchmark", "unet3d"),
+                                   "days after run_start (at most 366 days): not a time a run took",
+                                   prepare=_logs(_edit_event("run_stop", _set("time_ms", 2**53)))),
     "import epoch_num a word": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "epoch_num",
                                    prepare=_logs(_edit_event("eval_accuracy", _set("metadata.epoch_num", "x")))),
     "import seed NaN": Bad(("import", "{T}/logs", "--benchmark", "unet3d"), "seed",
@@ -480,6 +508,23 @@ CASES: dict[str, Bad] = {
                                      "use --backend onnxruntime"),
     "infer mlperf shortened": Bad(("infer", "resnet50", "--profile", "mlperf", "--time", "1", "--model", "{T}/m.onnx",
                                    "--data", "{T}"), "drop --time and --count", prepare=_a_file("m.onnx")),
+    "infer target qps 1e-300": Bad(("infer", "resnet50", "--target-qps", "1e-300"),
+                                   "--target-qps 1e-300: give a number from 0.001 to 10,000,000 queries/s"),
+    "infer target qps 1e308": Bad(("infer", "resnet50", "--target-qps", "1e308"), "--target-qps 1e+308: give a"),
+    "infer target qps NaN": Bad(("infer", "resnet50", "--target-qps", "nan"), "--target-qps nan: give a"),
+    "infer target latency 1e-300": Bad(("infer", "resnet50", "--scenario", "SingleStream", "--target-latency-ms",
+                                        "1e-300"), "--target-latency-ms 1e-300: give a number from 0.001 to"),
+    "infer time infinite": Bad(("infer", "resnet50", "--time", "inf"), "--time inf: give a number from 0.001 to"),
+    "infer 100000 threads": Bad(("infer", "resnet50", "--threads", "100000"), "--threads 100,000: give a number"),
+    "infer max batch 2^40": Bad(("infer", "resnet50", "--max-batch", str(2**40)), "to 65,536 samples"),
+    "infer count beyond the dataset": Bad(("infer", "resnet50", "--count", "50001"),
+                                          "--count 50,001: give a number from 1 to 50,000 samples"),
+    "infer model with a fixed batch of 2^40": Bad(
+        ("infer", "resnet50", "--model", "{T}/big.onnx", "--data", "{T}"), "a fixed batch of 1,099,511,627,776",
+        prepare=_onnx_with_batch("big.onnx", 2**40)),
+    "infer label with a newline": Bad(("infer", "resnet50", "--label", "a\nb"), "--label 'a\\nb': give a name"),
+    "import label with a newline": Bad(("import", "{T}/logs", "--benchmark", "unet3d", "--label", "a\nb"),
+                                       "--label 'a\\nb': give a name", prepare=_logs(lambda n, log: log)),
     "infer model file missing": Bad(("infer", "resnet50", "--model", "{T}/none.onnx", "--data", "{T}"), "none.onnx"),
     "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"), "m.onnx",
                                 prepare=_a_file("m.onnx")),

@@ -105,3 +105,15 @@ def test_a_unicode_label_prints_under_a_narrow_encoding(mltrain_env, tmp_path: P
         assert done.returncode == 0, (argv, done.stderr.decode(errors="replace"))
         if argv[0] != "show":  # show names the run by its id
             assert b"h\\xe9llo \\u2713" in done.stdout, (argv, done.stdout[:500])
+
+
+def test_text_prints_as_given_never_as_an_emoji_or_a_style(cli, tmp_path: Path) -> None:
+    """A path, label or reason is data: rich's emoji codes and markup are off on every console."""
+    typed = ":x: [bold]a[/bold]"
+    r = cli("infer", "resnet50", "--model", str(tmp_path / typed), "--data", str(tmp_path),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and f"{typed}: no such file" in r.err and "\u274c" not in r.err
+    r = cli("run", "fakebench", "--seeds", "1-3", "--label", typed, "--results", str(tmp_path / "r"))
+    assert r.code == 0, r.err
+    listed = cli("list", "--results", str(tmp_path / "r"))
+    assert typed in listed.out and "\u274c" not in listed.out

@@ -173,3 +173,71 @@ def test_what_is_forked_while_a_run_is_killed_is_killed_too(tmp_path: Path, monk
     assert sorted(killed) == sorted([first.pid, *late])
     assert proc.find_marked(run_id) == []
 
+
+
+def test_lines_are_cut_as_they_arrive_whatever_the_chunks():
+    text = b"first\n\nsecond line\nthird" + b"x" * 300 + b"\nlast without newline"
+    for size in (1, 3, 64, len(text)):
+        seen: list[str] = []
+        lines = jobs_module.LineSplitter(seen.append, max_bytes=100)
+        for start in range(0, len(text), size):
+            lines.feed(text[start:start + size])
+        lines.close()
+        assert seen == ["first", "", "second line", ("third" + "x" * 300)[:100], "last without newline"], size
+
+
+def test_one_long_line_is_followed_in_linear_time(fakebench: Workload, tmp_path: Path):
+    """A 100 MiB line took 187 s to follow (20 MiB: 8 s): the pending bytes were joined and split
+    again with every 64 KiB chunk. The log keeps the line whole; on_line gets its first MiB."""
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", "import sys; sys.stdout.write('x' * (40 << 20) + "
+                                                              "'\\nend\\n')"), run_id=run_id_for(tmp_path))
+    seen: list[int] = []
+    started = time.monotonic()
+    outcome = run_job(LocalRunner(PROJECT), job, timeout_s=120, on_line=lambda line: seen.append(len(line)))
+    took = time.monotonic() - started
+    assert outcome.ok and took < 10, f"{took:.1f} s"
+    assert seen == [jobs_module.MAX_LINE_BYTES, 3] and outcome.log.stat().st_size == (40 << 20) + 5
+
+
+DAEMON = """
+import subprocess, sys
+holds_output = sys.argv[1] == "holding"
+quiet = {} if holds_output else {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+subprocess.Popen(["setsid", "sleep", "300"], **quiet)  # a daemon in a session of its own
+print("converged", flush=True)
+if sys.argv[2] == "hang":
+    import time
+    time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("holding", ["holding", "apart"])
+def test_a_daemon_outliving_its_job_is_stopped_and_said_and_the_job_ends_with_its_process(
+        fakebench: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding: str):
+    """A setsid daemon that held the job's output kept a converged seed waiting until its limit (then
+    90 s more), recorded crashed; one that did not was left running unsaid."""
+    monkeypatch.setattr(jobs_module, "STOP_WAIT_S", 5.0)
+    run_id = run_id_for(tmp_path)
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", DAEMON), args=(holding, "exit"), run_id=run_id)
+    started = time.monotonic()
+    outcome = run_job(LocalRunner(PROJECT), job, timeout_s=20)
+    took = time.monotonic() - started
+    assert outcome.ok and not outcome.lost and took < 10, (outcome, took)
+    assert len(outcome.leftovers) == 1 and outcome.leftovers[0].endswith("(sleep)"), outcome.leftovers
+    assert proc.find_marked(run_id) == []
+    assert outcome.text().splitlines()[-1] == f"mltrain: job {outcome.job_id} left 1 process running after it " \
+                                              f"ended, stopped: {outcome.leftovers[0]}"
+
+
+def test_a_job_stopped_at_its_limit_ends_without_waiting_for_what_escaped_its_group(
+        fakebench: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The job's group is stopped at its limit; its daemon, outside the group, held the output: mltrain
+    waited the whole STOP_WAIT_S (90 s) for it before giving the output up as lost."""
+    monkeypatch.setattr(jobs_module, "STOP_WAIT_S", 30.0)
+    run_id = run_id_for(tmp_path)
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", DAEMON), args=("holding", "hang"), run_id=run_id)
+    started = time.monotonic()
+    outcome = run_job(LocalRunner(PROJECT), job, timeout_s=1)
+    took = time.monotonic() - started
+    assert outcome.timed_out and not outcome.lost and took < 15, (outcome, took)
+    assert proc.find_marked(run_id) == [] and outcome.leftovers

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import PROJECT
 from tests.inference import tiny
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
@@ -186,3 +189,105 @@ def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tm
     assert set(json.loads((folder / "measurements.json").read_text())) >= {
         "input_data_types", "retraining", "starting_weights_filename", "weight_data_types", "weight_transformations"}
     assert (folder.parents[3] / "src" / "README.md").is_file() and (folder / "README.md").is_file()
+
+
+def test_a_torch_program_is_refused_unread_unless_its_user_vouches_for_it(cli, assets, tmp_path: Path):
+    """torch.export.load runs code a .pt2 carries (pickles, sympy's eval of its shape expressions):
+    mltrain and the harness refuse the file before anything reads it, unless --trust-model."""
+    ran = tmp_path / "code-ran"
+    evil = tiny.program(tmp_path / "evil.pt2", runs=f"open({str(ran)!r}, 'w').close()")
+    r = cli("infer", "resnet50", "--backend", "torch", "--model", str(evil), "--data", str(assets[1]),
+            "--results", str(tmp_path / "r"))
+    assert r.code == 2 and r.err.count("\n") == 1 and "--trust-model" in r.err, r.err
+    assert not ran.exists() and not (tmp_path / "r").exists()
+    harness = subprocess.run(
+        [sys.executable, "-m", "workloads.inference", "--model-name", "resnet50", "--backend", "torch",
+         "--model", str(evil), "--data", str(assets[1]), "--out", str(tmp_path / "out"), "--count", "4"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert harness.returncode == 2 and "--trust-model" in harness.stderr and not ran.exists(), harness.stderr
+
+    made = tiny.program(tmp_path / "made.pt2")
+    r = infer(cli, (made, assets[1]), tmp_path / "r", "--backend", "torch", "--trust-model", "--time", "0.2")
+    assert r.code in (0, 1), r.err
+    assert json.loads(r.out)["result"]["harness"]["backend"] == "torch"
+
+
+@pytest.mark.parametrize("fault", ["missing", "unreadable"])
+def test_a_bad_image_past_the_first_fifty_is_bad_input_never_a_crash(cli, assets, tmp_path: Path, fault: str):
+    """A listed image that is not there is found before anything runs; one that cannot be decoded is
+    found when LoadGen loads it, inside its callback: exit 2 naming the image, no run kept (it was a
+    SIGSEGV: an exception cannot unwind through LoadGen)."""
+    data = tiny.dataset(tmp_path / "data", images=60)
+    bad = data / "img_055.jpg"
+    if fault == "missing":
+        bad.unlink()
+    else:
+        bad.write_bytes(b"not a jpeg")
+    r = cli("infer", "resnet50", "--profile", "qualify", "--model", str(assets[0]), "--data", str(data),
+            "--results", str(tmp_path / "r"), "--count", "60", "--time", "0.2")
+    assert r.code == 2, r.err
+    said = "missing image listed in val_map.txt" if fault == "missing" else "cannot read this image"
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and last.endswith(f"{bad}: {said}"), r.err
+    assert "signal" not in r.err and [p.name for p in (tmp_path / "r").glob("*")] in ([], ["index.db"])
+
+
+def test_a_target_whose_schedule_exceeds_this_machine_is_refused_before_the_warm_up(cli, assets, tmp_path: Path):
+    """Within the options' bounds, LoadGen would still hold 1e7 x 86,400 x 1.1 samples (about 350 TiB):
+    the harness refuses it with the range that fits here, exit 2, no run kept."""
+    r = infer(cli, assets, tmp_path / "r", "--target-qps", "1e7", "--time", "86400")
+    assert r.code == 2 and r.err.count("\n") >= 1, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert "LoadGen would hold 950,400,000,000 samples" in last and "give --target-qps from 0.001 to" in last
+    assert [p.name for p in (tmp_path / "r").glob("*")] in ([], ["index.db"])
+
+
+def test_the_auto_target_is_the_sustained_rate_and_a_test_that_will_run_long_is_said(cli, assets, tmp_path: Path):
+    """A "60 s" qualify test once ran 662 s: its auto target was twice a rate measured on one small
+    batch. The warm-up now runs the test's own path; the test ends near its duration. A target the
+    machine cannot meet is said before the test starts."""
+    r = infer(cli, assets, tmp_path / "r", "--time", "2", "--target-qps", "auto")
+    assert r.code in (0, 1), r.err
+    harness = json.loads(r.out)["result"]["harness"]
+    assert harness["user_conf_sources"]["target_qps"].startswith("auto: 1.25 x the warm-up's sustained throughput")
+    run = tmp_path / "r" / json.loads(r.out)["run_id"]
+    test_s = json.loads((run / "jobs" / "main" / "results" / "harness.json").read_text())["tests"]["performance"]
+    assert test_s["test_s"] < 2 * 2, test_s  # 1.4 x 2 s when the warm-up's rate holds
+    assert "will run" not in r.err
+
+    r = infer(cli, assets, tmp_path / "r", "--time", "0.001", "--target-qps", "1e6", "--count", "4")
+    assert r.code in (0, 1), r.err
+    assert "warning: the Offline test will run about" in r.err and "not 0.001 s: LoadGen planned 1,100 samples" in r.err
+
+
+def test_a_model_the_harness_refuses_is_named_as_given_not_as_its_staged_copy(cli, assets, tmp_path: Path):
+    """A file that passes the ONNX checks but ONNX Runtime cannot load (an operator it does not know)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("NoSuchOperator", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 224, 224])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1001])])
+    model = tmp_path / "odd.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    r = infer(cli, (model, assets[1]), tmp_path / "r")
+    assert r.code == 2, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith(f"error: --model {model}: ONNX Runtime cannot load it") and "/model/odd.onnx" not in last
+
+
+@pytest.mark.parametrize(("written", "said"), [
+    ("\ufeff", None),  # an editor's UTF-8 with BOM: read as UTF-8
+    ("\xff", "val_map.txt: the val_map.txt is not UTF-8 text (byte 0xff on line 1)"),
+])
+def test_a_val_map_with_a_bom_reads_and_one_not_utf8_is_named(cli, assets, tmp_path: Path, written: str,
+                                                               said: str | None):
+    data = tiny.dataset(tmp_path / "data")
+    listing = data / "val_map.txt"
+    raw = listing.read_bytes()
+    listing.write_bytes((b"\xef\xbb\xbf" if written == "\ufeff" else b"\xff") + raw)
+    r = infer(cli, (assets[0], data), tmp_path / "r", "--time", "0.2")
+    if said is None:
+        assert r.code in (0, 1), r.err
+    else:
+        assert r.code == 2 and said in r.err and "Traceback" not in r.err, r.err

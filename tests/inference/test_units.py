@@ -112,7 +112,7 @@ def test_the_declaration_agrees_with_the_model_modules(model: str):
     ("SingleStream", "cpu", 0, 2, 2, 0, "the backend's default (one call at a time)"),
     ("MultiStream", "cpu", 0, 4, 32, 4, "auto: the 4 CPUs this process may use (of 32)"),
     ("Offline", "cuda", 0, 2, 2, 0, "the backend's default (the model runs on the device)"),
-    ("Offline", "cpu", 3, 2, 2, 3, "given"),
+    ("Offline", "cpu", 3, 2, 4, 3, "given"),
 ])
 def test_intra_op_threads_never_oversubscribe_the_cpus_the_process_may_use(
         scenario: str, device: str, given: int, cpus: int, host: int, chosen: int, why: str):
@@ -123,13 +123,76 @@ def test_intra_op_threads_never_oversubscribe_the_cpus_the_process_may_use(
     assert intra_op_threads(options, cpus, host) == (chosen, why)
 
 
-def test_negative_threads_are_refused_with_one_line():
+@pytest.mark.parametrize("threads", [-1, 3, 100_000])
+def test_threads_beyond_the_machine_s_cpus_are_refused_with_one_line(threads: int):
+    """Each thread has its stack: 100,000 intra-op threads grew the harness to 6 GB."""
     from workloads.inference.run import Options, intra_op_threads
 
     options = Options(model_name="resnet50", model=Path("m.onnx"), data=Path("d"), out=Path("o"), scenario="Offline",
-                      threads=-1)
-    with pytest.raises(HarnessError, match=r"^--threads -1: give 0 \(chosen for you\) or a positive count$"):
+                      threads=threads)
+    with pytest.raises(HarnessError, match=rf"^--threads {threads}: give 0 \(chosen for you\) to 2, the CPUs of this"):
         intra_op_threads(options, 2, 2)
+
+
+def _null_test(scenario: str, qps: float, duration_ms: int) -> tuple[int, object]:
+    """(samples LoadGen issued, the harness's `settings.schedule`) for one test against a SUT that
+    answers at once, LoadGen's own settings otherwise."""
+    import os
+    import tempfile
+
+    import mlperf_loadgen as lg
+
+    from workloads.inference import settings as lg_settings
+
+    issued: list[int] = []
+
+    def issue(queries) -> None:
+        issued.append(len(queries))
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+
+    settings = lg.TestSettings()
+    settings.FromConfig("", "resnet50", scenario, 0)
+    settings.scenario = getattr(lg.TestScenario, scenario)
+    settings.mode = lg.TestMode.PerformanceOnly
+    settings.offline_expected_qps = settings.server_target_qps = qps
+    settings.min_duration_ms = settings.max_duration_ms = duration_ms
+    settings.min_query_count = 1
+    plan = lg_settings.schedule(settings, scenario)
+    sut = lg.ConstructSUT(issue, lambda: None)
+    qsl = lg.ConstructQSL(8, 8, lambda indices: None, lambda indices: None)
+    with tempfile.TemporaryDirectory() as folder:
+        log = lg.LogSettings()
+        log.log_output.outdir = folder
+        os.makedirs(folder, exist_ok=True)
+        lg.StartTestWithLogSettings(sut, qsl, settings, log)
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    return sum(issued), plan
+
+
+def test_the_schedule_the_harness_bounds_is_the_one_loadgen_makes():
+    """Offline's one query holds what the harness planned for, exactly; Server issues about target x
+    duration queries (Poisson arrivals): the memory bound counts what LoadGen really holds."""
+    issued, plan = _null_test("Offline", 5000, 200)
+    assert issued == plan.samples == 1100
+    issued, plan = _null_test("Server", 1000, 300)
+    assert plan.samples == 300 and 0.8 * plan.samples <= issued <= 1.2 * plan.samples
+
+
+def test_a_schedule_beyond_the_machine_is_refused_with_the_range_that_fits():
+    from workloads.inference import settings as lg_settings
+
+    plan = lg_settings.Schedule(scenario="Offline", qps=1e7, queries=1, samples=int(1.1 * 600 * 1e7), per_query=1,
+                                planned_s=600, min_s=600)
+    available = 16 * 2**30
+    assert not lg_settings.fits(plan, available) and lg_settings.fits(plan, None) is True
+    high = lg_settings.highest_qps(plan, available)
+    fitting = lg_settings.Schedule(scenario="Offline", qps=high, queries=1, samples=int(1.1 * 600 * high), per_query=1,
+                                   planned_s=600, min_s=600)
+    assert lg_settings.fits(fitting, available) and high > 10_000
+    forever = lg_settings.Schedule(scenario="Server", qps=1e-9, queries=100, samples=100, per_query=1,
+                                   planned_s=1e11, min_s=60)
+    assert not lg_settings.fits(forever, None) and lg_settings.lowest_qps(forever) == 0.001  # the lowest taken
 
 
 def test_a_detection_accuracy_line_without_total_counts_the_samples_the_harness_scored(tmp_path: Path):

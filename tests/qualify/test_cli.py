@@ -116,6 +116,37 @@ def test_bad_input_is_exit_2_with_one_line(cli, tmp_path: Path, args: list[str],
     assert not (tmp_path / "r" / "qualify").exists()
 
 
+def _outputs_on_what_they_must_not_replace(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    fifo, link, target = tmp_path / "fifo", tmp_path / "link.xml", tmp_path / "target.xml"
+    os.mkfifo(fifo)
+    target.write_text("kept\n")
+    link.symlink_to(target)
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("systems:\n  - {model: '*', source: runs, references: {x: [1.0, -0.1, null, s]}}\n")
+    both = str(tmp_path / "q.out")
+    return {
+        "a FIFO": (["--junit", str(fifo)], "is not a regular file (a FIFO)"),
+        "a link": (["--prometheus", str(link)], "is a link, which writing would replace"),
+        "the references": (["--references", str(refs), "--junit", str(refs)], "is --references, which this"),
+        "qualify.yaml": (["--prometheus", str(tmp_path / "qualify.yaml")], "is the qualify.yaml in use"),
+        "each other": (["--junit", both, "--prometheus", both], "are one file: give each its own"),
+    }
+
+
+@pytest.mark.parametrize("case", ["a FIFO", "a link", "the references", "qualify.yaml", "each other"])
+def test_an_output_never_replaces_an_input_a_non_regular_file_or_another_output(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str):
+    suites = tmp_path / "qualify.yaml"
+    suites.write_bytes((PROJECT / "tests" / "workloads" / "qualify.yaml").read_bytes())
+    monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(suites))
+    args, message = _outputs_on_what_they_must_not_replace(tmp_path)[case]
+    before = {p: (p.lstat().st_mode, p.read_bytes() if p.is_file() else None) for p in tmp_path.iterdir()}
+    r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), *args)
+    assert r.code == 2 and r.err.count("\n") == 1 and message in r.err, r.err
+    assert {p: (p.lstat().st_mode, p.read_bytes() if p.is_file() else None) for p in tmp_path.iterdir()} == before
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_reference_file_without_a_source_is_refused(cli, tmp_path: Path):
     refs = tmp_path / "refs.yaml"
     refs.write_text("systems:\n  - model: '*'\n    references: {gemm_fp32_256x256x256: [1.0, -0.1, null, TFLOP/s]}\n")

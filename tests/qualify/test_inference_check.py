@@ -24,8 +24,8 @@ def tiny_smoke(mltrain_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> 
     tiny.export(folder / "model.onnx", side=32, classes=10)
     tiny.dataset(folder / "data")
     (folder / "smoke.json").write_text(json.dumps({
-        "harness_args": ["--image-size", "32,32", "--label-offset", "0"], "input_shape": [3, 32, 32],
-        "reference_top1": 0.25, "seconds": 1.0}))
+        "model": "resnet50", "harness_args": ["--image-size", "32,32", "--label-offset", "0"],
+        "input_shape": [3, 32, 32], "reference_top1": 0.25, "seconds": 1.0}))  # as the harness writes it
     monkeypatch.setenv("MLTRAIN_QUALIFY_FILE", str(TEST_WORKLOADS / "qualify.yaml"))
     return folder
 

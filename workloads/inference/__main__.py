@@ -17,13 +17,14 @@ Exit codes: 0 the tests ran (LoadGen's verdict is in its logs), 2 bad input (one
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from workloads.common.cli import Parser, run_main
 from workloads.inference.models import MODULES
 from workloads.inference.run import MODES, Options, run
-from workloads.inference.settings import SCENARIOS
+from workloads.inference.settings import MAX_TEST_S, SCENARIOS
 
 
 def image_size(text: str) -> tuple[int, int]:
@@ -35,11 +36,11 @@ def image_size(text: str) -> tuple[int, int]:
     return parts[0], parts[1]
 
 
-def positive(kind: type) -> object:
+def positive(kind: type, most: float = float("inf")) -> object:
     def parse(text: str) -> object:
         value = kind(text)
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be positive")
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0, at most {most:g}")
         return value
     return parse
 
@@ -56,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
                    help="tensorrt: ONNX Runtime's TensorRT execution provider (CUDA behind it)")
     p.add_argument("--mode", choices=sorted(MODES), default="performance")
     p.add_argument("--count", type=positive(int), help="use the first N samples; N queries per test (beyond the rules)")
-    p.add_argument("--time", type=positive(float), help="test duration in seconds (beyond the rules)")
+    p.add_argument("--time", type=positive(float, MAX_TEST_S), help="test duration in seconds (beyond the rules)")
     p.add_argument("--min-query-count", type=positive(int),
                    help="LoadGen's min_query_count, samples in Offline (beyond the rules)")
     p.add_argument("--target-qps", help="user.conf target_qps (Offline, Server): a number or auto")
@@ -75,6 +76,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--audit", choices=("TEST01", "TEST04"),
                    help="run MLPerf Inference's compliance test (its audit.config) as the performance test")
     p.add_argument("--profile", default="", help="the caller's profile name (recorded)")
+    p.add_argument("--trust-model", action="store_true",
+                   help="load a torch.export program (.pt2), which runs code its author chose: only one you made")
     return p
 
 
@@ -86,7 +89,8 @@ def _main(argv: list[str] | None) -> None:
                       target_qps=args.target_qps,
                       target_latency_ms=args.target_latency_ms, max_batch=args.max_batch, threads=args.threads,
                       workers=args.workers, trace=args.trace, image_size=args.image_size,
-                      label_offset=args.label_offset, audit=args.audit, profile=args.profile)
+                      label_offset=args.label_offset, audit=args.audit, profile=args.profile,
+                      trust_model=args.trust_model)
     facts = run(options)
     tests = ", ".join(f"{mode} {t['test_s']:.1f} s" for mode, t in facts["tests"].items())
     accuracy = f", {facts['accuracy']['line']}" if facts["accuracy"] else ""

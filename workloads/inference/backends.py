@@ -160,10 +160,19 @@ def program_input_shape(program: Any, name: str) -> tuple[Any, ...]:
     return ()
 
 
-def load(name: str, model: Path, *, device: str, threads: int, trace_dir: Path | None) -> Backend:
+UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it loads (pickled tensors, shape "
+                     "expressions evaluated by sympy)")
+"""Why the torch backend loads only a program its user vouches for (``--trust-model``)."""
+
+
+def load(name: str, model: Path, *, device: str, threads: int, trace_dir: Path | None,
+         trust_model: bool = False) -> Backend:
     if not model.is_file():
         raise HarnessError(f"{model}: no such model file")
     backends = {"onnxruntime": OnnxRuntime, "torch": Torch}
     if name not in backends:
         raise HarnessError(f"unknown backend {name!r}: onnxruntime or torch")
+    if name == "torch" and not trust_model:  # refused before anything reads the file
+        raise HarnessError(f"{model}: {UNTRUSTED_PROGRAM}; load only a .pt2 you made (--trust-model), "
+                           "else export the model to ONNX for --backend onnxruntime")
     return backends[name](model, device=device, threads=threads, trace_dir=trace_dir)

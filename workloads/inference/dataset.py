@@ -1,7 +1,7 @@
 """The inference harness's dataset command line (``inference.yaml`` ``data.cli``), run where the
 harness runs:
 
-    python -m workloads.inference.dataset check MODEL DIR   # the model's layout, first images there
+    python -m workloads.inference.dataset check MODEL DIR   # the model's layout, every image there
     python -m workloads.inference.dataset prepare MODEL SRC --cache DIR [--input-shape C,D,H,W] [--workers N]
         # the folder a run uses: SRC when it is in the model's layout; else what the model makes of
         # SRC under DIR, once (3d-unet: raw KiTS19 preprocessed as the reference does)

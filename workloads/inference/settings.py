@@ -13,6 +13,7 @@ directly; a user.conf cannot carry them.)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,92 @@ def build(lg: Any, requested: Requested, user_conf: Path) -> tuple[Any, dict[str
     for name, value in overrides.items():
         setattr(settings, name, value)
     return settings, overrides
+
+
+LOADGEN_BYTES_PER_SAMPLE = 400
+"""What LoadGen holds per sample it schedules before a test starts (its queries, the samples handed
+to the SUT): 200 B in Offline and 300 B in Server measured with LoadGen 6.0, the rest margin."""
+MEMORY_SHARE = 0.5
+"""Of the memory available when a test starts, what LoadGen's schedule, or one batch, may take."""
+MAX_TEST_S = 7 * 86_400
+"""The longest test the harness starts: LoadGen's schedule is in nanoseconds, and a test planned to
+run past a week is a target given in the wrong unit."""
+OFFLINE_SLACK = 1.1
+"""LoadGen's Offline query holds this much more than target QPS x duration (its ``kSlack``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """What LoadGen will make of a performance test's settings before it starts."""
+
+    scenario: str
+    qps: float
+    """Queries per second LoadGen plans for (from the target QPS, or the target latency)."""
+    queries: int
+    samples: int
+    """Samples LoadGen generates (and holds in memory) for the test."""
+    per_query: int
+    """Samples in each query (MultiStream's 8; one elsewhere, Offline counting samples as queries)."""
+    planned_s: float
+    """How long the schedule runs at that rate (Offline: its duration)."""
+    min_s: float
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.samples * LOADGEN_BYTES_PER_SAMPLE
+
+
+def schedule(settings: Any, scenario: str) -> Schedule:
+    """The queries and samples LoadGen generates for ``settings`` (its TestSettings, as built), the way
+    LoadGen sizes them: queries at the target rate until both min_duration and min_query_count are
+    met, capped by max_query_count; Offline's one query holding 1.1 x target QPS x min_duration samples."""
+    min_s = settings.min_duration_ms / 1000
+    if scenario == "SingleStream":
+        qps = 1e9 / settings.single_stream_expected_latency_ns
+    elif scenario == "MultiStream":
+        qps = 1e9 / settings.multi_stream_expected_latency_ns
+    elif scenario == "Server":
+        qps = settings.server_target_qps
+    else:
+        qps = settings.offline_expected_qps
+    if not (math.isfinite(qps) and qps > 0):
+        raise HarnessError(f"LoadGen's target of {qps:g} queries/s for {scenario}: give a positive, finite target")
+    per_query = settings.multi_stream_samples_per_query if scenario == "MultiStream" else 1
+    if scenario == "Offline":
+        samples = max(settings.min_query_count, int(OFFLINE_SLACK * min_s * qps))  # LoadGen's uint64 cast
+        return Schedule(scenario=scenario, qps=qps, queries=1, samples=samples, per_query=1, planned_s=min_s,
+                        min_s=min_s)
+    queries = max(settings.min_query_count, math.ceil(min_s * qps))
+    if settings.max_query_count:
+        queries = min(queries, settings.max_query_count)
+    planned_s = queries / qps
+    if settings.max_duration_ms:  # LoadGen issues nothing after it, once its first query is out
+        planned_s = min(planned_s, max(settings.max_duration_ms / 1000, 1 / qps))
+    return Schedule(scenario=scenario, qps=qps, queries=queries, samples=queries * per_query, per_query=per_query,
+                    planned_s=planned_s, min_s=min_s)
+
+
+def fits(plan: Schedule, available_bytes: int | None) -> bool:
+    """LoadGen's schedule fits this machine: its memory within ``MEMORY_SHARE`` of what is available,
+    its time within a week."""
+    if plan.planned_s > MAX_TEST_S:
+        return False
+    return available_bytes is None or plan.memory_bytes <= MEMORY_SHARE * available_bytes
+
+
+def highest_qps(plan: Schedule, available_bytes: int | None) -> float:
+    """The highest rate whose schedule `fits` (the same settings otherwise)."""
+    if available_bytes is None:
+        return plan.qps
+    samples = MEMORY_SHARE * available_bytes / LOADGEN_BYTES_PER_SAMPLE
+    seconds = OFFLINE_SLACK * plan.min_s if plan.scenario == "Offline" else plan.min_s
+    return samples / plan.per_query / max(seconds, 1e-3)
+
+
+LOWEST_QPS = 0.001
+"""The lowest target rate taken (one query every 1,000 s), as the orchestrator bounds it."""
+
+
+def lowest_qps(plan: Schedule) -> float:
+    """The lowest rate whose schedule ends within `MAX_TEST_S`."""
+    return max(LOWEST_QPS, plan.queries / MAX_TEST_S if plan.scenario != "Offline" else 0.0)

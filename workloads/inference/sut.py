@@ -19,25 +19,56 @@ window over one whole volume) takes its samples one by one and calls the backend
 
 A backend that fails during a test (a device lost, out of memory) must not leave LoadGen waiting
 for answers that never come: the batch is answered empty, as the reference does, the first error
-kept, and the harness fails the test with it once LoadGen returns.
+kept, and the harness fails the test with it once LoadGen returns. Any other error raised in one of
+LoadGen's callbacks (a sample that cannot be read while LoadGen loads it) cannot be carried back
+through LoadGen's C++ frames (the process would die of SIGSEGV): `from_loadgen` ends the process
+there, in order, with the error's line and its exit code (2 for bad input).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import queue
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from workloads.common.cli import one_line
-from workloads.common.errors import Failure
+from workloads.common.errors import EXIT_FAILURE, Failure, WorkloadError
 from workloads.inference.backends import Backend
 
 INLINE_SCENARIOS = ("SingleStream", "MultiStream")
+
+
+def from_loadgen(callback: Callable[..., None], *, prefix: str = "inference") -> Callable[..., None]:
+    """``callback`` as LoadGen may call it: an error it raises ends the process at once with one line
+    (``prefix: message``) and the error's exit code (a WorkloadError's: 2 for bad input; else 1),
+    instead of unwinding into LoadGen, which cannot take it."""
+
+    @functools.wraps(callback)
+    def called(*args: Any) -> None:
+        try:
+            callback(*args)
+        except BaseException as exc:  # noqa: BLE001 - nothing may reach LoadGen's frames
+            if isinstance(exc, WorkloadError):
+                code, said = exc.exit_code, one_line(exc)
+            else:
+                code, said = EXIT_FAILURE, f"{type(exc).__name__} in LoadGen's {callback.__name__} callback: " \
+                                         f"{one_line(exc)}"
+            try:
+                sys.stdout.flush()
+                sys.stderr.write(f"{prefix}: {said}\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+
+    return called
 
 
 @dataclass

@@ -3,7 +3,6 @@ ulimits the seeds will get, dropping any the engine cannot grant), and a page-ca
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any
 import docker
 from docker.types import Ulimit
 
+from orchestrator.config.reading import parse_json
 from orchestrator.errors import RunnerError
 from orchestrator.runners.docker.engine import engine_address, run_helper, short_error
 
@@ -79,7 +79,7 @@ def probe_versions(
             continue
         if code == 0:
             try:
-                return dict(json.loads(output.strip().splitlines()[-1]))
+                return dict(parse_json(output.strip().splitlines()[-1]))
             except (ValueError, IndexError):
                 break
     on_status(f"warning: image {image} did not report its Python/torch versions")

@@ -6,7 +6,8 @@ failure exactly. Time is virtual (like fake_train.py): the process really sleeps
 
 Variables (all optional):
   STEPS, WARMUP_STEPS  timed and warm-up steps (default 20 and 5)
-  DATADIR              a folder with files: the loader rate is reported, else null
+  DATADIR              a folder (refused, exit 2, when it is not one, as unet3d's is); with files in it
+                       the loader rate is reported, else null
   FAKE_RATE            samples per second of the timed steps (default 100)
   FAKE_BATCH           samples per step (default 2)
   FAKE_LOADER_RATE     loader samples per second when DATADIR holds files (default 10 x FAKE_RATE)
@@ -42,7 +43,10 @@ def main() -> int:
         sys.stderr.write(f"error: STEPS must be at least 1, got {steps}\n")
         return 2
     data = env.get("DATADIR", "")
-    has_data = bool(data) and os.path.isdir(data) and any(not n.startswith(".") for n in os.listdir(data))
+    if data and not os.path.isdir(data):
+        sys.stderr.write(f"error: {data}: no such dataset folder\n")
+        return 2
+    has_data = bool(data) and any(not n.startswith(".") for n in os.listdir(data))
     loader = float(env.get("FAKE_LOADER_RATE", str(rate * 10))) if has_data else None
     event("resolved_settings", {"precision": "fp32", "requested_precision": "auto", "threads": 1, "nproc": 1,
                                 "device": "cpu", "device_name": "fakebench", "capability": None,

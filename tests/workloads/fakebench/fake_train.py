@@ -17,6 +17,8 @@ Variables (all optional):
   FAKE_MODE_SEEDS    comma-separated seeds FAKE_MODE applies to (default: all)
   FAKE_SAMPLES       1: log epochs as samples (samples_count, samples-based epoch_num), as NVIDIA logs do
   FAKE_DIVISION      closed (default) or open
+  FAKE_NESTED_LINE   N: print an MLLOG line whose value is a list nested N deep after run_start (a
+                     workload's hostile output line)
   RESULTS_DIR        where a copy of the log goes (default /results when it exists)
 """
 
@@ -103,6 +105,10 @@ def main() -> int:
         log.advance(1)
     if mode != "no_run_start":
         log.event("run_start")
+    nested = int(env.get("FAKE_NESTED_LINE", "0"))
+    if nested:
+        print(':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "nested", '  # noqa: T201
+              f'"value": {"[" * nested}{"]" * nested}, "metadata": {{}}}}', flush=True)
     for key, value in (
         ("train_samples", 168),
         ("eval_samples", 42),

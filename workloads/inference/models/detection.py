@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from workloads.inference.errors import HarnessError
-from workloads.inference.models.common import Accuracy, first_files, read_image, require_files
+from workloads.inference.models.common import Accuracy, read_image, read_text_file, require_files
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +34,7 @@ def read_annotations(path: Path) -> dict:
     if not path.is_file():
         raise HarnessError(f"{path}: missing annotation file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_file(path, "annotation file"))
     except (OSError, ValueError) as exc:
         raise HarnessError(f"{path}: not a readable JSON annotation file ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list) or not data["images"]:
@@ -52,7 +52,7 @@ def list_images(annotations: dict, folders: list[Path], where: Path) -> list[Ima
                   for i in annotations["images"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise HarnessError(f"{where}: an image entry lacks id, file_name, height or width ({exc})") from None
-    require_files(first_files([i.path for i in images]), f"image (looked in {folder})")
+    require_files([i.path for i in images], f"image (looked in {folder})")
     return images
 
 
