@@ -229,7 +229,7 @@ def _rate(value: int | None, before: int | None, elapsed: float | None, scale: f
 def load_series(path: Path) -> dict[str, Any]:
     """A stored series, validated (`orchestrator.results.series`): RecordError naming the file and
     the field when it has another shape."""
-    from orchestrator.results.reading import read_record
+    from orchestrator.results.record_reader import read_record
     from orchestrator.results.series import TelemetrySeries
 
     series = read_record(path, TelemetrySeries)

@@ -1,6 +1,6 @@
 """The typed records of an inference run (``<results>/<run_id>/inference.json``): what was asked,
 where it ran, and what LoadGen's logs, the accuracy script and the harness's facts file said.
-Validated on read like every stored file (`orchestrator.results.reading`): every number finite and
+Validated on read like every stored file (`orchestrator.results.record_reader`): every number finite and
 in its range (a damaged record's NaN or -1e308 metric was compared and reported as a result).
 
 The run folder beside it is the MLPerf Inference results layout (`orchestrator.results.paths.InferencePaths`).

@@ -27,7 +27,7 @@ from orchestrator.results import atomic
 from orchestrator.results.lock import RunLock, is_held
 from orchestrator.results.paths import QUALIFY_LOCK, QualificationPaths, check_node_name
 from orchestrator.results.qualification import FleetRecord, NodeOrder, QualificationRecord
-from orchestrator.results.reading import read_record
+from orchestrator.results.record_reader import read_record
 
 R = TypeVar("R", QualificationRecord, NodeOrder)
 

@@ -7,7 +7,7 @@ failed write (`orchestrator.results.atomic`: exit 3 naming the file), one lock p
 `Store` is the one way in: a training run is created or opened as a `StoredRun` (here), an inference
 run as a `StoredInference` (`results.inference_run`), the qualifications are `Store.qualifications`
 (`results.qualifications`). A run is written only through its handle, which keeps the files and the
-index in step. Every file is validated as it is read (`results.reading`): a damaged or foreign file
+index in step. Every file is validated as it is read (`results.record_reader`): a damaged or foreign file
 is a `RecordError` naming the file and the field; a run or seed folder that is a link leading out of
 its folder is refused. A run is written only under its lock: `create` takes it, `StoredRun.locked`
 takes it for an existing run, `close` gives it up. An index another process holds, or that cannot be
@@ -47,7 +47,7 @@ from orchestrator.results.paths import (
     inside,
 )
 from orchestrator.results.qualifications import Qualifications
-from orchestrator.results.reading import read_record
+from orchestrator.results.record_reader import read_record
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
 RUNNING, STOPPED = "running", "stopped"
