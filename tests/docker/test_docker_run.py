@@ -186,8 +186,10 @@ def test_no_user_string_reaches_a_shell(docker_cli, tmp_path: Path):
     odd = tmp_path / "d a;$(touch PWNED)`touch PWNED2`"
     r = docker_cli("run", "fakebench", "--runner", "docker", "--seeds", "1", "--results", str(odd / "res"),
                    "--data", str(odd / "data"), "--label", "x; touch PWNED3")
-    # --data names a folder that does not exist yet: a one-line data error, and still no shell.
-    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    # --data names a folder that does not exist yet: a one-line data error (its how-to indented below it),
+    # and still no shell.
+    error, *how_to = r.err.strip().splitlines()
+    assert r.code == 2 and error.startswith("error: data folder") and all(line.startswith("  ") for line in how_to)
     docker_cli("data", "fakebench", "synthesize", str(odd / "data"))
     r = docker_cli("run", "fakebench", "--runner", "docker", "--seeds", "1", "--results", str(odd / "res"),
                    "--data", str(odd / "data"), "--label", "x; touch PWNED3", "--json")

@@ -79,7 +79,7 @@ def test_converged_log_passes_the_closed_resnet_compliance_checker(tiny_dataset:
     assert "width 8 differs from the reference 64" in division["metadata"]["reason"]
     settings = next(e for e in log if e["key"] == "resolved_settings")["value"]
     assert keys.index("resolved_settings") < keys.index("run_start")
-    assert settings["precision"] in ("fp32", "bf16") and settings["requested_precision"] == "auto"
+    assert settings["precision"] == settings["requested_precision"] == "fp32"  # as the tiny config asks
     assert (settings["device"], settings["nproc"], settings["decode"], settings["capability"]) == ("cpu", 1, "pil",
                                                                                                     None)
     as_open = compliance(tmp_path / LOG_FILE)
@@ -87,6 +87,17 @@ def test_converged_log_passes_the_closed_resnet_compliance_checker(tiny_dataset:
     checked = compliance(labelled_closed(tmp_path / LOG_FILE))
     assert checked.returncode == 0 and "SUCCESS" in checked.stdout + checked.stderr, checked.stdout + checked.stderr
     assert f"closed_resnet_{optimizer}.yaml" in checked.stdout + checked.stderr
+
+
+def test_auto_precision_is_resolved_for_this_cpu_and_logged_before_run_start(tiny_dataset: Path, tmp_path: Path):
+    """bf16 where the CPU runs it natively (AMX, AVX-512 BF16), else fp32; the tiny net's learning rate of
+    2.0 may diverge in bf16, so this test reads the settings, not the outcome."""
+    _, log, _ = run_tiny(tiny_dataset, tmp_path, "max_epochs=1", "precision=auto")
+    keys = [e["key"] for e in log]
+    settings = next(e for e in log if e["key"] == "resolved_settings")["value"]
+    assert keys.index("resolved_settings") < keys.index("run_start")
+    assert settings["requested_precision"] == "auto" and settings["precision"] in ("fp32", "bf16")
+    assert ("bf16 autocast" in settings["why"]) == (settings["precision"] == "bf16")
 
 
 def test_epoch_cap_without_target_ends_aborted_with_closed_blocks(tiny_dataset: Path, tmp_path: Path):
