@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from workloads.common import distributed
+from workloads.common.distributed import OUTLIVING_DDP
 from workloads.resnet50.config import Environment
 from workloads.resnet50.mlperf_log import LOG_FILE
 from workloads.resnet50.train import main, train
@@ -165,6 +166,7 @@ def test_torchrun_data_parallel_with_gloo_logs_once(tiny_dataset: Path, tmp_path
         "OMP_NUM_THREADS": "1",
     })
     assert result.returncode == 0, result.stderr[-2000:]
+    assert OUTLIVING_DDP not in result.stderr  # the ranks left the group with no DDP model holding it
     log = events(result.stdout)
     assert [e["key"] for e in log].count("run_start") == 1  # rank 0 only
     values = {e["key"]: e["value"] for e in log}

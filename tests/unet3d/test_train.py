@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from workloads.common.distributed import OUTLIVING_DDP
 from workloads.unet3d import train
 from workloads.unet3d.augment import BalancedCrop, augment, flip, largest_component_boxes
 from workloads.unet3d.config import TrainConfig, learning_rate, resolve_schedule
@@ -294,6 +295,7 @@ def test_run_and_time_prints_mllog_and_the_result_line(tiny_data, tmp_path):
 def test_torchrun_two_processes_on_gloo(tiny_data, tmp_path):
     done = _run_and_time(tiny_data, tmp_path / "r", {"NPROC": "2", "BATCH_SIZE": "1"})
     assert done.returncode == 0, done.stderr[:3000] + "\n...\n" + done.stderr[-1000:]  # the rank's own error first
+    assert OUTLIVING_DDP not in done.stderr  # the ranks left the group with no DDP model holding it
     log = read_log(tmp_path / "r" / "unet3d.log")
     keys = [e["key"] for e in log]
     assert keys.count("seed") == 1 and keys.count("run_start") == 1  # rank 0 logs alone

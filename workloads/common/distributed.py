@@ -11,8 +11,10 @@ Entry points join through ``joined``, which leaves the group only once every ran
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -145,9 +147,17 @@ def barrier(ctx: Context) -> None:
         dist.barrier()
 
 
+OUTLIVING_DDP = ("a DistributedDataParallel model outlives its process group: gloo's threads may then abort "
+                 "the process at exit; run the work in a function the `joined` block calls")
+
+
 def shutdown(ctx: Context) -> None:
-    """Leave the group (entry points leave through `joined`, which meets the other ranks first)."""
+    """Leave the group (entry points leave through `joined`, which meets the other ranks first);
+    warns (RuntimeWarning, `OUTLIVING_DDP`) when a DDP model still holds the group."""
     if ctx.is_distributed and dist.is_initialized():
+        gc.collect()
+        if any(isinstance(obj, nn.parallel.DistributedDataParallel) for obj in gc.get_objects()):
+            warnings.warn(OUTLIVING_DDP, RuntimeWarning, stacklevel=2)
         dist.destroy_process_group()
 
 
@@ -155,7 +165,12 @@ def shutdown(ctx: Context) -> None:
 def joined(device_type: str, environ: Mapping[str, str] | None = None) -> Iterator[Context]:
     """`init` for the block, then leave: after a block that ended well, only once every rank has
     ended (a rank that tears down while its peer still talks makes gloo abort the peer); after an
-    error, at once (the peer may never come; torchrun stops it)."""
+    error, at once (the peer may never come; torchrun stops it).
+
+    The block must not hold a DDP model when it ends (run the work in a function it calls): DDP
+    keeps the group alive past ``destroy_process_group``, and gloo's threads then end at the
+    interpreter's exit, where they abort the process (SIGABRT, "terminate called without an
+    active exception") now and then."""
     ctx = init(device_type, environ)
     try:
         yield ctx

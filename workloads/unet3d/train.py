@@ -213,20 +213,27 @@ def run(config: TrainConfig) -> int:
         log.event(C.CACHE_CLEAR, value=True)
         log.start(C.INIT_START)
         with joined(pick_device("auto")) as ctx:
-            settings = resolve_settings(
-                device=ctx.device, requested_precision=config.precision, threads=config.threads,
-                nproc=ctx.local_world_size, channels_last=config.channels_last,
-                compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
-                knobs=config.step,
-            )
-            torch.set_num_threads(settings.threads)
-            log.event(RESOLVED_SETTINGS, settings.log_value())
-            status, trainer = train(config, settings, log, ctx)
-            log.end(C.RUN_STOP, metadata={C.STATUS: status})
-            if config.save_model and ctx.rank == 0:  # after run_stop: outside the timed run
-                save(trainer.base, config.model, config.val_input_shape, config.results_dir,
-                     {"status": status, "overlap": config.overlap, "precision": settings.precision})
+            run_joined(config, log, ctx)
     return 0
+
+
+def run_joined(config: TrainConfig, log: MlperfLog, ctx: Context) -> None:
+    """The run inside the group: the trainer (and its DDP model) is gone when this returns, before
+    the group is left (a DDP model alive past ``destroy_process_group`` keeps gloo's threads until
+    the interpreter's exit, where they abort the process)."""
+    settings = resolve_settings(
+        device=ctx.device, requested_precision=config.precision, threads=config.threads,
+        nproc=ctx.local_world_size, channels_last=config.channels_last,
+        compile_model=config.compile, num_workers=config.num_workers, eval_batch=config.eval_batch,
+        knobs=config.step,
+    )
+    torch.set_num_threads(settings.threads)
+    log.event(RESOLVED_SETTINGS, settings.log_value())
+    status, trainer = train(config, settings, log, ctx)
+    log.end(C.RUN_STOP, metadata={C.STATUS: status})
+    if config.save_model and ctx.rank == 0:  # after run_stop: outside the timed run
+        save(trainer.base, config.model, config.val_input_shape, config.results_dir,
+             {"status": status, "overlap": config.overlap, "precision": settings.precision})
 
 
 def _main(argv: Sequence[str] | None) -> int:
