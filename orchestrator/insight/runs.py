@@ -82,9 +82,18 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
     for label in labels:
         found = [row["run_id"] for row in listing.rows if row["label"] == label]
         if not found:
-            raise UsageError(f"no run in {store.root} carries the label {label!r}")
+            raise UsageError(f"no {'readable ' if broken else ''}run in {store.root} carries the label {label!r}"
+                             + unreadable_runs(broken))
         chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
     return chosen, listing
+
+
+def unreadable_runs(broken: dict[str, str]) -> str:
+    """The runs a label may hide in, since their records cannot be read: the first one's problem, and how many."""
+    if not broken:
+        return ""
+    which = "a run there cannot be read" if len(broken) == 1 else f"{len(broken)} runs there cannot be read, the first"
+    return f"; {which}: {next(iter(broken.values()))}"
 
 
 def load_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) -> list[RunView]:

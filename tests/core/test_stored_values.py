@@ -86,6 +86,9 @@ def test_a_damaged_inference_record_is_named_by_list_and_refused_by_compare(
     assert [row["run_id"] for row in json.loads(listed.out)] == [inference_runs[1][1]]
     compared = cli("compare", "--label", "a", "--label", "b", "--results", str(results))
     assert compared.code == 2 and compared.out == "", (compared.code, compared.err)  # nothing compared
+    (said,) = compared.err.splitlines()  # where label a may be: the record that cannot be read, named
+    assert said.startswith(f"error: no readable run in {results} carries the label 'a'; a run there cannot be read: "
+                           f"{damaged}: field {'.'.join(path)}"), said
 
 
 def test_a_stored_run_of_285000_years_is_named_not_scored(cli, tmp_path: Path):
