@@ -21,7 +21,7 @@ from orchestrator.errors import ConfigError, MltrainError
 from orchestrator.inference import data, logs
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
-from orchestrator.qualify.checks.base import overran
+from orchestrator.qualify.checks.base import job_facts, overran
 from orchestrator.qualify.config import InferenceSpec, QualifyConfig
 from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status
@@ -81,7 +81,7 @@ def inference_check(
     except MltrainError as exc:
         return result(Status.INCONCLUSIVE, [f"could not run the {spec.model} inference check: {exc}"])
     facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
-                             "device": spec.device, "seconds": spec.seconds, "output": str(outcome.log)}
+                             "device": spec.device, "seconds": spec.seconds, **job_facts(outcome)}
     if not outcome.ok:
         if outcome.timed_out:
             return result(Status.INCONCLUSIVE, [overran(CHECK, spec.timeout_minutes * 60, " (timeout_minutes)")],

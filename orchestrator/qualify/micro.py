@@ -25,7 +25,7 @@ from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.qualify import remedies
-from orchestrator.qualify.checks.base import Overran, overran
+from orchestrator.qualify.checks.base import Overran, job_facts, overran
 from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.qualify.checks.probe_declared import PROBE_PACKAGE
 from orchestrator.qualify.config import DeviceKind, ProbeSettings, Suite
@@ -288,7 +288,7 @@ def probe_check(declaration: Declaration, probe: ProbeRun, suite: Suite, gpus: M
     right = [r for r in results if r.sanity.passed]
     wrong = [r for r in results if not r.sanity.passed]
     facts: dict[str, Any] = {
-        "device": probe.device.get("device_name"), "device_kind": probe.device_kind, "output": str(outcome.log),
+        "device": probe.device.get("device_name"), "device_kind": probe.device_kind, **job_facts(outcome),
         "sanity": {_gpu_named(r.metric, r.gpu, probe, gpus)[0]: r.sanity.detail for r in results},
     }
     if wrong:  # kept for the record, never judged: the speed of a wrong answer says nothing

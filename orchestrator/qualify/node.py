@@ -31,7 +31,7 @@ from typing import Any
 from orchestrator.errors import MltrainError, StoreWriteError
 from orchestrator.insight import sysinfo
 from orchestrator.qualify import devices, judge, quorum, remedies
-from orchestrator.qualify.checks.base import Overran, in_thread, run_check
+from orchestrator.qualify.checks.base import Overran, in_thread, leftover_warnings, run_check
 from orchestrator.qualify.checks.context import NodeContext, NodePlan, Watch
 from orchestrator.qualify.drift import Drift
 from orchestrator.qualify.floors import load_floors
@@ -128,6 +128,8 @@ def qualify_node(
     judged = [remedies.remediate(c, plan.checks.declaration(c.name)) for c in judged]
     for check in judged:
         watch.checked(check)
+    for warning in leftover_warnings(judged):
+        watch.status(warning)
     verdict, reasons = judge.node_verdict(judged, {d.name for d in plan.checks.declarations if d.passive})
     code = judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.config.warn_exit_code)
     record = QualificationRecord(

@@ -17,7 +17,7 @@ from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
-from orchestrator.qualify.checks.base import overran
+from orchestrator.qualify.checks.base import job_facts, overran
 from orchestrator.qualify.config import ThroughputSpec
 from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
@@ -68,7 +68,7 @@ def throughput_check(
         outcome = run_job(runner, job, timeout_s=spec.timeout_minutes * 60, on_line=log.observe)
     except MltrainError as exc:
         return result(Status.INCONCLUSIVE, [f"could not run {workload.name}'s throughput mode: {exc}"])
-    facts: dict[str, Any] = {"workload": workload.name, "output": str(outcome.log), "env": env,
+    facts: dict[str, Any] = {"workload": workload.name, **job_facts(outcome), "env": env,
                              "resolved_settings": log.settings, "data": str(data_dir) if data_dir else None}
     if not outcome.ok or log.value is None:
         status, why = _failure(outcome, workload.name, spec.timeout_minutes * 60)

@@ -4,6 +4,7 @@ full suite's time-to-train seed scored like `mltrain run`."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -53,6 +54,20 @@ def test_failures_are_classified(cli, tmp_path: Path, monkeypatch: pytest.Monkey
     got, check = throughput(cli, tmp_path)
     assert got == code and check["status"] == status
     assert check["reasons"][0].startswith(reason)
+
+
+def test_a_process_the_step_left_running_is_stopped_and_said_without_changing_the_verdict(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The runner stopped what a qualify step left running, and said so only in the job's log."""
+    monkeypatch.setenv("FAKE_THROUGHPUT_MODE", "daemon")
+    r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    check = next(c for c in json.loads(r.out)["checks"] if c["name"] == "throughput")
+    assert r.code == 0 and check["status"] == "pass", r.err  # a stray worker is the workload's, not the node's
+    note = check["facts"]["leftovers"]
+    assert re.fullmatch(r"job \S+ left 1 process running after it ended, stopped: pid \d+ \(sleep\)", note), note
+    assert f"warning: {note} (checks: throughput)" in r.err.splitlines()
+    pid = int(note.split("pid ")[1].split()[0])
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
 def test_a_workload_without_a_throughput_mode_is_not_applicable(cli, tmp_path: Path,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from orchestrator import text
 from orchestrator.results.qualification import CheckResult, Status
+from orchestrator.runners.outcome import JobOutcome
 
 if TYPE_CHECKING:
     from orchestrator.qualify.checks.context import NodeContext
@@ -32,6 +33,29 @@ class NodeCheck(Protocol):
     declaration: Declaration
 
     def run(self, ctx: NodeContext) -> CheckResult: ...
+
+
+LEFTOVERS = "leftovers"
+"""The fact of a check whose job left processes running after it ended (the runner stopped them):
+what `JobOutcome.leftover_note` said; the node says it once, as a warning, not a verdict."""
+
+
+def job_facts(outcome: JobOutcome) -> dict[str, str]:
+    """The facts every check that runs a job records of it: its output, and what it left running."""
+    facts = {"output": str(outcome.log)}
+    if outcome.leftovers:
+        facts[LEFTOVERS] = outcome.leftover_note()
+    return facts
+
+
+def leftover_warnings(checks: list[CheckResult]) -> list[str]:
+    """One warning per job that left processes running, naming the checks it ran (a probe job runs several)."""
+    named: dict[str, list[str]] = {}
+    for check in checks:
+        note = check.facts.get(LEFTOVERS)
+        if isinstance(note, str) and note:
+            named.setdefault(note, []).append(check.name)
+    return [f"warning: {note} (checks: {', '.join(names)})" for note, names in named.items()]
 
 
 def overran(name: str, seconds: float, what: str = "") -> str:

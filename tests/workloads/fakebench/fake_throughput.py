@@ -12,11 +12,13 @@ Variables (all optional):
   FAKE_BATCH           samples per step (default 2)
   FAKE_LOADER_RATE     loader samples per second when DATADIR holds files (default 10 x FAKE_RATE)
   FAKE_SLEEP_S         real seconds slept per step (default 0.001)
-  FAKE_THROUGHPUT_MODE ok | crash | oom | bad_input | no_result | hang (default ok)
+  FAKE_THROUGHPUT_MODE ok | crash | oom | bad_input | no_result | hang | daemon (default ok; daemon: as ok,
+                       leaving a `sleep 300` running in a session of its own, as a stray worker would)
 """
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -64,6 +66,8 @@ def main() -> int:
         return 1
     if mode == "no_result":
         return 0
+    if mode == "daemon":
+        subprocess.Popen(["setsid", "sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     step_ms = batch / rate * 1000
     event("throughput", rate, {
         "unit": "samples/s", "steps": steps, "warmup_steps": warmup, "batch_size": batch, "global_batch_size": batch,
