@@ -23,7 +23,7 @@ What is sampled (`telemetry`), and why each matters:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,28 +89,24 @@ def judge(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float 
         measured[name] = round(float(np.nanmean(cut)), 2)
         return cut
 
-    other = column("other_cpu_pct")
-    if other is not None:
-        share = _share(other >= OTHER_CPU_PCT, other)
-        if share >= DISTURBED_SHARE:
-            causes.append(HostCause(cause="other_processes", share=share, mean=measured["other_cpu_pct"], sentence=(
-                f"the host ran other work in {text.share(share)} of the seed's time (other processes used"
-                f" {text.share(measured['other_cpu_pct'] / 100)} of its CPU on average)")))
-    steal = column("steal_pct")
-    if steal is not None:
-        share = _share(steal >= STEAL_PCT, steal)
-        if share >= DISTURBED_SHARE:
-            causes.append(HostCause(cause="cpu_steal", share=share, mean=measured["steal_pct"], sentence=(
-                f"the hypervisor gave this VM's CPUs to others (steal of {text.share(STEAL_PCT / 100)} or more)"
-                f" in {text.share(share)} of the seed's time ({text.share(measured['steal_pct'] / 100)} on average)")))
-    pressure = column("memory_pressure_pct")
-    if pressure is not None:
-        share = _share(pressure >= MEMORY_PRESSURE_PCT, pressure)
-        if share >= DISTURBED_SHARE:
-            causes.append(HostCause(cause="memory_pressure", share=share, mean=measured["memory_pressure_pct"],
-                                    sentence=(f"tasks stalled on memory in {text.share(share)} of the seed's time"
-                                              f" ({text.share(measured['memory_pressure_pct'] / 100)} of it on"
-                                              " average)")))
+    def cause(name: str, threshold: float, kind: str, sentence: Callable[[str, str], str]) -> np.ndarray | None:
+        """Column ``name``, adding cause ``kind`` where it passed ``threshold`` in enough samples;
+        ``sentence`` is told the share of the seed's time and the column's mean, both as shares."""
+        values = column(name)
+        if values is not None:
+            share, mean = _share(values >= threshold, values), measured[name]
+            if share >= DISTURBED_SHARE and mean is not None:
+                causes.append(HostCause(cause=kind, share=share, mean=mean,
+                                        sentence=sentence(text.share(share), text.share(mean / 100))))
+        return values
+
+    other = cause("other_cpu_pct", OTHER_CPU_PCT, "other_processes", lambda share, mean: (
+        f"the host ran other work in {share} of the seed's time (other processes used {mean} of its CPU on average)"))
+    steal = cause("steal_pct", STEAL_PCT, "cpu_steal", lambda share, mean: (
+        f"the hypervisor gave this VM's CPUs to others (steal of {text.share(STEAL_PCT / 100)} or more)"
+        f" in {share} of the seed's time ({mean} on average)"))
+    cause("memory_pressure_pct", MEMORY_PRESSURE_PCT, "memory_pressure", lambda share, mean: (
+        f"tasks stalled on memory in {share} of the seed's time ({mean} of it on average)"))
     column("load_1m")
     causes += _gpu_causes(series.get("gpus") or [], window, measured, not_measured)
     if causes:
@@ -147,6 +143,7 @@ def _gpu_causes(gpus: Sequence[dict[str, Any]], window: np.ndarray, measured: di
         not_measured["gpu_other_processes"] = "the driver did not list the GPUs' compute processes"
     positions = np.flatnonzero(window)
     seen: dict[str, int] = {}
+    throttled = 0  # samples in which any GPU's clocks were held down by a reason in GPU_THROTTLING
     for position in positions:
         active: set[str] = set()
         for gpu in gpus:
@@ -155,14 +152,12 @@ def _gpu_causes(gpus: Sequence[dict[str, Any]], window: np.ndarray, measured: di
                 active.update(r for r in throttle_reasons(int(bits)) if r != CLOCKS_EVENT_REASONS["GpuIdle"])
         for reason in active:
             seen[reason] = seen.get(reason, 0) + 1
+        throttled += not active.isdisjoint(GPU_THROTTLING)
     for reason, count in sorted(seen.items()):
         measured[f"throttle_{reason}"] = round(count / len(positions), 4)
     slowed = {r: n / len(positions) for r, n in seen.items() if r in GPU_THROTTLING}
     if slowed:
-        any_share = float(np.mean([
-            any(r in GPU_THROTTLING for gpu in gpus if gpu["throttle_bits"][p] is not None
-                for r in throttle_reasons(int(gpu["throttle_bits"][p])))
-            for p in positions]))
+        any_share = throttled / len(positions)
         if any_share >= DISTURBED_SHARE:
             names = ", ".join(sorted(slowed))
             causes.append(HostCause(cause="gpu_throttle", share=any_share, sentence=(
