@@ -6,9 +6,10 @@ and the Dice of the reference's accuracy_kits.py against ours on our LoadGen acc
 
 --reference: a checkout of mlcommons/inference (default $MLPERF_INFERENCE_DIR); it is run from where
 it is, in its own processes (tests/inference/kits19_reference.py says how, and which shims its code
-needs on today's SciPy and pandas). The model segments by the nearest class mean intensity (untrained,
-so that the Dice compared is neither 0 nor 1); the cases are ids 0..N-1 of the synthetic generator,
-of which those in the reference's inference list are compared.
+needs on today's SciPy and pandas; `pip install '.[reference]'` brings pandas). The model segments
+by the nearest class mean intensity (untrained, so that the Dice compared is neither 0 nor 1); the
+cases are ids 0..N-1 of the synthetic generator, of which those in the reference's inference list are
+compared.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 same ONNX model: our preprocessed cases are the reference's (values, and the file bytes its NumPy 1.x
 environment writes), our responses its SUT's sliding window byte for byte, and our accuracy line its
 accuracy_kits.py's on our LoadGen accuracy log. Needs a checkout of mlcommons/inference named by
-MLPERF_INFERENCE_DIR (nothing of it is copied here); skipped without one."""
+MLPERF_INFERENCE_DIR (nothing of it is copied here) and the `reference` extra (pandas, for its accuracy
+script); skipped without a checkout."""
 
 from __future__ import annotations
 
