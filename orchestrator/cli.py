@@ -13,7 +13,6 @@ stopped by SIGINT/SIGTERM/SIGHUP (resumable).
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
 import signal
@@ -25,6 +24,7 @@ from typer.exceptions import TyperException
 from orchestrator import __version__
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_USAGE, MltrainError
 from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave, tolerate_narrow_encodings
+from orchestrator.results.atomic import FAILED_WRITES
 from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -33,9 +33,6 @@ TYPER_INTERRUPTED = 130
 """What typer (standalone_mode=False) returns when a KeyboardInterrupt reaches it."""
 HELP_OPTIONS = ("-h", "--help")
 """Every command's help, as docker, pytest and hatch take it."""
-FAILED_WRITES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
-"""A write the medium refused (full, over quota, too big, read-only): an infrastructure fault (exit 3)
-wherever it happens, as `orchestrator.results.atomic` says of every file it writes."""
 COMMAND_MODULES = (
     "run",
     "listing",

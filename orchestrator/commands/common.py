@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.config.locations import RESULTS_ENV, default_results_dir, default_seeds_file, workloads_dir
+from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
 from orchestrator.config.profiles import PROFILE_NAMES
 from orchestrator.output import Output
 
@@ -62,10 +62,8 @@ def output(ctx: typer.Context) -> Output:
 def results_dir(given: Path | None, *, write: bool = True) -> Path:
     """The results folder (``--results``, else the default), checked for what the command does with
     it: a command that only reads (``write=False``) works on a read-only store too."""
-    from orchestrator.results.store import check_results_dir, current_folder
+    from orchestrator.results.store import check_results_dir
 
-    if given is None and not os.environ.get(RESULTS_ENV):
-        current_folder()  # the default is results/ of the current folder: it must still exist
     folder = (given or default_results_dir()).expanduser()
     check_results_dir(folder, write=write)
     return folder

@@ -52,7 +52,7 @@ def export_run(
     from orchestrator.mlperf import parity
     from orchestrator.render.tables import caveat, rule_text
     from orchestrator.results.outputs import check_output_file, check_output_folder
-    from orchestrator.session.scoring import exit_code, rescore
+    from orchestrator.session.scoring import exit_code, score_run
 
     out = output(ctx)
     if (mlcommons is None) == (model is None):
@@ -113,7 +113,7 @@ def export_run(
     records = stored.finished_records()
     rule, ours = parity.by_summarizer_rule(records, written.benchmark, written.scaling_factor or 1.0)
     same = parity.agrees(theirs, ours)
-    _, score = rescore(stored)
+    score = score_run(stored)
     code = exit_code(stored, score) or (0 if same else 1)
     smoke = manifest.profile == SMOKE
     csv_file = written.root / "summary.csv"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from orchestrator.errors import StoreError
+
 RESULTS_ENV = "MLTRAIN_RESULTS"
 """Default results folder when ``--results`` is not given (else ``./results``)."""
 SEEDS_FILE = "seeds.yaml"
@@ -48,8 +50,18 @@ def default_seeds_file() -> Path:
 
 
 def default_results_dir() -> Path:
-    """``$MLTRAIN_RESULTS``, else ``results/`` of the current folder: never the install location."""
-    return Path(os.environ.get(RESULTS_ENV) or Path.cwd() / "results")
+    """``$MLTRAIN_RESULTS``, else ``results/`` of the current folder: never the install location.
+    StoreError (exit 2) when that current folder was deleted (`current_folder`)."""
+    return Path(os.environ.get(RESULTS_ENV) or current_folder() / "results")
+
+
+def current_folder() -> Path:
+    """The current folder; StoreError (exit 2) when it was deleted under this shell."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise StoreError("the current folder no longer exists (it was deleted): cd to a folder that exists, or give"
+                         " --results (or MLTRAIN_RESULTS) an absolute path") from None
 
 
 def data_cache_dir() -> Path:

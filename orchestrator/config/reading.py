@@ -30,6 +30,10 @@ MAX_JSON_DEPTH = 64
 1,000 (its recursion limit), and what is read is walked again (validated, compared, printed)."""
 
 
+NOT_PLAIN = "not a plain file"
+"""What a reader (and an output check) calls a mode of no known kind."""
+
+
 class UnreadableFile(OSError):
     """A path that is not a regular file this process may read, or one too large; its line names why."""
 
@@ -46,13 +50,15 @@ class JsonProblem(ValueError):
     """Text that is not a JSON document within the bounds; its line says why."""
 
 
-def kind(mode: int) -> str:
-    """What a file of this ``st_mode`` is, in words ('a FIFO', 'a folder')."""
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a file")):
-        if test(mode):
-            return name
-    return "not a plain file"
+_KINDS = ((stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def what_is(mode: int, unknown: str = "an unknown kind of file") -> str:
+    """What a file of ``mode`` (``st_mode``) is, in words ('a FIFO', 'a folder'); ``unknown`` for a
+    mode of none of these kinds. The one wording of every reader and writer."""
+    return next((word for test, word in _KINDS if test(mode)), unknown)
 
 
 def check_regular(path: Path) -> None:
@@ -60,7 +66,7 @@ def check_regular(path: Path) -> None:
     nothing is there. Only ``stat``: nothing is opened."""
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise UnreadableFile(path, f"{kind(mode)}, not a regular file")
+        raise UnreadableFile(path, f"{what_is(mode, NOT_PLAIN)}, not a regular file")
 
 
 def not_a_file(path: Path) -> str | None:
@@ -83,7 +89,7 @@ def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[byt
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(path, f"{kind(info.st_mode)}, not a regular file")
+            raise UnreadableFile(path, f"{what_is(info.st_mode, NOT_PLAIN)}, not a regular file")
         if max_bytes is not None and info.st_size > max_bytes:
             raise UnreadableFile(path, f"{info.st_size:,} bytes, larger than the {max_bytes:,} read")
         os.set_blocking(fd, True)

@@ -29,26 +29,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from orchestrator.config.reading import what_is
 from orchestrator.errors import MltrainError, StoreError, StoreWriteError
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """How mltrain opens a file in place: never through a link, never blocked by a FIFO."""
 _LAYOUT = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ELOOP, errno.ENAMETOOLONG}
 """A write refused by what stands in the folder, not by the medium: bad input (exit 2)."""
-_MEDIUM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+FAILED_WRITES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+"""A write the medium refused (full, over quota, too big, read-only): an infrastructure fault (exit 3)
+wherever it happens (`orchestrator.cli` says so of any write outside this module too)."""
+_MEDIUM = FAILED_WRITES | {errno.EIO}
 """A write the medium refused (full, over quota, too big, read-only, failing)."""
 
 
 class NotAFile(StoreError):
     """A link, a folder, a FIFO or a device where mltrain writes (or locks) a regular file."""
-
-
-def what_is(mode: int) -> str:
-    """What a file of ``mode`` (``st_mode``) is, in words."""
-    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))
-    return next((word for test, word in kinds if test(mode)), "an unknown kind of file")
 
 
 def not_a_file(path: Path | str, mode: int) -> NotAFile:

@@ -81,14 +81,6 @@ def _release(fd: int) -> None:
         os.close(fd)  # closing the last descriptor releases the flock
 
 
-def is_lock_file(path: Path) -> bool:
-    """Whether ``path`` is a regular file (its last component not followed): what a lock can be."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def is_held(path: Path) -> bool:
     """Whether a live process holds the lock at ``path`` (probed without writing anything); never
     for a link or anything but a regular file, which no lock is."""

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator.config.reading import NOT_PLAIN, what_is
 from orchestrator.errors import StoreWriteError, UsageError
 from orchestrator.results import atomic
 
@@ -91,15 +92,7 @@ def _check_replaceable(path: Path, option: str) -> None:
     if stat.S_ISLNK(mode):
         raise UsageError(f"{option} {path} is a link, which writing would replace: name the file itself")
     if not stat.S_ISREG(mode):
-        raise UsageError(f"{option} {path} is not a regular file ({_kind(mode)}): name a file to write")
-
-
-def _kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return kind
-    return "not a plain file"
+        raise UsageError(f"{option} {path} is not a regular file ({what_is(mode, NOT_PLAIN)}): name a file to write")
 
 
 def _same_file(a: Path, b: Path) -> bool:

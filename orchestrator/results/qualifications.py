@@ -111,8 +111,10 @@ class Qualifications:
     def abandoned(self, parent: Path) -> list[str]:
         """The ids of the qualifications (fleets) under ``parent`` that a killed mltrain left: a lock
         file there that no live process holds. `forget` one once its jobs are stopped."""
-        self.check_locks(parent)
-        return [lock.parent.name for lock in sorted(parent.glob(f"*/{QUALIFY_LOCK}")) if not is_held(lock)]
+        locks = sorted(parent.glob(f"*/{QUALIFY_LOCK}"))
+        for lock in locks:  # as `check_locks`, on the one listing
+            atomic.check_regular(lock)
+        return [lock.parent.name for lock in locks if not is_held(lock)]
 
     @staticmethod
     def forget(parent: Path, run_id: str) -> None:

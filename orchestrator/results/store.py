@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.config.locations import current_folder
 from orchestrator.errors import RecordError, StoreError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
@@ -78,15 +79,6 @@ def check_results_dir(results_dir: Path, *, write: bool = True) -> None:
         _check_results_dir(results_dir, write)
     except OSError as exc:  # a name over NAME_MAX, a path over PATH_MAX: nothing there can be made
         raise StoreError(f"results folder {results_dir}: {exc.strerror}") from None
-
-
-def current_folder() -> Path:
-    """The current folder; StoreError (exit 2) when it was deleted under this shell."""
-    try:
-        return Path.cwd()
-    except FileNotFoundError:
-        raise StoreError("the current folder no longer exists (it was deleted): cd to a folder that exists, or give"
-                         " --results (or MLTRAIN_RESULTS) an absolute path") from None
 
 
 def _check_results_dir(results_dir: Path, write: bool) -> None:

@@ -202,6 +202,8 @@ def described(pid: int) -> str:
 def stop_marked(value: str, key: str = JOB_MARK_ENV) -> list[str]:
     """`kill_marked`, each process killed said as `described` (read before it was killed)."""
     names = {pid: described(pid) for pid in find_marked(value, key)}
+    if not names:  # a mark is only inherited: with no marked process left, none can appear
+        return []
     return [names.get(pid, f"pid {pid}") for pid in kill_marked(value, key=key)]
 
 
