@@ -53,7 +53,7 @@ class Output:
         """A table at the terminal's width, or at ``width`` where that is wider (a --wide table)."""
         console = self.out
         if width is not None and width > console.width:
-            console = _DataConsole(file=sys.stdout, soft_wrap=True, highlight=False, width=width)
+            console = _DataConsole(file=sys.stdout, **PLAIN, width=width)
         self._to_stdout(lambda: console.print(table))
 
     def _to_stdout(self, write: Callable[[], object]) -> None:

@@ -117,3 +117,7 @@ def test_text_prints_as_given_never_as_an_emoji_or_a_style(cli, tmp_path: Path) 
     assert r.code == 0, r.err
     listed = cli("list", "--results", str(tmp_path / "r"))
     assert typed in listed.out and "\u274c" not in listed.out
+    assert cli("run", "fakebench", "--seeds", "1-3", "--label", "b", "--results", str(tmp_path / "r")).code == 0
+    for wide in ((), ("--wide",)):  # a --wide table is printed by a console of its own width
+        compared = cli("compare", "--label", typed, "--label", "b", "--results", str(tmp_path / "r"), *wide)
+        assert typed in compared.out and "\u274c" not in compared.out, (wide, compared.out)
