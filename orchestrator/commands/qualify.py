@@ -24,6 +24,7 @@ from orchestrator.output import Output
 
 if TYPE_CHECKING:
     from orchestrator.config.workloads import Workload
+    from orchestrator.qualify.checks.registry import Registry
     from orchestrator.qualify.config import QualifyConfig
     from orchestrator.results.qualification import QualificationRecord
 
@@ -83,10 +84,12 @@ def order(
 
 
 def _qualify(out: Output, asked: Asked) -> None:
+    from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.config import load_config, qualify_file
     from orchestrator.qualify.inference import check_suites
 
     config = load_config()
+    checks = default_registry()  # the checks there are, for every plan below
     config.suite(asked.suite)
     check_suites(config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
     if config.workload is None:
@@ -108,11 +111,11 @@ def _qualify(out: Output, asked: Asked) -> None:
                    {"the qualify.yaml in use": qualify_file(), "--references": asked.references,
                     "the fleet's order": asked.order})
     if asked.runner is RunnerName.slurm:
-        _fleet(out, asked, config, workload, folder)
+        _fleet(out, asked, config, checks, workload, folder)
     elif asked.nodes or asked.partition:
         raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
     else:
-        _node(out, asked, config, workload, folder)
+        _node(out, asked, config, checks, workload, folder)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,11 +143,11 @@ class Asked:
     """The fleet's order file this node job reads (`order`)."""
 
 
-def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
+def _node(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, workload: Workload, folder: Path
+          ) -> None:
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.profiles import load_profiles
     from orchestrator.insight.gpus import gpu_count
-    from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.results.outputs import write_output
@@ -153,7 +156,6 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
 
     suite = config.suite(asked.suite)
     references = load_references(asked.references) if asked.references else None
-    checks = default_registry()
     for warning in unmatched_metrics(references, checks.declarations) if references else []:
         out.warning(warning)
     plan = NodePlan(
@@ -178,8 +180,8 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, 
         raise typer.Exit(result.exit_code)
 
 
-def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload, folder: Path) -> None:
-    from orchestrator.qualify.checks.registry import default_registry
+def _fleet(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, workload: Workload, folder: Path
+           ) -> None:
     from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
     from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.render.qualification import fleet_lines, fleet_table
@@ -187,12 +189,13 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, workload: Workload,
 
     SlurmOptions(gpus=asked.gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
     references = load_references(asked.references) if asked.references else None  # bad input stops here
-    for warning in unmatched_metrics(references, default_registry().declarations) if references else []:
+    for warning in unmatched_metrics(references, checks.declarations) if references else []:
         out.warning(warning)
     plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
                      references=asked.references.resolve() if asked.references else None,
                      data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
-                     warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe)
+                     warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe,
+                     checks=checks)
     fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
     for warning in unmatched_models(references, [r.hardware for r in records]) if references and records else []:
         out.warning(warning)

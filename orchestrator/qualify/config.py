@@ -141,10 +141,6 @@ class DeviceSuite(RootModel[dict[str, SerializeAsAny[CheckSettings]]]):
         """Check ``name``'s settings (None: the suite does not run it on this kind of device)."""
         return self.root.get(name)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.root)
-
 
 class TimeToTrainSpec(_Frozen):
     profile: ProfileName = "smoke"

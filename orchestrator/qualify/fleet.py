@@ -20,7 +20,7 @@ from pathlib import Path
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
-from orchestrator.qualify import judge, pairs, remedies
+from orchestrator.qualify import judge, pairs
 from orchestrator.qualify.checks.pairs import FleetContext
 from orchestrator.qualify.checks.registry import Registry, default_registry
 from orchestrator.qualify.config import FleetPolicy, ProbeSettings, Suite
@@ -98,7 +98,7 @@ def qualify_fleet(
         outcomes, problems = run_nodes(plan, nodes, workload, store, fleet_id, status)
         records: dict[str, QualificationRecord] = {}
         for node, outcome in outcomes.items():
-            record_path = store.fleet_dir(fleet_id) / node / "record.json"
+            record_path = store.paths.node_record(fleet_id, node)
             try:
                 records[node] = store.load(record_path)
                 status(f"  {node}: {records[node].verdict.word}")
@@ -111,10 +111,8 @@ def qualify_fleet(
     finally:
         store.end(lock)
     rows = fleet_rows(nodes, records, problems, plan.policy)
-    checks: list[CheckResult] = []
+    checks = [check for check, _ in between]  # a fleet check's FAIL names its nodes, each with its remedy
     for check, findings in between:
-        checks.append(remedies.remediate(check, None) if check.status is Status.FAIL and not check.remediation
-                      else check)
         rows = with_findings(rows, check.name, findings)
     verdict = worst([r.verdict for r in rows] + [c.status for c in checks if c.status is not Status.NOT_APPLICABLE])
     if verdict is Status.PASS and any(r.flagged for r in rows):
@@ -168,7 +166,8 @@ def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualificatio
     """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
     folder = store.fleet_dir(fleet_id) / node
     order = store.save_order(NodeOrder(
-        fleet_id=fleet_id, node=node, suite=plan.suite_name, results=store.root.parent, record=folder / "record.json",
+        fleet_id=fleet_id, node=node, suite=plan.suite_name, results=store.root.parent,
+        record=store.paths.node_record(fleet_id, node),
         references=plan.references, data=plan.data, strict=plan.strict,
         gpus="none" if plan.gpus == "none" else None,  # so that the node's verdict says its GPUs were left out
     ))
@@ -188,20 +187,19 @@ def run_fleet_checks(
     suite = plan.suite
     if suite is None:
         return []
+    wanted = [c for c in registry if c.declaration.runs == "fleet" and suite.wants(c.declaration.name)]
+    reference = None
+    if wanted and plan.references is not None and records:
+        given = load_references(plan.references).for_hardware(next(iter(records.values())).hardware)
+        reference = given.get(pairs.METRIC)
     found = []
-    for check in registry:
+    for check in wanted:
         declaration = check.declaration
-        if declaration.runs != "fleet" or not suite.wants(declaration.name):
-            continue
         status(f"{declaration.name}: between {len(nodes)} node(s)")
         measure = measure_pairs or SlurmPairs(
             declaration=declaration, suite=suite, probe=plan.probe or ProbeSettings(), workload=workload,
             run_id=fleet_id, folder=store.fleet_dir(fleet_id) / declaration.name, partition=plan.partition,
             status=status)
-        reference = None
-        if plan.references is not None and records:
-            given = load_references(plan.references).for_hardware(next(iter(records.values())).hardware)
-            reference = given.get(pairs.METRIC)
         ctx = FleetContext(nodes=nodes, settings=lambda kind, n=declaration.name: suite.device(kind).settings(n),
                            measure=measure, reference=reference, status=status)
         result, findings = check.run_fleet(ctx)

@@ -128,7 +128,7 @@ def _passive() -> set[str]:
     """The checks mltrain's registry declares passive."""
     from orchestrator.qualify.checks.registry import default_registry
 
-    return {d.name for d in default_registry().declarations if d.passive}
+    return set(default_registry().passive)
 
 
 def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = VERDICT_EXIT_CODES[Status.WARN]) -> int:

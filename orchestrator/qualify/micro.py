@@ -68,10 +68,9 @@ def timeout(declaration: Declaration, suite: Suite, kind: DeviceKind) -> float:
     """Seconds a probe check may run on ``kind``: its settings', else the suite's probe_timeout_minutes,
     else its declared timeout."""
     settings = suite.device(kind).settings(declaration.name)
-    given = getattr(settings, "timeout_minutes", None)
-    if given is None and suite.probe_timeout_minutes is not None:
-        given = suite.probe_timeout_minutes
-    return given * 60 if given is not None else declaration.timeout_s
+    if getattr(settings, "timeout_minutes", None) is None and suite.probe_timeout_minutes is not None:
+        return suite.probe_timeout_minutes * 60
+    return declaration.timeout(settings)
 
 
 def wanted(registry: Registry, suite: Suite, probe: ProbeSettings, names: Sequence[str] | None = None
@@ -217,13 +216,22 @@ def _gpu_named(metric: str, gpu: Any, probe: ProbeRun, gpus: Mapping[int, Gpu]) 
     """(metric, GPU label) of a case, named for the GPU that ran it: a per-GPU case (``<metric>_gpu<i>``
     or ``gpu`` i, CUDA's index) as ``<metric>_gpu<NVML index>``; a case of cuda:0 keeps its name. The
     label is "" where the case is not one GPU's, ``cuda:<i>`` where NVML's GPU is unknown."""
+    base, cuda, found = _ran_on(metric, gpu, probe, gpus)
+    if cuda is None:
+        return metric, found.label if found is not None else ""
+    return (gpu_metric(base, found.index), found.label) if found is not None else (metric, f"cuda:{cuda}")
+
+
+def _ran_on(metric: str, gpu: Any, probe: ProbeRun, gpus: Mapping[int, Gpu]) -> tuple[str, int | None, Gpu | None]:
+    """(metric without its ``_gpu<i>``, CUDA's index of the GPU that ran a case (None: not a per-GPU
+    case), the NVML GPU that ran it: that index's, or CUDA's GPU 0 for a case of a CUDA device that
+    is not per-GPU; None: unknown, or on the CPU)."""
     base, cuda = split_metric(metric)
     if isinstance(gpu, int) and not isinstance(gpu, bool):
         cuda = gpu
-    if cuda is None:
-        return metric, gpus[0].label if probe.device_kind == "cuda" and 0 in gpus else ""
-    found = gpus.get(cuda)
-    return (gpu_metric(base, found.index), found.label) if found is not None else (metric, f"cuda:{cuda}")
+    if cuda is not None:
+        return base, cuda, gpus.get(cuda)
+    return base, None, gpus.get(0) if probe.device_kind == "cuda" else None
 
 
 def _measurement(result: CaseResult, probe: ProbeRun, gpus: Mapping[int, Gpu]) -> Measurement:
@@ -236,10 +244,7 @@ def _measurement(result: CaseResult, probe: ProbeRun, gpus: Mapping[int, Gpu]) -
 
 def _gpu_index(metric: str, gpu: Any, probe: ProbeRun, gpus: Mapping[int, Gpu]) -> int | None:
     """NVML's index of the GPU that ran a case (None: not one GPU's, or unknown)."""
-    cuda = gpu if isinstance(gpu, int) and not isinstance(gpu, bool) else split_metric(metric)[1]
-    if cuda is None:
-        cuda = 0 if probe.device_kind == "cuda" else None
-    found = gpus.get(cuda) if cuda is not None else None
+    found = _ran_on(metric, gpu, probe, gpus)[2]
     return found.index if found is not None else None
 
 

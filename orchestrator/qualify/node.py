@@ -121,16 +121,15 @@ def qualify_node(
                                         settings=lambda name: plan.suite.device(ctx.kind).settings(name)),
     )
     drift = Drift(passing_runs(history, hardware, software), plan.config.drift)
-    repeatable = {d.name for d in plan.checks.declarations if d.repeat}
     judged = quorum.confirm(checks, lambda c: judge.judge_check(c, references, plan.config.history, drift),
                             lambda again, attempt: _again(ctx, again, attempt), plan.config.quorum, watch.status,
-                            repeatable=repeatable)
+                            repeatable=plan.checks.repeatable)
     judged = [remedies.remediate(c, plan.checks.declaration(c.name)) for c in judged]
     for check in judged:
         watch.checked(check)
     for warning in leftover_warnings(judged):
         watch.status(warning)
-    verdict, reasons = judge.node_verdict(judged, {d.name for d in plan.checks.declarations if d.passive})
+    verdict, reasons = judge.node_verdict(judged, plan.checks.passive)
     code = judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.config.warn_exit_code)
     record = QualificationRecord(
         qualification_id=qid, node=plan.node, suite=plan.suite_name, runner=runner.name, started_at=started_at,

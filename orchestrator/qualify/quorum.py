@@ -62,7 +62,7 @@ def repeatable_checks() -> set[str]:
     """The checks whose declaration lets the quorum repeat them (mltrain's registry)."""
     from orchestrator.qualify.checks.registry import default_registry
 
-    return {d.name for d in default_registry().declarations if d.repeat}
+    return set(default_registry().repeatable)
 
 
 def confirm(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.qualify import pairs
+from orchestrator.qualify.checks.base import result
 from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.results.qualification import CheckResult, Reference, Status
 
@@ -38,8 +39,7 @@ class PairCheck:
         if len(set(ctx.nodes)) < declaration.needs.nodes:
             have = len(set(ctx.nodes))
             why = f"{declaration.name} needs {declaration.needs.nodes} or more nodes; the fleet has {have}"
-            return CheckResult(name=declaration.name, kind=declaration.kind, status=Status.NOT_APPLICABLE,
-                               sanity=Status.NOT_APPLICABLE, reasons=(why,), sanity_reasons=(why,)), []
+            return result(declaration, Status.NOT_APPLICABLE, [why]), []
         settings = ctx.settings("cuda") or ctx.settings("cpu")
         slow_pct = float(getattr(settings, "slow_pct", 20.0))
         readings = pairs.measure_ring(ctx.nodes, ctx.measure, ctx.status)

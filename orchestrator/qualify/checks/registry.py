@@ -66,6 +66,16 @@ class Registry:
         """The probe's checks, in their default order."""
         return tuple(d.name for d in self.declarations if d.runs == "probe")
 
+    @property
+    def repeatable(self) -> tuple[str, ...]:
+        """The checks whose declaration lets the quorum repeat them."""
+        return tuple(d.name for d in self.declarations if d.repeat)
+
+    @property
+    def passive(self) -> tuple[str, ...]:
+        """The checks that read the node's state and load nothing."""
+        return tuple(d.name for d in self.declarations if d.passive)
+
     def settings_type(self, name: str, where: str) -> type[CheckSettings] | None:
         """The settings type of check ``name`` where a suite gives it settings (``device``/``suite``)."""
         declaration = self.declaration(name)
@@ -89,9 +99,8 @@ class Registry:
     def with_probe_module(self, module: str, *, root: Path | None = None, after: str | None = None) -> Registry:
         """This registry and the probe check declared in ``module`` (a dotted name; a test's check)."""
         from orchestrator.qualify.checks import probe_declared
-        from orchestrator.qualify.checks.probe import ProbeCheck
 
-        return self.with_check(ProbeCheck(probe_declared.declaration(module, root)), after=after)
+        return self.with_check(_probe_check(probe_declared.declaration(module, root)), after=after)
 
     def node_checks(self, names: Iterable[str]) -> list[NodeCheck]:
         """The node checks among ``names``, in this registry's order."""
@@ -122,16 +131,22 @@ def default_registry(root: Path | None = None) -> Registry:
     from orchestrator.qualify.checks.dcgm_diag import DcgmCheck
     from orchestrator.qualify.checks.gpu_health import GpuHealthCheck
     from orchestrator.qualify.checks.inference import InferenceCheck
-    from orchestrator.qualify.checks.pairs import PairCheck
-    from orchestrator.qualify.checks.probe import ProbeCheck
     from orchestrator.qualify.checks.throughput import ThroughputCheck
     from orchestrator.qualify.checks.time_to_train import TimeToTrainCheck
 
     return Registry((
         GpuHealthCheck(),
         DcgmCheck(),
-        *(PairCheck(d) if d.runs == "fleet" else ProbeCheck(d) for d in probe_declared.probe_declarations(root)),
+        *(_probe_check(d) for d in probe_declared.probe_declarations(root)),
         ThroughputCheck(),
         InferenceCheck(),
         TimeToTrainCheck(),
     ))
+
+
+def _probe_check(declaration: Declaration) -> Any:
+    """The check of a probe module's declaration: run between two nodes (``runs: fleet``), else by the probe."""
+    from orchestrator.qualify.checks.pairs import PairCheck
+    from orchestrator.qualify.checks.probe import ProbeCheck
+
+    return PairCheck(declaration) if declaration.runs == "fleet" else ProbeCheck(declaration)

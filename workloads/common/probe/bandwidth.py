@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from workloads.common.probe.harness import Case, Context, median, per_gpu
+from workloads.common.probe.memory import measure_transfer
 from workloads.common.probe.protocol import Outcome, Performance, Sanity
 from workloads.common.probe.sanity import identical
 
@@ -72,20 +73,8 @@ def near(context: Context, gpu: int | None) -> Iterator[None]:
 
 
 def measure_host(context: Context, mb: int, to_device: bool, gpu: int | None) -> Outcome:
-    """Pinned host memory to GPU ``gpu`` (None: cuda:0), or back."""
-    with near(context, gpu):
-        host = context.device.pinned(mb << 20)
-        device = torch.empty(mb << 20, dtype=torch.uint8, device=context.device.on(gpu))
-        source, target = (host, device) if to_device else (device, host)
-        source.random_(0, 255)
-        target.zero_()
-        times = context.time(lambda: target.copy_(source, non_blocking=True), gpu)
-    seconds, words = median(times)
-    way = "host to device" if to_device else "device to host"
-    where = f" {context.device.on(gpu)}" if gpu is not None else ""
-    return Outcome(sanity=identical(target, source, f"{way} copy of {mb} MiB"),
-                   performance=Performance(value=(mb << 20) / seconds / 1e9, unit="GB/s",
-                                           detail=f"pinned {way}{where}, {mb} MiB, {words}"))
+    """Pinned host memory to GPU ``gpu`` (None: cuda:0), or back, from its own NUMA node."""
+    return measure_transfer(context, mb, to_device, gpu, placed=near(context, gpu), named=True)
 
 
 def measure_peers(context: Context, mb: int, gpu: int) -> Outcome:

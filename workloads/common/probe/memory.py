@@ -9,6 +9,7 @@ its read and its write; a transfer its bytes once).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -78,18 +79,24 @@ def copy_rate(context: Context, source: torch.Tensor, what: str, gpu: int | None
                                            detail=f"{what}, {source.numel() >> 20} MiB, {words}"))
 
 
-def measure_transfer(context: Context, mb: int, to_device: bool) -> Outcome:
-    host = context.device.pinned(mb << 20)
-    device = torch.empty(mb << 20, dtype=torch.uint8, device=context.device.main)
-    source, target = (host, device) if to_device else (device, host)
-    source.random_(0, 255)
-    target.zero_()
-    times = context.time(lambda: target.copy_(source, non_blocking=True))
+def measure_transfer(context: Context, mb: int, to_device: bool, gpu: int | None = None, *,
+                     placed: contextlib.AbstractContextManager[object] | None = None, named: bool = False) -> Outcome:
+    """Pinned host memory to GPU ``gpu`` (None: the main device), or back. ``placed``: what the buffers
+    are made and the copies timed within (the CPUs near the GPU); ``named``: the sanity names the way."""
+    with placed if placed is not None else contextlib.nullcontext():
+        host = context.device.pinned(mb << 20)
+        device = torch.empty(mb << 20, dtype=torch.uint8, device=context.device.on(gpu))
+        source, target = (host, device) if to_device else (device, host)
+        source.random_(0, 255)
+        target.zero_()
+        times = context.time(lambda: target.copy_(source, non_blocking=True), gpu)
     seconds, words = median(times)
     way = "host to device" if to_device else "device to host"
-    return Outcome(sanity=copy_sanity(source, target),
-                   performance=Performance(value=host.numel() / seconds / 1e9, unit="GB/s",
-                                           detail=f"pinned {way}, {mb} MiB, {words}"))
+    where = f" {context.device.on(gpu)}" if gpu is not None else ""
+    what = f"copy of {mb} MiB"
+    return Outcome(sanity=identical(target, source, f"{way} {what}" if named else what),
+                   performance=Performance(value=(mb << 20) / seconds / 1e9, unit="GB/s",
+                                           detail=f"pinned {way}{where}, {mb} MiB, {words}"))
 
 
 def copy_sanity(source: torch.Tensor, target: torch.Tensor) -> Sanity:

@@ -120,18 +120,19 @@ def agree(context: Context, gpu: int | None, digests: dict[tuple[str, int | None
     mine = model(gpu or 0)
     peers = [g for g in context.device.placements(True) if model(g or 0) == mine]
     wrong = []
+    agree_on: list[int] = []
     for name in ("gemm", "step"):
         votes = Counter(digests.get((name, g)) for g in peers)
         ours = digests.get((name, gpu))
+        agree_on.append(votes[ours])
         top = votes.most_common(2)
         tie = len(top) > 1 and top[0][1] == top[1][1]
         if ours is None:
             wrong.append(f"its {name} did not run")
         elif ours != top[0][0] or tie:
-            agreeing = votes[ours]
-            wrong.append(f"its {name} gave other bits than {len(peers) - agreeing} of the {len(peers)} {mine[0]}"
+            wrong.append(f"its {name} gave other bits than {len(peers) - votes[ours]} of the {len(peers)} {mine[0]}"
                          + (" (no majority: which is wrong cannot be told)" if tie else ""))
-    agreeing = min(Counter(digests.get((n, g)) for g in peers)[digests.get((n, gpu))] for n in ("gemm", "step"))
+    agreeing = min(agree_on)
     sanity = (Sanity(passed=False, detail="; ".join(wrong)) if wrong else
               Sanity(passed=True, detail=f"the same bits as the other {len(peers) - 1} {mine[0]}"))
     return Outcome(sanity=sanity, performance=Performance(value=float(agreeing), unit="GPUs",
