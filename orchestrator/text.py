@@ -8,7 +8,7 @@ lays out, so there is one way to write a number and no room imports the presenta
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from orchestrator import units
@@ -133,3 +133,13 @@ def test_sentence(test: Test, *, attributable: bool = True) -> str:
     needed = seeds_needed(test)
     needed = needed if needed.startswith(">=") else f"~{needed}"
     return f"p={test.p_value:.2g}, not resolved ({needed} seeds per setup would be needed)"
+
+
+def seeds_by_reason(seeds: Iterable[tuple[int, str]]) -> list[tuple[str, int]]:
+    """Seeds grouped by their reason, in order of first appearance: per reason its line ('seed 3: ...',
+    'seeds 1, 3: ...') and how many seeds it names."""
+    by_reason: dict[str, list[int]] = {}
+    for seed, reason in seeds:
+        by_reason.setdefault(reason, []).append(seed)
+    return [(f"seed{'s' if len(named) > 1 else ''} {', '.join(map(str, named))}: {reason}", len(named))
+            for reason, named in by_reason.items()]

@@ -73,7 +73,7 @@ def write_report(
         from orchestrator.render import report
 
         try:
-            text = report.render(views, baseline=baseline, title=title, force=force)
+            text = report.render(views, baseline=baseline, title=title)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         handle.write(text.encode())

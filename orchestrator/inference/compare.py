@@ -148,8 +148,9 @@ def compare(runs: Sequence[InferenceRun], baseline: str | None = None) -> Infere
 def setting_differences(groups: Sequence[InferenceSetup]) -> tuple[str, ...]:
     """Where the harness ran the setups differently, setting by setting."""
     said = []
+    settings = {group.name: group.settings for group in groups}  # one setup per name (`setups`)
     for key in SETTINGS:
-        values = {group.name: group.settings[key] for group in groups}
+        values = {name: setting[key] for name, setting in settings.items()}
         mixed = [name for name, value in values.items() if " / " in value]
         if len(set(values.values())) > 1:
             said.append(f"{key} differs: " + "; ".join(f"{name} {value}" for name, value in values.items()))

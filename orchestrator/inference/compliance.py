@@ -24,7 +24,7 @@ import numpy as np
 
 from orchestrator.config.reading import read_json
 from orchestrator.errors import LogError
-from orchestrator.mlperf import mllog
+from orchestrator.inference.logs import detail_values
 
 RESULT_FIELD = {"Offline": "result_samples_per_second", "SingleStream": "early_stopping_latency_ss",
                 "MultiStream": "early_stopping_latency_ms", "Server": "result_completed_samples_per_sec"}
@@ -98,13 +98,9 @@ def check_test01_accuracy(accuracy_log: Path, test_log: Path, response: str) -> 
 
 def _detail(path: Path) -> dict:
     try:
-        parsed = mllog.parse_lines(path.read_text(errors="replace").splitlines())
+        return detail_values(path)
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc}") from None
-    values: dict = {}
-    for event in parsed.events:
-        values.setdefault(event.key, event.value)
-    return values
 
 
 def check_test01_performance(reference_detail: Path, test_detail: Path) -> Verdict:

@@ -20,7 +20,6 @@ nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import tempfile
@@ -30,6 +29,8 @@ from typing import Any
 
 from orchestrator.errors import StoreWriteError, UsageError
 from orchestrator.inference.declaration import ModelFacts
+from orchestrator.inference.logs import ACCURACY_LOG
+from orchestrator.inference.model_check import sha256
 from orchestrator.mlperf.system_desc import safe_name, system_description
 from orchestrator.results import atomic
 from orchestrator.results.inference import InferenceRun
@@ -37,7 +38,6 @@ from orchestrator.results.paths import InferencePaths
 
 PERFORMANCE_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "accuracy.txt")
-ACCURACY_LOG = "mlperf_log_accuracy.json"
 VIEWABLE_SIZE = 4096
 """What truncate_accuracy_log.py keeps of each end of an accuracy log (characters)."""
 SYSTEM_TYPES = ("datacenter", "edge")
@@ -62,11 +62,7 @@ class Exported:
 def truncate_accuracy_log(log: Path, accuracy_txt: Path) -> str:
     """MLCommons' truncate_accuracy_log.py on one folder: the log's sha256 appended to accuracy.txt as
     ``hash=<hex>``, the log cut to its first and last 4096 characters. The hash."""
-    digest = hashlib.sha256()
-    with log.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
+    value = sha256(log)
     with accuracy_txt.open("a", encoding="utf-8") as handle:
         handle.write(f"\nhash={value}\n")
     size = log.stat().st_size

@@ -23,6 +23,7 @@ from orchestrator.mlperf import mllog
 from orchestrator.results.inference import Accuracy, Harness, Latency, OperatorProfile, OperatorShare, Performance
 
 DETAIL = "mlperf_log_detail.txt"
+ACCURACY_LOG = "mlperf_log_accuracy.json"
 FACTS = "harness.json"
 FACTS_SCHEMA = 1
 METRICS = {  # scenario -> (detail key, metric name, unit, higher is better)
@@ -72,20 +73,36 @@ def harness_record(facts: dict[str, Any], where: Path) -> Harness:
         raise LogError(f"{where / FACTS}: {first_problem(exc)}") from None
 
 
+def _detail_events(path: Path) -> list[mllog.Event]:
+    """The MLLOG events of a LoadGen detail log; OSError where it cannot be read."""
+    return mllog.parse_lines(path.read_text(errors="replace").splitlines()).events
+
+
+def _first_values(events: list[mllog.Event]) -> dict[str, Any]:
+    """Each key's first value."""
+    values: dict[str, Any] = {}
+    for event in events:
+        values.setdefault(event.key, event.value)
+    return values
+
+
+def detail_values(path: Path) -> dict[str, Any]:
+    """Each key's first value in a LoadGen detail log (``mlperf_log_detail.txt``); OSError where it
+    cannot be read (each caller says so in its own words)."""
+    return _first_values(_detail_events(path))
+
+
 def performance(folder: Path, scenario: str) -> Performance:
     """The test's verdict, metric and latencies from its ``mlperf_log_detail.txt``."""
     path = folder / DETAIL
     try:
-        parsed = mllog.parse_lines(path.read_text(errors="replace").splitlines())
+        events = _detail_events(path)
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc} (LoadGen wrote no detail log: see the job's output.log)") \
             from None
-    values: dict[str, Any] = {}
-    errors: list[str] = []
-    for event in parsed.events:
-        values.setdefault(event.key, event.value)
-        if event.key.startswith("error_") or event.metadata.get("is_error"):
-            errors.append(f"{event.key}: {event.value}")
+    values = _first_values(events)
+    errors = [f"{event.key}: {event.value}" for event in events
+              if event.key.startswith("error_") or event.metadata.get("is_error")]
     validity = values.get("result_validity")
     if validity not in ("VALID", "INVALID"):
         raise LogError(f"{path}: no result_validity: LoadGen did not finish the test")

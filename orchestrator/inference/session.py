@@ -17,6 +17,7 @@ from orchestrator.errors import InfrastructureError, MltrainError, UsageError
 from orchestrator.inference import compliance as verifying
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import as_given, run_harness
+from orchestrator.inference.logs import ACCURACY_LOG
 from orchestrator.inference.plan import InferencePlan, check_exported, check_smoke_model
 from orchestrator.inference.trained import export_trained, exported_path
 from orchestrator.results import atomic
@@ -39,9 +40,6 @@ class Inputs:
     smoke_note: str | None = None
     model_source: str | None = None
     """The training run and seed the model was exported from."""
-
-
-ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
 class JobFailed(InfrastructureError):
@@ -204,8 +202,8 @@ def compliance_test(jobs: Jobs, plan: InferencePlan, test: str, facts: dict[str,
                                             plan.facts.submission.response)
         atomic.write_text(folder / "verify_accuracy.txt", verdict.report)
         accuracy_passed = verdict.passed
-        performance = verifying.check_test01_performance(paths.performance / "mlperf_log_detail.txt",
-                                                   folder / "performance" / "run_1" / "mlperf_log_detail.txt")
+        performance = verifying.check_test01_performance(paths.performance / logs.DETAIL,
+                                                   folder / "performance" / "run_1" / logs.DETAIL)
     else:
         performance = verifying.check_test04_performance(paths.performance / "mlperf_log_summary.txt",
                                                    folder / "performance" / "run_1" / "mlperf_log_summary.txt")

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from orchestrator import text
 from orchestrator.config.profiles import SMOKE
 from orchestrator.insight import convergence
 from orchestrator.insight.statistics import (
@@ -210,13 +211,10 @@ def host_evidence(setup: Setup) -> HostEvidence:
     """What the seeds of a setup say about their host."""
     disturbed = [s for s in setup.seeds if s.host == "disturbed"]
     unknown = [s for s in setup.seeds if s.host == "unknown"]
-    by_reason: dict[str, list[int]] = {}
-    for seed in disturbed:
-        by_reason.setdefault(seed.host_reason.removeprefix("disturbed: "), []).append(seed.seed)
-    causes = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {reason}"
-              for reason, seeds in list(by_reason.items())[:CAUSES_NAMED]]
+    by_reason = text.seeds_by_reason((seed.seed, seed.host_reason.removeprefix("disturbed: ")) for seed in disturbed)
+    causes = [line for line, _ in by_reason[:CAUSES_NAMED]]
     if len(by_reason) > CAUSES_NAMED:
-        rest = sum(len(seeds) for seeds in list(by_reason.values())[CAUSES_NAMED:])
+        rest = sum(count for _, count in by_reason[CAUSES_NAMED:])
         causes.append(f"and {rest} more seed(s), each its own way")
     why = "published by MLCommons: not run here" if setup.published else (
         unknown[0].host_reason.removeprefix("not judged: ") if unknown else "")
@@ -303,18 +301,20 @@ def compare(setups: Sequence[Setup], baseline: str | None = None,
         raise ValueError(f"baseline {base_name!r} is not one of {', '.join(names)}")
     base = setups[names.index(base_name)]
     prices = cost_per_hour or {}
-    rows = tuple(_row(setup, None if setup is base else base, prices.get(setup.name)) for setup in setups)
+    evidence = {setup.name: host_evidence(setup) for setup in setups}  # the names differ: checked above
+    rows = tuple(_row(setup, None if setup is base else base, prices.get(setup.name), evidence) for setup in setups)
     return Comparison(baseline=base_name, rows=rows)
 
 
-def attribution(base: Setup, setup: Setup) -> tuple[bool, tuple[str, ...]]:
+def attribution(base: Setup, setup: Setup, base_evidence: HostEvidence,
+                evidence: HostEvidence) -> tuple[bool, tuple[str, ...]]:
     """Whether a difference between two setups can be the setups' (no seed of either ran on a
-    disturbed host), and if not, each disturbed side's causes."""
+    disturbed host), and if not, each disturbed side's causes (``base_evidence``, ``evidence``: each
+    side's `host_evidence`)."""
     causes = []
-    for side in (setup, base):
-        evidence = host_evidence(side)
-        if evidence.disturbed:
-            causes.append(f"{side.name}: " + "; ".join(evidence.causes))
+    for side, said in ((setup, evidence), (base, base_evidence)):
+        if said.disturbed:
+            causes.append(f"{side.name}: " + "; ".join(said.causes))
     return not causes, tuple(causes)
 
 
@@ -324,7 +324,8 @@ def differing_facts(base: Setup, setup: Setup) -> tuple[str, ...]:
                  if name in base.facts and base.facts[name] != value)
 
 
-def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
+def _row(setup: Setup, base: Setup | None, price: float | None, evidence: dict[str, HostEvidence]) -> SetupRow:
+    """``evidence``: each setup's `host_evidence`, by name."""
     olympic = olympic_interval(setup)
     notes = []
     non_converged = len(setup.seeds) - len(setup.converged())
@@ -335,7 +336,8 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
     cost = price * olympic.value / 3.6e6 if price is not None and olympic.value is not None else None
     scaled = scaled_interval(olympic, setup.scaling_factor)
     samples = quantity(setup, base, "samples_per_second", higher_is_better=True)
-    attributable, causes = attribution(base, setup) if base is not None else (True, ())
+    attributable, causes = (attribution(base, setup, evidence[base.name], evidence[setup.name]) if base is not None
+                            else (True, ()))
     return SetupRow(
         name=setup.name,
         hardware=setup.hardware,
@@ -361,11 +363,11 @@ def _row(setup: Setup, base: Setup | None, price: float | None) -> SetupRow:
                                        setup.drop_per_end, olympic.value) if setup.reference is not None else None),
         profile=setup.profile,
         smoke=SMOKE in (setup.profile, base.profile if base is not None else None),
-        host=host_evidence(setup),
+        host=evidence[setup.name],
         attributable=attributable,
         not_attributable=causes,
         unmeasured=tuple(side.name for side in (setup, *((base,) if base is not None else ()))
-                         if host_evidence(side).unknown),
+                         if evidence[side.name].unknown),
         differs=differing_facts(base, setup) if base is not None else (),
         notes=tuple(notes),
     )

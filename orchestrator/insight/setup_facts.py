@@ -8,11 +8,14 @@ differs (`HARDWARE`). A value the run did not record is `UNKNOWN`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.results.records import Manifest
+
+if TYPE_CHECKING:
+    from orchestrator.insight.compare import Setup
 
 UNKNOWN = "?"
 FACTS = ("GPU", "GPU count", "driver", "CUDA", "torch", "image", "runner", "host CPU", "dataset storage",
@@ -56,6 +59,14 @@ def published_facts(accelerator: str | None, accelerators: int | None) -> dict[s
     known = {"GPU": accelerator or UNKNOWN, "GPU count": str(accelerators) if accelerators else UNKNOWN,
              "runner": "published (MLCommons)"}
     return {name: known.get(name, UNKNOWN) for name in FACTS}
+
+
+def recorded_facts(setups: Sequence[Setup]) -> tuple[list[str], list[str]]:
+    """The facts (`FACTS`, in order) some setup recorded, and those of them whose values differ between
+    the setups (a fact a setup did not record counts as `UNKNOWN` there)."""
+    names = [name for name in FACTS if any(name in s.facts for s in setups)]
+    differing = [name for name in names if len({s.facts.get(name, UNKNOWN) for s in setups}) > 1]
+    return names, differing
 
 
 def fact_kind(names: tuple[str, ...]) -> str:

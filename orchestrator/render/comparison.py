@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator import text
 from orchestrator.config.profiles import MLPERF, SMOKE
 from orchestrator.insight.compare import Comparison, Quantity, Setup, SetupRow
-from orchestrator.insight.setup_facts import FACTS, UNKNOWN, fact_kind
+from orchestrator.insight.setup_facts import UNKNOWN, fact_kind, recorded_facts
 from orchestrator.insight.statistics import Test
 from orchestrator.render.fit import Col, Fitted, fit
 from orchestrator.render.tables import caveat
@@ -278,8 +278,7 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
 def facts_table(setups: Sequence[Setup], width: int | None = None) -> tuple[Fitted | None, str]:
     """What differs between the setups (`insight.setup_facts`): a row per fact whose values differ,
     a column per setup; and a line naming the facts they share (None, and that line, when none differ)."""
-    names = [name for name in FACTS if any(name in s.facts for s in setups)]
-    differing = [name for name in names if len({s.facts.get(name, UNKNOWN) for s in setups}) > 1]
+    names, differing = recorded_facts(setups)
     same = [name for name in names if name not in differing and setups[0].facts.get(name, UNKNOWN) != UNKNOWN]
     unrecorded = [name for name in names if name not in differing and name not in same]
     said = [f"the same in {'both' if len(setups) == 2 else 'all'}: "

@@ -28,7 +28,7 @@ from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
-from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, verdict
+from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in, verdict
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.runners.resource_errors import classify
 
@@ -69,19 +69,15 @@ class Plot:
     """Why nothing was drawn, or how to read it."""
 
 
-def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report",
-           force: bool = False) -> str:
-    """The whole report as one HTML string (setups of different profiles refused unless ``force``)."""
-    from orchestrator.insight.runs import check_profiles
-
+def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
+    """The whole report as one HTML string (its caller refused setups of different profiles, unless forced)."""
     setups = to_setups(runs)
-    check_profiles(setups, force=force)
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
     with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
         plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
                  power_plot(runs, colors)]
-    smoke = any(row.smoke for row in result.rows)
+    smoke = smoke_in(result)
     parts = [
         *page_head(title, f"baseline: {result.baseline}"),
         '<section id="verdict">',
@@ -194,12 +190,11 @@ def _instant(value: str | None) -> datetime | None:
 
 def facts_html(setups: Sequence[comparing.Setup]) -> str:
     """What differs between the setups: a row per fact, differing facts first and marked."""
-    from orchestrator.insight.setup_facts import FACTS, UNKNOWN
+    from orchestrator.insight.setup_facts import UNKNOWN, recorded_facts
 
-    names = [name for name in FACTS if any(name in s.facts for s in setups)]
+    names, differing = recorded_facts(setups)
     if not names:
         return '<p class="note">no setup recorded what it ran on</p>'
-    differing = [n for n in names if len({s.facts.get(n, UNKNOWN) for s in setups}) > 1]
     head = ("", *(s.name for s in setups))
     rows = [[f"<strong>{esc(name)}</strong>" if name in differing else esc(name),
              *(esc(s.facts.get(name, UNKNOWN)) for s in setups)]
@@ -227,7 +222,7 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
-    caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if any(r.smoke for r in result.rows) else "")
+    caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke_in(result) else "")
     return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
 
 
@@ -244,9 +239,10 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     record, telemetry = seed.record, seed.telemetry
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
     host = record.quiet_host
+    causes = "; ".join(c.sentence for c in host.causes) if host is not None else ""
     cells = [esc(view.setup_name), f'<span class="id">{esc(view.run_id)}</span>', str(seed.seed),
              esc(record.status.value), text.duration(record.time_to_train_ms), text.number(record.epochs_to_target),
-             badge(host.verdict, host.verdict) + (f" {esc(host.reason.partition(': ')[2])}" if host.causes else "")
+             badge(host.verdict, host.verdict) + (f" {esc(causes)}" if host.causes else "")
              if host is not None else "-"]
     if telemetry is None:
         cells += ["-"] * 5

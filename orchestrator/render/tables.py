@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.table import Table
 
+from orchestrator import text
 from orchestrator.config.profiles import SMOKE, ProfileName
 from orchestrator.output import Output
 from orchestrator.render.decisions import decision_lines
@@ -110,12 +111,12 @@ def run_lines(run: StoredRun) -> list[str]:
 
 def _distinct(texts: Any) -> list[str]:
     counted: dict[str, int] = {}
-    for text in texts:
-        if text:
-            counted[text] = counted.get(text, 0) + 1
+    for said in texts:
+        if said:
+            counted[said] = counted.get(said, 0) + 1
     if len(counted) <= 1:
         return list(counted)
-    return [f"{text} ({n} seeds)" for text, n in counted.items()]
+    return [f"{said} ({n} seeds)" for said, n in counted.items()]
 
 
 def _division(record: RunRecord) -> str:
@@ -157,7 +158,8 @@ def seeds_table(score: Score, *, hosts: dict[int, QuietHost] | None = None, widt
     columns = [Col("seed", justify="right"), Col("status", 1), Col("time-to-train s", 2, justify="right"),
                Col("epochs", 4, justify="right"), Col("counted", 3), *((Col("host", 5),) if hosts else ()),
                Col("why not", 6, cut=True)]
-    cells, reasons, disturbed = [], [], {}
+    cells, reasons = [], []
+    disturbed: list[tuple[int, str]] = []  # (seed, what disturbed its host)
     for seed, row in score.per_seed.items():
         converged = row.status is RunStatus.CONVERGED
         counted = "yes" if row.counted else ("dropped" if converged else "no")
@@ -170,12 +172,10 @@ def seeds_table(score: Score, *, hosts: dict[int, QuietHost] | None = None, widt
         if not converged:
             reasons.append(f"seed {seed}: {row.status.value}: {row.reason}")
         if host is not None and host.verdict == "disturbed":
-            disturbed.setdefault(host.reason, []).append(seed)
+            disturbed.append((seed, f"host {host.reason}"))
     fitted = fit(columns, cells, width, title=caveat("Runs", profile == SMOKE), table_box=box.HEAVY_HEAD)
     cut = "why not" in fitted.left_out + fitted.shortened
-    hosts_said = [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: host {reason}"
-                  for reason, seeds in disturbed.items()]
-    return fitted, (reasons if cut else []) + hosts_said
+    return fitted, (reasons if cut else []) + [line for line, _ in text.seeds_by_reason(disturbed)]
 
 
 def show_score(out: Output, summary: Summary | None, score: Score, *, as_json: bool,
