@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from workloads.common.cli import Parser, run_main
+from workloads.inference import compliance
 from workloads.inference.models import MODULES
 from workloads.inference.run import MODES, Options, run
 from workloads.inference.settings import MAX_TEST_S, SCENARIOS
@@ -73,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
                    help="record the backend's per-operator profile and LoadGen's trace (mlperf_log_trace.json)")
     p.add_argument("--image-size", type=image_size, help="model input side N or H,W (default: the reference's)")
     p.add_argument("--label-offset", type=int, help="added to a classifier's class id (default: the reference's)")
-    p.add_argument("--audit", choices=("TEST01", "TEST04"),
+    p.add_argument("--audit", choices=compliance.TESTS,
                    help="run MLPerf Inference's compliance test (its audit.config) as the performance test")
     p.add_argument("--profile", default="", help="the caller's profile name (recorded)")
     p.add_argument("--trust-model", action="store_true",

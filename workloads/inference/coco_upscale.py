@@ -19,6 +19,7 @@ import cv2
 
 from workloads.common.atomic import staged_folder
 from workloads.inference.errors import HarnessError
+from workloads.inference.models.common import require_files
 from workloads.unet3d.parallel import map_unordered
 
 IMAGES = "val2017"
@@ -66,10 +67,7 @@ def upscale(src: Path, out: Path, *, size: tuple[int, int] = (1200, 1200), fmt: 
         bb[0], bb[1], bb[2], bb[3] = bb[0] * sx, bb[1] * sy, bb[2] * sx, bb[3] * sy
         box["area"] = box["area"] * sx * sy
         scaled.append(box)
-    missing = [image["file_name"] for image in entries if not (src / images / image["file_name"]).is_file()]
-    if missing:
-        raise HarnessError(f"{src / images / missing[0]}: missing image listed in {annotations}"
-                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    require_files([src / images / image["file_name"] for image in entries], f"image listed in {annotations}")
     with staged_folder(out) as staging:
         (staging / images).mkdir(parents=True)
         (staging / annotations).parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +77,7 @@ def upscale(src: Path, out: Path, *, size: tuple[int, int] = (1200, 1200), fmt: 
         for image in entries:
             image["file_name"] = renamed(image["file_name"], fmt)
             image["width"], image["height"] = size
-        dataset["images"], dataset["annotations"] = entries, scaled
+        dataset["annotations"] = scaled  # the boxes scaled in place, as a list (as the reference writes them)
         with (staging / annotations).open("w") as handle:
             json.dump(dataset, handle)
     return written

@@ -364,6 +364,11 @@ def run(options: Options) -> dict[str, Any]:
     if options.mode not in MODES:
         raise HarnessError(f"unknown mode {options.mode!r}: performance, accuracy or both")
     module = find(options.model_name)
+    audit_text = None  # a compliance test refused before the model, the backend and the warm-up cost anything
+    if options.audit is not None:
+        if options.mode != "performance":
+            raise HarnessError(f"--audit {options.audit} runs LoadGen's performance test: give --mode performance")
+        audit_text = compliance.audit_config_text(options.audit, module, options.scenario)
     kwargs: dict[str, Any] = {"count": options.count}
     if options.image_size is not None:
         kwargs["image_size"] = options.image_size
@@ -411,11 +416,9 @@ def run(options: Options) -> dict[str, Any]:
             settings.performance_sample_count_override = sample_count = model.count
             overrides["performance_sample_count_override"] = model.count
         audit_file = None
-        if options.audit is not None:
-            if options.mode != "performance":
-                raise HarnessError(f"--audit {options.audit} runs LoadGen's performance test: give --mode performance")
+        if audit_text is not None:
             audit_file = options.out / "audit.config"
-            atomic.write_text(audit_file, compliance.audit_config_text(options.audit, module, options.scenario))
+            atomic.write_text(audit_file, audit_text)
         tests = run_tests(lg, options, server, samples, settings, model.count, sample_count, audit_file)
     finally:
         server.close()

@@ -45,6 +45,7 @@ class Round:
 
 ROUND_KEYS: dict[str, dict[str, tuple[str, float]]] = {
     # mlperf.conf key -> per scenario ('*': every one) the TestSettings field and the factor LoadGen applies
+    # (1, never 1.0: an int factor keeps a seed's 64 bits exact)
     "performance_sample_count_override": {"*": ("performance_sample_count_override", 1)},
     "qsl_rng_seed": {"*": ("qsl_rng_seed", 1)},
     "sample_index_rng_seed": {"*": ("sample_index_rng_seed", 1)},
@@ -79,7 +80,7 @@ def apply_round(settings: Any, round_: Round, scenario: str, *, user_set: bool =
         if name in EXPECTATIONS and user_set:
             continue
         current = getattr(settings, name)
-        converted = type(current)(value * factor) if factor != 1 else type(current)(value)
+        converted = type(current)(value * factor)  # factor 1 is an int: a 64-bit seed stays exact
         setattr(settings, name, converted)
         applied[name] = converted
     return applied

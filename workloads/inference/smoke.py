@@ -20,12 +20,13 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from workloads.common.atomic import staged_folder
+from workloads.common.atomic import staged_folder, write_json
 from workloads.inference.errors import HarnessError
 from workloads.inference.models.resnet50 import MEANS
 from workloads.resnet50 import config as train_config
@@ -61,6 +62,16 @@ def write_val_map(data: Path) -> int:
     return len(lines)
 
 
+def last_eval_accuracy(logs: Iterable[Path]) -> float | None:
+    """The value of the last ``eval_accuracy`` MLLOG line in ``logs`` (read in order); None if none."""
+    accuracy = None
+    for path in logs:
+        for line in path.read_text().splitlines():
+            if '"key": "eval_accuracy"' in line:
+                accuracy = float(json.loads(line.split(":::MLLOG", 1)[1])["value"])
+    return accuracy
+
+
 def train(data: Path, weights: Path, log_dir: Path) -> float:
     """Train with the resnet50 workload's smoke preset; its last logged top-1 (the 'FP32 reference')."""
     log_dir.mkdir()
@@ -69,11 +80,7 @@ def train(data: Path, weights: Path, log_dir: Path) -> float:
     done = subprocess.run(command, stdout=sys.stderr, check=False)
     if done.returncode != 0 or not weights.is_file():
         raise HarnessError(f"training the smoke model failed (exit {done.returncode}): {' '.join(command)}")
-    accuracy = None
-    for path in log_dir.iterdir():
-        for line in path.read_text().splitlines():
-            if '"key": "eval_accuracy"' in line:
-                accuracy = float(json.loads(line.split(":::MLLOG", 1)[1])["value"])
+    accuracy = last_eval_accuracy(log_dir.iterdir())
     if accuracy is None:
         raise HarnessError(f"training the smoke model logged no eval_accuracy in {log_dir}")
     return accuracy
@@ -123,5 +130,5 @@ def make(model_name: str, out: Path, *, with_model: bool = True) -> bool:
                                                                       "--label-offset", "0"],
                  "seed": SEED, "seconds": round(time.monotonic() - started, 1), "train_seconds": round(trained, 1),
                  "torch": torch.__version__, "opset": OPSET}
-        (staging / MARKER).write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+        write_json(staging / MARKER, facts)
     return True

@@ -27,6 +27,7 @@ from workloads.common.atomic import staged_folder
 from workloads.common.cpus import usable_cpus
 from workloads.inference.errors import HarnessError
 from workloads.inference.kits19.preprocess import inference_cases
+from workloads.inference.smoke import last_eval_accuracy
 from workloads.unet3d.config import SMOKE_DATA, SMOKE_ENV, SMOKE_TARGET, smoke_data_args
 from workloads.unet3d.export import export
 from workloads.unet3d.synthetic import parse_size
@@ -51,10 +52,7 @@ def train(staging: Path) -> tuple[Path, float]:
         done = subprocess.run(command, stdout=sys.stderr, env=env, check=False)
         if done.returncode != 0:
             raise HarnessError(f"training the 3d-unet smoke model failed (exit {done.returncode}): {' '.join(command)}")
-    dice = None
-    for line in (results / "unet3d.log").read_text().splitlines():
-        if '"key": "eval_accuracy"' in line:
-            dice = float(json.loads(line.split(":::MLLOG", 1)[1])["value"])
+    dice = last_eval_accuracy([results / "unet3d.log"])
     if dice is None:
         raise HarnessError(f"training the 3d-unet smoke model logged no eval_accuracy in {results}")
     shutil.rmtree(data)
@@ -81,10 +79,10 @@ def make(out: Path, *, with_model: bool = True) -> bool:
                      "model_files": False, "harness_args": [], "seconds": round(time.monotonic() - started, 1)}
             if with_model:
                 facts.update(_model(staging))
-            (staging / MARKER).write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+            atomic.write_json(staging / MARKER, facts)
         return True
     facts.update(_model(out))  # the data is there: the model added, its facts written last
-    atomic.write_text(marker, json.dumps(facts, indent=2, sort_keys=True) + "\n")
+    atomic.write_json(marker, facts)
     return True
 
 
