@@ -27,6 +27,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from orchestrator.inference import logs  # noqa: E402
 from workloads.common.cpus import usable_cpus  # noqa: E402
 from workloads.inference.kits19.prepare import prepare  # noqa: E402
 from workloads.unet3d.export import export, save  # noqa: E402
@@ -47,16 +48,12 @@ def measure(model: Path, data: Path, out: Path, *, device: str, batch: int, time
     done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"batch {batch}: the harness failed (exit {done.returncode}): {done.stderr.strip()[-600:]}")
-    facts = json.loads((out / "harness.json").read_text())
-    detail = {}
-    for line in (out / "performance" / "run_1" / "mlperf_log_detail.txt").read_text().splitlines():
-        if ":::MLLOG" in line:
-            event = json.loads(line.split(":::MLLOG", 1)[1])
-            detail.setdefault(event["key"], event["value"])
+    facts = logs.read_facts(out)
+    perf = logs.performance(out / "performance" / "run_1", "Offline")
     test = facts["tests"]["performance"]
-    return {"batch": batch, "samples_per_second": detail.get("result_samples_per_second"),
-            "loadgen": detail.get("result_validity"), "samples": test["samples"], "test_s": test["test_s"],
-            "predict_s": test["predict_s"], "providers": facts["providers"],
+    return {"batch": batch, "samples_per_second": perf.value, "loadgen": "VALID" if perf.loadgen_valid else "INVALID",
+            "samples": test["samples"], "test_s": test["test_s"], "predict_s": test["predict_s"],
+            "providers": facts["providers"],
             "in_flight": test["predict_s"] / test["test_s"] if test["test_s"] else None}
 
 

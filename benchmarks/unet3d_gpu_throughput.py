@@ -98,11 +98,9 @@ from workloads.unet3d.settings import RunSettings, StepKnobs, resolve_settings
 from workloads.unet3d.step import Trainer, build_trainer, to_device, train_step
 
 FIRST_EPOCH_LR = 1e-4 + (0.8 - 1e-4) / 200  # the reference's learning rate in epoch 1
-NVIDIA_PER_GPU = 59.4
-"""Samples/s per H100 of NVIDIA's v4.0 8xH100 unet3d result, evaluation and initialisation included: 2060
-epochs (median) of 168 samples in 12.144 olympic minutes on 8 GPUs (../shared/data/mlperf_published)."""
 NVIDIA_TRAIN_PER_GPU = 72.0
-"""Samples/s per H100 of the same submission while training (its result logs' throughput), at 7 per GPU."""
+"""Samples/s per H100 of NVIDIA's v4.0 8xH100 unet3d result while training (its result logs' throughput), at 7
+per GPU (../shared/data/mlperf_published)."""
 
 
 # ---- the reference, imported from its folder ----------------------------------------------------------
@@ -582,7 +580,8 @@ def variant_parity(contender: Contender, ref: Reference, args: argparse.Namespac
 def measure_variant(variant: Variant, ref: Reference, args: argparse.Namespace, device: torch.device,
                     inputs_for: Callable[[int, bool], Inputs]) -> Result:
     batch = min(variant.batch, 2) if args.small else variant.batch
-    contender = our_contender(variant.name, variant.settings(device), inputs_for(batch, variant.pinned), args)
+    inputs = inputs_for(batch, variant.pinned)
+    contender = our_contender(variant.name, variant.settings(device), inputs, args)
     if variant.train:
         train_seconds, warm = timed(contender.step, calls=args.steps, repeats=args.repeats, warmup=args.warmup,
                                     device=device, sampler=contender.sampler)
@@ -591,7 +590,6 @@ def measure_variant(variant: Variant, ref: Reference, args: argparse.Namespace, 
     train_gpu = contender.sampler.summary()
     eval_seconds, eval_warm = timed(contender.evaluate, calls=1, repeats=args.repeats, warmup=1 + args.warmup,
                                     device=device, sampler=contender.sampler)
-    inputs = inputs_for(batch, variant.pinned)
     details = {**contender.details, "train_region_s": train_seconds, "eval_region_s": eval_seconds,
                "eval_warmup_s": eval_warm, "train_gpu": train_gpu, "eval_gpu": contender.sampler.summary(),
                "parity": variant_parity(contender, ref, args)}
@@ -802,6 +800,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def shared_header(args: argparse.Namespace, device: torch.device, **after_shape: object) -> dict[str, object]:
+    """What both modes' JSON header records of the device and the run's shape (``after_shape``: keys
+    written after case_shape, in the order given)."""
+    return {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
+            "patch": args.patch, "case_shape": args.case_shape, **after_shape, "steps": args.steps,
+            "repeats": args.repeats, "warmup": args.warmup, "full": not args.small}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -812,15 +818,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     ref = import_reference(args.reference.resolve())
     if args.variants is not None:
-        header = {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
-                  "patch": args.patch, "case_shape": args.case_shape, "steps": args.steps, "repeats": args.repeats,
-                  "warmup": args.warmup, "full": not args.small, "load_average": os.getloadavg(),
-                  "deadline_s": args.deadline_s}
+        header = {**shared_header(args, device), "load_average": os.getloadavg(), "deadline_s": args.deadline_s}
         return run_variants(ref, args, device, header, started)
     inputs = make_inputs(args.batch, tuple(args.patch), args.case_shape, device)
-    header = {"device_info": describe(device), "gpu_static": GpuSampler(device).static(), "batch": args.batch,
-              "patch": args.patch, "case_shape": args.case_shape, "windows": inputs.windows, "steps": args.steps,
-              "repeats": args.repeats, "warmup": args.warmup, "full": not args.small, "interleaved": args.interleave,
+    header = {**shared_header(args, device, windows=inputs.windows), "interleaved": args.interleave,
               "load_average": os.getloadavg()}
     results: list[Result] = []
     check = None
