@@ -1,6 +1,9 @@
 """The one way mltrain starts processes: argv lists (never a shell string), own process group,
 bounded time, and a clean stop of the whole group.
 
+A stop signal is taken only once a process has started (`_started`): raised between the fork and
+the exec, it lost the handle while the process, not yet carrying its mark, went on to run.
+
 A seed's process dies with mltrain (`spawn` asks the kernel for SIGKILL when its parent dies), and
 it carries a mark in its environment (`MARK_ENV`) by which a later mltrain finds whatever a killed
 one left of a run, its children included (`find_marked`, `kill_marked`).
@@ -17,10 +20,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from orchestrator import signals
 from orchestrator.errors import ConfigError
 
 TERM_GRACE_S = 10.0
@@ -75,15 +79,8 @@ def run(
     ``stdout_to_stderr`` the child's stdout goes to our stderr (so ours can hold only data)."""
     stream = subprocess.PIPE if capture else None
     stdout = stream if capture or not stdout_to_stderr else _stderr_fd()
-    with _starting(argv), subprocess.Popen(
-        resolve_argv(argv), cwd=cwd, env=dict(env), stdout=stdout, stderr=stream, text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except BaseException:
-            stop_group(proc, grace_s=2.0)
-            raise
+    with _starting(argv), _started(argv, cwd=cwd, env=dict(env), stdout=stdout, stderr=stream, text=True) as proc:
+        out, err = proc.communicate(timeout=timeout_s)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -92,10 +89,8 @@ def run_streaming(
 ) -> subprocess.CompletedProcess[str]:
     """Run to completion in its own process group, keeping stdout and handing each line of stderr
     to ``on_line`` as it comes (stderr is kept too). The group is killed on timeout or Ctrl-C."""
-    with subprocess.Popen(
-        resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    ) as proc:
+    with _started(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         out: list[str] = []
         err: list[str] = []
@@ -105,13 +100,11 @@ def run_streaming(
         ]
         for reader in readers:
             reader.start()
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except BaseException:
-            stop_group(proc, grace_s=2.0)
-            raise
+        code = proc.wait(timeout=timeout_s)
         for reader in readers:
             reader.join()
+        proc.stdout.close()
+        proc.stderr.close()
         return subprocess.CompletedProcess(proc.args, code, "".join(out), "".join(err))
 
 
@@ -125,11 +118,28 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subproce
     """Start with stdout and stderr merged into one pipe, in a new session (so a Ctrl-C in the
     terminal reaches mltrain only, which then stops the run in order). The process is killed when
     the thread that started it ends (the kernel's parent-death signal): call this from the main thread."""
-    with _starting(argv):
-        return subprocess.Popen(
-            resolve_argv(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
-        )
+    with _starting(argv), _started(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, preexec_fn=_die_with_parent(os.getpid())) as process:
+        return process
+
+
+@contextlib.contextmanager
+def _started(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
+    """The process started in a session of its own, whole: a stop signal that arrives during the start
+    is taken once the process is ours (`signals.held`). Whatever ends the block with an exception,
+    that signal included, stops the process's group (SIGTERM, SIGKILL 2 s later) before it goes on."""
+    process: subprocess.Popen | None = None
+    try:
+        with signals.held():
+            process = subprocess.Popen(resolve_argv(argv), start_new_session=True, **popen)
+        yield process
+    except BaseException:
+        if process is not None:
+            stop_group(process, grace_s=2.0)
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+        raise
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ nothing written for a job the runner refuses, and an outcome that explains itsel
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from orchestrator.runners.base import JobSpec
 from orchestrator.runners.jobs import run_job
 from orchestrator.runners.local import LocalRunner
 from orchestrator.runners.outcome import explain_exit
+from orchestrator.signals import Stop, stop_on_signals
 from tests.conftest import PROJECT, TEST_WORKLOADS
 
 WAIT_FOR_FILE = """
@@ -173,6 +175,33 @@ def test_what_is_forked_while_a_run_is_killed_is_killed_too(tmp_path: Path, monk
     assert sorted(killed) == sorted([first.pid, *late])
     assert proc.find_marked(run_id) == []
 
+
+
+def test_a_stop_signal_landing_while_the_job_starts_leaves_no_process(fakebench: Workload, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    """A SIGTERM that arrived between the fork and the exec of a seed's process was raised inside
+    the start: the handle was lost, the look for the run's mark ran before the process carried it,
+    and the process then ran on without mltrain (CI saw one left after an orderly stop). The start is
+    whole: the signal is taken after it, when the process is the job's and is stopped in order."""
+    die_with_parent = proc._die_with_parent
+
+    def signal_between_fork_and_exec(parent: int):  # noqa: ANN202 - a preexec function
+        then = die_with_parent(parent)
+
+        def preexec() -> None:  # in the child, forked and not yet exec'd
+            os.kill(parent, signal.SIGTERM)
+            time.sleep(0.3)  # the parent takes the signal while it waits for the exec
+            if then is not None:
+                then()
+        return preexec
+
+    monkeypatch.setattr(proc, "_die_with_parent", signal_between_fork_and_exec)
+    run_id = run_id_for(tmp_path)
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", "import time; time.sleep(300)"), run_id=run_id)
+    with stop_on_signals(), pytest.raises(Stop):
+        run_job(LocalRunner(PROJECT), job, timeout_s=60)
+    time.sleep(1.0)  # long past the exec, had it been left to run
+    assert proc.find_marked(run_id) == []
 
 
 def test_lines_are_cut_as_they_arrive_whatever_the_chunks():
