@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "seeds.yaml", "orchestrator", "workloads", "docker")
+SOURCES = ("pyproject.toml", "README.md", "seeds.yaml", "orchestrator", "workloads", "docker")
 """What a wheel is built from (a copy, so the build leaves nothing in the checkout)."""
 TORCH = "torch==2.13.0"
 """The local CPU wheel (any other torch spec may download gigabytes)."""

@@ -4,7 +4,7 @@ mltrain runs from a checkout (an editable install, or ``PYTHONPATH`` set to it) 
 installed wheel. In a checkout, ``seeds.yaml``, ``workloads/`` and ``docker/`` sit at the top of
 the repository, beside ``orchestrator/``. A wheel installs ``orchestrator`` and ``workloads`` as
 packages side by side, and ships ``seeds.yaml`` and ``docker/`` as package data under
-``orchestrator/bundled/`` (see ``setup.py``). Nothing is ever written next to these files: results
+``orchestrator/bundled/`` (see ``pyproject.toml``). Nothing is ever written next to these files: results
 go to the current folder's ``results/`` (or ``--results``, or ``$MLTRAIN_RESULTS``), caches to
 the user's cache folder.
 

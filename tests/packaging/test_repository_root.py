@@ -10,7 +10,7 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]
 LAYOUT = {
-    "pyproject.toml", "setup.py", "orchestrator", "workloads", "docker", "seeds.yaml", "results", "tests",
+    "pyproject.toml", "orchestrator", "workloads", "docker", "seeds.yaml", "results", "tests",
     "README.md", ".ci", "qualify.yaml", "benchmarks", "docs", "tools", ".gitignore",
 }
 

@@ -29,7 +29,7 @@ def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
                    "workloads/common/precision.py", "orchestrator/cli.py"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "results/")) or "__pycache__" in n]
-    # the bundle maps the repository root: only its data ships, not setup.py as a module
+    # the bundle maps the repository root: only its data ships, never a module
     assert not [n for n in names if n.startswith("orchestrator/bundled/") and n.endswith(".py")]
 
 
