@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import tomllib
-from setuptools import find_packages
 
 PROJECT = Path(__file__).resolve().parents[2]
 BUNDLE = "orchestrator.bundled"
@@ -15,7 +14,8 @@ BUNDLE = "orchestrator.bundled"
 
 def test_the_listed_packages_are_the_packages_of_the_tree():
     setuptools = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = find_packages(str(PROJECT), include=["orchestrator", "orchestrator.*", "workloads", "workloads.*"])
+    on_disk = [".".join(init.parent.relative_to(PROJECT).parts) for top in ("orchestrator", "workloads")
+               for init in (PROJECT / top).rglob("__init__.py")]  # every folder of code, however deep
     listed = setuptools["packages"]
     assert sorted(set(listed) - {BUNDLE}) == sorted(on_disk)
     assert len(listed) == len(set(listed)) and BUNDLE in listed and setuptools["package-dir"] == {BUNDLE: "."}
