@@ -31,6 +31,7 @@ from orchestrator.qualify.checks.base import overran
 from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.qualify.config import ProbeSettings, Suite
 from orchestrator.qualify.micro import CONFIG_ENV, probe_config
+from orchestrator.qualify.micro import timeout as probe_timeout
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.results.qualification import CheckResult, Measurement, Reference, Remediation, Remedy, Status
 from orchestrator.runners.base import JobSpec
@@ -40,6 +41,9 @@ from orchestrator.runners.slurm import node_address, node_gpus
 
 Pair = tuple[str, str]
 METRIC = "allreduce_pair_busbw_GBps"
+QUEUE_S = 600.0
+"""How long past the check's timeout mltrain waits for a pair's jobs: both must be scheduled at once
+(Slurm's own limit, which counts from a job's start, is the timeout and 5 minutes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +180,14 @@ def culprits(readings: Sequence[PairReading], bad: dict[Pair, str], check: str) 
 
 
 @dataclass(frozen=True, kw_only=True)
+class _PairJobs:
+    """A pair's two jobs, rank 0's first, each with what its probe printed, and their limit."""
+
+    ranks: list[tuple[StartedJob, ProbeRun]]
+    timeout_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class SlurmPairs:
     """Measures pairs of nodes: the probe's pair check started on both nodes of each pair at once, one
     Slurm job each, pinned to its node (rank 0 on the first, which hosts the rendezvous)."""
@@ -190,7 +202,7 @@ class SlurmPairs:
     status: Callable[[str], None] = lambda _: None
 
     def __call__(self, batch: Sequence[Pair]) -> list[PairReading]:
-        started: dict[Pair, list[tuple[StartedJob, ProbeRun]]] = {}
+        started: dict[Pair, _PairJobs] = {}
         unrun: dict[Pair, str] = {}
         try:
             for pair in batch:
@@ -200,19 +212,19 @@ class SlurmPairs:
                     unrun[pair] = str(exc)
             return [self._read(pair, started.get(pair), unrun.get(pair, "")) for pair in batch]
         except BaseException:  # a stop signal: every job of the batch stopped in order
-            stop_jobs([], [job for ranks in started.values() for job, _ in ranks])
+            stop_jobs([], [job for jobs in started.values() for job, _ in jobs.ranks])
             raise
 
-    def _runner(self, node: str, gpus: int) -> Any:
+    def _runner(self, node: str, gpus: int, timeout_s: float) -> Any:
         return make_runner(RunnerOptions(name="slurm", partition=self.partition, gpus="1" if gpus else None,
-                                         nodelist=node, time_limit_minutes=self.declaration.timeout_s / 60 + 5),
-                           self.status)
+                                         nodelist=node, time_limit_minutes=timeout_s / 60 + 5), self.status)
 
-    def _start(self, pair: Pair) -> list[tuple[StartedJob, ProbeRun]]:
+    def _start(self, pair: Pair) -> _PairJobs:
         gpus = [node_gpus(node) for node in pair]
         kind = "cuda" if all(gpus) else "cpu"
         if self.suite.device(kind).settings(self.declaration.name) is None:
             raise MltrainError(f"the suite runs no {self.declaration.name} check between {kind} nodes")
+        timeout_s = probe_timeout(self.declaration, self.suite, kind)  # as a probe check's on one node
         config = probe_config(self.suite, [self.declaration])
         config["device"] = "cuda" if kind == "cuda" else "cpu"
         env = {CONFIG_ENV: json.dumps(config), "WORLD_SIZE": "2", "MASTER_ADDR": node_address(pair[0]),
@@ -226,20 +238,21 @@ class SlurmPairs:
                                env={**env, "RANK": str(rank)}, data_dir=folder, folder=folder,
                                declared="the probe's command (qualify.yaml `probe:`)")
                 run = ProbeRun()
-                ranks.append((start_job(self._runner(node, gpus[rank]), spec, timeout_s=self.declaration.timeout_s
-                                        + 600, on_line=run.observe), run))
+                ranks.append((start_job(self._runner(node, gpus[rank], timeout_s), spec,
+                                        timeout_s=timeout_s + QUEUE_S, on_line=run.observe), run))
         except BaseException:  # rank 0 would wait for its peer to its timeout
             stop_jobs([], [job for job, _ in ranks])
             raise
         self.status(f"  pair {label(pair)}: slurm jobs {', '.join(job.job_id for job, _ in ranks)}")
-        return ranks
+        return _PairJobs(ranks=ranks, timeout_s=timeout_s + QUEUE_S)
 
-    def _read(self, pair: Pair, ranks: list[tuple[StartedJob, ProbeRun]] | None, unrun: str) -> PairReading:
-        if ranks is None:
+    def _read(self, pair: Pair, jobs: _PairJobs | None, unrun: str) -> PairReading:
+        if jobs is None:
             return PairReading(pair=pair, unrun=unrun or "not started")
+        ranks = jobs.ranks
         outcomes = [job.finish() for job, _ in ranks]
         if any(o.timed_out for o in outcomes):  # a hang measures nothing: INCONCLUSIVE, as every check's
-            why = overran(self.declaration.name, self.declaration.timeout_s + 600, f" between {pair[0]} and {pair[1]}")
+            why = overran(self.declaration.name, jobs.timeout_s, f" between {pair[0]} and {pair[1]}")
             return PairReading(pair=pair, unrun=why, output=str(outcomes[0].log))
         run = ranks[0][1]
         found = next((r for r in run.results if r.metric == METRIC), None)

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import text
 from orchestrator.qualify.checks.pairs import FleetContext
 from orchestrator.qualify.checks.registry import default_registry
 from orchestrator.qualify.fleet import with_findings
 from orchestrator.qualify.pairs import Pair, PairReading, ring, rounds
 from orchestrator.results.qualification import FleetRow, Reference, Remedy, Status
+from tests.conftest import TEST_WORKLOADS
 
 CHECK = default_registry().get("nccl_pairs")
 SETTINGS = CHECK.declaration.settings()  # its declared defaults: slow_pct 20
@@ -123,3 +125,47 @@ def test_on_the_real_slurm_a_pair_all_reduces_with_gloo(slurm_env, mltrain_env, 
     (reading,) = measure([(node, node)])
     assert reading.value is not None and reading.value > 0, reading
     assert reading.sanity == "all-reduce sum of 2 ranks is 3 in every element"
+
+
+@pytest.mark.parametrize(("suite_keys", "check_keys", "minutes"), [
+    ({}, {}, 10.0),                                   # the check's declared timeout (600 s)
+    ({}, {"timeout_minutes": 2}, 2.0),                # the check's own setting
+    ({"probe_timeout_minutes": 3}, {}, 3.0),          # the suite's, for every probe check without one
+    ({"probe_timeout_minutes": 3}, {"timeout_minutes": 2}, 2.0),
+])
+def test_a_pairs_jobs_take_the_checks_timeout_from_the_suite_as_on_one_node(monkeypatch, tmp_path: Path,
+                                                                           suite_keys, check_keys, minutes):
+    """The pair jobs used the declared 600 s whatever qualify.yaml said: a suite's `timeout_minutes`
+    for nccl_pairs, valid and stored, changed nothing. Slurm's limit is the timeout and 5 minutes,
+    mltrain's the timeout and the time both jobs may wait to be scheduled; a hang says that limit."""
+    from orchestrator.config.workloads import load_workload
+    from orchestrator.qualify import pairs as pairs_module
+    from orchestrator.qualify.config import DeviceSuite, ProbeSettings, Suite
+    from orchestrator.results.records import Exit
+    from orchestrator.runners.outcome import JobOutcome
+
+    given: list[tuple[float, float]] = []  # (Slurm's time limit in minutes, mltrain's limit in seconds)
+
+    class HungJob:
+        job_id = "4242"
+
+        def finish(self) -> JobOutcome:
+            return JobOutcome(job_id="4242", exit=Exit(code=None), timed_out=True, lost="", seconds=0.0,
+                              log=tmp_path / "output.log")
+
+    def start_job(runner, spec, *, timeout_s, on_line):
+        given.append((runner.options.time_limit_minutes, timeout_s))
+        return HungJob()
+
+    monkeypatch.setattr(pairs_module, "node_gpus", lambda node: 0)
+    monkeypatch.setattr(pairs_module, "node_address", lambda node: "127.0.0.1")
+    monkeypatch.setattr(pairs_module, "start_job", start_job)
+    monkeypatch.setattr(pairs_module, "make_runner", lambda options, status: type("R", (), {"options": options})())
+    suite = Suite(**suite_keys, cpu=DeviceSuite({"nccl_pairs": {"mb": 4, **check_keys}}))
+    measure = pairs_module.SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=ProbeSettings(),
+                                      workload=load_workload(TEST_WORKLOADS / "fakebench"), run_id="t", folder=tmp_path)
+    (reading,) = measure([("n1", "n2")])
+    assert given == [(minutes + 5, minutes * 60 + pairs_module.QUEUE_S)] * 2
+    limit = text.duration((minutes * 60 + pairs_module.QUEUE_S) * 1000)
+    assert reading.value is None and reading.unrun == (f"nccl_pairs did not finish within its {limit} timeout between"
+                                                       " n1 and n2: stopped, the other checks ran on")
