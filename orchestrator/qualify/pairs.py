@@ -225,6 +225,7 @@ class SlurmPairs:
         if self.suite.device(kind).settings(self.declaration.name) is None:
             raise MltrainError(f"the suite runs no {self.declaration.name} check between {kind} nodes")
         timeout_s = probe_timeout(self.declaration, self.suite, kind)  # as a probe check's on one node
+        limit_s = timeout_s + QUEUE_S
         config = probe_config(self.suite, [self.declaration])
         config["device"] = "cuda" if kind == "cuda" else "cpu"
         env = {CONFIG_ENV: json.dumps(config), "WORLD_SIZE": "2", "MASTER_ADDR": node_address(pair[0]),
@@ -239,12 +240,12 @@ class SlurmPairs:
                                declared="the probe's command (qualify.yaml `probe:`)")
                 run = ProbeRun()
                 ranks.append((start_job(self._runner(node, gpus[rank], timeout_s), spec,
-                                        timeout_s=timeout_s + QUEUE_S, on_line=run.observe), run))
+                                        timeout_s=limit_s, on_line=run.observe), run))
         except BaseException:  # rank 0 would wait for its peer to its timeout
             stop_jobs([], [job for job, _ in ranks])
             raise
         self.status(f"  pair {label(pair)}: slurm jobs {', '.join(job.job_id for job, _ in ranks)}")
-        return _PairJobs(ranks=ranks, timeout_s=timeout_s + QUEUE_S)
+        return _PairJobs(ranks=ranks, timeout_s=limit_s)
 
     def _read(self, pair: Pair, jobs: _PairJobs | None, unrun: str) -> PairReading:
         if jobs is None:

@@ -176,7 +176,6 @@ def test_what_is_forked_while_a_run_is_killed_is_killed_too(tmp_path: Path, monk
     assert proc.find_marked(run_id) == []
 
 
-
 def test_a_stop_signal_landing_while_the_job_starts_leaves_no_process(fakebench: Workload, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch):
     """A SIGTERM that arrived between the fork and the exec of a seed's process was raised inside
