@@ -65,7 +65,7 @@ done
 read -ra wanted_parts <<<"$PARTS"
 ((${#wanted_parts[@]})) || refuse "PARTS names no part; the parts: ${PART_LIMITS[*]%%:*}"
 for name in "${wanted_parts[@]}"; do
-    [[ -v "limits[$name]" ]] || refuse "PARTS: no part '$name'; the parts: ${PART_LIMITS[*]%%:*}"
+    [[ $name =~ ^[a-z0-9_]+$ && -v "limits[$name]" ]] || refuse "PARTS: no part '$name'; the parts: ${PART_LIMITS[*]%%:*}"
 done
 python_version=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null) \
     || refuse "PYTHON=$PYTHON does not run"

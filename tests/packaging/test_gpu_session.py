@@ -152,6 +152,7 @@ def session(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     ({"PARTS": "bogus"}, "PARTS: no part 'bogus'; the parts: install cuda_tests unet3d"),
     ({"PARTS": "install qualifyy"}, "PARTS: no part 'qualifyy'"),
     ({"PARTS": " "}, "PARTS names no part"),
+    ({"PARTS": "qualify $(>injected)"}, "PARTS: no part '$(>injected)'"),
     ({"LIMIT_QUALIFY": "0"}, "LIMIT_QUALIFY=0: give a whole number of seconds, at least 1"),
     ({"LIMIT_INSTALL": "ten"}, "LIMIT_INSTALL=ten: give a whole number of seconds"),
     ({"LIMIT_UNET3D_VARIANTS": ""}, "LIMIT_UNET3D_VARIANTS=: give a whole number of seconds"),
@@ -161,7 +162,7 @@ def test_an_unknown_part_or_a_limit_that_is_no_limit_is_refused_before_anything_
     done = session(tmp_path, **env)
     assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert "every part ran and passed" not in done.stdout
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (PROJECT / "injected").exists()
 
 
 def test_a_refused_session_keeps_the_last_ones_results_and_never_writes_through_a_link(tmp_path: Path):
