@@ -20,35 +20,53 @@
 #   inference        45  `mltrain infer resnet50 --profile smoke`, torch on the GPU      -> inference.json
 # Each part's JSON lands in $OUT as soon as the part has it (the benchmarks rewrite theirs after each
 # contender), so a session cut short keeps what it measured. PARTS="unet3d resnet50" runs only those.
+# A stop signal (TERM, INT, HUP) stops the running part and the session, keeping what was written.
 #
 # Without CUDA (a CPU machine: the dry run CI makes of this script) every part runs its CPU form
-# (small shapes, the CPU device) and the table says so. Before installing anything the kit is
-# checked: made for this pyproject.toml and for $PYTHON's version, else exit 2 with the command that
-# makes the right one.
+# (small shapes, the CPU device) and the table says so. Before anything is written or installed,
+# PARTS (known parts only), LIMIT_<PART> (whole seconds, at least 1), the kit (made for this
+# pyproject.toml and for $PYTHON's version, else the command that makes the right one) and $OUT (its
+# files neither links nor anything but files) are checked: a refused session leaves $OUT as it was.
 #
 # $OUT gets 8 files at most (what is brought back from a lent machine): summary.txt (the table),
 # session.log (everything), and the JSON/XML named above. Prints the summary table at the end; exit 0
-# when every part ran and passed, 1 when one failed or was cut, 2 when the kit is missing or wrong.
+# when every part ran and passed, 1 when one failed or was cut, 2 when the input or the kit is wrong,
+# 128+N when stopped by signal N.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The parts, in the order they run, with their default limits in seconds (480 in all): adding a part is a line
+# here and its function part_NAME below.
+PART_LIMITS=(
+    install:25
+    cuda_tests:95
+    unet3d:100
+    unet3d_variants:110
+    resnet50:50
+    qualify:55
+    inference:45
+)
 PYTHON=${PYTHON:-python3}
 KIT=${KIT:-.gpukit}
 OUT=${OUT:-/tmp/mltrain-gpu-session}
-PARTS=${PARTS:-install cuda_tests unet3d unet3d_variants resnet50 qualify inference}
-WORK=$(mktemp -d /tmp/mltrain-gpu-session.XXXXXX)
-mkdir -p "$OUT"
-# The benchmarks import workloads/ from the checkout: they run even where the install failed.
-export PYTHONUNBUFFERED=1 MLTRAIN_RESULTS="$WORK/results" XDG_CACHE_HOME="$WORK/cache" PYTHONPATH="$PWD"
-summary="$OUT/summary.txt"
-log="$OUT/session.log"
-parts_file="$WORK/parts.tsv"
-: >"$summary"
-: >"$log"
-: >"$parts_file"
-started=$SECONDS
+PARTS=${PARTS:-${PART_LIMITS[*]%%:*}}
+OUTPUTS=(summary.txt session.log cuda_tests.xml unet3d.json unet3d_variants.json resnet50.json qualify.json
+         inference.json)
 
-refuse() { echo "gpu_session: $1" | tee -a "$summary" >&2; rm -rf "$WORK"; exit 2; }
-
+# Everything is checked before anything is written: a refused session leaves $OUT as it was.
+refuse() { echo "gpu_session: $1" >&2; exit 2; }
+declare -A limits=()
+for entry in "${PART_LIMITS[@]}"; do
+    name=${entry%%:*} limit_var=LIMIT_${entry%%:*}
+    limit_var=${limit_var^^}
+    limit=${!limit_var-${entry#*:}}
+    [[ $limit =~ ^[1-9][0-9]*$ ]] || refuse "$limit_var=$limit: give a whole number of seconds, at least 1"
+    limits[$name]=$limit
+done
+read -ra wanted_parts <<<"$PARTS"
+((${#wanted_parts[@]})) || refuse "PARTS names no part; the parts: ${PART_LIMITS[*]%%:*}"
+for name in "${wanted_parts[@]}"; do
+    [[ $name =~ ^[a-z0-9_]+$ && -v "limits[$name]" ]] || refuse "PARTS: no part '$name'; the parts: ${PART_LIMITS[*]%%:*}"
+done
 python_version=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null) \
     || refuse "PYTHON=$PYTHON does not run"
 remake="python3 tools/gpu_kit.py --out $KIT --python-version $python_version --reference <a local checkout or mirror of mlcommons/training>"
@@ -59,19 +77,50 @@ kit_python=$(sed -n 's/^python: //p' "$KIT/MANIFEST.txt")
 made_for=$(sed -n 's/^pyproject: //p' "$KIT/MANIFEST.txt")
 [[ "$made_for" == "$(sha256sum pyproject.toml | cut -d' ' -f1)" ]] \
     || refuse "the kit at $KIT was made for another pyproject.toml: make it again: $remake"
+[[ ! -e "$OUT" || -d "$OUT" ]] || refuse "OUT=$OUT is not a folder"
+for name in "${OUTPUTS[@]}"; do  # written as the session goes: never through a link, never into a FIFO or device
+    [[ -L "$OUT/$name" || ( -e "$OUT/$name" && ! -f "$OUT/$name" ) ]] \
+        && refuse "$OUT/$name is a link or not a file; the session writes it: remove it or give another OUT"
+done
 
-wanted() { [[ " $PARTS " == *" $1 "* ]]; }
+WORK=$(mktemp -d /tmp/mltrain-gpu-session.XXXXXX) || refuse "cannot make a work folder under /tmp"
+mkdir -p "$OUT" || { rm -rf "$WORK"; refuse "cannot make OUT=$OUT"; }
+# The benchmarks import workloads/ from the checkout: they run even where the install failed.
+export PYTHONUNBUFFERED=1 MLTRAIN_RESULTS="$WORK/results" XDG_CACHE_HOME="$WORK/cache" PYTHONPATH="$PWD"
+summary="$OUT/summary.txt"
+log="$OUT/session.log"
+parts_file="$WORK/parts.tsv"
+: >"$summary"
+: >"$log"
+: >"$parts_file"
+started=$SECONDS
 
+running=""  # the running part's timeout, its own process group: a stop signal stops the part with the session
+stop() {
+    trap '' TERM INT HUP
+    [[ -n $running ]] && kill -TERM "$running" 2>/dev/null && wait "$running" 2>/dev/null
+    echo "gpu_session: stopped by SIG$1 after $((SECONDS - started)) s: what the parts wrote is in $OUT" \
+        | tee -a "$summary" >&2
+    rm -rf "$WORK"
+    exit $((128 + $2))
+}
+trap 'stop TERM 15' TERM
+trap 'stop INT 2' INT
+trap 'stop HUP 1' HUP
+
+wanted() { [[ " ${wanted_parts[*]} " == *" $1 "* ]]; }
 # The entry point pip writes beside $PYTHON: what a user runs.
 MLTRAIN="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/mltrain"
 export PYTHON KIT OUT MLTRAIN WORK
-part() {  # part NAME DEFAULT_LIMIT COMMAND...: run time-boxed, log it, record the outcome
-    local name=$1 limit_var="LIMIT_${1^^}" begun=$SECONDS rc
-    local limit=${!limit_var:-$2}
-    shift 2
+run_part() {  # run_part NAME COMMAND...: run time-boxed by its limit, log it, record the outcome
+    local name=$1 limit=${limits[$1]} begun=$SECONDS rc
+    shift
     echo "== $name (limit ${limit}s): $*" >>"$log"
-    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1 &  # waited for, so that a stop signal is taken at once
+    running=$!
+    wait "$running"
     rc=$?
+    running=""
     printf '%s\t%s\t%s\t%s\n' "$name" "$rc" $((SECONDS - begun)) "$limit" >>"$parts_file"
     printf '%-16s exit %-3s %4d s (limit %s s)\n' "$name" "$rc" $((SECONDS - begun)) "$limit" | tee -a "$summary"
     return "$rc"
@@ -113,44 +162,37 @@ do_inference() {
 export -f do_install do_qualify do_inference
 export cuda
 
-if wanted install; then
-    part install 25 bash -c do_install || { echo "install failed: see $log" | tee -a "$summary"; }
-fi
-
 size=()  # the benchmarks' CPU form: small shapes, one step
 [[ $cuda == 1 ]] || size=(--small --steps 1 --repeats 1 --warmup 0)
-if wanted cuda_tests; then
-    part cuda_tests 95 "$PYTHON" -m pytest tests -m cuda -q -rs -p no:cacheprovider --junitxml "$OUT/cuda_tests.xml"
-fi
 reference="$KIT/reference/unet3d"
-if wanted unet3d; then
-    if [[ -d "$reference" ]]; then
-        part unet3d 100 "$PYTHON" benchmarks/unet3d_gpu_throughput.py --reference "$reference" --no-compile \
-            --steps "${UNET3D_STEPS:-8}" "${size[@]}" --json "$OUT/unet3d.json"
-    else
-        skip unet3d "the kit holds no reference (tools/gpu_kit.py --reference)"
-    fi
-fi
-if wanted unet3d_variants; then
-    if [[ -d "$reference" ]]; then
-        limit=${LIMIT_UNET3D_VARIANTS:-110}
-        part unet3d_variants "$limit" "$PYTHON" benchmarks/unet3d_gpu_throughput.py --reference "$reference" \
-            --variants "${UNET3D_VARIANTS:-all}" --deadline-s $((limit - 10)) --baseline "$OUT/unet3d.json" \
-            --steps "${UNET3D_STEPS:-8}" "${size[@]}" --json "$OUT/unet3d_variants.json"
-    else
-        skip unet3d_variants "the kit holds no reference (tools/gpu_kit.py --reference)"
-    fi
-fi
-if wanted resnet50; then
-    if [[ $cuda == 1 ]]; then r50=(--steps 10 --warmup 3 --images 512); else r50=(--small --steps 1 --warmup 0 --images 16 --batch 2); fi
-    part resnet50 50 "$PYTHON" benchmarks/resnet50_gpu_throughput.py "${r50[@]}" --json "$OUT/resnet50.json"
-fi
-if wanted qualify; then
-    part qualify 55 bash -c do_qualify
-fi
-if wanted inference; then
-    part inference 45 bash -c do_inference
-fi
+no_reference="the kit holds no reference (tools/gpu_kit.py --reference)"
+part_install() { run_part install bash -c do_install || { echo "install failed: see $log" | tee -a "$summary"; }; }
+part_cuda_tests() {
+    run_part cuda_tests "$PYTHON" -m pytest tests -m cuda -q -rs -p no:cacheprovider --junitxml "$OUT/cuda_tests.xml"
+}
+part_unet3d() {
+    [[ -d "$reference" ]] || { skip unet3d "$no_reference"; return; }
+    run_part unet3d "$PYTHON" benchmarks/unet3d_gpu_throughput.py --reference "$reference" --no-compile \
+        --steps "${UNET3D_STEPS:-8}" "${size[@]}" --json "$OUT/unet3d.json"
+}
+part_unet3d_variants() {  # variants start while they fit: the deadline leaves 10 s to write the file
+    [[ -d "$reference" ]] || { skip unet3d_variants "$no_reference"; return; }
+    local limit=${limits[unet3d_variants]}
+    run_part unet3d_variants "$PYTHON" benchmarks/unet3d_gpu_throughput.py --reference "$reference" \
+        --variants "${UNET3D_VARIANTS:-all}" --deadline-s $((limit > 20 ? limit - 10 : limit / 2 + 1)) \
+        --baseline "$OUT/unet3d.json" --steps "${UNET3D_STEPS:-8}" "${size[@]}" --json "$OUT/unet3d_variants.json"
+}
+part_resnet50() {
+    local r50=(--small --steps 1 --warmup 0 --images 16 --batch 2)
+    [[ $cuda == 1 ]] && r50=(--steps 10 --warmup 3 --images 512)
+    run_part resnet50 "$PYTHON" benchmarks/resnet50_gpu_throughput.py "${r50[@]}" --json "$OUT/resnet50.json"
+}
+part_qualify() { run_part qualify bash -c do_qualify; }
+part_inference() { run_part inference bash -c do_inference; }
+
+for entry in "${PART_LIMITS[@]}"; do  # in the declared order, whatever the order PARTS names them in
+    if wanted "${entry%%:*}"; then "part_${entry%%:*}"; fi
+done
 
 "$PYTHON" benchmarks/gpu_session_summary.py "$parts_file" "$OUT" "$WORK/env.txt" $((SECONDS - started)) \
     >"$WORK/table.txt" 2>>"$log"

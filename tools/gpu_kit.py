@@ -35,9 +35,13 @@ Exit 0 when the kit is complete, 2 on bad input (one line), 3 when pip or git fa
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
+import math
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -108,6 +112,27 @@ class Target:
         return version is None or spec.contains(version, prereleases=True)
 
 
+HAVE_MAX_BYTES = 4 * 2**20
+"""A pip list is some kilobytes; more is not one."""
+
+
+def read_small_file(path: Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``max_bytes``: a FIFO or a device is refused unopened for reading
+    (opened without blocking), a larger file by its size (OSError, with the reason as its strerror)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+            else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise OSError(errno.EINVAL, f"{kind}, not a file")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"over {max_bytes // 2**20} MiB: not a package list")
+    return data
+
+
 PACKAGE_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\s*(?:==|\s)\s*([^\s;#]+))?")
 
 
@@ -115,7 +140,7 @@ def read_have(path: Path) -> tuple[dict[str, Version | None], str | None]:
     """A package list: ``pip list --format=freeze`` (name==version), ``pip list``'s columns, or names;
     ``# python: X.Y`` declares the interpreter. Returns (held packages, declared python or None)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_file(path, HAVE_MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) else err
         raise KitError(f"--have {path}: cannot read it ({why})", 2) from None
@@ -329,16 +354,88 @@ def load_target(args: argparse.Namespace) -> Target:
     return Target(python, held, str(args.have))
 
 
+KIT_ENTRIES = {"MANIFEST.txt", "wheels", "reference"}
+"""What a kit folder holds: a folder holding these alone, with a kit's MANIFEST.txt, is a previous kit."""
+
+
+def check_out(out: Path) -> bool:
+    """Whether ``out`` holds a previous kit (replaced once the new one is made); KitError (2) when it is
+    anything but that, an empty folder or a new one: a kit never replaces what it did not make."""
+    how = "name a new or empty folder, or a previous kit's (e.g. --out .gpukit)"
+    if out.is_symlink():
+        raise KitError(f"--out {out}: a symbolic link; {how}", 2)
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise KitError(f"--out {out}: is a file; {how}", 2)
+    here = Path.cwd().resolve()
+    if out.resolve() in (here, *here.parents, PROJECT, *PROJECT.parents):
+        raise KitError(f"--out {out}: the current folder, the project or a folder holding them; {how}", 2)
+    held = {entry.name for entry in out.iterdir()}
+    if not held:
+        return False
+    manifest = out / "MANIFEST.txt"
+    try:
+        is_kit = held <= KIT_ENTRIES and manifest.is_file() and \
+            read_small_file(manifest, HAVE_MAX_BYTES).startswith(b"target: CPython ")
+    except OSError:
+        is_kit = False
+    if not is_kit:
+        shown = ", ".join(sorted(held)[:3]) + (" ..." if len(held) > 3 else "")
+        raise KitError(f"--out {out}: holds files that are not a kit ({shown}); {how}", 2)
+    return True
+
+
+def place(staging: Path, out: Path, replaces_kit: bool) -> None:
+    """``staging`` renamed to ``out``: onto an empty folder (the rename fails if it filled meanwhile), or
+    in place of the previous kit, moved aside first and removed once the new one is there."""
+    old = Path(tempfile.mkdtemp(prefix=".gpukit-old-", dir=out.parent))
+    try:
+        if replaces_kit and check_out(out):  # still a kit
+            out.rename(old / "kit")
+        try:
+            staging.rename(out)
+        except OSError as err:
+            if (old / "kit").exists():
+                (old / "kit").rename(out)
+            raise KitError(f"--out {out}: cannot put the kit there ({err.strerror}); nothing written", 2) from None
+    finally:
+        shutil.rmtree(old)
+
+
+def limit_mib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise KitError(f"--limit-mib {text!r}: give a positive number of MiB", 2)
+    return value
+
+
+def skipped_names(text: str, always: set[str]) -> set[str]:
+    """``--skip``'s names and patterns; none may name what is always carried."""
+    skip = {canonicalize_name(s.strip()) for s in text.split(",") if s.strip()}
+    for pattern in sorted(skip):
+        if not re.fullmatch(r"[a-z0-9*][a-z0-9.*_-]*", pattern):
+            raise KitError(f"--skip {pattern!r}: not a package name or a name pattern with *", 2)
+        covered = sorted(name for name in always if never_carried(name, {pattern}))
+        if covered:
+            raise KitError(f"--skip {pattern!r} leaves out {', '.join(covered)}, always carried: pip's build of the "
+                           "project finds its backend only in the kit", 2)
+    return skip
+
+
 def build(args: argparse.Namespace) -> list[str]:
     out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise KitError(f"--out {out}: is a file; name a folder", 2)
+    replaces_kit = check_out(out)
     if args.wheels is not None and not args.wheels.is_dir():
         raise KitError(f"--wheels {args.wheels}: no such folder", 2)
     target = load_target(args)
     reference = check_reference(args.reference) if args.reference else None  # before anything is downloaded
-    skip = {canonicalize_name(s) for s in args.skip.split(",") if s.strip()}
     always = {canonicalize_name(Requirement(r).name) for r in BUILD_REQUIREMENTS}
+    skip = skipped_names(args.skip, always)
+    limit = limit_mib(args.limit_mib)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".gpukit-", dir=out.parent))
     try:
@@ -346,10 +443,10 @@ def build(args: argparse.Namespace) -> list[str]:
                       always)
         wheels = sorted(res.chosen.values(), key=lambda p: p.name.lower())
         size = sum(w.stat().st_size for w in wheels)
-        if size > args.limit_mib * 2**20:
+        if size > limit * 2**20:
             largest = sorted(wheels, key=lambda w: -w.stat().st_size)[:4]
             raise KitError(
-                f"the kit would be {mib(size)}, over its {args.limit_mib:g} MiB limit; largest: "
+                f"the kit would be {mib(size)}, over its {limit:g} MiB limit; largest: "
                 + ", ".join(f"{parse_wheel_filename(w.name)[0]} {mib(w.stat().st_size)}" for w in largest)
                 + ". Leave out what the target holds (--have its pip list, or --skip NAME), or raise --limit-mib "
                 "where nothing limits what is carried", 2)
@@ -364,12 +461,10 @@ def build(args: argparse.Namespace) -> list[str]:
             lines.append(f"reference: {args.reference} {REFERENCE_PATH} at {reference[1]}")
         else:
             lines.append("reference: none (gpu_session.sh's unet3d parts need it: --reference)")
-        lines.append(f"wheels: {len(wheels)}, {mib(size)} (limit {args.limit_mib:g} MiB)")
+        lines.append(f"wheels: {len(wheels)}, {mib(size)} (limit {limit:g} MiB)")
         lines += [f"  {w.name} {mib(w.stat().st_size)}" for w in wheels]
         (staging / "MANIFEST.txt").write_text("\n".join(lines) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)  # the kit appears whole or not at all
+        place(staging, out, replaces_kit)  # the kit appears whole or not at all
     finally:
         if staging.exists():
             shutil.rmtree(staging)
@@ -388,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default=None,
                         help="a local checkout or bare mirror of mlcommons/training (the unet3d reference)")
     parser.add_argument("--wheels", type=Path, default=None, help="take every wheel from this folder (no index)")
-    parser.add_argument("--limit-mib", type=float, default=LIMIT_MIB,
+    parser.add_argument("--limit-mib", default=str(LIMIT_MIB),
                         help=f"refuse a kit larger than this (default {LIMIT_MIB:g}: 64 MiB carried, less the project)")
     args = parser.parse_args(argv)
     try:

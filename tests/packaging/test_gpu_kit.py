@@ -17,8 +17,9 @@ from tests.installs import PROJECT, run, user_env
 KIT = PROJECT / "tools" / "gpu_kit.py"
 
 
-def kit(args: list[str], *, cwd: Path = PROJECT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return run([sys.executable, str(cwd / "tools" / "gpu_kit.py"), *args], cwd=cwd, check=False, timeout=600,
+def kit(args: list[str], *, cwd: Path = PROJECT, env: dict[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess:
+    return run([sys.executable, str(cwd / "tools" / "gpu_kit.py"), *args], cwd=cwd, check=False, timeout=timeout,
                env=env or user_env(Path(sys.executable).parent))
 
 
@@ -134,12 +135,90 @@ def test_a_kit_over_its_limit_is_refused_naming_the_largest_wheels_and_nothing_i
     (["--python-version", "3.11"], "lists a Python 3.12: give the list read on the machine the kit is for"),
     (["--python-version", "three"], "give major.minor"),
     (["--have", "/no/such/list"], "--have /no/such/list: cannot read it"),
+    (["--have", "/dev/zero"], "--have /dev/zero: cannot read it (a device, not a file)"),
+    (["--have", "{tmp}/fifo"], "fifo: cannot read it (a FIFO, not a file)"),
+    (["--have", "{tmp}"], "cannot read it (a folder, not a file)"),
+    (["--have", "{tmp}/huge.txt"], "cannot read it (over 4 MiB: not a package list)"),
+    (["--limit-mib", "nan"], "--limit-mib 'nan': give a positive number of MiB"),
+    (["--limit-mib", "inf"], "--limit-mib 'inf': give a positive number of MiB"),
+    (["--limit-mib", "0"], "--limit-mib '0': give a positive number of MiB"),
+    (["--limit-mib", "-5"], "--limit-mib '-5': give a positive number of MiB"),
+    (["--limit-mib", "sixty"], "--limit-mib 'sixty': give a positive number of MiB"),
+    (["--skip", "*"], "--skip '*' leaves out setuptools, wheel, always carried"),
+    (["--skip", "pydantic,setup*"], "--skip 'setup*' leaves out setuptools, always carried"),
+    (["--skip", "Wheel"], "--skip 'wheel' leaves out wheel, always carried"),
+    (["--skip", "a b"], "--skip 'a b': not a package name"),
 ])
 def test_bad_input_is_one_line_before_anything_is_downloaded(tmp_path, args, words):
+    os.mkfifo(tmp_path / "fifo")  # reading it would block until a writer came
+    with (tmp_path / "huge.txt").open("wb") as huge:
+        huge.truncate(5 * 2**20)
     env = {**user_env(Path(sys.executable).parent), "PIP_INDEX_URL": "http://127.0.0.1:9/nothing"}  # nothing fetched
-    done = kit(["--out", str(tmp_path / "kit"), *args], env=env)
+    done = kit(["--out", str(tmp_path / "kit"), *(a.replace("{tmp}", str(tmp_path)) for a in args)], env=env,
+               timeout=120)
     assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "kit").exists()
+
+
+def user_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("what", ["user files", "a checkout", "a kit with a user's file", "a file"])
+def test_a_kit_never_replaces_what_it_did_not_make(tmp_path, fake_project, capsys, what):
+    """A folder of the user's, a project checkout (.git too), a kit beside which the user put a file: each is
+    refused, one line, exit 2, before anything is downloaded, and left as it was."""
+    wheels, gpu_kit = fake_project
+    out = tmp_path / "out"
+    if what == "a file":
+        out.write_text("mine\n")
+    else:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine\n")
+    if what == "a checkout":
+        git("init", "-q", cwd=out)
+        git("add", "-A", cwd=out)
+        git("commit", "-qm", "mine", cwd=out)
+    if what == "a kit with a user's file":
+        (out / "MANIFEST.txt").write_text("target: CPython 3.12 (cp312), manylinux x86_64\npython: 3.12\n")
+        (out / "wheels").mkdir()
+    before = user_files(tmp_path)
+    have = tmp_path / "have.txt"
+    have.write_text("# python: 3.12\nsix\n")
+    assert gpu_kit.main(["--out", str(out), "--have", str(have), "--wheels", str(wheels)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu_kit: --out {out}: ") and err.count("\n") == 1, err
+    assert "downloading" not in err
+    assert user_files(tmp_path) == {**before, "have.txt": have.read_bytes()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", "have.txt", "wheelhouse"])
+
+
+def test_a_kit_is_not_made_in_the_current_folder_nor_the_project(tmp_path, fake_project, capsys, monkeypatch):
+    wheels, gpu_kit = fake_project
+    have = tmp_path / "have.txt"
+    have.write_text("# python: 3.12\nsix\n")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)  # empty, and still not a place for a kit: a rename would take the folder we are in
+    for out in (".", str(here), str(PROJECT), str(tmp_path)):
+        assert gpu_kit.main(["--out", out, "--have", str(have), "--wheels", str(wheels)]) == 2
+        err = capsys.readouterr().err
+        assert "the current folder, the project or a folder holding them" in err and err.count("\n") == 1, err
+    assert list(here.iterdir()) == [] and (PROJECT / ".git").exists()
+
+
+def test_a_kit_goes_into_an_empty_folder_and_replaces_a_previous_kit(tmp_path, fake_project, capsys):
+    wheels, gpu_kit = fake_project
+    have = tmp_path / "have.txt"
+    have.write_text("# python: 3.12\nheld-lib==2.0\n")
+    out = tmp_path / "kit"
+    out.mkdir()
+    assert gpu_kit.main(["--out", str(out), "--have", str(have), "--wheels", str(wheels)]) == 0
+    assert "held_lib" not in names(out)
+    have.write_text("# python: 3.12\nsix\n")  # the target lacks held-lib now: a new kit in the old one's place
+    assert gpu_kit.main(["--out", str(out), "--have", str(have), "--wheels", str(wheels)]) == 0
+    assert "held_lib" in names(out) and "kit ready" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["have.txt", "kit", "wheelhouse"]  # nothing left aside
 
 
 def test_a_repository_without_the_reference_is_refused_before_downloading(tmp_path):

@@ -52,13 +52,19 @@ def this_python() -> str:
     return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
+def declared_parts() -> dict[str, int]:
+    """The script's one list of parts and their default limits."""
+    block = re.search(r"^PART_LIMITS=\((.*?)^\)", SESSION.read_text(), re.M | re.S).group(1)
+    return {name: int(limit) for name, limit in re.findall(r"^\s*(\w+):(\d+)\s*$", block, re.M)}
+
+
 def test_the_parts_limits_fit_one_command_of_480_s():
-    """install + the six parts, as their defaults in the script say."""
-    limits = {name: int(limit) for name, limit in re.findall(r"^\s*part (\w+) \"?\$?\{?(?:limit:-)?(\d+)",
-                                                                SESSION.read_text(), re.M)}
-    limits["unet3d_variants"] = int(re.search(r"LIMIT_UNET3D_VARIANTS:-(\d+)", SESSION.read_text()).group(1))
+    """install + the six parts, as their defaults in the script say, each part declared once with its function."""
+    limits = declared_parts()
     assert set(limits) == {"install", "cuda_tests", "unet3d", "unet3d_variants", "resnet50", "qualify", "inference"}
     assert sum(limits.values()) <= 480, limits
+    functions = set(re.findall(r"^part_(\w+)\(\)", SESSION.read_text(), re.M))
+    assert functions == set(limits)
 
 
 @pytest.mark.slow
@@ -130,7 +136,91 @@ def test_a_kit_for_another_python_is_refused_before_anything_is_installed(tmp_pa
                     "PYTHON": sys.executable})
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert f"is for Python 3.9, {sys.executable} is {this_python()}: make it again" in done.stderr
-    assert "== install" not in (out / "session.log").read_text()
+    assert not out.exists()  # nothing written, nothing installed
+
+
+def session(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    kit = tmp_path / "kit"
+    if not kit.exists():
+        fake_kit(kit, python=this_python())
+    return run(["bash", "benchmarks/gpu_session.sh"], cwd=PROJECT, check=False, timeout=120,
+               env={**user_env(Path(sys.executable).parent), "KIT": str(kit), "OUT": str(tmp_path / "out"),
+                    "PYTHON": sys.executable, **env})
+
+
+@pytest.mark.parametrize(("env", "words"), [
+    ({"PARTS": "bogus"}, "PARTS: no part 'bogus'; the parts: install cuda_tests unet3d"),
+    ({"PARTS": "install qualifyy"}, "PARTS: no part 'qualifyy'"),
+    ({"PARTS": " "}, "PARTS names no part"),
+    ({"PARTS": "qualify $(>injected)"}, "PARTS: no part '$(>injected)'"),
+    ({"LIMIT_QUALIFY": "0"}, "LIMIT_QUALIFY=0: give a whole number of seconds, at least 1"),
+    ({"LIMIT_INSTALL": "ten"}, "LIMIT_INSTALL=ten: give a whole number of seconds"),
+    ({"LIMIT_UNET3D_VARIANTS": ""}, "LIMIT_UNET3D_VARIANTS=: give a whole number of seconds"),
+    ({"LIMIT_RESNET50": "-5"}, "LIMIT_RESNET50=-5: give a whole number of seconds"),
+])
+def test_an_unknown_part_or_a_limit_that_is_no_limit_is_refused_before_anything_runs(tmp_path: Path, env, words):
+    done = session(tmp_path, **env)
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "every part ran and passed" not in done.stdout
+    assert not (tmp_path / "out").exists() and not (PROJECT / "injected").exists()
+
+
+def test_a_refused_session_keeps_the_last_ones_results_and_never_writes_through_a_link(tmp_path: Path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.txt").write_text("the last session's table\n")
+    (out / "session.log").write_text("the last session's log\n")
+    done = session(tmp_path, PARTS="qualifyy")
+    assert done.returncode == 2
+    assert (out / "summary.txt").read_text() == "the last session's table\n"
+    assert (out / "session.log").read_text() == "the last session's log\n"
+    elsewhere = tmp_path / "precious.txt"
+    elsewhere.write_text("not the session's\n")
+    for name in ("summary.txt", "session.log", "qualify.json"):
+        (out / name).unlink(missing_ok=True)
+        (out / name).symlink_to(elsewhere)
+        done = session(tmp_path, PARTS="qualify")
+        assert done.returncode == 2 and f"{out / name} is a link or not a file" in done.stderr, done.stderr
+        assert elsewhere.read_text() == "not the session's\n"
+        (out / name).unlink()
+    os.mkfifo(out / "session.log")
+    done = session(tmp_path, PARTS="qualify")
+    assert done.returncode == 2 and "session.log is a link or not a file" in done.stderr
+
+
+def test_a_stopped_session_stops_its_running_part_and_removes_its_work_folder(tmp_path: Path):
+    """The cuda_tests part stands in for any: its interpreter (a double of $PYTHON) sleeps in pytest's place."""
+    import signal
+    import time
+
+    started = tmp_path / "started"
+    python = tmp_path / "python"
+    python.write_text(f"""#!/bin/bash
+if [[ "$1 $2" == "-m pytest" ]]; then echo "$$ $WORK" >{started}; exec sleep 300; fi
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    fake_kit(tmp_path / "kit", python=this_python())
+    env = {**user_env(Path(sys.executable).parent), "KIT": str(tmp_path / "kit"), "OUT": str(tmp_path / "out"),
+           "PYTHON": str(python), "PARTS": "cuda_tests qualify"}
+    proc = subprocess.Popen(["bash", "benchmarks/gpu_session.sh"], cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started.exists(), "the part never started"
+        pid, work = started.read_text().split()
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert "stopped by SIGTERM" in stderr and stderr.count("\n") == 1, stderr
+    assert not Path(f"/proc/{pid}").exists() or "sleep" not in Path(f"/proc/{pid}/cmdline").read_text()
+    assert not Path(work).exists()
+    assert "stopped by SIGTERM" in (tmp_path / "out" / "summary.txt").read_text()
+    assert "== qualify" not in (tmp_path / "out" / "session.log").read_text()  # nothing ran after the stop
 
 
 def test_the_summary_names_a_cut_part_a_missing_file_and_a_damaged_one_and_exits_1(tmp_path: Path):

@@ -168,7 +168,7 @@ def test_bad_cases_raise_one_line_naming_the_case(tmp_path: Path) -> None:
     write_case(truncated, known_case())
     path = truncated / "case_00000" / "segmentation.nii.gz"
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
-    with pytest.raises(DataError, match=r"case_00000: unreadable NIfTI"):
+    with pytest.raises(DataError, match=r"case_00000/segmentation.nii.gz: unreadable NIfTI"):
         preprocess_case(truncated / "case_00000", out, min_shape=8)
     assert not list(out.iterdir())  # nothing half-written
 

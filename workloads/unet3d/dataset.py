@@ -1,7 +1,7 @@
 """The unet3d dataset command line: ``python -m workloads.unet3d.dataset <command> ...``.
 
     how-to-get                         where raw KiTS19 goes and how to download it
-    verify-raw RAW                     check the raw layout (cases, files, gzip, shapes, NaN)
+    verify-raw RAW                     check the raw layout (cases, files, headers, voxels: raw_case's rule)
     preprocess RAW OUT                 raw KiTS19 -> case_XXXXX_{x,y}.npy (resumable, parallel)
     verify OUT [--checksums FILE|reference]   md5 of every file vs the manifest or the reference
     generate-raw RAW --cases N --seed S [--size tiny|small|real|D,H,W]   synthetic raw layout

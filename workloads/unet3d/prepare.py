@@ -37,7 +37,7 @@ from workloads.unet3d.preprocess import (
     preprocess_dataset,
     procedure_params,
 )
-from workloads.unet3d.raw_check import IMAGE_NAME, KITS_JSON, LABEL_NAME, list_raw_cases, verify_raw
+from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases, read_kits_json, verify_raw
 from workloads.unet3d.split import MAX_CASE_ID, case_name
 from workloads.unet3d.verify import REFERENCE_CHECKSUMS, check_ready, file_md5, verify_checksums
 
@@ -133,7 +133,7 @@ def is_reference_kits19(src: Path, cases: list[str]) -> bool:
     """All 210 labelled KiTS19 cases, and no kits.json entry saying it was generated."""
     if cases != [case_name(i) for i in range(MAX_CASE_ID)]:
         return False
-    entries = _read_json(src / KITS_JSON)
+    entries = read_kits_json(src)
     return not (isinstance(entries, list) and any(isinstance(e, dict) and e.get("synthetic") for e in entries))
 
 
@@ -151,10 +151,10 @@ def _has_case_folders(src: Path) -> bool:
 
 
 def _read_json(path: Path) -> object:
-    """The file's JSON value, None when it is missing or unreadable."""
+    """The file's JSON value, None when it is missing or unreadable (nested too deep included)."""
     try:
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

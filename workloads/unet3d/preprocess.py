@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +35,20 @@ from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
 from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
-from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases
+from workloads.unet3d.raw_case import (
+    IMAGE_NAME,
+    LABEL_NAME,
+    READ_ERRORS,
+    TARGET_SPACING,
+    check_files,
+    check_voxels,
+    open_pair,
+    resampled_shape,
+)
+from workloads.unet3d.raw_check import list_raw_cases
 from workloads.unet3d.split import image_file, label_file
 from workloads.unet3d.verify import MANIFEST, file_md5
 
-TARGET_SPACING = [1.6, 1.2, 1.2]  # mm (slices, rows, cols); a list: the reference compares lists
 CLIP_MIN, CLIP_MAX = -79.0, 304.0
 MEAN, STD = 101.0, 76.9
 CLOSED_MIN_SHAPE = 128
@@ -106,18 +114,18 @@ class RunSummary:
 
 
 def load_pair(case_dir: Path) -> tuple[np.ndarray, np.ndarray, list[float]]:
-    """Step 1: image (1,D,H,W) float32, label (1,D,H,W) uint8, spacing from ``pixdim[1:4]``."""
-    image = nibabel.load(case_dir / IMAGE_NAME)
-    label = nibabel.load(case_dir / LABEL_NAME)
+    """Step 1: image (1,D,H,W) float32, label (1,D,H,W) uint8, spacing from ``pixdim[1:4]``; the case's
+    files, headers and voxels held to the raw-case rule (`raw_case`) first, DataError naming what breaks it."""
+    image, label = open_pair(case_dir)
     spacing = image.header["pixdim"][1:4].tolist()
-    image_data = image.get_fdata().astype(np.float32)
-    label_data = label.get_fdata().astype(np.uint8)
-    return np.expand_dims(image_data, 0), np.expand_dims(label_data, 0), spacing
-
-
-def resampled_shape(spacing: list[float], shape: tuple[int, ...]) -> list[int]:
-    """``int(spacing / target * shape)`` per spatial axis."""
-    return (np.array(spacing) / np.array(TARGET_SPACING) * np.array(shape)).astype(int).tolist()
+    try:
+        with np.errstate(over="ignore"):  # a value float32 cannot hold becomes inf, which check_voxels names
+            image_data = image.get_fdata().astype(np.float32)
+        label_values = label.get_fdata()
+    except READ_ERRORS as err:
+        raise DataError(f"{case_dir.name}: unreadable NIfTI ({type(err).__name__}: {err})") from None
+    check_voxels(case_dir.name, image_data, label_values)
+    return np.expand_dims(image_data, 0), np.expand_dims(label_values.astype(np.uint8), 0), spacing
 
 
 def resample(image: np.ndarray, label: np.ndarray, spacing: list[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -171,12 +179,6 @@ def pad_to_min_shape(
 def preprocess_arrays(case_dir: Path, min_shape: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
     """Steps 1-4 for one raw case folder: (image float32, label uint8, source spacing)."""
     image, label, spacing = load_pair(case_dir)
-    if np.isnan(image).any():
-        raise DataError(f"{case_dir.name}/{IMAGE_NAME}: image holds NaN values")
-    if image.shape != label.shape:
-        raise DataError(
-            f"{case_dir.name}: image shape {image.shape[1:]} differs from label shape {label.shape[1:]}"
-        )
     image, label = resample(image, label, spacing)
     image = normalize(image.copy())
     image, label = pad_to_min_shape(image, label, min_shape)
@@ -212,18 +214,11 @@ def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads
     """
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
-    for name in (IMAGE_NAME, LABEL_NAME):
-        if not (case_dir / name).is_file():
-            raise DataError(f"{case_dir.name}/{name}: missing file")
+    check_files(case_dir)  # before the md5: a FIFO would block it
     sources = {name: source_stat(case_dir / name) for name in (IMAGE_NAME, LABEL_NAME)}
     for name in sources:
         sources[name]["md5"] = file_md5(case_dir / name)
-    try:
-        image, label, spacing = preprocess_arrays(case_dir, min_shape)
-    except DataError:
-        raise
-    except (OSError, EOFError, ValueError, zlib.error, nibabel.filebasedimages.ImageFileError) as err:
-        raise DataError(f"{case_dir.name}: unreadable NIfTI ({type(err).__name__}: {err})") from None
+    image, label, spacing = preprocess_arrays(case_dir, min_shape)
     case = case_dir.name
     outputs = {}
     for name, array in ((image_file(case), image), (label_file(case), label)):
@@ -315,7 +310,7 @@ def preprocess_dataset(
         if on_case:
             on_case(result, len(cases))
     # Largest first: the biggest cases then do not start last and leave the other workers idle.
-    todo.sort(key=lambda case: -(config.raw_dir / case / IMAGE_NAME).stat().st_size)
+    todo.sort(key=lambda case: -_size(config.raw_dir / case / IMAGE_NAME))
     threads = threads_per_process(usable_cpus(), min(config.workers, len(todo)))
     jobs = [(config.raw_dir / case, config.out_dir, config.min_shape, threads) for case in todo]
     try:
@@ -331,6 +326,14 @@ def preprocess_dataset(
             _write_manifest(config.out_dir, done)
     results.sort(key=lambda result: result.case)
     return RunSummary(results=results, seconds=time.perf_counter() - started)
+
+
+def _size(path: Path) -> int:
+    """The file's size, 0 when it has none (the case's own check then names why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _timed_case(case_dir: Path, out_dir: Path, min_shape: int, threads: int) -> tuple[Path, dict, float]:

@@ -4,28 +4,27 @@
     RAW/case_XXXXX/segmentation.nii.gz  labels, same shape
     RAW/kits.json                       optional; when present, lists the cases that must exist
 
-Every problem is named with its case and file: missing case, missing file, unreadable or
-truncated .nii.gz, image/label shape mismatch, NaN in an image, empty folder.
+Every problem is named with its case and file: missing case, empty folder, and each case's
+files, headers and voxels by the one rule of `raw_case` (missing or special files, unreadable or
+truncated .nii.gz, shapes, sizes, spacing, NaN or infinite voxels, labels outside 0..2).
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-import nibabel
 import numpy as np
 
 from workloads.common.errors import DataError
 from workloads.unet3d.parallel import map_unordered
+from workloads.unet3d.raw_case import IMAGE_NAME, LABEL_NAME, READ_ERRORS, check_voxels, file_problem, open_pair
 from workloads.unet3d.split import MAX_CASE_ID, case_index, case_name
 
-IMAGE_NAME = "imaging.nii.gz"
-LABEL_NAME = "segmentation.nii.gz"
 KITS_JSON = "kits.json"
-_READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, nibabel.filebasedimages.ImageFileError)
+KITS_JSON_MAX_BYTES = 64 * 2**20
+"""KiTS19's kits.json is about 0.5 MB; a file far larger is not one."""
 
 
 def list_raw_cases(raw_dir: Path) -> list[str]:
@@ -42,14 +41,34 @@ def list_raw_cases(raw_dir: Path) -> list[str]:
     return cases
 
 
+def read_kits_json(raw_dir: Path) -> object:
+    """``RAW/kits.json``'s value, None when there is none; DataError when it is there and no JSON list
+    of KiTS19's size (a FIFO, a device, a symlink loop, larger than `KITS_JSON_MAX_BYTES`, nested
+    deeper than the decoder recurses)."""
+    kits = raw_dir / KITS_JSON
+    problem = file_problem(kits)
+    if problem == "missing file":
+        return None
+    try:
+        if problem:
+            raise ValueError(problem)
+        if kits.stat().st_size > KITS_JSON_MAX_BYTES:
+            raise ValueError(f"over {KITS_JSON_MAX_BYTES // 2**20} MiB, not KiTS19's case list")
+        return json.loads(kits.read_bytes())
+    except RecursionError:
+        raise DataError(f"{kits}: unreadable (nested too deep to be KiTS19's case list)") from None
+    except (OSError, ValueError) as err:
+        raise DataError(f"{kits}: unreadable ({type(err).__name__}: {err})") from None
+
+
 def expected_cases(raw_dir: Path, present: list[str]) -> tuple[list[str], str]:
     """Cases that should exist (from kits.json, else 0..highest present) and where that comes from."""
     kits = raw_dir / KITS_JSON
-    if kits.is_file():
+    entries = read_kits_json(raw_dir)
+    if entries is not None:
         try:
-            entries = json.loads(kits.read_text())
             listed = [entry["case_id"] for entry in entries]
-        except (OSError, ValueError, TypeError, KeyError) as err:
+        except (TypeError, KeyError) as err:
             raise DataError(f"{kits}: unreadable ({type(err).__name__}: {err})") from None
         wanted = sorted(
             case for case in listed if (index := case_index(str(case))) is not None and index < MAX_CASE_ID
@@ -60,33 +79,24 @@ def expected_cases(raw_dir: Path, present: list[str]) -> tuple[list[str], str]:
 
 
 def check_raw_case(case_dir: Path, read_data: bool) -> str | None:
-    """The first problem of one case folder, or None. ``read_data`` decompresses the volumes."""
-    case = case_dir.name
-    for name in (IMAGE_NAME, LABEL_NAME):
-        if not (case_dir / name).is_file():
-            return f"{case}/{name}: missing file"
-    images = {}
-    for name in (IMAGE_NAME, LABEL_NAME):
-        try:
-            images[name] = nibabel.load(case_dir / name)
-        except _READ_ERRORS as err:
-            return f"{case}/{name}: unreadable NIfTI ({type(err).__name__}: {err})"
-    image_shape, label_shape = images[IMAGE_NAME].shape, images[LABEL_NAME].shape
-    if len(image_shape) != 3:
-        return f"{case}/{IMAGE_NAME}: expected a 3-D volume, got shape {image_shape}"
-    if image_shape != label_shape:
-        return f"{case}: image shape {image_shape} differs from segmentation shape {label_shape}"
+    """The first problem of one case folder, or None: its files and headers (`raw_case`), and with
+    ``read_data`` its voxels, decompressed."""
+    try:
+        images = open_pair(case_dir)
+    except DataError as err:
+        return str(err)
     if not read_data:
         return None
-    for name, image in images.items():
+    data = []
+    for name, image in zip((IMAGE_NAME, LABEL_NAME), images, strict=True):
         try:
-            data = np.asanyarray(image.dataobj)
-        except _READ_ERRORS as err:
-            return f"{case}/{name}: truncated or corrupt ({type(err).__name__}: {err})"
-        if name == IMAGE_NAME and data.dtype.kind == "f" and np.isnan(data).any():
-            return f"{case}/{IMAGE_NAME}: image holds NaN values"
-        if name == LABEL_NAME and (data.min() < 0 or data.max() > 2):
-            return f"{case}/{LABEL_NAME}: labels outside 0..2 (min {data.min()}, max {data.max()})"
+            data.append(np.asanyarray(image.dataobj))
+        except READ_ERRORS as err:
+            return f"{case_dir.name}/{name}: truncated or corrupt ({type(err).__name__}: {err})"
+    try:
+        check_voxels(case_dir.name, *data)
+    except DataError as err:
+        return str(err)
     return None
 
 
