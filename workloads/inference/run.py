@@ -325,6 +325,18 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     return 0, "the backend's default (one call at a time)"
 
 
+TRACE_FILE = "mlperf_log_trace.json"
+
+
+def drop_empty(path: Path) -> None:
+    """Remove ``path`` when it is an empty regular file (what LoadGen leaves of a trace it did not write)."""
+    try:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass
+
+
 def run_tests(lg: Any, options: Options, server: Server, samples: Samples, settings: Any, count: int,
               sample_count: int, audit_file: Path | None = None) -> dict[str, Any]:
     """LoadGen's tests of ``options.mode`` in turn, each logging into its folder; per test its time and
@@ -349,6 +361,8 @@ def run_tests(lg: Any, options: Options, server: Server, samples: Samples, setti
             # LoadGen reads the one it is given (a compliance test's), else one that does not exist.
             audit = audit_file if audit_file is not None and mode == "performance" else folder / NO_AUDIT
             lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(audit))
+            if not options.trace:  # LoadGen opens its trace file whether or not it writes to it
+                drop_empty(folder / TRACE_FILE)
             server.raise_failure(mode)
             tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
     finally:
