@@ -141,11 +141,13 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
             workers: int, seconds: float, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
     """Sustained timings of the test's own path, after a first call of each kind: a single sample
     and a batch answered in the caller's thread (the latency targets, at least ``calls`` of each and an
-    eighth of ``seconds``), then, where the ``scenario`` has workers (Offline, Server), batches through
-    them for the rest of ``seconds``, their ramp not timed (the throughput target). A model whose
-    calls are too slow for that (a whole 3D volume per call) takes its throughput from the batch
-    calls. What LoadGen's schedule is planned from: a rate measured on one small batch once planned a
-    "60 s" Offline test that ran 662 s."""
+    eighth of ``seconds``), then, where the ``scenario`` has workers (Offline, Server), work through
+    them for the rest of ``seconds``, their ramp not timed (the throughput target): batches, or for a
+    model whose calls are slow (a whole 3D volume per call) rounds of one call per worker at once, as
+    the test runs them (one call at a time measured 1.41 samples/s where the test's two workers ran
+    2.62). A model whose samples differ in cost (``Model.cost``: 3D-UNet's windows per case) has the
+    rate scaled from the samples timed to the mean of the dataset's. What LoadGen's schedule is
+    planned from: a rate measured on one small batch once planned a "60 s" Offline test that ran 662 s."""
     stand_in = Rehearsal()
     inline = Server(stand_in, model, backend, samples, scenario="SingleStream", batching=batches, workers=1)
     rows = list(range(min(count, 2 * inline.max_batch)))
@@ -171,24 +173,18 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
         full_size = len(rows[:inline.max_batch])
         full = single if full_size == 1 else timed(full_size, seconds / 8, calls[1] - 1)
         rate, counted, elapsed = full_size / full, 0, 0.0
-        round_size = 2 * workers * inline.max_batch
-        # six rounds of two calls per worker must fit: else the batch calls say it, each most of the cost
-        sustained = scenario not in INLINE_SCENARIOS and not inline.per_sample and 12 * full <= seconds
-        if sustained:
+        if scenario not in INLINE_SCENARIOS:
             # the workers ramp up (their first calls, the allocator, the clocks): what comes after counts
             batched = Server(stand_in, model, backend, samples, scenario="Offline", batching=batches,
                              workers=workers)
-            issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
-            middle: tuple[float, int] | None = None
-            while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
-                batched.issue(queries(round_size))
-                issued, rounds = issued + round_size, rounds + 1
-                if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
-                    middle = (time.perf_counter(), stand_in.answered)
-            stand_in.wait_for(base + issued)
-            assert middle is not None
-            elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
-            rate = counted / elapsed
+            # six rounds of two calls per worker must fit: else rounds of one call per worker, each timed whole
+            if not inline.per_sample and 12 * full <= seconds:
+                rate, counted, elapsed = _sustained(batched, stand_in, queries, 2 * workers * inline.max_batch,
+                                                    seconds)
+            else:
+                rate, counted, elapsed = _rounds(batched, stand_in, queries, max(1, workers) * inline.max_batch,
+                                                 0.75 * seconds)
+        rate *= _cost_scale(model, rows)
     finally:
         if batched is not None:
             batched.close()
@@ -198,6 +194,48 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
         batched.raise_failure("warm-up")
     return {"latency_ms": single * 1000, "batch_ms": full * 1000, "throughput_qps": rate,
             "seconds": round(elapsed, 3), "samples": counted}
+
+
+def _sustained(batched: Server, stand_in: Rehearsal, queries: Any, round_size: int,
+               seconds: float) -> tuple[float, int, float]:
+    """Rounds of batches kept in flight for most of ``seconds``, the first ones (the ramp) not counted."""
+    issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
+    middle: tuple[float, int] | None = None
+    while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
+        batched.issue(queries(round_size))
+        issued, rounds = issued + round_size, rounds + 1
+        if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
+            middle = (time.perf_counter(), stand_in.answered)
+    stand_in.wait_for(base + issued)
+    assert middle is not None
+    elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
+    return counted / elapsed, counted, elapsed
+
+
+def _rounds(batched: Server, stand_in: Rehearsal, queries: Any, round_size: int,
+            seconds: float) -> tuple[float, int, float]:
+    """Rounds of one call per worker at once, each waited for, until ``seconds`` have passed (at least
+    two rounds; the first, the workers' first calls, not counted)."""
+    rounds, counted, elapsed = 0, 0, 0.0
+    started = time.perf_counter()
+    while rounds < 2 or time.perf_counter() - started < seconds:
+        base, began = stand_in.answered, time.perf_counter()
+        batched.issue(queries(round_size))
+        stand_in.wait_for(base + round_size)
+        if rounds:
+            counted, elapsed = counted + round_size, elapsed + time.perf_counter() - began
+        rounds += 1
+    return counted / elapsed, counted, elapsed
+
+
+def _cost_scale(model: Any, rows: list[int]) -> float:
+    """The dataset's samples against those the warm-up timed, by the model's cost per sample (1 without one)."""
+    cost = getattr(model, "cost", None)
+    if not callable(cost) or not rows:
+        return 1.0
+    timed = statistics.fmean(cost(i) for i in rows)
+    every = statistics.fmean(cost(i) for i in range(model.count))
+    return timed / every if every > 0 and timed > 0 else 1.0
 
 
 def batching(options: Options, module: Any, input_shape: tuple[Any, ...], name: str) -> tuple[Batching, str]:
@@ -287,6 +325,21 @@ def expected_seconds(plan: lg_settings.Schedule, measured: dict[str, float], sce
         return max(plan.planned_s, min(plan.samples, plan.qps * plan.planned_s) / rate)
     latency_s = measured["batch_ms" if scenario == "MultiStream" else "latency_ms"] / 1000
     return max(plan.min_s, plan.queries * latency_s)
+
+
+def cut_short(settings: Any, measured: dict[str, float], scenario: str) -> str | None:
+    """Why a one-query-at-a-time test (SingleStream, MultiStream) will stop at its time limit before
+    LoadGen's minimum of queries, at the warm-up's latency (then INVALID: "min queries not met"); None
+    when it will not."""
+    if scenario not in INLINE_SCENARIOS or not settings.max_duration_ms:
+        return None
+    latency_s = measured["batch_ms" if scenario == "MultiStream" else "latency_ms"] / 1000
+    limit_s, least = settings.max_duration_ms / 1000, int(settings.min_query_count)
+    if latency_s <= 0 or limit_s / latency_s >= least:
+        return None
+    return (f"the {scenario} test stops at its {limit_s:g} s limit after about {limit_s / latency_s:,.0f} of the "
+            f"{least:,} queries LoadGen requires ({latency_s * 1000:.4g} ms each in the warm-up): its result will "
+            f"be INVALID (min queries not met); --time {math.ceil(1.2 * least * latency_s)} lets it finish")
 
 
 def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
@@ -422,6 +475,10 @@ def run(options: Options) -> dict[str, Any]:
                              f"not {plan.min_s:g} s: LoadGen planned {plan.samples:,} samples at "
                              f"{plan.qps:.4g} queries/s; this machine answered {measured['throughput_qps']:.4g} "
                              "samples/s in the warm-up\n")
+            sys.stderr.flush()
+        short = cut_short(settings, measured, options.scenario)
+        if short:
+            sys.stderr.write(f"inference: warning: {short}\n")
             sys.stderr.flush()
     server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
     try:

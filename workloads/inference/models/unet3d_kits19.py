@@ -25,6 +25,7 @@ The training workload scores in float32 on the trimmed, unpadded volume: not thi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,17 @@ class Model:
         if len(input_shape) != 5 or (all(isinstance(d, int) for d in spatial) and spatial != self.roi):
             raise HarnessError(f"the model takes {_dims(input_shape)}, the dataset {self.data} was prepared for "
                                f"a {_dims(self.roi)} window: prepare the raw KiTS19 folder for this model")
+
+    def cost(self, index: int) -> float:
+        """The windows the sliding window runs on the case (its index's shape): what a case costs."""
+        from workloads.unet3d.evaluate import padding
+
+        shape = tuple(int(v) for v in self.cases[index]["shape"][-3:])
+        strides = tuple(int(w * (1 - OVERLAP)) for w in self.roi)
+        pads = padding(shape, self.roi, strides)
+        axes = zip(shape, pads, self.roi, strides, strict=True)
+        return float(math.prod(len(range(0, size + before + after - w + 1, stride))
+                               for size, (before, after), w, stride in axes))
 
     def load(self, index: int) -> np.ndarray:
         image, _ = read_case(self.data / self.cases[index]["file"])
