@@ -89,3 +89,29 @@ def test_a_damaged_or_hostile_seed_folder_is_one_line_and_exit_2(damage: str, tm
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("unet3d export: ") and "Traceback" not in err
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_a_run_whose_seeds_never_converged_says_which_seed_it_exports(cli, mltrain_env, monkeypatch, tmp_path: Path):
+    """No seed reached its target: the seed exported is named, and that it did not converge (before:
+    the first finished seed, without a word)."""
+    import shutil
+    import sys
+
+    from tests.conftest import TEST_WORKLOADS
+
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench")
+    export = [sys.executable, "-c", "import sys, pathlib; pathlib.Path(sys.argv[2]).write_bytes(b'x')"]
+    with (workloads / "fakebench" / "workload.yaml").open("a") as yaml:
+        yaml.write(f"export: {{cli: {json.dumps(export)}, feeds: 3d-unet}}\n")
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    monkeypatch.setenv("FAKE_MODE", "no_converge")
+    results = tmp_path / "r"
+    r = cli("run", "fakebench", "--profile", "smoke", "--seeds", "1-2", "--results", str(results), "--json")
+    assert r.code in (0, 1), r.err
+    run_id = json.loads(r.out)["run_id"]
+    exported = cli("export", run_id, "--model", str(tmp_path / "m.onnx"), "--results", str(results), "--json")
+    assert exported.code == 0, exported.err
+    assert json.loads(exported.out)["seed"] == 1
+    assert (f"warning: {run_id} seed 1 did not reach its quality target" in exported.err
+            and "no seed of the run converged" in exported.err)
