@@ -172,3 +172,20 @@ def test_the_segmentation_is_the_same_whatever_the_windows_per_call(raw: Path, t
     scored = model.accuracy([(1, first.tobytes())])
     assert scored.samples == 1 and scored.metric == "DICE" and scored.line.startswith("Accuracy: mean = ")
     assert json.loads(json.dumps(scored.parts)) == scored.parts
+
+
+def test_a_raw_folder_of_the_inference_cases_alone_needs_no_kits_json(raw: Path, tmp_path: Path):
+    """Only case_00003 and case_00005 (ids not from 0, no kits.json): the two inference cases are made
+    (before: "case_00000: missing case folder (ids run from 0 to 5)"); a broken one is still named."""
+    import shutil
+
+    only = tmp_path / "raw"
+    for case in ("case_00003", "case_00005"):
+        shutil.copytree(raw / case, only / case)
+    made = prepare(only, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+    assert [c["case"] for c in read_index(made.folder)["cases"]] == ["case_00003", "case_00005"]
+    (only / "case_00005" / "segmentation.nii.gz").unlink()
+    shutil.copytree(raw / "case_00006", only / "case_00006")
+    (only / "case_00006" / "imaging.nii.gz").write_bytes(b"not a volume")
+    with pytest.raises(DataError, match=r"case_00006/imaging.nii.gz: unreadable NIfTI"):
+        prepare(only, tmp_path / "cache", roi=(24, 24, 24), workers=1)
