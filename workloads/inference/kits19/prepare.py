@@ -5,8 +5,9 @@
 
 - SRC is a prepared folder (its ``index.json`` lists every case file, sizes as recorded): SRC.
 - SRC is raw KiTS19 (``case_XXXXX/imaging.nii.gz`` and ``segmentation.nii.gz``; ``kits.json`` not
-  needed, nor any case but the inference cases, whatever their ids): the inference cases it holds (all 43 of ``inference_cases.json`` in the real data, ``case_00400`` from ``case_00185``
-  as the reference copies it) preprocessed by the reference's procedure (`preprocess`) into
+  needed, nor any case but the inference cases, whatever their ids): the inference cases it holds
+  (all 43 of ``inference_cases.json`` in the real data, ``case_00400`` from ``case_00185`` as the
+  reference copies it) preprocessed by the reference's procedure (`preprocess`) into
   ``DIR/kits19-inference-<key>/``, the key a hash of the procedure, the ROI and every raw file's md5:
   the same raw data and ROI find the same folder again (a later call reads only sizes and mtimes).
   Cases run in parallel and an interrupted preparation resumes (``DIR/.kits19-inference-<key>.building``);
