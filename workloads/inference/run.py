@@ -85,6 +85,8 @@ class Options:
     """The orchestrator's profile name, recorded only."""
     trust_model: bool = False
     """The model file may run code as it loads (a torch.export program): its user vouches for it."""
+    reference_accuracy: bool = False
+    """With the accuracy test: the model file's own FP32 accuracy on the same samples (`reference_accuracy`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -424,6 +426,29 @@ def run_tests(lg: Any, options: Options, server: Server, samples: Samples, setti
     return tests
 
 
+def reference_accuracy(options: Options, model: Any, measured: Any, entries: list[tuple[int, bytes]]) -> dict[str, Any]:
+    """The model file's own FP32 accuracy on the samples of the accuracy log, as MLPerf defines a reference
+    accuracy (the reference model on the same data): the file run by its own runtime (ONNX Runtime for
+    .onnx, torch for .pt2) on the CPU, one sample at a time. The accuracy run itself where it ran so."""
+    how = f"{options.backend} on the CPU, FP32, the same {len(entries)} samples"
+    if options.device == "cpu":
+        return {"percent": measured.percent, "samples": measured.samples, "line": measured.line,
+                "how": f"{how}: the accuracy run itself"}
+    cpu = backends.load(options.backend, options.model, device="cpu", threads=0, trace_dir=None,
+                        trust_model=options.trust_model)
+    fixed = batch_axis(cpu.loaded.input_shape)
+    samples = Samples(model)
+    inline = Server(Rehearsal(), model, cpu, samples, scenario="SingleStream",
+                    batching=Batching(max_batch=fixed or 1, fixed=fixed), workers=1)
+    answers: list[tuple[int, bytes]] = []
+    for index, _ in entries:
+        samples.load([index])
+        answers.append((index, inline.compute([index])[0].tobytes()))
+        samples.unload([index])
+    scored = model.accuracy(answers)
+    return {"percent": scored.percent, "samples": scored.samples, "line": scored.line, "how": how}
+
+
 def run(options: Options) -> dict[str, Any]:
     """Run the tests; return the facts written to ``harness.json``."""
     import mlperf_loadgen as lg
@@ -498,6 +523,10 @@ def run(options: Options) -> dict[str, Any]:
         folder = options.out / ACCURACY_DIR
         accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
         atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    reference = None
+    if accuracy is not None and options.reference_accuracy:
+        reference = reference_accuracy(options, model, accuracy, read_accuracy_log(options.out / ACCURACY_DIR /
+                                                                                   ACCURACY_FILE))
     audited = None
     if options.audit is not None:
         audited = {"test": options.audit, "settings": compliance.audit_settings(options.audit, module)}
@@ -517,5 +546,7 @@ def run(options: Options) -> dict[str, Any]:
                            samples=model.count, trace_file=trace_file, operators=operators,
                            dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
                            audit=audited)
+    if reference is not None:
+        record["reference_accuracy"] = reference
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record
