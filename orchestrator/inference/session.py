@@ -229,8 +229,10 @@ def target_of(plan: InferencePlan, inputs: Inputs, facts_json: dict[str, Any]) -
     the model file's own FP32 accuracy on the same samples, as the harness measured it."""
     if inputs.target_percent is not None:
         return inputs.target_percent
-    reference = (facts_json.get("reference_accuracy") or {}).get("percent")
-    if not isinstance(reference, (int, float)) or not 0 <= reference <= 100:
+    given = facts_json.get("reference_accuracy") or {}
+    # as its script prints it, rounded as the run's own accuracy is: the same samples score the same
+    reference = logs.line_percent(str(given.get("line") or ""))
+    if reference is None or not 0 <= reference <= 100:
         raise LogError("harness.json: no reference_accuracy (the model's own accuracy the target is a fraction of)")
     return plan.facts.accuracy.fraction * float(reference)
 

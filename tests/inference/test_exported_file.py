@@ -47,6 +47,21 @@ def test_smoke_takes_an_exported_file_without_data(exported: Path):
                                         data=exported.parent), [workloads_dir()])
 
 
+def test_the_smoke_target_is_taken_of_the_reference_as_its_script_prints_it(exported: Path, tmp_path: Path):
+    """The run's Dice is read from its script's line (5 decimals): so is the reference it is held to, or
+    a model of Dice 0.0000149 would miss 99.9% of itself (0.001% < 0.00149%)."""
+    from orchestrator.inference.session import Inputs, target_of
+
+    plan = plan_inference(InferenceOptions(model="3d-unet", scenario="Offline", profile="smoke", model_file=exported),
+                          [workloads_dir()])
+    inputs = Inputs(model_file=exported, model_sha256="0", data=tmp_path, extra_args=(), target_percent=None)
+    facts = {"reference_accuracy": {"percent": 0.00149, "line": "Accuracy: mean = 0.00001, kidney = 0.0000, "
+                                                                "tumor = 0.0000"}}
+    assert target_of(plan, inputs, facts) == pytest.approx(0.999 * 0.001)
+    with pytest.raises(Exception, match="no reference_accuracy"):
+        target_of(plan, inputs, {})
+
+
 def test_a_model_whose_input_the_rules_fix_is_still_held_to_it(tmp_path: Path):
     model = tiny.export(tmp_path / "small.onnx", side=64)
     (tmp_path / "data").mkdir()
@@ -75,7 +90,8 @@ def test_smoke_runs_an_exported_torch_program_against_its_own_accuracy(cli, mltr
     harness = json.loads((results / record["run_id"] / "jobs" / "main" / "results" / "harness.json").read_text())
     own = harness["reference_accuracy"]
     assert own["samples"] == accuracy["samples"] and "the accuracy run itself" in own["how"]
-    assert accuracy["target_percent"] == pytest.approx(0.999 * own["percent"]) and accuracy["met"]
+    assert own["line"] == accuracy["line"] and own["percent"] == pytest.approx(accuracy["percent"], abs=1e-3)
+    assert accuracy["target_percent"] == pytest.approx(0.999 * accuracy["percent"]) and accuracy["met"]
     assert json.loads((Path(record["data_dir"]) / "index.json").read_text())["roi"] == [32, 32, 32]
     assert "the target 99.9% of the model's own FP32 DICE on the same samples" in " ".join(
         record["result"]["official_gaps"])
