@@ -6,6 +6,7 @@ the model's argmax for that sample."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def test_smoke_profile_accuracy_is_the_top1_counted_from_the_model_outputs(cli, 
     assert r.code == 0, r.err
     record = json.loads(r.out)
     smoke = Path(mltrain_env["XDG_CACHE_HOME"]) / "mltrain" / "data" / "inference" / "resnet50-smoke"
+    made = re.search(r"smoke resnet50 model and data made in ([0-9.]+) s \(training included\)", r.err)
+    assert made and float(made.group(1)) >= json.loads((smoke / "smoke.json").read_text())["train_seconds"], r.err
     predicted, labels = top1_by_hand(smoke)
     good = int((predicted == labels).sum())
     accuracy = record["result"]["accuracy"]
