@@ -64,6 +64,8 @@ def export_run(
 
         check_output_file(model, option="--model", results=store.root)
         trained = find_trained(store, registry(), run, seed)
+        if trained.warning:
+            out.warning(trained.warning)
         written = export_trained(make_runner(RunnerOptions(name=runner.value), out.status), trained, model.resolve(),
                                  out.status)
         if as_json:

@@ -5,6 +5,7 @@ holds into mltrain's cache by the harness (3D-UNet's inference cases from raw Ki
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ class SmokeAssets:
     harness_args: tuple[str, ...]
     made_now: bool
     seconds: float | None
+    """How long making them took, all of it (a model's training included), when made now."""
 
 
 class SmokeFacts(BaseModel):
@@ -79,10 +81,14 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
         status(f"making the smoke {model} {what} in {folder} (once{': it trains for about a minute' * with_model})")
         folder.parent.mkdir(parents=True, exist_ok=True)
         out = HostPath(path=folder, writable=True, mount=folder.parent)
+        started = time.monotonic()
         result = dataset_command(runner, harness, ["smoke", model, out, *([] if with_model else ["--data-only"])],
                                  timeout_s=SMOKE_TIMEOUT_S, on_line=lambda line: None)
         if result.returncode != 0:
             raise DataError(f"making the smoke {model} {what} failed {result.where}: {result.last_line()}")
+        took: float | None = time.monotonic() - started  # all of it: the data, the training, the export
+    else:
+        took = None
     redo = f"remove {folder} and it is made again"
     try:
         facts = SmokeFacts.model_validate(read_json(marker))
@@ -96,7 +102,7 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
                        data=folder / facts.data,
                        reference_percent=100.0 * reference if reference is not None else 0.0,
                        input_shape=facts.input_shape, harness_args=facts.harness_args, made_now=made,
-                       seconds=facts.seconds)
+                       seconds=took if took is not None else facts.seconds)
 
 
 def prepared_dir(harness: str) -> Path:
@@ -113,13 +119,17 @@ class PreparedData:
 
 
 def prepare_dataset(runner: Runner, harness: Harness, model: str, data: Path, input_shape: Sequence[int],
-                    status: Callable[[str], None]) -> PreparedData:
+                    status: Callable[[str], None], *, model_file: Path | None = None) -> PreparedData:
     """The harness's ``prepare MODEL DIR --cache CACHE --input-shape ...`` where the jobs run; DataError
-    with its one line."""
+    with its one line. ``model_file``: a file whose input mltrain cannot read (a torch program, trusted),
+    whose shape the harness reads instead of ``input_shape``."""
     cache = prepared_dir(harness.name)
     cache.mkdir(parents=True, exist_ok=True)
-    args: list[DatasetArg] = ["prepare", model, HostPath(path=data), "--cache", HostPath(path=cache, writable=True),
-                              "--input-shape", ",".join(str(d) for d in input_shape)]
+    args: list[DatasetArg] = ["prepare", model, HostPath(path=data), "--cache", HostPath(path=cache, writable=True)]
+    if model_file is not None:
+        args += ["--model", HostPath(path=model_file)]
+    else:
+        args += ["--input-shape", ",".join(str(d) for d in input_shape)]
     lines = HeldBack(status)  # its progress as it comes; its last line is an error's, said once
     result = dataset_command(runner, harness, args, timeout_s=PREPARE_TIMEOUT_S, on_line=lines.add)
     if result.returncode != 0:

@@ -37,6 +37,10 @@ class InputFacts(_Frozen):
     """One sample, without the batch axis that comes first in the model file: (C, H, W) of an image,
     (C, D, H, W) of a volume."""
     min_opset: int = Field(default=7, ge=1)
+    window: Literal["declared", "model"] = "declared"
+    """model: the axes after the channels are the model file's own (a sliding window: the dataset is
+    prepared for the file's window, and a run at another than the declared one says it is not the
+    reference's); declared: the file takes ``shape``."""
 
 
 class AccuracyFacts(_Frozen):
@@ -98,6 +102,10 @@ class ProfileRules(_Frozen):
     """The accuracy run is always made."""
     overrides_allowed: bool = True
     """--time and --count may change what mlperf.conf fixes."""
+    accuracy_reference: Literal["published", "model"] = "published"
+    """What the accuracy target is a fraction of: the model's published FP32 accuracy (inference.yaml), or
+    the model file's own FP32 accuracy on the same samples, measured by the harness (MLPerf's definition of
+    a reference accuracy, for a model that has none published: a smoke or trained model)."""
     timeout_minutes: float = Field(default=60, gt=0)
 
 

@@ -131,6 +131,14 @@ def performance(folder: Path, scenario: str) -> Performance:
     )
 
 
+def line_percent(line: str) -> float | None:
+    """The accuracy an accuracy script's line says, in percent (as printed: its rounding); None without one."""
+    found, dice = _ACCURACY.search(line), _DICE.search(line)
+    if found is not None:
+        return float(found.group(1))
+    return 100.0 * float(dice.group(1)) if dice is not None else None
+
+
 def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = None,
              harness_facts: dict[str, Any] | None = None) -> Accuracy:
     """The accuracy script's number (``accuracy.txt``) against the model's target (or ``target_percent``).
@@ -141,10 +149,9 @@ def accuracy(folder: Path, facts: ModelFacts, target_percent: float | None = Non
         line = next((text.strip() for text in path.read_text().splitlines() if text.strip()), "")
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc} (the accuracy script's result is missing)") from None
-    found, dice = _ACCURACY.search(line), _DICE.search(line)
-    if found is None and dice is None:
+    percent = line_percent(line)
+    if percent is None:
         raise LogError(f"{path}: no 'accuracy=x%', 'mAP=x%' or 'Accuracy: mean = x' in {line[:80]!r}")
-    percent = float(found.group(1)) if found is not None else 100.0 * float(dice.group(1))  # type: ignore[union-attr]
     total = re.search(r"total=(\d+)", line)
     counted = ((harness_facts or {}).get("accuracy") or {}).get("samples")
     samples = int(total.group(1)) if total else int(counted) if isinstance(counted, int) else 0

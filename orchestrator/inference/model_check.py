@@ -75,6 +75,7 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
                          "the model must take one batch of samples")
     tensor = inputs[0].type.tensor_type
     shape = _input_dims(inputs[0])
+    expected = own_window(expected, shape)
     want = ("N", *expected.shape)
     if len(shape) != len(want) or any(have != need for have, need in zip(shape[1:], expected.shape, strict=True)):
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {_dims(shape)}, the model takes "
@@ -86,6 +87,17 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} is not float32 "
                          f"({onnx.TensorProto.DataType.Name(tensor.elem_type)})")
     return CheckedModel(path=path, sha256=sha256(path), input_name=inputs[0].name, input_shape=shape, opset=opset)
+
+
+def own_window(expected: InputFacts, dims: tuple[int | str, ...]) -> InputFacts:
+    """The input a file must take: the declared one, with the file's own window where the model slides
+    one (``window: model``) and the file fixes it (every axis after the batch and the channels a size)."""
+    if expected.window != "model" or len(dims) != len(expected.shape) + 1:
+        return expected
+    spatial = dims[2:]
+    if not all(isinstance(d, int) and d > 0 for d in spatial):
+        return expected
+    return expected.model_copy(update={"shape": (expected.shape[0], *spatial)})
 
 
 def onnx_input_dims(path: Path) -> tuple[int | str, ...]:

@@ -13,7 +13,7 @@ from orchestrator.config.labels import check_label
 from orchestrator.config.reading import not_a_file
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
-from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model, onnx_input_dims
+from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model
 from orchestrator.inference.trained import TrainedModel
 from orchestrator.text import exact
 
@@ -136,6 +136,8 @@ class InferencePlan:
                 args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
         if o.trace:
             args.append("--trace")
+        if self.rules.accuracy_reference == "model" and mode != "performance":
+            args.append("--reference-accuracy")
         if self.checked is None or o.trust_model:  # the smoke model, a training run's export: made here
             args.append("--trust-model")
         return [*args, *extra]
@@ -189,9 +191,15 @@ def plan_inference(options: InferenceOptions, roots: Sequence[Path],
     if o.profile == "smoke":
         if not facts.smoke:
             raise UsageError(f"{o.model} has no smoke model: give --model and --data with --profile qualify")
-        if o.model_file is not None or o.data is not None:
-            raise UsageError("--profile smoke runs on its own data with its own model or a training run's: drop --data "
-                             "and give --model RUN or nothing (or use --profile qualify)")
+        if o.data is not None:
+            raise UsageError("--profile smoke runs on its own data with its own model, a training run's or a file's: "
+                             "drop --data (or use --profile qualify)")
+        if o.model_file is not None:
+            if (wrong := not_a_file(o.model_file)) is not None:
+                raise UsageError(f"--model {o.model_file}: {wrong}")
+            checked = check_model(o.model_file, o.backend, facts.input, trusted=o.trust_model)
+            return InferencePlan(options=replace(o, model_file=o.model_file.resolve()), harness=harness, facts=facts,
+                                 rules=rules, checked=checked)
         return InferencePlan(options=o, harness=harness, facts=facts, rules=rules, checked=None, trained=trained)
     missing_inputs(o, facts, model_given=trained is not None)
     assert o.data is not None
@@ -232,14 +240,8 @@ def check_smoke_model(path: Path, backend: str, shape: tuple[int, ...]) -> Check
 
 
 def check_exported(path: Path, backend: str, declared: InputFacts) -> CheckedModel:
-    """A training run's exported model: the declared input but its own window (a model trained on
-    other patches slides its own; its dataset is prepared for it, and a run says it is not the
-    reference's). Made here, by the workload's export: trusted as the smoke model is."""
-    if backend == "torch":
-        return check_model(path, backend, declared, trusted=True)
-    own = onnx_input_dims(path)
-    if len(own) == len(declared.shape) + 1 and all(isinstance(d, int) for d in own[2:]):
-        declared = InputFacts(shape=(declared.shape[0], *own[2:]), min_opset=declared.min_opset)  # type: ignore[arg-type]
+    """A training run's exported model, made here by the workload's export: trusted as the smoke model
+    is (its window its own where the model slides one: `model_check.own_window`)."""
     return check_model(path, backend, declared, trusted=True)
 
 

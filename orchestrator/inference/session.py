@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InfrastructureError, MltrainError, UsageError
+from orchestrator.errors import InfrastructureError, LogError, MltrainError, UsageError
 from orchestrator.inference import compliance as verifying
 from orchestrator.inference import data, logs, search
 from orchestrator.inference.job import as_given, run_harness
@@ -36,7 +36,8 @@ class Inputs:
     model_sha256: str
     data: Path
     extra_args: tuple[str, ...]
-    target_percent: float
+    target_percent: float | None
+    """The accuracy target; None: a fraction of the model's own accuracy, which the harness measures."""
     smoke_note: str | None = None
     model_source: str | None = None
     """The training run and seed the model was exported from."""
@@ -50,37 +51,43 @@ def resolve_inputs(plan: InferencePlan, runner: Runner, status: Callable[[str], 
     """The model file (given; a training run's, exported now; or the smoke model) and the dataset the
     jobs read (prepared for that model where the harness prepares one)."""
     o = plan.options
-    smoke = data.ensure_smoke(runner, plan.harness, o.model, status, with_model=plan.trained is None) \
+    trained = plan.trained
+    own_model = trained is None and plan.checked is None  # the smoke model itself
+    smoke = data.ensure_smoke(runner, plan.harness, o.model, status, with_model=own_model) \
         if o.profile == "smoke" else None
     if smoke is not None and smoke.made_now:
-        status(f"smoke {o.model} model and data made in {smoke.seconds} s ({smoke.folder})")
-    trained = plan.trained
+        status(f"smoke {o.model} {'model and data' if own_model else 'data'} made in {smoke.seconds:.1f} s"
+               f"{' (training included)' if own_model else ''} ({smoke.folder})")
     if trained is not None:
         suffix = ".pt2" if o.backend == "torch" else ".onnx"
+        if trained.warning:
+            status(f"warning: {trained.warning}")
         status(f"exporting the model {trained.source} trained ({trained.workload.name}) as {o.model}")
         model_file = export_trained(runner, trained, exported_path(plan.harness.name, trained, suffix), status)
         checked = check_exported(model_file, o.backend, plan.facts.input)
-    elif smoke is not None:
+    elif plan.checked is not None:
+        assert o.model_file is not None
+        model_file, checked = o.model_file, plan.checked
+    else:
+        assert smoke is not None
         model_file = smoke.model_torch if o.backend == "torch" else smoke.model_onnx
         checked = check_smoke_model(model_file, o.backend, smoke.input_shape)
-    else:
-        assert o.model_file is not None and plan.checked is not None
-        model_file, checked = o.model_file, plan.checked
     given = smoke.data if smoke is not None else o.data
     assert given is not None
-    prepared = data.prepare_dataset(runner, plan.harness, o.model, given, plan.sample_shape(checked), status)
-    target = plan.facts.accuracy.target
+    prepared = data.prepare_dataset(runner, plan.harness, o.model, given, plan.sample_shape(checked), status,
+                                    model_file=model_file if not checked.input_shape else None)
+    target: float | None = plan.facts.accuracy.target
     note = None
+    if plan.rules.accuracy_reference == "model":
+        target = None  # the harness measures it: the file's own FP32 accuracy on the same samples
     if smoke is not None:
-        reference = smoke.reference_percent
-        what = "trained here"
-        if trained is not None and trained.accuracy is not None:
-            reference, what = 100.0 * trained.accuracy, f"{trained.source}, trained"
-        target = plan.facts.accuracy.fraction * reference
-        note = (f"smoke model and data ({what} to {reference:.1f}% {plan.facts.accuracy.metric} on its own "
-                "evaluation), not the reference's: comparable with nothing")
+        what = "its smoke model" if own_model else (f"{trained.source}'s model" if trained is not None
+                                                     else "the model given")
+        note = (f"the smoke data with {what}, not the reference's, the target "
+                f"{plan.facts.accuracy.fraction:.1%} of the model's own FP32 {plan.facts.accuracy.metric} on the same "
+                "samples: comparable with nothing")
     return Inputs(model_file=model_file, model_sha256=checked.sha256, data=prepared.folder,
-                  extra_args=smoke.harness_args if smoke is not None and trained is None else (),
+                  extra_args=smoke.harness_args if smoke is not None and own_model else (),
                   target_percent=target, smoke_note=note, model_source=trained.source if trained else None)
 
 
@@ -217,11 +224,25 @@ def _move(source: Path, target: Path) -> None:
     atomic.move(source, target)
 
 
+def target_of(plan: InferencePlan, inputs: Inputs, facts_json: dict[str, Any]) -> float:
+    """The accuracy target: the model's declared one, or (``accuracy_reference: model``) its fraction of
+    the model file's own FP32 accuracy on the same samples, as the harness measured it."""
+    if inputs.target_percent is not None:
+        return inputs.target_percent
+    given = facts_json.get("reference_accuracy") or {}
+    # as its script prints it, rounded as the run's own accuracy is: the same samples score the same
+    reference = logs.line_percent(str(given.get("line") or ""))
+    if reference is None or not 0 <= reference <= 100:
+        raise LogError("harness.json: no reference_accuracy (the model's own accuracy the target is a fraction of)")
+    return plan.facts.accuracy.fraction * float(reference)
+
+
 def result_of(plan: InferencePlan, inputs: Inputs, root: Path, facts_folder: Path, facts_json: dict[str, Any],
               found: Any) -> InferenceResult:
     perf = logs.performance(root / "performance" / "run_1", plan.options.scenario) \
         if "performance" in plan.tests else None
-    acc = logs.accuracy(root / "accuracy", plan.facts, inputs.target_percent, facts_json) if plan.accuracy else None
+    acc = logs.accuracy(root / "accuracy", plan.facts, target_of(plan, inputs, facts_json), facts_json) \
+        if plan.accuracy else None
     harness = logs.harness_record(facts_json, facts_folder)
     gaps = logs.official_gaps(perf, harness, plan.facts, acc, (facts_json.get("round") or {}).get("name"))
     dataset_gap = (facts_json.get("dataset") or {}).get("gap")

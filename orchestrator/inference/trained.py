@@ -38,11 +38,24 @@ class TrainedModel:
     feeds: str
     """The inference model the export makes."""
     accuracy: float | None
-    """The seed's last evaluated quality (its MLLOG metric), what a smoke target is taken of."""
+    """The seed's last evaluated quality (its MLLOG metric)."""
+    converged: bool = True
+    """Whether the seed reached its quality target."""
+    others_converged: bool = False
+    """Whether another finished seed of the run did (one was chosen that did not)."""
 
     @property
     def source(self) -> str:
         return f"{self.run_id} seed {self.seed}"
+
+    @property
+    def warning(self) -> str | None:
+        """What a user must be told of the chosen seed: it never reached its target."""
+        if self.converged:
+            return None
+        last = "" if self.accuracy is None else f" (its last evaluation: {self.accuracy:.4g})"
+        why = "the seed asked for" if self.others_converged else "no seed of the run converged"
+        return f"{self.source} did not reach its quality target{last}: its model is used as it ended ({why})"
 
 
 def looks_like_run(text: str) -> bool:
@@ -74,7 +87,8 @@ def find_trained(store: Store, workloads: Registry, run_id: str, seed: int | Non
     record = records[chosen]
     last = record.evals[-1].accuracy if record.evals else record.best_accuracy
     return TrainedModel(run_id=run_id, seed=chosen, workload=workload, results=store.paths(run_id).seed(chosen).results,
-                        feeds=workload.export.feeds, accuracy=last)
+                        feeds=workload.export.feeds, accuracy=last, converged=record.converged,
+                        others_converged=any(r.converged for s, r in records.items() if s != chosen))
 
 
 def exported_path(harness: str, trained: TrainedModel, suffix: str) -> Path:

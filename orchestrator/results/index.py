@@ -26,7 +26,7 @@ from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped whenever the tables change: an index of another version is dropped and rebuilt."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -214,7 +214,7 @@ class Index:
                 f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * _RUN_COLUMNS)})",
                 (
                     run.run_id, run.model, run.model, run.profile, run.label, run.runner, run.host, run.started_at,
-                    run.ended_at, run.state, None, None, None if result is None else int(result.valid), None, None,
+                    run.ended_at, run.state, None, None, None if result is None else int(run.passed), None, None,
                     reason, "inference", run.scenario, perf.value if perf else None, perf.unit if perf else None,
                     None, None, None, mtime,
                 ),

@@ -212,3 +212,22 @@ class InferenceRun(Record):
     @property
     def setup_name(self) -> str:
         return self.label or self.run_id
+
+    @property
+    def passed(self) -> bool:
+        """The run's verdict under its profile: the one rule of its exit code and of ``list``'s valid column.
+        mlperf: an MLPerf-valid result. qualify: LoadGen's verdict on the settings the profile asked for, and
+        the accuracy target. smoke: the pipeline ran end to end (the performance test measured, the accuracy
+        target met); LoadGen's verdict on a 3 s test beyond the rules is said beside it, not failed on (on a
+        busy host it is the host's). --accuracy-only: its one test's target."""
+        result = self.result
+        if result is None or self.state != "finished":
+            return False
+        accuracy_met = result.accuracy is None or result.accuracy.met
+        if result.performance is None:  # --accuracy-only: its one test
+            return result.accuracy is not None and result.accuracy.met
+        if self.profile == "mlperf":
+            return result.valid
+        if self.profile == "smoke":
+            return result.performance.value is not None and accuracy_met
+        return result.performance.loadgen_valid and accuracy_met

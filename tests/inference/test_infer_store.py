@@ -65,3 +65,27 @@ def test_an_index_another_process_holds_does_not_fail_an_inference_run(cli, asse
     listing = cli("list", "--results", str(results), "--json")
     assert run_id in [row["run_id"] for row in json.loads(listing.out)]
 
+
+
+def test_the_exit_code_and_list_follow_one_rule_per_profile(cli, assets, tmp_path: Path):
+    """A smoke run whose 3 s test LoadGen calls INVALID (min duration not met, the host's) but whose
+    pipeline ran and whose accuracy met its target passes: exit 0, and `list` says valid; a qualify run
+    the same is INVALID in both (before: the exit code and `list` each had their own rule)."""
+    from orchestrator.results.inference import InferenceRun
+
+    results = tmp_path / "results"
+    r = infer(cli, assets, results, "--accuracy", "--json")
+    assert r.code in (0, 1), r.err
+    record = json.loads(r.out)
+    path = results / record["run_id"] / "inference.json"
+    performance = {**record["result"]["performance"], "loadgen_valid": False,
+                   "loadgen_reasons": ["min duration not met"]}
+    accuracy = {**record["result"]["accuracy"], "target_percent": 0.0, "met": True}
+    for profile, passed in (("smoke", True), ("qualify", False)):
+        changed = {**record, "profile": profile,
+                   "result": {**record["result"], "performance": performance, "accuracy": accuracy}}
+        path.write_text(json.dumps(changed))
+        run = InferenceRun.model_validate(changed)
+        assert run.passed is passed
+        (row,) = json.loads(cli("list", "--results", str(results), "--json").out)
+        assert row["valid"] == passed, (profile, row)

@@ -172,3 +172,55 @@ def test_the_segmentation_is_the_same_whatever_the_windows_per_call(raw: Path, t
     scored = model.accuracy([(1, first.tobytes())])
     assert scored.samples == 1 and scored.metric == "DICE" and scored.line.startswith("Accuracy: mean = ")
     assert json.loads(json.dumps(scored.parts)) == scored.parts
+
+
+def test_a_raw_folder_of_the_inference_cases_alone_needs_no_kits_json(raw: Path, tmp_path: Path):
+    """Only case_00003 and case_00005 (ids not from 0, no kits.json): the two inference cases are made
+    (before: "case_00000: missing case folder (ids run from 0 to 5)"); a broken one is still named."""
+    import shutil
+
+    only = tmp_path / "raw"
+    for case in ("case_00003", "case_00005"):
+        shutil.copytree(raw / case, only / case)
+    made = prepare(only, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+    assert [c["case"] for c in read_index(made.folder)["cases"]] == ["case_00003", "case_00005"]
+    (only / "case_00005" / "segmentation.nii.gz").unlink()
+    shutil.copytree(raw / "case_00006", only / "case_00006")
+    (only / "case_00006" / "imaging.nii.gz").write_bytes(b"not a volume")
+    with pytest.raises(DataError, match=r"case_00006/imaging.nii.gz: unreadable NIfTI"):
+        prepare(only, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+
+
+MEMORY_PROBE = """
+import resource
+import numpy as np
+from workloads.inference.models.unet3d_kits19 import Model
+from workloads.inference.sut import Batching
+
+class Zeros:
+    def predict(self, batch):
+        return [np.zeros((len(batch), 3, *batch.shape[2:]), np.float32)]
+
+model = Model.__new__(Model)
+model.roi = (64, 64, 64)
+image = np.random.default_rng(0).standard_normal((1, 192, 256, 256), dtype=np.float32)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+segmentation = model.infer(Zeros(), image, Batching(max_batch=1))
+assert segmentation.dtype == np.uint8 and segmentation.size == image.size
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024 / image.size)
+"""
+
+
+def test_a_volume_s_segmentation_holds_less_than_22_bytes_a_voxel_beside_the_volume():
+    """The blended logits (12 bytes a voxel) and their weights (4) are the sliding window's; the
+    volume is not copied when it needs no padding, and the argmax is taken a slab at a time (before:
+    an int64 argmax of the whole volume, 25 bytes a voxel, 31 with a padded copy; two workers, two volumes)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    done = subprocess.run([sys.executable, "-c", MEMORY_PROBE], capture_output=True, text=True, cwd=PROJECT,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 22, f"{float(done.stdout):.1f} bytes a voxel beside the volume"

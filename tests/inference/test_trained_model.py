@@ -47,3 +47,71 @@ def test_export_needs_one_target_and_a_seed_only_with_a_model(cli, fake_run, tmp
     assert both.code == 2 and "one of them" in both.err
     seed = cli("export", run_id, "--mlcommons", str(tmp_path / "x"), "--seed", "1", "--results", str(results))
     assert seed.code == 2 and "--seed chooses the seed of --model" in seed.err
+
+
+class _Runs:
+    """A pickle that runs a shell command as it loads."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize("damage", ["json-text", "json-list", "json-deep", "json-window", "pickle-runs-code"])
+def test_a_damaged_or_hostile_seed_folder_is_one_line_and_exit_2(damage: str, tmp_path: Path, capsys,
+                                                                 monkeypatch):
+    """The export reads model.json checked and model.pt as tensors only: a damaged file or a pickle
+    that would run a command is refused in one line (before: a traceback, exit 1)."""
+    import pickle
+
+    from workloads.unet3d.export import main, save
+    from workloads.unet3d.model import UNet3D, UNet3DConfig
+
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    net = UNet3D(UNet3DConfig(filters=(2, 4)))
+    save(net, net.config, (16, 16, 16), seed, {"status": "success"})
+    facts = json.loads((seed / "model.json").read_text())
+    if damage == "json-text":
+        (seed / "model.json").write_text('{"filters": [2, ')
+    elif damage == "json-list":
+        (seed / "model.json").write_text("[1, 2]")
+    elif damage == "json-deep":
+        (seed / "model.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "json-window":
+        (seed / "model.json").write_text(json.dumps({**facts, "window": [16, "x"]}))
+    else:
+        (seed / "model.pt").write_bytes(pickle.dumps({"weight": _Runs()}))
+    monkeypatch.chdir(tmp_path)
+    code = main([str(seed), str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("unet3d export: ") and "Traceback" not in err
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_a_run_whose_seeds_never_converged_says_which_seed_it_exports(cli, mltrain_env, monkeypatch, tmp_path: Path):
+    """No seed reached its target: the seed exported is named, and that it did not converge (before:
+    the first finished seed, without a word)."""
+    import shutil
+    import sys
+
+    from tests.conftest import TEST_WORKLOADS
+
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench")
+    export = [sys.executable, "-c", "import sys, pathlib; pathlib.Path(sys.argv[2]).write_bytes(b'x')"]
+    with (workloads / "fakebench" / "workload.yaml").open("a") as yaml:
+        yaml.write(f"export: {{cli: {json.dumps(export)}, feeds: 3d-unet}}\n")
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    monkeypatch.setenv("FAKE_MODE", "no_converge")
+    results = tmp_path / "r"
+    r = cli("run", "fakebench", "--profile", "smoke", "--seeds", "1-2", "--results", str(results), "--json")
+    assert r.code in (0, 1), r.err
+    run_id = json.loads(r.out)["run_id"]
+    exported = cli("export", run_id, "--model", str(tmp_path / "m.onnx"), "--results", str(results), "--json")
+    assert exported.code == 0, exported.err
+    assert json.loads(exported.out)["seed"] == 1
+    assert (f"warning: {run_id} seed 1 did not reach its quality target" in exported.err
+            and "no seed of the run converged" in exported.err)

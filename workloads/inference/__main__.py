@@ -77,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--audit", choices=compliance.TESTS,
                    help="run MLPerf Inference's compliance test (its audit.config) as the performance test")
     p.add_argument("--profile", default="", help="the caller's profile name (recorded)")
+    p.add_argument("--reference-accuracy", action="store_true",
+                   help="with the accuracy test: the model file's own FP32 accuracy on the same samples (on the CPU, "
+                        "the file's runtime), what a target is a fraction of where no reference is published")
     p.add_argument("--trust-model", action="store_true",
                    help="load a torch.export program (.pt2), which runs code its author chose: only one you made")
     return p
@@ -91,7 +94,7 @@ def _main(argv: list[str] | None) -> None:
                       target_latency_ms=args.target_latency_ms, max_batch=args.max_batch, threads=args.threads,
                       workers=args.workers, trace=args.trace, image_size=args.image_size,
                       label_offset=args.label_offset, audit=args.audit, profile=args.profile,
-                      trust_model=args.trust_model)
+                      trust_model=args.trust_model, reference_accuracy=args.reference_accuracy)
     facts = run(options)
     tests = ", ".join(f"{mode} {t['test_s']:.1f} s" for mode, t in facts["tests"].items())
     accuracy = f", {facts['accuracy']['line']}" if facts["accuracy"] else ""

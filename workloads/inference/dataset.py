@@ -2,7 +2,8 @@
 harness runs:
 
     python -m workloads.inference.dataset check MODEL DIR   # the model's layout, every image there
-    python -m workloads.inference.dataset prepare MODEL SRC --cache DIR [--input-shape C,D,H,W] [--workers N]
+    python -m workloads.inference.dataset prepare MODEL SRC --cache DIR [--input-shape C,D,H,W | --model FILE]
+        [--workers N]
         # the folder a run uses: SRC when it is in the model's layout; else what the model makes of
         # SRC under DIR, once (3d-unet: raw KiTS19 preprocessed as the reference does)
     python -m workloads.inference.dataset smoke MODEL OUT [--data-only]   # the smoke model and data, made once
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("src", type=Path)
     prepare.add_argument("--cache", type=Path, required=True, help="where a dataset made from SRC goes")
     prepare.add_argument("--input-shape", type=shape, help="the model's input without its batch axis (C,D,H,W)")
+    prepare.add_argument("--model", type=Path, dest="model_file",
+                         help="the model file whose input (C,D,H,W) the dataset is prepared for, read from it (a "
+                              ".pt2 is loaded: give only one you made), instead of --input-shape")
     prepare.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
     smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
     smoke.add_argument("model", choices=sorted(MODULES))
@@ -62,6 +66,20 @@ def shape(text: str) -> tuple[int, ...]:
     return dims
 
 
+def model_input_shape(path: Path) -> tuple[int, ...]:
+    """The model file's input without its batch axis, read by its runtime (ONNX Runtime for .onnx, torch
+    for a .pt2, which the caller vouches for); HarnessError when an axis after the batch is not a size."""
+    from workloads.inference import backends
+
+    backend = backends.load("torch" if path.suffix == ".pt2" else "onnxruntime", path, device="cpu", threads=1,
+                            trace_dir=None, trust_model=True)
+    dims = tuple(backend.loaded.input_shape[1:])
+    if not dims or not all(isinstance(d, int) and d > 0 for d in dims):
+        raise HarnessError(f"{path}: its input {list(backend.loaded.input_shape)} has free axes after the batch: "
+                           "export it for one input size")
+    return dims  # type: ignore[return-value]
+
+
 def _run(args: argparse.Namespace) -> None:
     if args.command == "check":
         if not args.dir.is_dir():
@@ -71,8 +89,9 @@ def _run(args: argparse.Namespace) -> None:
         if not args.src.is_dir():
             raise HarnessError(f"{args.src}: no such dataset folder")
         module = find(args.model)
+        input_shape = args.input_shape if args.model_file is None else model_input_shape(args.model_file)
         if hasattr(module, "prepare"):
-            folder = module.prepare(args.src, args.cache, args.input_shape, args.workers or usable_cpus())
+            folder = module.prepare(args.src, args.cache, input_shape, args.workers or usable_cpus())
         else:
             folder = args.src
         sys.stderr.write(module.check(folder) + "\n")

@@ -85,6 +85,8 @@ class Options:
     """The orchestrator's profile name, recorded only."""
     trust_model: bool = False
     """The model file may run code as it loads (a torch.export program): its user vouches for it."""
+    reference_accuracy: bool = False
+    """With the accuracy test: the model file's own FP32 accuracy on the same samples (`reference_accuracy`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -141,11 +143,13 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
             workers: int, seconds: float, calls: tuple[int, int] = WARM_UP_CALLS) -> dict[str, float]:
     """Sustained timings of the test's own path, after a first call of each kind: a single sample
     and a batch answered in the caller's thread (the latency targets, at least ``calls`` of each and an
-    eighth of ``seconds``), then, where the ``scenario`` has workers (Offline, Server), batches through
-    them for the rest of ``seconds``, their ramp not timed (the throughput target). A model whose
-    calls are too slow for that (a whole 3D volume per call) takes its throughput from the batch
-    calls. What LoadGen's schedule is planned from: a rate measured on one small batch once planned a
-    "60 s" Offline test that ran 662 s."""
+    eighth of ``seconds``), then, where the ``scenario`` has workers (Offline, Server), work through
+    them for the rest of ``seconds``, their ramp not timed (the throughput target): batches, or for a
+    model whose calls are slow (a whole 3D volume per call) rounds of one call per worker at once, as
+    the test runs them (one call at a time measured 1.41 samples/s where the test's two workers ran
+    2.62). A model whose samples differ in cost (``Model.cost``: 3D-UNet's windows per case) has the
+    rate scaled from the samples timed to the mean of the dataset's. What LoadGen's schedule is
+    planned from: a rate measured on one small batch once planned a "60 s" Offline test that ran 662 s."""
     stand_in = Rehearsal()
     inline = Server(stand_in, model, backend, samples, scenario="SingleStream", batching=batches, workers=1)
     rows = list(range(min(count, 2 * inline.max_batch)))
@@ -171,24 +175,18 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
         full_size = len(rows[:inline.max_batch])
         full = single if full_size == 1 else timed(full_size, seconds / 8, calls[1] - 1)
         rate, counted, elapsed = full_size / full, 0, 0.0
-        round_size = 2 * workers * inline.max_batch
-        # six rounds of two calls per worker must fit: else the batch calls say it, each most of the cost
-        sustained = scenario not in INLINE_SCENARIOS and not inline.per_sample and 12 * full <= seconds
-        if sustained:
+        if scenario not in INLINE_SCENARIOS:
             # the workers ramp up (their first calls, the allocator, the clocks): what comes after counts
             batched = Server(stand_in, model, backend, samples, scenario="Offline", batching=batches,
                              workers=workers)
-            issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
-            middle: tuple[float, int] | None = None
-            while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
-                batched.issue(queries(round_size))
-                issued, rounds = issued + round_size, rounds + 1
-                if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
-                    middle = (time.perf_counter(), stand_in.answered)
-            stand_in.wait_for(base + issued)
-            assert middle is not None
-            elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
-            rate = counted / elapsed
+            # six rounds of two calls per worker must fit: else rounds of one call per worker, each timed whole
+            if not inline.per_sample and 12 * full <= seconds:
+                rate, counted, elapsed = _sustained(batched, stand_in, queries, 2 * workers * inline.max_batch,
+                                                    seconds)
+            else:
+                rate, counted, elapsed = _rounds(batched, stand_in, queries, max(1, workers) * inline.max_batch,
+                                                 0.75 * seconds)
+        rate *= _cost_scale(model, rows)
     finally:
         if batched is not None:
             batched.close()
@@ -198,6 +196,48 @@ def warm_up(model: Any, backend: backends.Backend, samples: Samples, batches: Ba
         batched.raise_failure("warm-up")
     return {"latency_ms": single * 1000, "batch_ms": full * 1000, "throughput_qps": rate,
             "seconds": round(elapsed, 3), "samples": counted}
+
+
+def _sustained(batched: Server, stand_in: Rehearsal, queries: Any, round_size: int,
+               seconds: float) -> tuple[float, int, float]:
+    """Rounds of batches kept in flight for most of ``seconds``, the first ones (the ramp) not counted."""
+    issued, rounds, started, base = 0, 0, time.perf_counter(), stand_in.answered
+    middle: tuple[float, int] | None = None
+    while rounds < 6 or time.perf_counter() - started < 0.75 * seconds:
+        batched.issue(queries(round_size))
+        issued, rounds = issued + round_size, rounds + 1
+        if middle is None and rounds >= 3 and time.perf_counter() - started >= min(RAMP_S, 0.375 * seconds):
+            middle = (time.perf_counter(), stand_in.answered)
+    stand_in.wait_for(base + issued)
+    assert middle is not None
+    elapsed, counted = time.perf_counter() - middle[0], base + issued - middle[1]
+    return counted / elapsed, counted, elapsed
+
+
+def _rounds(batched: Server, stand_in: Rehearsal, queries: Any, round_size: int,
+            seconds: float) -> tuple[float, int, float]:
+    """Rounds of one call per worker at once, each waited for, until ``seconds`` have passed (at least
+    two rounds; the first, the workers' first calls, not counted)."""
+    rounds, counted, elapsed = 0, 0, 0.0
+    started = time.perf_counter()
+    while rounds < 2 or time.perf_counter() - started < seconds:
+        base, began = stand_in.answered, time.perf_counter()
+        batched.issue(queries(round_size))
+        stand_in.wait_for(base + round_size)
+        if rounds:
+            counted, elapsed = counted + round_size, elapsed + time.perf_counter() - began
+        rounds += 1
+    return counted / elapsed, counted, elapsed
+
+
+def _cost_scale(model: Any, rows: list[int]) -> float:
+    """The dataset's samples against those the warm-up timed, by the model's cost per sample (1 without one)."""
+    cost = getattr(model, "cost", None)
+    if not callable(cost) or not rows:
+        return 1.0
+    timed = statistics.fmean(cost(i) for i in rows)
+    every = statistics.fmean(cost(i) for i in range(model.count))
+    return timed / every if every > 0 and timed > 0 else 1.0
 
 
 def batching(options: Options, module: Any, input_shape: tuple[Any, ...], name: str) -> tuple[Batching, str]:
@@ -289,6 +329,21 @@ def expected_seconds(plan: lg_settings.Schedule, measured: dict[str, float], sce
     return max(plan.min_s, plan.queries * latency_s)
 
 
+def cut_short(settings: Any, measured: dict[str, float], scenario: str) -> str | None:
+    """Why a one-query-at-a-time test (SingleStream, MultiStream) will stop at its time limit before
+    LoadGen's minimum of queries, at the warm-up's latency (then INVALID: "min queries not met"); None
+    when it will not."""
+    if scenario not in INLINE_SCENARIOS or not settings.max_duration_ms:
+        return None
+    latency_s = measured["batch_ms" if scenario == "MultiStream" else "latency_ms"] / 1000
+    limit_s, least = settings.max_duration_ms / 1000, int(settings.min_query_count)
+    if latency_s <= 0 or limit_s / latency_s >= least:
+        return None
+    return (f"the {scenario} test stops at its {limit_s:g} s limit after about {limit_s / latency_s:,.0f} of the "
+            f"{least:,} queries LoadGen requires ({latency_s * 1000:.4g} ms each in the warm-up): its result will "
+            f"be INVALID (min queries not met); --time {math.ceil(1.2 * least * latency_s)} lets it finish")
+
+
 def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
     """The batches in flight (each worker's, and Offline's gathered ahead: 3 per worker) fit this
     machine's memory, one sample measured: a model with a fixed batch of 2^40 passed every other check."""
@@ -325,6 +380,18 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     return 0, "the backend's default (one call at a time)"
 
 
+TRACE_FILE = "mlperf_log_trace.json"
+
+
+def drop_empty(path: Path) -> None:
+    """Remove ``path`` when it is an empty regular file (what LoadGen leaves of a trace it did not write)."""
+    try:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass
+
+
 def run_tests(lg: Any, options: Options, server: Server, samples: Samples, settings: Any, count: int,
               sample_count: int, audit_file: Path | None = None) -> dict[str, Any]:
     """LoadGen's tests of ``options.mode`` in turn, each logging into its folder; per test its time and
@@ -349,12 +416,37 @@ def run_tests(lg: Any, options: Options, server: Server, samples: Samples, setti
             # LoadGen reads the one it is given (a compliance test's), else one that does not exist.
             audit = audit_file if audit_file is not None and mode == "performance" else folder / NO_AUDIT
             lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, str(audit))
+            if not options.trace:  # LoadGen opens its trace file whether or not it writes to it
+                drop_empty(folder / TRACE_FILE)
             server.raise_failure(mode)
             tests[mode] = {"test_s": time.perf_counter() - started, **server.reset().to_json()}
     finally:
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
     return tests
+
+
+def reference_accuracy(options: Options, model: Any, measured: Any, entries: list[tuple[int, bytes]]) -> dict[str, Any]:
+    """The model file's own FP32 accuracy on the samples of the accuracy log, as MLPerf defines a reference
+    accuracy (the reference model on the same data): the file run by its own runtime (ONNX Runtime for
+    .onnx, torch for .pt2) on the CPU, one sample at a time. The accuracy run itself where it ran so."""
+    how = f"{options.backend} on the CPU, FP32, the same {len(entries)} samples"
+    if options.device == "cpu":
+        return {"percent": measured.percent, "samples": measured.samples, "line": measured.line,
+                "how": f"{how}: the accuracy run itself"}
+    cpu = backends.load(options.backend, options.model, device="cpu", threads=0, trace_dir=None,
+                        trust_model=options.trust_model)
+    fixed = batch_axis(cpu.loaded.input_shape)
+    samples = Samples(model)
+    inline = Server(Rehearsal(), model, cpu, samples, scenario="SingleStream",
+                    batching=Batching(max_batch=fixed or 1, fixed=fixed), workers=1)
+    answers: list[tuple[int, bytes]] = []
+    for index, _ in entries:
+        samples.load([index])
+        answers.append((index, inline.compute([index])[0].tobytes()))
+        samples.unload([index])
+    scored = model.accuracy(answers)
+    return {"percent": scored.percent, "samples": scored.samples, "line": scored.line, "how": how}
 
 
 def run(options: Options) -> dict[str, Any]:
@@ -409,6 +501,10 @@ def run(options: Options) -> dict[str, Any]:
                              f"{plan.qps:.4g} queries/s; this machine answered {measured['throughput_qps']:.4g} "
                              "samples/s in the warm-up\n")
             sys.stderr.flush()
+        short = cut_short(settings, measured, options.scenario)
+        if short:
+            sys.stderr.write(f"inference: warning: {short}\n")
+            sys.stderr.flush()
     server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
     try:
         sample_count = settings.performance_sample_count_override or model.count
@@ -427,6 +523,10 @@ def run(options: Options) -> dict[str, Any]:
         folder = options.out / ACCURACY_DIR
         accuracy = model.accuracy(read_accuracy_log(folder / ACCURACY_FILE))
         atomic.write_text(folder / "accuracy.txt", accuracy.line + "\n")
+    reference = None
+    if accuracy is not None and options.reference_accuracy:
+        reference = reference_accuracy(options, model, accuracy, read_accuracy_log(options.out / ACCURACY_DIR /
+                                                                                   ACCURACY_FILE))
     audited = None
     if options.audit is not None:
         audited = {"test": options.audit, "settings": compliance.audit_settings(options.audit, module)}
@@ -446,5 +546,7 @@ def run(options: Options) -> dict[str, Any]:
                            samples=model.count, trace_file=trace_file, operators=operators,
                            dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
                            audit=audited)
+    if reference is not None:
+        record["reference_accuracy"] = reference
     atomic.write_json(options.out / facts.FACTS_FILE, record)
     return record

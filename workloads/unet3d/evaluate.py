@@ -83,7 +83,8 @@ def sliding_window_logits(
     strides = tuple(int(w * (1 - overlap)) for w in window)
     pads = padding(shape, window, strides)
     flat_pads = [p for before_after in reversed(pads) for p in before_after]  # F.pad: last axis first
-    padded = torch.nn.functional.pad(image, flat_pads, mode="constant", value=PAD_VALUE)
+    # a volume already padded (the inference reference's) is used as it is, not copied
+    padded = torch.nn.functional.pad(image, flat_pads, mode="constant", value=PAD_VALUE) if any(flat_pads) else image
     padded_shape = tuple(padded.shape[2:])
     weights = torch.from_numpy(importance_map(tuple(window))).to(image.device, non_blocking=True)  # (*window)
     result: torch.Tensor | None = None

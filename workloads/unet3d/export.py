@@ -49,20 +49,55 @@ def save(model: torch.nn.Module, config: UNet3DConfig, window: tuple[int, int, i
 
 
 def load(results: Path) -> tuple[UNet3D, dict[str, Any]]:
-    """The trained net (CPU, eval mode) and its facts; DataError naming what is missing."""
+    """The trained net (CPU, eval mode) and its facts; DataError naming what is missing or damaged. The
+    weights are read as tensors only (``weights_only``): a pickle that would run code is refused, one line."""
     weights, facts_file = results / WEIGHTS, results / FACTS
     if not weights.is_file() or not facts_file.is_file():
         raise DataError(f"{results}: no trained weights ({WEIGHTS}, {FACTS}): the seed did not finish, or ran "
                         "with SAVE_MODEL=0")
+    facts, config = read_facts(facts_file)
     try:
-        facts = json.loads(facts_file.read_text())
-        config = UNet3DConfig(filters=tuple(int(f) for f in facts["filters"]), in_channels=int(facts["in_channels"]),
-                              n_classes=int(facts["n_classes"]))
+        state = torch.load(weights, map_location="cpu", weights_only=True)
         network = UNet3D(config)
-        network.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise DataError(f"{results}: unreadable trained weights ({one_line(exc)[:200]})") from None
+        network.load_state_dict(state)
+    except Exception as exc:  # noqa: BLE001 - a damaged or hostile file: torch raises UnpicklingError, RuntimeError ...
+        raise DataError(f"{weights}: not the trained weights of {FACTS}'s net ({type(exc).__name__}: "
+                        f"{one_line(exc)[:200]})") from None
     return network.eval(), facts
+
+
+MAX_FACTS_BYTES = 1 << 20
+"""``model.json`` is a few hundred bytes; anything far larger is not one."""
+
+
+def read_facts(path: Path) -> tuple[dict[str, Any], UNet3DConfig]:
+    """``model.json`` checked: the net's filters, channels and classes positive ints, its window three
+    positive ints; DataError naming the file and what is wrong."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FACTS_BYTES + 1)
+        if len(raw) > MAX_FACTS_BYTES:
+            raise ValueError(f"larger than {MAX_FACTS_BYTES} bytes")
+        facts = json.loads(raw)
+        if not isinstance(facts, dict):
+            raise ValueError(f"a JSON {type(facts).__name__}, not an object")
+        filters = _positive_ints(facts["filters"], "filters")
+        window = _positive_ints(facts["window"], "window")
+        if len(window) != 3:
+            raise ValueError(f"window {window}: give D, H, W")
+        in_channels, n_classes = (_positive_ints([facts[key]], key)[0] for key in ("in_channels", "n_classes"))
+        config = UNet3DConfig(filters=filters, in_channels=in_channels, n_classes=n_classes)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else one_line(exc)[:200]
+        raise DataError(f"{path}: damaged trained-model facts ({what})") from None
+    return {**facts, "window": list(window)}, config
+
+
+def _positive_ints(values: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(values, list) or not values or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in values):
+        raise ValueError(f"{name} {str(values)[:60]}: give whole numbers from 1 to 4096")
+    return tuple(values)
 
 
 def export(results: Path, out: Path) -> dict[str, Any]:

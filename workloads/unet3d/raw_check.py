@@ -75,7 +75,7 @@ def expected_cases(raw_dir: Path, present: list[str]) -> tuple[list[str], str]:
         )
         return wanted, "listed in kits.json"
     highest = max(case_index(case) or 0 for case in present)
-    return [case_name(i) for i in range(highest + 1)], f"ids run from 0 to {highest}"
+    return [case_name(i) for i in range(highest + 1)], f"ids run from 0 to {highest}; no {KITS_JSON} lists the cases"
 
 
 def check_raw_case(case_dir: Path, read_data: bool) -> str | None:

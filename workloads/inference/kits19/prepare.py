@@ -4,9 +4,10 @@
     prepare SRC --cache DIR [--roi D,H,W] [--workers N]
 
 - SRC is a prepared folder (its ``index.json`` lists every case file, sizes as recorded): SRC.
-- SRC is raw KiTS19 (``case_XXXXX/imaging.nii.gz`` and ``segmentation.nii.gz``): the inference cases
-  it holds (all 43 of ``inference_cases.json`` in the real data, ``case_00400`` from ``case_00185``
-  as the reference copies it) preprocessed by the reference's procedure (`preprocess`) into
+- SRC is raw KiTS19 (``case_XXXXX/imaging.nii.gz`` and ``segmentation.nii.gz``; ``kits.json`` not
+  needed, nor any case but the inference cases, whatever their ids): the inference cases it holds
+  (all 43 of ``inference_cases.json`` in the real data, ``case_00400`` from ``case_00185`` as the
+  reference copies it) preprocessed by the reference's procedure (`preprocess`) into
   ``DIR/kits19-inference-<key>/``, the key a hash of the procedure, the ROI and every raw file's md5:
   the same raw data and ROI find the same folder again (a later call reads only sizes and mtimes).
   Cases run in parallel and an interrupted preparation resumes (``DIR/.kits19-inference-<key>.building``);
@@ -45,7 +46,7 @@ from workloads.inference.kits19.preprocess import (
 )
 from workloads.unet3d.parallel import map_unordered
 from workloads.unet3d.prepare import file_md5s, is_reference_kits19, locked
-from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, list_raw_cases, verify_raw
+from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, check_raw_case, list_raw_cases
 
 INDEX = "index.json"
 INDEX_VERSION = 1
@@ -115,6 +116,21 @@ def select_cases(src: Path) -> list[tuple[str, str]]:
     return chosen
 
 
+def check_sources(src: Path, sources: list[str], workers: int) -> None:
+    """The raw cases the inference cases are made from, their headers read (a broken one fails in
+    seconds); only those: a folder holding the inference cases alone, whatever its case ids and with or
+    without ``kits.json``, is a raw KiTS19 folder here."""
+    jobs = [(src / source, False) for source in sources]
+    problems = sorted(problem for _, problem in map_unordered(_check_job, jobs, workers) if problem is not None)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise DataError(f"{src}: {problems[0]}{more}")
+
+
+def _check_job(case_dir: Path, read_data: bool) -> tuple[str, str | None]:
+    return case_dir.name, check_raw_case(case_dir, read_data)
+
+
 def prepare(src: Path, cache: Path, *, roi: Sequence[int] = ROI_SHAPE, workers: int = 1,
             on_case: Callable[[str], None] | None = None) -> Prepared:
     """The prepared folder for ``src`` (see the module docstring)."""
@@ -128,8 +144,8 @@ def prepare(src: Path, cache: Path, *, roi: Sequence[int] = ROI_SHAPE, workers: 
     roi = tuple(int(v) for v in roi)
     if len(roi) != 3 or min(roi) < 2:
         raise DataError(f"--roi {roi}: give D,H,W, each at least 2")
-    verify_raw(src, workers, read_data=False)  # headers only: a broken raw case fails in seconds
     chosen = select_cases(src)
+    check_sources(src, sorted({source for _, source in chosen}), workers)
     cache.mkdir(parents=True, exist_ok=True)
     sources = sorted({source for _, source in chosen})
     files = [src / source / name for source in sources for name in (IMAGE_NAME, LABEL_NAME)]

@@ -25,6 +25,7 @@ The training workload scores in float32 on the trimmed, unpadded volume: not thi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ MAX_BATCH = 1
 WARM_UP_CALLS = (2, 0)
 """One whole volume to warm up, one timed: a sample is a case."""
 KIDNEY, TUMOUR = 1, 2
+ARGMAX_SLAB_VOXELS = 1 << 22
+"""Voxels per step of the segmentation's argmax (its int64 indices: 32 MiB)."""
 SMOOTH = 1e-6
 
 
@@ -123,6 +126,17 @@ class Model:
             raise HarnessError(f"the model takes {_dims(input_shape)}, the dataset {self.data} was prepared for "
                                f"a {_dims(self.roi)} window: prepare the raw KiTS19 folder for this model")
 
+    def cost(self, index: int) -> float:
+        """The windows the sliding window runs on the case (its index's shape): what a case costs."""
+        from workloads.unet3d.evaluate import padding
+
+        shape = tuple(int(v) for v in self.cases[index]["shape"][-3:])
+        strides = tuple(int(w * (1 - OVERLAP)) for w in self.roi)
+        pads = padding(shape, self.roi, strides)
+        axes = zip(shape, pads, self.roi, strides, strict=True)
+        return float(math.prod(len(range(0, size + before + after - w + 1, stride))
+                               for size, (before, after), w, stride in axes))
+
     def load(self, index: int) -> np.ndarray:
         image, _ = read_case(self.data / self.cases[index]["file"])
         return image
@@ -138,8 +152,14 @@ class Model:
 
         volume = torch.from_numpy(image if image.flags.writeable else image.copy())[None]  # (1, 1, D, H, W)
         with torch.inference_mode():
-            logits = sliding_window_logits(network, volume, self.roi, OVERLAP, batch=batching.max_batch)
-            return torch.argmax(logits, dim=1).to(torch.uint8).numpy().reshape(-1)
+            logits = sliding_window_logits(network, volume, self.roi, OVERLAP, batch=batching.max_batch)[0]
+            # the argmax a slab at a time: torch's is int64, 8 bytes a voxel for the whole volume at once
+            segmentation = np.empty(logits.shape[1:], np.uint8)
+            step = max(1, ARGMAX_SLAB_VOXELS // max(1, int(np.prod(logits.shape[2:]))))
+            for start in range(0, logits.shape[1], step):
+                segmentation[start:start + step] = torch.argmax(logits[:, start:start + step], dim=0).numpy()
+            del logits
+            return segmentation.reshape(-1)
 
     def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
         raise NotImplementedError("3d-unet answers a whole volume per sample (infer)")
