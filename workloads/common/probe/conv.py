@@ -38,9 +38,15 @@ DECLARATION = {
     "settings": {
         "dtypes": {"type": "choices", "of": ["fp32", "tf32", "fp16", "bf16"], "default": ["fp32"],
                    "doc": "each is timed where the device supports it natively"},
-        "conv2d": {"type": "rows", "row": ["int", "int", "int", "int", "int", "int", "int"], "default": [],
+        "conv2d": {"type": "rows", "default": [],
+                   "row": [{"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1},
+                           {"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1},
+                           {"type": "int", "min": 0}],
                    "doc": "(N, C, H=W, K, kernel, stride, padding)"},
-        "conv3d": {"type": "rows", "row": ["int", "int", "int", "int", "int", "int", "int"], "default": [],
+        "conv3d": {"type": "rows", "default": [],
+                   "row": [{"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1},
+                           {"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1},
+                           {"type": "int", "min": 0}],
                    "doc": "(N, C, D=H=W, K, kernel, stride, padding): unet3d's layers"},
     },
 }

@@ -18,8 +18,10 @@ as data from this file, never importing it) and ``cases(spec, context)``, which 
         "settings": {"dense": {"type": "rows", "row": ["int", "int", "int"], "default": [], "doc": "..."}},
     }
 
-Settings types: ``int`` and ``float`` (with ``min``, at least), ``choices`` (a list of ``of``),
-``rows`` (a list of rows of ``row``'s types). Every setting has a default.
+Settings types: ``int`` and ``float`` (with ``min``, at least; ``max``, at most; ``below``), ``choices``
+(a list of ``of``), ``rows`` (a list of rows of ``row``'s scalars: a type, or ``{"type": "int", "min":
+1}`` with its bounds). Every setting has a default, and every number its bounds: qualify.yaml is
+refused (exit 2) where a size is zero or negative, not the node FAILed.
 
 A new check: its module here, and its name in `CHECKS` (one line). The orchestrator derives the rest:
 the check's settings in qualify.yaml (typed from ``settings``), its place in the suites, its judging.

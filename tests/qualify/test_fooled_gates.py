@@ -1,0 +1,66 @@
+"""Gates that must not be fooled (issue 36): a node is never judged by the suite's own settings (a
+size of zero or less is refused before anything runs, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.qualify.config import QUALIFY_FILE_ENV
+
+
+def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | None = None, **top: str) -> Path:
+    path = tmp_path / "qualify.yaml"
+    extra = "".join(f"{key}: {value}\n" for key, value in top.items())
+    path.write_text(f"workload: fakebench\n{extra}suites:\n  s:\n{suite}")
+    if monkeypatch is not None:
+        monkeypatch.setenv(QUALIFY_FILE_ENV, str(path))
+    return path
+
+
+@pytest.mark.parametrize(("suite", "words"), [
+    ("    cpu: {gemm: {dense: [[0, 128, 128]]}}\n",
+     "gemm: field dense.0.0: Input should be greater than or equal to 1"),
+    ("    cpu: {gemm: {dense: [[-5, 128, 128]]}}\n",
+     "gemm: field dense.0.0: Input should be greater than or equal to 1"),
+    ("    cpu: {gemm: {sparse: [[512, 4, 256, 2.0]]}}\n",
+     "gemm: field sparse.0.3: Input should be less than 1"),
+    ("    cpu: {gemm: {sparse: [[512, 4, 256, .nan]]}}\n",
+     "gemm: field sparse.0.3: Input should be a finite number"),
+    ("    cpu: {conv: {conv2d: [[1, 8, 16, 8, 3, 1, -1]]}}\n",
+     "conv: field conv2d.0.6: Input should be greater than or equal to 0"),
+    ("    cpu: {conv: {conv3d: [[1, 4, 8, 8, 0, 1, 1]]}}\n",
+     "conv: field conv3d.0.4: Input should be greater than or equal to 1"),
+    ("    cpu: {gemm: {dense: [[8, 8, 8]], timeout_minutes: 1e308}}\n",
+     "gemm: field timeout_minutes: Input should be less than or equal to 10080"),
+    ("    probe_timeout_minutes: 1e308\n    cpu: {gemm: {dense: [[8, 8, 8]]}}\n",
+     "probe_timeout_minutes: Input should be less than or equal to 10080"),
+    ("    cpu: {throughput: {timeout_minutes: 1e308}}\n",
+     "throughput: field timeout_minutes: Input should be less than or equal to 10080"),
+])
+def test_settings_no_node_can_run_are_refused_before_anything_runs(cli, tmp_path: Path, monkeypatch, suite, words):
+    """They FAILed the node (exit 1, `replace`): a GEMM of 0 or -5 rows, a sparsity of 2.0 (PASS at "0
+    GFLOP/s"), a timeout of 1e308 minutes (x60: infinity, never)."""
+    path = qualify_yaml(tmp_path, suite, monkeypatch)
+    r = cli("qualify", "--suite", "s", "--results", str(tmp_path / "r"), "--node-name", "n1")
+    assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1, r.err
+    err = " ".join(r.err.split())
+    assert f"{path}: invalid field suites.s." in err and words in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_timeout_of_1e308_minutes_is_refused_for_the_fleet_too(cli, tmp_path: Path, monkeypatch):
+    qualify_yaml(tmp_path, "    cpu: {gemm: {dense: [[8, 8, 8]]}}\n", monkeypatch, fleet="{timeout_minutes: 1e308}")
+    r = cli("qualify", "--suite", "s", "--results", str(tmp_path / "r"), "--node-name", "n1")
+    assert r.code == 2 and "fleet.timeout_minutes: Input should be less than or equal to 10080" in r.err, r.err
+
+
+def test_the_suites_own_settings_fit_their_bounds():
+    """The shipped qualify.yaml loads (its sizes within the probe's declared bounds)."""
+    from orchestrator.config.locations import python_root
+    from orchestrator.qualify.config import load_config
+
+    loaded = load_config(python_root() / "qualify.yaml")
+    assert json.dumps(loaded.suite("quick").cpu.settings("gemm").model_dump(mode="json"))
