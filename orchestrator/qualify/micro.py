@@ -300,24 +300,40 @@ def probe_check(declaration: Declaration, probe: ProbeRun, suite: Suite, gpus: M
         facts["wrong_results"] = {_gpu_named(r.metric, r.gpu, probe, gpus)[0]: {
             "value": r.performance.value, "unit": r.performance.unit} for r in wrong}
     measurements = tuple(_measurement(r, probe, gpus) for r in right)
+    too_big = [e for e in errors if resource_errors.is_out_of_memory(resource_errors.classify(str(e.get("error"))))]
+    errors = [e for e in errors if e not in too_big]
     failures = [f"{_on(r.metric, r.gpu, probe, gpus)}: wrong result ({r.sanity.detail})" for r in wrong]
     failures += [_error_reason(e, _on(str(e.get("metric")), e.get("gpu"), probe, gpus)) for e in errors]
     fixes = _remedies(declaration, wrong, errors, probe, gpus)
+    unmeasured = [f"{_error_reason(e, _on(str(e.get('metric')), e.get('gpu'), probe, gpus))}:"
+                  f" {_too_big(name, suite, probe)}" for e in too_big]
     stopped = probe.overran.get(name)
     if stopped:  # a wrong answer before it hung still fails it; else it could not be measured
         status = Status.FAIL if failures else Status.INCONCLUSIVE
-        return result(status, [*failures, stopped], measurements=measurements, skipped=skips, facts=facts,
-                      remediation=fixes)
-    if name not in probe.timings and not results and not errors:
+        return result(status, [*failures, *unmeasured, stopped], measurements=measurements, skipped=skips,
+                      facts=facts, remediation=fixes)
+    if name not in probe.timings and not results and not errors and not too_big:
         ended = "timed out" if outcome.timed_out else f"ended ({outcome.why()})"
         return result(Status.INCONCLUSIVE, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
     if failures:
-        return result(Status.FAIL, failures, measurements=measurements, skipped=skips, facts=facts,
+        return result(Status.FAIL, [*failures, *unmeasured], measurements=measurements, skipped=skips, facts=facts,
                       remediation=fixes)
+    if unmeasured:  # the suite's sizes, not the node: nothing to judge it by
+        return result(Status.INCONCLUSIVE, unmeasured, measurements=measurements, skipped=skips, facts=facts)
     if not results:
         reasons = sorted(set(skips.values())) or [f"the suite gives no {name} case for this device"]
         return result(Status.NOT_APPLICABLE, reasons, skipped=skips, facts=facts)
     return result(Status.PASS, [], measurements=measurements, skipped=skips, facts=facts)
+
+
+def _too_big(name: str, suite: Suite, probe: ProbeRun) -> str:
+    """What a case that ran out of memory says of the suite: its sizes ask more than this node has."""
+    kind = probe.device_kind or "cpu"
+    found = suite.device(kind).settings(name)
+    given = found.model_dump(mode="json", exclude={"timeout_minutes"}, exclude_defaults=True) if found else {}
+    shown = ", ".join(f"{k}: {json.dumps(v)}" for k, v in given.items())
+    return (f"the suite's sizes ask more memory than this node can allocate (qualify.yaml {kind}.{name}"
+            f"{' {' + shown + '}' if shown else ''}): lower them; this says nothing about the node")
 
 
 def _error_reason(error: dict[str, Any], metric: str) -> str:

@@ -1,5 +1,6 @@
 """Gates that must not be fooled (issue 36): a node is never judged by the suite's own settings (a
-size of zero or less is refused before anything runs, exit 2)."""
+size of zero or less is refused before anything runs, exit 2; a size the host cannot allocate is
+INCONCLUSIVE naming the setting)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.qualify.config import QUALIFY_FILE_ENV
+from orchestrator.results.qualification import Status
+from tests.qualify.nodes import FakeNvml, run_node
 
 
 def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | None = None, **top: str) -> Path:
@@ -55,6 +58,25 @@ def test_a_timeout_of_1e308_minutes_is_refused_for_the_fleet_too(cli, tmp_path: 
     qualify_yaml(tmp_path, "    cpu: {gemm: {dense: [[8, 8, 8]]}}\n", monkeypatch, fleet="{timeout_minutes: 1e308}")
     r = cli("qualify", "--suite", "s", "--results", str(tmp_path / "r"), "--node-name", "n1")
     assert r.code == 2 and "fleet.timeout_minutes: Input should be less than or equal to 10080" in r.err, r.err
+
+
+@pytest.mark.parametrize(("suite", "metric", "setting"), [
+    ("    cpu: {memory: {host_mb: 10000000}}\n", "host_copy_GBps", "qualify.yaml cpu.memory {host_mb: 10000000}"),
+    ("    cpu: {sdc: {size: 100000, width: 16}}\n", "sdc_gemm_ms", "qualify.yaml cpu.sdc {size: 100000, width: 16}"),
+])
+def test_a_size_the_host_cannot_allocate_is_inconclusive_naming_the_setting(mltrain_env, tmp_path: Path, suite: str,
+                                                                           metric: str, setting: str):
+    """A 10 TB copy, a 100000^2 GEMM: "host out of memory", which FAILed the node (`replace`); the suite's
+    sizes say nothing about the node."""
+    config = qualify_yaml(tmp_path, suite)
+    record = run_node(tmp_path / "r", nvml=FakeNvml(missing_library=True), config=config, suite="s")
+    check = next(c for c in record.checks if c.name in ("memory", "sdc"))
+    assert check.status is Status.INCONCLUSIVE and record.verdict is Status.INCONCLUSIVE, check.reasons
+    assert not record.remediation and not check.remediation
+    reason = check.reasons[0]
+    assert reason.startswith(f"{metric}: host out of memory") and setting in reason, reason
+    assert "the suite's sizes ask more memory than this node can allocate" in reason
+    assert "this says nothing about the node" in reason
 
 
 def test_the_suites_own_settings_fit_their_bounds():
