@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 CONFIG_ENV = "MLTRAIN_PROBE_CONFIG"
 """Where the probe reads its settings (JSON): workloads/common/probe/settings.py."""
 START_S = 300.0
-"""How long the probe may take to say what it runs on (torch imported, CUDA started) before it is stopped."""
+"""How long the probe may take to say what it runs on (torch imported, CUDA started) before it is
+stopped, at most: its start counts against its first check's timeout, so a check's shorter timeout
+stops a probe that hangs before it said anything as soon (`start_limit`)."""
 KINDS: tuple[DeviceKind, ...] = ("cpu", "cuda")
 
 
@@ -85,18 +87,25 @@ def wanted(registry: Registry, suite: Suite, probe: ProbeSettings, names: Sequen
     return found
 
 
+def start_limit(first: str, timeouts: Mapping[str, Mapping[str, float]]) -> float:
+    """Seconds the probe may take to say what it runs on: `START_S`, or less where its first check's
+    timeout (the longest over the kinds of device, which it has not named yet) is shorter."""
+    return min([START_S, max((t[first] for t in timeouts.values() if first in t), default=START_S)])
+
+
 class _Watchdog:
     """Called while the probe runs: stops it (`Overran`) at its start-up limit or when the check it
     is running passes its timeout."""
 
-    def __init__(self, run: ProbeRun, timeouts: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(self, run: ProbeRun, timeouts: Mapping[str, Mapping[str, float]], first: str) -> None:
         self.run, self.timeouts, self.started = run, timeouts, time.monotonic()
+        self.start_s = start_limit(first, timeouts)
 
     def __call__(self) -> None:
         now = time.monotonic()
         if not self.run.device:
-            if now - self.started > START_S:
-                raise Overran("the probe's start", START_S)
+            if now - self.started > self.start_s:
+                raise Overran("the probe's start", self.start_s)
             return
         running = self.run.running
         if running is None:
@@ -142,7 +151,8 @@ def _run_part(run: ProbeRun, runner: Runner, checks: Sequence[Declaration], *, s
     run.expect(names)
     started = time.monotonic()
     try:
-        outcome = run_job(runner, spec, timeout_s=limit, on_line=run.observe, on_tick=_Watchdog(run, timeouts))
+        outcome = run_job(runner, spec, timeout_s=limit, on_line=run.observe,
+                          on_tick=_Watchdog(run, timeouts, names[0]))
     except MltrainError as exc:
         run.failure = run.failure or str(exc)
         return None
@@ -151,8 +161,10 @@ def _run_part(run: ProbeRun, runner: Runner, checks: Sequence[Declaration], *, s
                              seconds=time.monotonic() - started, log=spec.paths.output)
         run.ended(names, stopped)
         if exc.name not in names:  # it never started: the checks it was to run could not
+            within = text.duration(exc.seconds * 1000)
+            why = "" if exc.seconds >= START_S else f" ({names[0]}'s timeout; the probe's start counts in it)"
             for name in names:
-                run.overran[name] = f"the probe did not start within {text.duration(START_S * 1000)}"
+                run.overran[name] = f"the probe did not say what it runs on within {within}{why}: stopped"
             return None
         run.overran[exc.name] = overran(exc.name, exc.seconds)
         return exc.name

@@ -1,17 +1,18 @@
 """Gates that must not be fooled (issue 36): a node is never judged by the suite's own settings (a
 size of zero or less is refused before anything runs, exit 2; a size the host cannot allocate is
-INCONCLUSIVE naming the setting)."""
+INCONCLUSIVE naming the setting); a check's timeout holds from the probe's start."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.qualify.config import QUALIFY_FILE_ENV
 from orchestrator.results.qualification import Status
-from tests.qualify.nodes import FakeNvml, run_node
+from tests.qualify.nodes import STAND_IN_HEAD, FakeNvml, run_node
 
 
 def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | None = None, **top: str) -> Path:
@@ -77,6 +78,23 @@ def test_a_size_the_host_cannot_allocate_is_inconclusive_naming_the_setting(mltr
     assert reason.startswith(f"{metric}: host out of memory") and setting in reason, reason
     assert "the suite's sizes ask more memory than this node can allocate" in reason
     assert "this says nothing about the node" in reason
+
+
+@pytest.mark.timeout(90)
+def test_a_probe_hung_before_it_says_its_device_is_stopped_at_its_first_checks_timeout(mltrain_env, tmp_path: Path):
+    """Under a 6 s timeout a probe hung at its start (torch's import, CUDA's) ran to an undocumented 300 s."""
+    gemm = "gemm: {dense: [[8, 8, 8]], timeout_minutes: 0.1}"
+    config = qualify_yaml(tmp_path, f"    cpu: {{{gemm}, memory: {{host_mb: 1}}}}\n    cuda: {{{gemm}}}\n")
+    started = time.monotonic()
+    record = run_node(tmp_path / "r", probe=STAND_IN_HEAD + "time.sleep(3600)\n", config=config, suite="s",
+                      nvml=FakeNvml(missing_library=True))
+    assert time.monotonic() - started < 60
+    for name in ("gemm", "memory"):
+        check = record.check(name)
+        assert check.status is Status.INCONCLUSIVE, check
+        assert check.reasons == ("the probe did not say what it runs on within 6 s (gemm's timeout; the probe's"
+                                 " start counts in it): stopped",), check.reasons
+    assert record.verdict is Status.INCONCLUSIVE
 
 
 def test_the_suites_own_settings_fit_their_bounds():
