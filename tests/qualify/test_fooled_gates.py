@@ -1,6 +1,7 @@
 """Gates that must not be fooled (issue 36): a node is never judged by the suite's own settings (a
 size of zero or less is refused before anything runs, exit 2; a size the host cannot allocate is
-INCONCLUSIVE naming the setting); a check's timeout holds from the probe's start."""
+INCONCLUSIVE naming the setting); no number outside its check's sane range is a measurement; a
+check's timeout holds from the probe's start."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from orchestrator.qualify.config import QUALIFY_FILE_ENV
 from orchestrator.results.qualification import Status
-from tests.qualify.nodes import STAND_IN_HEAD, FakeNvml, run_node
+from tests.qualify.nodes import STAND_IN_HEAD, FakeNvml, probe_source, run_node
 
 
 def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | None = None, **top: str) -> Path:
@@ -95,6 +96,34 @@ def test_a_probe_hung_before_it_says_its_device_is_stopped_at_its_first_checks_t
         assert check.reasons == ("the probe did not say what it runs on within 6 s (gemm's timeout; the probe's"
                                  " start counts in it): stopped",), check.reasons
     assert record.verdict is Status.INCONCLUSIVE
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (0.0, "gemm_fp32_256x256x256 0 TFLOP/s is no measurement: a gemm number is above 0 and at most 100000"),
+    (-3.0, "gemm_fp32_256x256x256 -3 TFLOP/s is no measurement"),
+    (1e9, "gemm_fp32_256x256x256 1e+09 TFLOP/s is no measurement"),
+])
+def test_a_probe_number_outside_its_sane_range_is_no_measurement(mltrain_env, tmp_path: Path, value: float,
+                                                                 words: str):
+    """A sparse GEMM of sparsity 2.0 PASSed at "0 GFLOP/s": each number's sign and range are declared with
+    its check (``sane``); outside them it is dropped, named, and its check is INCONCLUSIVE."""
+    record = run_node(tmp_path / "r", probe=probe_source({"gemm_fp32_256x256x256": value,
+                                                          "gemm_fp32_512x512x512": 5.0}))
+    gemm = record.check("gemm")
+    assert gemm.status is Status.INCONCLUSIVE and record.verdict is not Status.PASS, gemm.reasons
+    assert any(reason.startswith(words) for reason in gemm.reasons), gemm.reasons
+    assert [m.metric for m in gemm.measurements] == ["gemm_fp32_512x512x512"]  # the sane one is kept
+
+
+def test_every_number_a_check_declares_has_a_sane_range():
+    """One rule per number, declared with its check once: every unit's metric has its range."""
+    from orchestrator.qualify.checks.registry import default_registry
+
+    for declaration in default_registry().declarations:
+        for metric in declaration.units:  # a metric of each unit's glob is in a range's
+            assert "declares no sane range" not in declaration.insane(metric.replace("*", "x"), 1.0), metric
+        for above, at_most in declaration.sane.values():
+            assert above < at_most, declaration.name
 
 
 def test_the_suites_own_settings_fit_their_bounds():

@@ -119,6 +119,22 @@ def unmet(declaration: Declaration, ctx: NodeContext) -> str:
     return ""
 
 
+def sane(found: CheckResult, declaration: Declaration) -> CheckResult:
+    """``found`` without the numbers its declaration's sanity rule says are none (`Declaration.insane`:
+    -100 samples/s, 0 GFLOP/s): each named, and the check INCONCLUSIVE unless it failed already (a
+    wrong result stays a FAIL). A number no device can give says nothing of the node, and is never
+    judged, never passed."""
+    why = [(m, declaration.insane(m.metric, m.value, m.unit)) for m in found.measurements]
+    bad = [reason for _, reason in why if reason]
+    if not bad:
+        return found
+    kept = tuple(m for m, reason in why if not reason)
+    status = found.status if found.status is Status.FAIL else Status.INCONCLUSIVE
+    sanity = found.sanity if found.sanity is Status.FAIL else Status.INCONCLUSIVE
+    return found.model_copy(update={"status": status, "sanity": sanity, "measurements": kept,
+                                    "reasons": (*found.reasons, *bad), "sanity_reasons": (*found.sanity_reasons, *bad)})
+
+
 def run_check(check: NodeCheck, ctx: NodeContext) -> CheckResult:
     """One check on this node: not applicable where its needs are unmet, else run within its timeout
     (INCONCLUSIVE, named, where it overran); its wall time in the timings."""
@@ -138,6 +154,7 @@ def run_check(check: NodeCheck, ctx: NodeContext) -> CheckResult:
             found = check.run(ctx)
     except Overran as exc:
         found = result(declaration, Status.INCONCLUSIVE, [str(exc)], duration_s=time.monotonic() - started)
+    found = sane(found, declaration)
     if not quiet:
         if not ctx.repeat:
             ctx.watch.timings[declaration.name] = time.monotonic() - started

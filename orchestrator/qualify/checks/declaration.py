@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from orchestrator.config.numbers import TimeoutMinutes
+from orchestrator.qualify.devices import split_metric
 from orchestrator.results.qualification import CheckKind, Remedy
 
 Runs = Literal["node", "probe", "job", "fleet"]
@@ -79,6 +80,10 @@ class Declaration:
     units: Mapping[str, str] = field(default_factory=dict)
     """Each metric it measures (a glob over the metric without its ``_gpu<i>``) -> its unit: what a
     reference for it must be in."""
+    sane: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Each metric it measures (a glob, as in ``units``) -> (above, at most): the range a number of it
+    can have at all. Outside it (a negative rate, a zero, a rate no device reaches) it is no
+    measurement, and the check is INCONCLUSIVE (`insane`), never judged, never PASS."""
     timeout_s: float
     """How long it may run (its settings' ``timeout_minutes`` replaces it)."""
     repeat: bool = False
@@ -97,6 +102,21 @@ class Declaration:
         """The unit of a metric this check measures (``metric`` without its ``_gpu<i>``); None when
         the check declares no such metric."""
         return next((unit for pattern, unit in self.units.items() if fnmatch.fnmatchcase(metric, pattern)), None)
+
+    def insane(self, metric: str, value: float, unit: str = "") -> str:
+        """Why ``value`` of ``metric`` (with or without its ``_gpu<i>``) is no measurement ("" when it
+        is within its declared range); a metric it declares no range for has none that it can meet."""
+        base = split_metric(metric)[0]
+        found = next((r for pattern, r in self.sane.items() if fnmatch.fnmatchcase(metric, pattern)
+                      or fnmatch.fnmatchcase(base, pattern)), None)
+        shown = f"{metric} {value:g}{' ' + unit if unit else ''}"
+        if found is None:
+            return f"{shown}: {self.name} declares no sane range for it, so it is no measurement"
+        above, at_most = found
+        if above < value <= at_most:
+            return ""
+        return (f"{shown} is no measurement: a {self.name} number is above {above:g} and at most {at_most:g}"
+                " (its sanity rule): the check measured nothing the node can be judged by")
 
     def timeout(self, settings: BaseModel | None) -> float:
         """Seconds it may run: its settings' ``timeout_minutes``, else its declared timeout."""

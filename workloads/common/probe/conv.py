@@ -31,6 +31,7 @@ DECLARATION = {
     "units": {"conv2d_fp32_*": "TFLOP/s", "conv2d_tf32_*": "TFLOP/s", "conv2d_fp16_*": "TFLOP/s",
               "conv2d_bf16_*": "TFLOP/s", "conv3d_fp32_*": "TFLOP/s", "conv3d_tf32_*": "TFLOP/s",
               "conv3d_fp16_*": "TFLOP/s", "conv3d_bf16_*": "TFLOP/s"},
+    "sane": {"conv2d_*": [0, 1e5], "conv3d_*": [0, 1e5]},
     "timeout_s": 900,
     "repeat": True,
     "device_bound": True,

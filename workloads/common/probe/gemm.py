@@ -29,6 +29,7 @@ DECLARATION = {
               " product (silent data corruption) fails whatever its speed",
     "units": {"gemm_fp32_*": "TFLOP/s", "gemm_tf32_*": "TFLOP/s", "gemm_fp16_*": "TFLOP/s", "gemm_bf16_*": "TFLOP/s",
               "spmm_fp32_*": "GFLOP/s"},
+    "sane": {"gemm_*": [0, 1e5], "spmm_*": [0, 1e8]},
     "timeout_s": 900,
     "repeat": True,
     "device_bound": True,
