@@ -1,7 +1,7 @@
 """Gates that must not be fooled (issue 36): a node is never judged by the suite's own settings (a
 size of zero or less is refused before anything runs, exit 2; a size the host cannot allocate is
 INCONCLUSIVE naming the setting); no number outside its check's sane range is a measurement; a
-check's timeout holds from the probe's start."""
+check's timeout holds from the probe's start; a missing Slurm is an infrastructure fault (exit 3)."""
 
 from __future__ import annotations
 
@@ -124,6 +124,14 @@ def test_every_number_a_check_declares_has_a_sane_range():
             assert "declares no sane range" not in declaration.insane(metric.replace("*", "x"), 1.0), metric
         for above, at_most in declaration.sane.values():
             assert above < at_most, declaration.name
+
+
+def test_qualify_on_slurm_without_slurm_is_an_infrastructure_fault(cli, tmp_path: Path, monkeypatch):
+    """It was exit 2 (bad input): a missing tool is the infrastructure's, exit 3, as `infer` has it."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = cli("qualify", "--runner", "slurm", "--results", str(tmp_path / "r"))
+    assert r.code == 3 and r.err.strip() == "error: sinfo not found: is this a Slurm login node?", r.err
+    assert not (tmp_path / "r").exists()
 
 
 def test_the_suites_own_settings_fit_their_bounds():
