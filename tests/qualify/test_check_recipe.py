@@ -50,7 +50,7 @@ def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(ml
     checks = default_registry().with_probe_module(TOY)  # the one registration line
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 1}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
-                      references=references(tmp_path))
+                      references=references(tmp_path), expect_gpus=0)  # a CPU node, declared so: it may PASS
     toy = record.check("toy")
     assert toy is not None and toy.kind == "microbenchmark" and toy.sanity is Status.PASS
     (rate,) = toy.measurements

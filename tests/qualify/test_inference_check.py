@@ -35,7 +35,8 @@ def inference(record: dict) -> dict:
 
 
 def test_the_inference_check_times_the_smoke_model_under_loadgen(cli, tiny_smoke: Path, tmp_path: Path):
-    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json",
+            "--expect-gpus", "0")  # a CPU node, declared so: it may PASS
     assert r.code == 0, r.err
     check = inference(json.loads(r.out))
     assert check["status"] == "pass" and check["kind"] == "workload"

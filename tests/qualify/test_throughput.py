@@ -16,7 +16,7 @@ from tests.conftest import TEST_WORKLOADS
 
 def throughput(cli, tmp_path: Path, *extra: str) -> tuple[int, dict]:
     r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), "--node-name", "n1",
-            "--json", *extra)
+            "--json", "--expect-gpus", "0", *extra)  # a CPU node, declared so: it may PASS
     record = json.loads(r.out)
     return r.code, next(c for c in record["checks"] if c["name"] == "throughput")
 
@@ -87,7 +87,8 @@ def test_a_process_the_step_left_running_is_stopped_and_said_without_changing_th
         cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The runner stopped what a qualify step left running, and said so only in the job's log."""
     monkeypatch.setenv("FAKE_THROUGHPUT_MODE", "daemon")
-    r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    r = cli("qualify", "--suite", "throughput_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json",
+            "--expect-gpus", "0")
     check = next(c for c in json.loads(r.out)["checks"] if c["name"] == "throughput")
     assert r.code == 0 and check["status"] == "pass", r.err  # a stray worker is the workload's, not the node's
     note = check["facts"]["leftovers"]
@@ -112,7 +113,8 @@ def test_a_workload_without_a_throughput_mode_is_not_applicable(cli, tmp_path: P
 
 def test_the_full_suite_adds_one_time_to_train_seed_scored_like_run(cli, tmp_path: Path):
     results = tmp_path / "r"
-    r = cli("qualify", "--suite", "full", "--results", str(results), "--node-name", "n1", "--json")
+    r = cli("qualify", "--suite", "full", "--results", str(results), "--node-name", "n1", "--json",
+            "--expect-gpus", "0")
     assert r.code == 0, r.err
     record = json.loads(r.out)
     ttt = next(c for c in record["checks"] if c["name"] == "time_to_train")
