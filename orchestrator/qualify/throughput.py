@@ -17,11 +17,9 @@ from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
-from orchestrator.qualify.checks.base import job_facts, overran
+from orchestrator.qualify.checks.base import failed_job, job_facts, overran
 from orchestrator.qualify.config import ThroughputSpec
-from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
-from orchestrator.runners import resource_errors
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
 from orchestrator.runners.outcome import JobOutcome
@@ -113,28 +111,11 @@ def _detail(meta: dict[str, Any], settings: dict[str, Any]) -> str:
 
 
 def _failure(outcome: JobOutcome, name: str, spec: ThroughputSpec) -> tuple[Status, str]:
-    """FAIL only where the output shows the GPU's own error (an Xid, ECC, a lost device, CUDA or NCCL:
-    `resource_errors.gpu_faults`); INCONCLUSIVE for everything else, which says nothing about the node:
-    a hang, the suite's settings refused (exit 2) or more memory than the node has (the settings named),
-    the workload's own crash (a Python exception), or an exit 0 without its number."""
-    timeout_s = spec.timeout_minutes * 60
-    if outcome.timed_out:
-        return Status.INCONCLUSIVE, overran("throughput", timeout_s, f" ({name}'s throughput mode, timeout_minutes)")
-    if outcome.refused:
-        return Status.INCONCLUSIVE, refused_the_suite(f"{name} throughput", outcome)
-    errors = resource_errors.classify(outcome.tail())
-    if not outcome.ok and resource_errors.gpu_faults(errors):
-        return Status.FAIL, f"{name} throughput: {outcome.why()}"
-    if outcome.exit.oom_killed or resource_errors.is_out_of_memory(errors):
-        return Status.INCONCLUSIVE, (f"{name} throughput: {outcome.why()}: the suite's throughput settings ask more"
-                                     f" memory than this node has ({_settings(spec)}): lower them in qualify.yaml")
-    if outcome.ok:
-        return Status.INCONCLUSIVE, (f"{name} throughput exited 0 without a final `throughput` MLLOG line holding a"
-                                     " finite number: the workload's fault, which says nothing about the node")
-    return Status.INCONCLUSIVE, (f"{name} throughput failed in its own code, which says nothing about the node"
-                                 f" (no GPU error in its output): {outcome.why()}")
-
-
-def _settings(spec: ThroughputSpec) -> str:
+    """The throughput mode's failure, judged by the one rule of a workload's job (`failed_job`)."""
     env = ", ".join(f"{k}={v}" for k, v in sorted(spec.env.items()))
-    return f"steps {spec.steps}" + (f", env {env}" if env else "")
+    return failed_job(
+        outcome, f"{name} throughput",
+        overran_why=overran("throughput", spec.timeout_minutes * 60, f" ({name}'s throughput mode, timeout_minutes)"),
+        settings=f"throughput settings (steps {spec.steps}{', env ' + env if env else ''})",
+        no_number=(f"{name} throughput exited 0 without a final `throughput` MLLOG line holding a finite number:"
+                   " the workload's fault, which says nothing about the node"))

@@ -60,7 +60,7 @@ def test_failures_are_classified(cli, tmp_path: Path, monkeypatch: pytest.Monkey
     assert (got, check["status"]) == (code, status), check["reasons"]
     assert check["reasons"][0].startswith(reason), check["reasons"]
     if mode == "oom":
-        assert "the suite's throughput settings ask more memory than this node has (steps 5)" in check["reasons"][0]
+        assert "the suite's throughput settings (steps 5) ask more memory than this node has" in check["reasons"][0]
     if status == "inconclusive":
         assert check["remediation"] == []  # no remedy for the node: nothing was found wrong with it
 
