@@ -41,7 +41,8 @@ def expected_gpus(given: Expected, history: Sequence[QualificationRecord]) -> Ex
     seen = max((r.hardware.gpu_count for r in history), default=0)
     if seen:
         found = next(r for r in reversed(history) if r.hardware.gpu_count == seen)
-        return Expected(count=seen, source=f"its history: qualification {found.qualification_id} found {seen}")
+        return Expected(count=seen, source=f"its history: qualification {found.qualification_id} found {seen};"
+                                           " --expect-gpus N says what it has now")
     return Expected()
 
 

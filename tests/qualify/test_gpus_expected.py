@@ -55,8 +55,10 @@ def test_a_node_whose_history_had_gpus_fails_when_none_are_found(mltrain_env, tm
     assert first.hardware.gpu_count == 2
     record = run_node(tmp_path / "r", nvml=FakeNvml(missing_library=True), suite="throughput_only")
     assert record.verdict is Status.FAIL and record.exit_code == 1, record.reasons
-    assert (f"but this node is expected to have 2 (its history: qualification {first.qualification_id} found 2)"
-            in record.reasons[0]), record.reasons
+    assert (f"but this node is expected to have 2 (its history: qualification {first.qualification_id} found 2;"
+            " --expect-gpus N says what it has now)" in record.reasons[0]), record.reasons
+    declared = run_node(tmp_path / "r", nvml=FakeNvml(missing_library=True), suite="throughput_only", expect_gpus=0)
+    assert declared.verdict is Status.PASS, declared.reasons  # its GPUs taken out: said so, it may PASS
 
 
 def test_a_fleets_node_expects_the_gpus_of_its_slurm_gres(cli, tmp_path: Path):
