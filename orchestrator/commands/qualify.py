@@ -53,6 +53,9 @@ def qualify(
                              " of the node (local: what this shell sees; Docker: all; Slurm: each node's own)."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     node_name: str = typer.Option(None, "--node-name", help="Name this node's records (default: the host name)."),
+    expect_gpus: int = typer.Option(None, "--expect-gpus", min=0, help="The GPUs this node (Slurm: each node) has:"
+                                    " fewer found FAILs; 0: a CPU-only node, which may PASS. Default: its history"
+                                    " (Slurm: its gres); none found without either is a WARN."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -64,7 +67,7 @@ def qualify(
     _qualify(output(ctx), Asked(
         suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data, junit=junit,
         prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image, node_name=node_name, results=results,
-        as_json=as_json,
+        as_json=as_json, expect_gpus=expect_gpus,
     ))
 
 
@@ -79,7 +82,8 @@ def order(
     _qualify(output(ctx), Asked(
         suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
         junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
-        results=o.results, as_json=False, record=o.record, order=path,
+        results=o.results, as_json=False, record=o.record, order=path, expect_gpus=o.expect_gpus,
+        expect_source=o.expect_gpus_source,
     ))
 
 
@@ -141,6 +145,10 @@ class Asked:
     """Also write the record here: a fleet's node job (`order`), whose fleet gathers it."""
     order: Path | None = None
     """The fleet's order file this node job reads (`order`)."""
+    expect_gpus: int | None = None
+    """--expect-gpus (a fleet's order: the node's Slurm gres); None: the node's history says, or nothing."""
+    expect_source: str = ""
+    """What says so, where it is not --expect-gpus (a fleet's order)."""
 
 
 def _node(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, workload: Workload, folder: Path
@@ -148,6 +156,7 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, wo
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.profiles import load_profiles
     from orchestrator.insight.gpus import gpu_count
+    from orchestrator.qualify.expected import Expected
     from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
     from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
     from orchestrator.results.outputs import write_output
@@ -162,6 +171,9 @@ def _node(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, wo
         node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
         config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
         references=references, strict=asked.strict, checks=checks,
+        expect_gpus=Expected(count=asked.expect_gpus,
+                             source=asked.expect_source or f"--expect-gpus {asked.expect_gpus}")
+        if asked.expect_gpus is not None else Expected(),
         profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None, gpus=asked.gpus,
         inference_roots=tuple(registry().roots) if suite.wants("inference") else (),
     )
@@ -195,7 +207,7 @@ def _fleet(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, w
                      references=asked.references.resolve() if asked.references else None,
                      data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
                      warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe,
-                     checks=checks)
+                     checks=checks, expect_gpus=asked.expect_gpus)
     fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
     for warning in unmatched_models(references, [r.hardware for r in records]) if references and records else []:
         out.warning(warning)

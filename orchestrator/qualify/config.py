@@ -25,6 +25,7 @@ from pydantic import (
 
 from orchestrator.config.files import first_problem, read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
+from orchestrator.config.numbers import TimeoutMinutes
 from orchestrator.config.profiles import ProfileName
 from orchestrator.errors import UsageError
 from orchestrator.qualify.checks.declaration import CheckSettings
@@ -45,7 +46,7 @@ class ThroughputSpec(CheckSettings):
     warmup_steps: int = Field(default=5, ge=0)
     env: dict[str, str] = Field(default_factory=dict)
     """The workload's model knobs (INPUT_SHAPE, FILTERS, BATCH_SIZE ...) for this device kind."""
-    timeout_minutes: float = Field(default=10, gt=0)  # type: ignore[assignment]
+    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
 
 
 class InferenceSpec(CheckSettings):
@@ -58,7 +59,7 @@ class InferenceSpec(CheckSettings):
     device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
     seconds: float = Field(default=5, gt=0)
     """LoadGen's minimum duration: long enough for a few hundred queries, far below MLPerf's 10 minutes."""
-    timeout_minutes: float = Field(default=10, gt=0)  # type: ignore[assignment]
+    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
 
 
 def _registry(info: ValidationInfo) -> Registry:
@@ -151,7 +152,7 @@ class TimeToTrainSpec(_Frozen):
 class Suite(_Frozen):
     probe_seconds_per_case: float = Field(default=0.5, gt=0)
     """Each microbenchmark case is repeated for about this long (at least 3 calls)."""
-    probe_timeout_minutes: float | None = Field(default=None, gt=0)
+    probe_timeout_minutes: TimeoutMinutes | None = None
     """Each probe check's timeout where its own settings give none (None: the check's declared one)."""
     dcgm_level: int = Field(default=1, ge=1, le=4)
     """`dcgmi diag -r N` where DCGM is installed."""
@@ -232,7 +233,7 @@ class FleetPolicy(_Frozen):
     """A node slower than the fleet median of its hardware by more than k MADs is flagged."""
     floor_pct: float = Field(default=3.0, ge=0)
     """... and by more than this percentage (peers with identical numbers have MAD 0)."""
-    timeout_minutes: float = Field(default=60, gt=0)
+    timeout_minutes: TimeoutMinutes = 60
     """Slurm's limit for one node's qualification job."""
 
 

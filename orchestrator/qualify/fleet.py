@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator import text
 from orchestrator.config.workloads import Workload
@@ -71,6 +72,8 @@ class FleetPlan:
     """How the probe runs (qualify.yaml ``probe:``), for those checks."""
     checks: Registry | None = None
     """The checks there are (None: mltrain's)."""
+    expect_gpus: int | None = None
+    """--expect-gpus: the GPUs every node is expected to have (None: each node's Slurm gres)."""
 
 
 def select_nodes(plan: FleetPlan) -> list[str]:
@@ -162,6 +165,14 @@ def _runner(plan: FleetPlan, status: Callable[[str], None], *, node: str | None 
                        status)
 
 
+def _expected(plan: FleetPlan, node: str) -> dict[str, Any]:
+    """The GPUs ``node`` is expected to have (`qualify.expected`): --expect-gpus, else its Slurm gres."""
+    if plan.expect_gpus is not None:
+        return {"expect_gpus": plan.expect_gpus, "expect_gpus_source": f"--expect-gpus {plan.expect_gpus}"}
+    count = node_gpus(node)
+    return {"expect_gpus": count, "expect_gpus_source": f"Slurm's gres for {node}: {count or 'no'} GPU(s)"}
+
+
 def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualifications, fleet_id: str) -> JobSpec:
     """The job that qualifies ``node``: its order written, and `mltrain qualify order` to read it."""
     folder = store.fleet_dir(fleet_id) / node
@@ -170,6 +181,7 @@ def node_job(plan: FleetPlan, node: str, workload: Workload, store: Qualificatio
         record=store.paths.node_record(fleet_id, node),
         references=plan.references, data=plan.data, strict=plan.strict,
         gpus="none" if plan.gpus == "none" else None,  # so that the node's verdict says its GPUs were left out
+        **_expected(plan, node),
     ))
     env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
     return JobSpec(kind="node", name=f"node-{node}", run_id=fleet_id, bundle=workload,

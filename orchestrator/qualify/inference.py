@@ -21,9 +21,8 @@ from orchestrator.errors import ConfigError, MltrainError
 from orchestrator.inference import data, logs
 from orchestrator.inference.job import run_harness
 from orchestrator.inference.plan import InferenceOptions, check_smoke_model, plan_inference
-from orchestrator.qualify.checks.base import job_facts, overran
+from orchestrator.qualify.checks.base import failed_job, job_facts, overran
 from orchestrator.qualify.config import InferenceSpec, QualifyConfig
-from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status
 from orchestrator.runners.base import Runner
 
@@ -82,19 +81,16 @@ def inference_check(
         return result(Status.INCONCLUSIVE, [f"could not run the {spec.model} inference check: {exc}"])
     facts: dict[str, Any] = {"model": spec.model, "scenario": spec.scenario, "backend": spec.backend,
                              "device": spec.device, "seconds": spec.seconds, **job_facts(outcome)}
-    if not outcome.ok:
-        if outcome.timed_out:
-            return result(Status.INCONCLUSIVE, [overran(CHECK, spec.timeout_minutes * 60, " (timeout_minutes)")],
-                          facts=facts, duration_s=outcome.seconds)
-        if outcome.refused:
-            return result(Status.INCONCLUSIVE, [refused_the_suite("the inference harness", outcome)], facts=facts,
-                          duration_s=outcome.seconds)
-        return result(Status.FAIL, [f"inference {spec.model}: {outcome.why()}"], facts=facts,
-                      duration_s=outcome.seconds)
+    if not outcome.ok:  # the harness's crash says nothing about the node, the GPU's error does (`failed_job`)
+        status, why = failed_job(outcome, "the inference harness",
+                                 overran_why=overran(CHECK, spec.timeout_minutes * 60, " (timeout_minutes)"),
+                                 settings=f"inference settings ({spec.model} {spec.scenario})", no_number="")
+        return result(status, [why], facts=facts, duration_s=outcome.seconds)
     try:
         perf = logs.performance(folder / "results" / "performance" / "run_1", spec.scenario)
-    except MltrainError as exc:
-        return result(Status.FAIL, [f"inference {spec.model}: {exc}"], facts=facts, duration_s=outcome.seconds)
+    except MltrainError as exc:  # its logs unreadable: the harness's fault, not the node's
+        return result(Status.INCONCLUSIVE, [f"inference {spec.model}: {exc}"], facts=facts,
+                      duration_s=outcome.seconds)
     facts["loadgen"] = {"valid": perf.loadgen_valid, "reasons": list(perf.loadgen_reasons), "queries": perf.queries}
     if perf.errors:
         return result(Status.FAIL, [f"inference {spec.model}: LoadGen logged errors: {'; '.join(perf.errors)[:300]}"],
@@ -108,7 +104,7 @@ def inference_check(
     else:
         measured = None if perf.value is None else Measurement(metric="inference_samples_per_s", value=perf.value,
                                                                unit="samples/s", detail=where)
-    if measured is None:
-        return result(Status.FAIL, [f"inference {spec.model}: LoadGen logged no {perf.metric}"], facts=facts,
+    if measured is None:  # no number: nothing to judge the node by
+        return result(Status.INCONCLUSIVE, [f"inference {spec.model}: LoadGen logged no {perf.metric}"], facts=facts,
                       duration_s=outcome.seconds)
     return result(Status.PASS, [], measurements=(measured,), facts=facts, duration_s=outcome.seconds)

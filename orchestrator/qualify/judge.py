@@ -17,6 +17,7 @@ from collections.abc import Collection
 from orchestrator.errors import EXIT_INVALID_RESULT
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.drift import Drift
+from orchestrator.qualify.expected import GpuFinding
 from orchestrator.qualify.references import References
 from orchestrator.qualify.wording import drift_note, quorum_note
 from orchestrator.results.qualification import (
@@ -42,7 +43,11 @@ def judge_measurement(
                   f" ({reference.kind} reference: {reference.source})")
     elif reference is not None:
         status, reason = _against_bounds(m, reference)
-    if status is Status.PASS and median is not None and median != 0:
+    else:  # no bounds: neither passed nor failed, and said so
+        status = Status.UNJUDGED
+        reason = (f"{_named(m)} {number(m.value)} {m.unit}: unjudged (no operator reference, no floor for this"
+                  f" device, too few passing runs of this node to learn one)")
+    if status in (Status.PASS, Status.UNJUDGED) and median is not None and median != 0:
         worse = (median - m.value) / abs(median) if m.better == "higher" else (m.value - median) / abs(median)
         if worse * 100 > policy.regression_pct:
             status = Status.WARN
@@ -92,20 +97,33 @@ def judge_check(
     if check.sanity in (Status.INCONCLUSIVE, Status.NOT_APPLICABLE):
         return check.model_copy(update={"measurements": judged, "status": check.sanity})
     statuses = [check.status, *(m.status for m in judged)]
-    reasons = [(check.status, r) for r in check.reasons] + [(m.status, m.reason) for m in judged if m.reason]
+    reasons = [(check.status, r) for r in check.reasons] + [(m.status, m.reason) for m in judged
+                                                            if m.reason and m.status is not Status.UNJUDGED]
     reasons.sort(key=lambda item: -item[0].rank)
     return check.model_copy(update={
         "measurements": judged, "status": worst(statuses), "reasons": tuple(r for _, r in reasons),
     })
 
 
-def node_verdict(checks: list[CheckResult], passive: Collection[str] | None = None) -> tuple[Status, tuple[str, ...]]:
+def node_verdict(checks: list[CheckResult], passive: Collection[str] | None = None,
+                 gpus: GpuFinding | None = None) -> tuple[Status, tuple[str, ...]]:
     """FAIL if a check failed, else INCONCLUSIVE if one could not measure, else WARN, else PASS; the
     reasons of the checks that made it, most severe first, each prefixed with its check.
 
     A node where nothing was measured is INCONCLUSIVE, never PASS: an empty suite, every check not
     applicable, only ``passive`` checks passed (they read the node's state and load nothing: NVML's
-    health; default: those mltrain's registry declares so)."""
+    health; default: those mltrain's registry declares so). Nor is a node whose GPUs could not be
+    qualified (``gpus``, `expected.gpu_finding`): WARN where none was found, FAIL where some were
+    expected."""
+    verdict, reasons = _verdict(checks, passive)
+    if gpus is None:
+        return verdict, reasons
+    if gpus.status.rank >= verdict.rank:
+        return gpus.status, (gpus.reason, *reasons)
+    return verdict, (*reasons, gpus.reason)
+
+
+def _verdict(checks: list[CheckResult], passive: Collection[str] | None) -> tuple[Status, tuple[str, ...]]:
     verdict = worst([c.status for c in checks])
     if verdict is Status.NOT_APPLICABLE:
         verdict = Status.PASS

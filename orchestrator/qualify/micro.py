@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 CONFIG_ENV = "MLTRAIN_PROBE_CONFIG"
 """Where the probe reads its settings (JSON): workloads/common/probe/settings.py."""
 START_S = 300.0
-"""How long the probe may take to say what it runs on (torch imported, CUDA started) before it is stopped."""
+"""How long the probe may take to say what it runs on (torch imported, CUDA started) before it is
+stopped, at most: its start counts against its first check's timeout, so a check's shorter timeout
+stops a probe that hangs before it said anything as soon (`start_limit`)."""
 KINDS: tuple[DeviceKind, ...] = ("cpu", "cuda")
 
 
@@ -85,18 +87,25 @@ def wanted(registry: Registry, suite: Suite, probe: ProbeSettings, names: Sequen
     return found
 
 
+def start_limit(first: str, timeouts: Mapping[str, Mapping[str, float]]) -> float:
+    """Seconds the probe may take to say what it runs on: `START_S`, or less where its first check's
+    timeout (the longest over the kinds of device, which it has not named yet) is shorter."""
+    return min([START_S, max((t[first] for t in timeouts.values() if first in t), default=START_S)])
+
+
 class _Watchdog:
     """Called while the probe runs: stops it (`Overran`) at its start-up limit or when the check it
     is running passes its timeout."""
 
-    def __init__(self, run: ProbeRun, timeouts: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(self, run: ProbeRun, timeouts: Mapping[str, Mapping[str, float]], first: str) -> None:
         self.run, self.timeouts, self.started = run, timeouts, time.monotonic()
+        self.start_s = start_limit(first, timeouts)
 
     def __call__(self) -> None:
         now = time.monotonic()
         if not self.run.device:
-            if now - self.started > START_S:
-                raise Overran("the probe's start", START_S)
+            if now - self.started > self.start_s:
+                raise Overran("the probe's start", self.start_s)
             return
         running = self.run.running
         if running is None:
@@ -142,7 +151,8 @@ def _run_part(run: ProbeRun, runner: Runner, checks: Sequence[Declaration], *, s
     run.expect(names)
     started = time.monotonic()
     try:
-        outcome = run_job(runner, spec, timeout_s=limit, on_line=run.observe, on_tick=_Watchdog(run, timeouts))
+        outcome = run_job(runner, spec, timeout_s=limit, on_line=run.observe,
+                          on_tick=_Watchdog(run, timeouts, names[0]))
     except MltrainError as exc:
         run.failure = run.failure or str(exc)
         return None
@@ -151,8 +161,10 @@ def _run_part(run: ProbeRun, runner: Runner, checks: Sequence[Declaration], *, s
                              seconds=time.monotonic() - started, log=spec.paths.output)
         run.ended(names, stopped)
         if exc.name not in names:  # it never started: the checks it was to run could not
+            within = text.duration(exc.seconds * 1000)
+            why = "" if exc.seconds >= START_S else f" ({names[0]}'s timeout; the probe's start counts in it)"
             for name in names:
-                run.overran[name] = f"the probe did not start within {text.duration(START_S * 1000)}"
+                run.overran[name] = f"the probe did not say what it runs on within {within}{why}: stopped"
             return None
         run.overran[exc.name] = overran(exc.name, exc.seconds)
         return exc.name
@@ -300,24 +312,40 @@ def probe_check(declaration: Declaration, probe: ProbeRun, suite: Suite, gpus: M
         facts["wrong_results"] = {_gpu_named(r.metric, r.gpu, probe, gpus)[0]: {
             "value": r.performance.value, "unit": r.performance.unit} for r in wrong}
     measurements = tuple(_measurement(r, probe, gpus) for r in right)
+    too_big = [e for e in errors if resource_errors.is_out_of_memory(resource_errors.classify(str(e.get("error"))))]
+    errors = [e for e in errors if e not in too_big]
     failures = [f"{_on(r.metric, r.gpu, probe, gpus)}: wrong result ({r.sanity.detail})" for r in wrong]
     failures += [_error_reason(e, _on(str(e.get("metric")), e.get("gpu"), probe, gpus)) for e in errors]
     fixes = _remedies(declaration, wrong, errors, probe, gpus)
+    unmeasured = [f"{_error_reason(e, _on(str(e.get('metric')), e.get('gpu'), probe, gpus))}:"
+                  f" {_too_big(name, suite, probe)}" for e in too_big]
     stopped = probe.overran.get(name)
     if stopped:  # a wrong answer before it hung still fails it; else it could not be measured
         status = Status.FAIL if failures else Status.INCONCLUSIVE
-        return result(status, [*failures, stopped], measurements=measurements, skipped=skips, facts=facts,
-                      remediation=fixes)
-    if name not in probe.timings and not results and not errors:
+        return result(status, [*failures, *unmeasured, stopped], measurements=measurements, skipped=skips,
+                      facts=facts, remediation=fixes)
+    if name not in probe.timings and not results and not errors and not too_big:
         ended = "timed out" if outcome.timed_out else f"ended ({outcome.why()})"
         return result(Status.INCONCLUSIVE, [f"the probe {ended} before the {name} check"], skipped=skips, facts=facts)
     if failures:
-        return result(Status.FAIL, failures, measurements=measurements, skipped=skips, facts=facts,
+        return result(Status.FAIL, [*failures, *unmeasured], measurements=measurements, skipped=skips, facts=facts,
                       remediation=fixes)
+    if unmeasured:  # the suite's sizes, not the node: nothing to judge it by
+        return result(Status.INCONCLUSIVE, unmeasured, measurements=measurements, skipped=skips, facts=facts)
     if not results:
         reasons = sorted(set(skips.values())) or [f"the suite gives no {name} case for this device"]
         return result(Status.NOT_APPLICABLE, reasons, skipped=skips, facts=facts)
     return result(Status.PASS, [], measurements=measurements, skipped=skips, facts=facts)
+
+
+def _too_big(name: str, suite: Suite, probe: ProbeRun) -> str:
+    """What a case that ran out of memory says of the suite: its sizes ask more than this node has."""
+    kind = probe.device_kind or "cpu"
+    found = suite.device(kind).settings(name)
+    given = found.model_dump(mode="json", exclude={"timeout_minutes"}, exclude_defaults=True) if found else {}
+    shown = ", ".join(f"{k}: {json.dumps(v)}" for k, v in given.items())
+    return (f"the suite's sizes ask more memory than this node can allocate (qualify.yaml {kind}.{name}"
+            f"{' {' + shown + '}' if shown else ''}): lower them; this says nothing about the node")
 
 
 def _error_reason(error: dict[str, Any], metric: str) -> str:

@@ -34,6 +34,7 @@ from orchestrator.qualify import devices, judge, quorum, remedies
 from orchestrator.qualify.checks.base import Overran, in_thread, leftover_warnings, run_check
 from orchestrator.qualify.checks.context import NodeContext, NodePlan, Watch
 from orchestrator.qualify.drift import Drift
+from orchestrator.qualify.expected import expected_gpus, gpu_finding
 from orchestrator.qualify.floors import load_floors
 from orchestrator.qualify.health import HealthMonitor
 from orchestrator.qualify.leftovers import stop_abandoned
@@ -45,7 +46,7 @@ from orchestrator.qualify.references import (
     passing_runs,
 )
 from orchestrator.results import atomic
-from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Status
+from orchestrator.results.qualification import CheckResult, Hardware, QualificationRecord, Remediation, Status
 from orchestrator.results.qualifications import Qualifications, new_qualification_id
 from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
@@ -129,7 +130,9 @@ def qualify_node(
         watch.checked(check)
     for warning in leftover_warnings(judged):
         watch.status(warning)
-    verdict, reasons = judge.node_verdict(judged, plan.checks.passive)
+    found = gpu_finding(expected_gpus(plan.expect_gpus, history), health.gpu_count, health.reason)
+    verdict, reasons = judge.node_verdict(judged, plan.checks.passive, found)
+    missing = (Remediation(action=found.remedy, check="gpu_health"),) if found and found.remedy else ()
     code = judge.exit_code(verdict, strict=plan.strict, warn_exit_code=plan.config.warn_exit_code)
     record = QualificationRecord(
         qualification_id=qid, node=plan.node, suite=plan.suite_name, runner=runner.name, started_at=started_at,
@@ -143,7 +146,7 @@ def qualify_node(
                 "gpu_scope": _scope(plan, health, probe, on_gpus),
                 "history": why or f"references learned from {len(comparable)} passing runs",
                 "data": str(plan.data) if plan.data else None},
-        remediation=remedies.of_node(judged),
+        remediation=remedies.ordered((*missing, *remedies.of_node(judged))),
     )
     return _saved(store, record)
 

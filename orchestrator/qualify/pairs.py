@@ -105,7 +105,8 @@ def judge(readings: Sequence[PairReading], declaration: Declaration, slow_pct: f
           reference: Reference | None = None) -> tuple[CheckResult, list[Finding]]:
     """The fleet's pair check, and the nodes it names."""
     name = declaration.name
-    measured = [r for r in readings if r.value is not None and not r.wrong]
+    nonsense = {r.pair: declaration.insane(METRIC, r.value, "GB/s") for r in readings if r.value is not None}
+    measured = [r for r in readings if r.value is not None and not r.wrong and not nonsense[r.pair]]
     median = statistics.median(r.value for r in measured) if len(measured) >= 2 else None  # type: ignore[misc]
     bound = median * (1 - slow_pct / 100) if median is not None else None
     measurements, bad, reasons = [], {}, []
@@ -119,6 +120,9 @@ def judge(readings: Sequence[PairReading], declaration: Declaration, slow_pct: f
             continue
         value = reading.value
         assert value is not None
+        if nonsense[reading.pair]:  # no measurement (its sanity rule): neither the pair's fault nor a pass
+            reasons.append(f"{pair}: {nonsense[reading.pair]}")
+            continue
         why = ""
         if reference is not None and reference.lower is not None and value < reference.lower:
             why = (f"{text.number(value)} GB/s below the lower bound {text.number(reference.lower)}"
@@ -135,7 +139,7 @@ def judge(readings: Sequence[PairReading], declaration: Declaration, slow_pct: f
     reasons = [f.reason for f in findings] + reasons
     if findings:
         status = Status.FAIL
-    elif any(r.unrun for r in readings):
+    elif any(r.unrun or nonsense.get(r.pair) for r in readings):
         status = Status.INCONCLUSIVE
     else:
         status = Status.PASS

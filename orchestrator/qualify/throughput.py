@@ -17,9 +17,8 @@ from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
-from orchestrator.qualify.checks.base import job_facts, overran
+from orchestrator.qualify.checks.base import failed_job, job_facts, overran
 from orchestrator.qualify.config import ThroughputSpec
-from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
@@ -71,7 +70,7 @@ def throughput_check(
     facts: dict[str, Any] = {"workload": workload.name, **job_facts(outcome), "env": env,
                              "resolved_settings": log.settings, "data": str(data_dir) if data_dir else None}
     if not outcome.ok or log.value is None:
-        status, why = _failure(outcome, workload.name, spec.timeout_minutes * 60)
+        status, why = _failure(outcome, workload.name, spec)
         return result(status, [why], facts=facts, duration_s=outcome.seconds)
     meta = log.metadata
     facts["metadata"] = meta
@@ -111,14 +110,12 @@ def _detail(meta: dict[str, Any], settings: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _failure(outcome: JobOutcome, name: str, timeout_s: float) -> tuple[Status, str]:
-    """FAIL where the node, its image or its runtime failed; INCONCLUSIVE where the workload refused the
-    suite's settings (exit 2: bad input, the configuration's fault, not the node's) or did not finish
-    within its timeout (a hang measures nothing)."""
-    if outcome.timed_out:
-        return Status.INCONCLUSIVE, overran("throughput", timeout_s, f" ({name}'s throughput mode, timeout_minutes)")
-    if outcome.ok:
-        return Status.FAIL, f"{name} throughput exited 0 without its final `throughput` MLLOG line"
-    if outcome.refused:
-        return Status.INCONCLUSIVE, refused_the_suite(f"{name} throughput", outcome)
-    return Status.FAIL, f"{name} throughput: {outcome.why()}"
+def _failure(outcome: JobOutcome, name: str, spec: ThroughputSpec) -> tuple[Status, str]:
+    """The throughput mode's failure, judged by the one rule of a workload's job (`failed_job`)."""
+    env = ", ".join(f"{k}={v}" for k, v in sorted(spec.env.items()))
+    return failed_job(
+        outcome, f"{name} throughput",
+        overran_why=overran("throughput", spec.timeout_minutes * 60, f" ({name}'s throughput mode, timeout_minutes)"),
+        settings=f"throughput settings (steps {spec.steps}{', env ' + env if env else ''})",
+        no_number=(f"{name} throughput exited 0 without a final `throughput` MLLOG line holding a finite number:"
+                   " the workload's fault, which says nothing about the node"))

@@ -12,12 +12,14 @@ from orchestrator.runners.outcome import JobOutcome
 from orchestrator.text import number
 
 MEANING = {
-    Status.PASS: "every check passed",
-    Status.WARN: "passed with a warning (a drift, a regression, a suspect reference);"
-                 " qualify.yaml warn_exit_code: 0 to exit 0",
-    Status.FAIL: "a check failed (health, a wrong result, a number below its reference on a quorum of repeats)",
-    Status.INCONCLUSIVE: "could not measure (a tool missing, a probe crashed, a check hung, the runner refused,"
-                         " or nothing was measured)",
+    Status.PASS: "every check passed, on the node's GPUs (or on a CPU-only node declared so: --expect-gpus 0)",
+    Status.WARN: "passed with a warning (a drift, a regression, a suspect reference, no GPU found where none was"
+                 " expected); qualify.yaml warn_exit_code: 0 to exit 0",
+    Status.FAIL: "a check failed (health, a wrong result, the GPU's own error, a number below its reference on a"
+                 " quorum of repeats), or GPUs the node is expected to have were not found",
+    Status.INCONCLUSIVE: "could not measure (a tool missing, a probe or the workload crashed, a check hung, the"
+                         " runner refused, the suite's sizes too large for the node, a number outside its sane"
+                         " range, or nothing was measured)",
 }
 
 

@@ -65,13 +65,16 @@ def _case(record: QualificationRecord, check: CheckResult) -> ET.Element:
         ET.SubElement(case, "error", message=message, type=Status.INCONCLUSIVE.value).text = "\n".join(check.reasons)
     elif check.status is Status.NOT_APPLICABLE:
         ET.SubElement(case, "skipped", message=f"not applicable: {message}")
-    if check.status is Status.WARN:
-        properties = ET.SubElement(case, "properties")
-        ET.SubElement(properties, "property", name="warn", value=message)
-    if check.remediation:
-        properties = ET.SubElement(case, "properties")
-        for remedy in check.remediation:
-            ET.SubElement(properties, "property", name="remediation", value=remedy.key)
+    properties = [("warn", message)] if check.status is Status.WARN else []
+    properties += [("remediation", remedy.key) for remedy in check.remediation]
+    unjudged = [m.metric for m in check.measurements if m.status is Status.UNJUDGED]
+    if unjudged:  # measured, judged by nothing: not a pass
+        properties.append(("unjudged", f"{len(unjudged)} number(s) without a reference or floor:"
+                                       f" {', '.join(unjudged)}"))
+    if properties:  # one element, as JUnit's schema has it
+        held = ET.SubElement(case, "properties")
+        for name, value in properties:
+            ET.SubElement(held, "property", name=name, value=value)
     lines = [f"status: {check.status.value} (sanity {check.sanity.value})", *check.reasons]
     for m in check.measurements:
         ref = m.reference

@@ -6,7 +6,8 @@
     mltrain_qualify_check_status{node,suite,check,status}  1 for each check's status, 0 for the others
     mltrain_qualify_metric{node,suite,check,metric,unit}   each measured number
     mltrain_qualify_metric_lower_bound / _upper_bound       its reference's bounds (where it has them)
-    mltrain_qualify_metric_status{...,status}              1 for the measurement's status
+    mltrain_qualify_metric_status{...,status}              1 for the measurement's status (pass, warn, fail,
+                                                           inconclusive, or unjudged: no reference, no floor)
     mltrain_qualify_metric_repeats{...}                    re-measurements of a number that failed first
     mltrain_qualify_remediation{node,suite,check,action,gpu,target}  1 for each remedy a FAIL asks for
                                                            (gpu: NVML's index, "" for the node; target: another node)
@@ -22,9 +23,10 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from orchestrator.qualify.wording import exit_code_help
-from orchestrator.results.qualification import VERDICTS, QualificationRecord, Status
+from orchestrator.results.qualification import MEASUREMENT_STATUSES, VERDICTS, QualificationRecord, Status
 
-STATUSES = tuple(s.value for s in Status)
+STATUSES = tuple(s.value for s in Status if s is not Status.UNJUDGED)
+"""A check's statuses (a number alone can be unjudged)."""
 
 
 def textfile(records: Sequence[QualificationRecord]) -> bytes:
@@ -73,7 +75,7 @@ def textfile(records: Sequence[QualificationRecord]) -> bytes:
                     lower.labels(*labels).set(m.reference.lower)
                 if m.reference is not None and m.reference.upper is not None:
                     upper.labels(*labels).set(m.reference.upper)
-                for status in VERDICTS:
+                for status in MEASUREMENT_STATUSES:
                     metric_status.labels(*labels, status.value).set(1 if m.status is status else 0)
                 repeats.labels(*labels).set(len(m.quorum.repeats) if m.quorum is not None else 0)
     return generate_latest(registry)

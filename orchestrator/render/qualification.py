@@ -16,7 +16,7 @@ from orchestrator.results.qualification import CheckResult, FleetRecord, Qualifi
 from orchestrator.text import number
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.INCONCLUSIVE: "magenta",
-         Status.NOT_APPLICABLE: "dim"}
+         Status.NOT_APPLICABLE: "dim", Status.UNJUDGED: "cyan"}
 
 
 def status_text(status: Status) -> Text:
@@ -47,7 +47,7 @@ def _result(check: CheckResult) -> str:
     shown = f"{first.metric} {number(first.value)} {first.unit}"
     others = len(check.measurements) - 1
     counts = f"; +{others} more" if others else ""
-    refs = f"; {judged}/{len(check.measurements)} judged" if judged else "; no reference yet"
+    refs = f"; {judged}/{len(check.measurements)} judged" if judged else "; unjudged: no reference yet"
     na = f"; {len(check.skipped)} n/a" if check.skipped else ""
     return shown + counts + refs + na
 
@@ -61,9 +61,9 @@ def verdict_lines(record: QualificationRecord, record_path: str | None = None) -
         lines.append("remediation: " + ", ".join(remedy_words(r) for r in record.remediation))
     lines += [f"  {c.name}: {m.metric}: {quorum_note(m.quorum, m.unit)}" for c in record.checks
               for m in c.measurements if m.quorum is not None and m.quorum.outcome == "overturned"]
-    unjudged = sum(m.reference is None for c in record.checks for m in c.measurements)
+    unjudged = sum(m.status is Status.UNJUDGED for c in record.checks for m in c.measurements)
     if unjudged:
-        lines.append(f"{unjudged} numbers without a reference: {record.system.get('history', '')}")
+        lines.append(f"{unjudged} number(s) unjudged (no reference, no floor): {record.system.get('history', '')}")
     if record_path:
         lines.append(f"record: {record_path}")
     return lines

@@ -33,6 +33,9 @@ class Status(str, Enum):
     """Could not measure (a tool missing, a probe crashed, the engine down, a runner refused): the node
     is neither passed nor failed."""
     FAIL = "fail"
+    UNJUDGED = "unjudged"
+    """A measured number with nothing to judge it by: no operator reference, no floor of its GPU model,
+    too short a history. Never a pass (a measurement's status only)."""
 
     @property
     def rank(self) -> int:
@@ -43,7 +46,8 @@ class Status(str, Enum):
         return "N/A" if self is Status.NOT_APPLICABLE else self.value.upper()
 
 
-_RANK = {Status.PASS: 0, Status.NOT_APPLICABLE: 0, Status.WARN: 1, Status.INCONCLUSIVE: 2, Status.FAIL: 3}
+_RANK = {Status.PASS: 0, Status.NOT_APPLICABLE: 0, Status.UNJUDGED: 0, Status.WARN: 1, Status.INCONCLUSIVE: 2,
+         Status.FAIL: 3}
 
 VERDICT_EXIT_CODES = {Status.PASS: EXIT_OK, Status.WARN: EXIT_WARN, Status.FAIL: EXIT_INVALID_RESULT,
                       Status.INCONCLUSIVE: EXIT_INFRASTRUCTURE}
@@ -51,6 +55,9 @@ VERDICT_EXIT_CODES = {Status.PASS: EXIT_OK, Status.WARN: EXIT_WARN, Status.FAIL:
 record, its JSON, JUnit and Prometheus all carry (`judge.exit_code` applies --strict and
 ``warn_exit_code``). 2 stays bad input (nothing was qualified)."""
 VERDICTS = tuple(VERDICT_EXIT_CODES)
+MEASUREMENT_STATUSES = (*VERDICTS, Status.UNJUDGED)
+"""What a measured number can be: judged (pass, warn, fail; inconclusive where its repeats could not
+measure it), or unjudged."""
 
 
 def finite(value: Any) -> float | None:
@@ -331,3 +338,7 @@ class NodeOrder(Record):
     strict: bool = False
     gpus: Literal["none"] | None = None
     """``none``: the checks are kept off the node's GPUs (its verdict says so); None: every GPU of the node."""
+    expect_gpus: int | None = Field(default=None, ge=0)
+    """The GPUs the node is expected to have (--expect-gpus, else its Slurm gres); None: nothing says."""
+    expect_gpus_source: str = ""
+    """What says so."""

@@ -130,3 +130,13 @@ def is_out_of_memory(errors: list[ResourceError]) -> bool:
     """True when the run failed for memory (device, host or shared), for RunStatus.OOM."""
     memory = {ResourceKind.CUDA_OOM, ResourceKind.HOST_OOM, ResourceKind.SHARED_MEMORY}
     return any(error.kind in memory for error in errors)
+
+
+GPU_FAULTS = frozenset({ResourceKind.GPU_LOST, ResourceKind.CUDA_ERROR, ResourceKind.NCCL})
+"""The errors that are the GPU's or its fabric's (an Xid, an ECC error, a lost device, a CUDA or NCCL
+failure), not the program's: a qualification FAILs a node for these alone."""
+
+
+def gpu_faults(errors: list[ResourceError]) -> list[ResourceError]:
+    """The errors among ``errors`` that are the GPU's (`GPU_FAULTS`)."""
+    return [error for error in errors if error.kind in GPU_FAULTS]

@@ -160,7 +160,7 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
 def _slurm(args: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return proc.run(args, cwd=Path.cwd(), env=proc.child_env({}), timeout_s=COMMAND_TIMEOUT_S)
-    except FileNotFoundError:
+    except (FileNotFoundError, proc.ProgramNotFound):  # a tool missing: the infrastructure's fault (exit 3)
         raise RunnerError(f"{args[0]} not found: is this a Slurm login node?") from None
     except subprocess.TimeoutExpired:
         raise RunnerError(f"{args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s") from None

@@ -130,7 +130,8 @@ def test_a_training_run_whose_first_write_fails_is_exit_3_and_leaves_no_folder(c
 
 
 def qualify(cli, results: Path, *args: str):
-    return cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1", *args)
+    return cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1",
+               "--expect-gpus", "0", *args)  # a CPU node, declared so: it may PASS
 
 
 def test_a_qualification_whose_record_cannot_be_saved_is_inconclusive_never_pass(cli, tmp_path: Path, disk):

@@ -150,14 +150,15 @@ for check in ORDER:
 def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite: str = "quick",
              references: Path | None = None, data: Path | None = None, strict: bool = False,
              node: str = "testnode", dev: Path | None = None, gpus: str | None = None,
-             config: Path | None = None, checks: Any = None):
+             config: Path | None = None, checks: Any = None, expect_gpus: int | None = None):
     """One qualification of a node, in-process, on the local runner; ``probe``: the text of a stand-in
     probe script run in the real probe's place (None: the real probe); ``config``: a qualify.yaml (else
-    the test workloads'); ``checks``: the registry (else mltrain's)."""
+    the test workloads'); ``checks``: the registry (else mltrain's); ``expect_gpus``: --expect-gpus."""
     from orchestrator.commands.common import registry
     from orchestrator.config.locations import python_root
     from orchestrator.qualify.checks.registry import default_registry
     from orchestrator.qualify.config import load_config
+    from orchestrator.qualify.expected import Expected
     from orchestrator.qualify.node import NodePlan, Watch, qualify_node
     from orchestrator.qualify.references import load_references
     from orchestrator.runners.local import LocalRunner
@@ -169,7 +170,8 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
     plan = NodePlan(node=node, suite_name=suite, suite=loaded.suite(suite), config=loaded,
                     workload=registry().get(loaded.workload), data=data,
                     references=load_references(references) if references else None, strict=strict, gpus=gpus,
-                    checks=checks)
+                    checks=checks, expect_gpus=Expected(count=expect_gpus, source=f"--expect-gpus {expect_gpus}")
+                    if expect_gpus is not None else Expected())
     return qualify_node(plan, LocalRunner(python_root(), gpus=gpus), results, Watch(),
                         nvml=nvml or FakeNvml(gpu_trace()), dev=dev or results / "no-dev")
 

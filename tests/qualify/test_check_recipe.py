@@ -50,7 +50,7 @@ def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(ml
     checks = default_registry().with_probe_module(TOY)  # the one registration line
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 1}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
-                      references=references(tmp_path))
+                      references=references(tmp_path), expect_gpus=0)  # a CPU node, declared so: it may PASS
     toy = record.check("toy")
     assert toy is not None and toy.kind == "microbenchmark" and toy.sanity is Status.PASS
     (rate,) = toy.measurements
@@ -87,20 +87,21 @@ def test_a_toy_check_slow_every_time_fails_on_its_declared_reference(mltrain_env
 @pytest.mark.timeout(120)
 def test_a_probe_check_that_hangs_is_inconclusive_and_the_suite_runs_on(mltrain_env, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch):
-    """The toy sleeps an hour: the probe is stopped at its 3 s timeout and started again for gemm, which
-    comes after it; the workload's throughput still runs; the node is INCONCLUSIVE, naming the toy."""
+    """The toy sleeps an hour: the probe is stopped at its 9 s timeout and started again for gemm, which
+    comes after it; the workload's throughput still runs; the node is INCONCLUSIVE, naming the toy. (The
+    probe's start counts against its first check's timeout: 9 s leaves a loaded host time to import torch.)"""
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
     checks = default_registry().with_probe_module(TOY, after="dcgm_diag")  # before gemm in the probe's order
-    config = suites(tmp_path, "  hang:\n    cpu:\n      toy: {hang_s: 3600, timeout_minutes: 0.05}\n"
+    config = suites(tmp_path, "  hang:\n    cpu:\n      toy: {hang_s: 3600, timeout_minutes: 0.15}\n"
                               "      gemm: {dense: [[64, 64, 64]]}\n      throughput: {steps: 3, warmup_steps: 1}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="hang", checks=checks)
     statuses = {c.name: c.status for c in record.checks}
     assert statuses == {"gpu_health": Status.NOT_APPLICABLE, "dcgm_diag": Status.NOT_APPLICABLE,
                         "toy": Status.INCONCLUSIVE, "gemm": Status.PASS, "throughput": Status.PASS}
-    assert record.check("toy").reasons == ("toy did not finish within its 3 s timeout: stopped, the other checks"
+    assert record.check("toy").reasons == ("toy did not finish within its 9 s timeout: stopped, the other checks"
                                            " ran on",)
     assert record.verdict is Status.INCONCLUSIVE and record.exit_code == EXIT_INFRASTRUCTURE
-    assert record.reasons[0].startswith("toy: toy did not finish within its 3 s timeout")
+    assert record.reasons[0].startswith("toy: toy did not finish within its 9 s timeout")
     folder = tmp_path / "r" / "qualify" / "nodes" / "testnode" / record.qualification_id
     assert (folder / "probe-2" / "output.log").is_file()  # the probe started again for gemm
 

@@ -39,15 +39,19 @@ def parse_outputs(junit: Path, prom: Path) -> tuple[dict[str, ET.Element], dict[
 
 
 def test_quick_suite_writes_a_verdict_junit_prometheus_and_json(cli, tmp_path: Path):
+    """A CPU node declared so (--expect-gpus 0) may PASS; its numbers, judged by nothing, are unjudged
+    in JSON, JUnit and Prometheus alike."""
     junit, prom = tmp_path / "out" / "q.xml", tmp_path / "out" / "q.prom"
     data = tmp_path / "data"
     data.mkdir()
     (data / "case_00000.bin").write_bytes(os.urandom(1 << 20))
     r = cli("qualify", "--suite", "quick", "--results", str(tmp_path / "r"), "--junit", str(junit),
-            "--prometheus", str(prom), "--data", str(data), "--node-name", "n1", "--json")
+            "--prometheus", str(prom), "--data", str(data), "--node-name", "n1", "--json", "--expect-gpus", "0")
     assert r.code == 0, r.err
     record = json.loads(r.out)
     assert record["verdict"] == "pass" and record["node"] == "n1" and record["exit_code"] == 0
+    numbers = [m for c in record["checks"] for m in c["measurements"]]
+    assert numbers and {m["status"] for m in numbers} == {"unjudged"}  # no reference, no floor, no history
     statuses = {c["name"]: c["status"] for c in record["checks"]}
     assert list(statuses) == CHECKS
     assert statuses["gpu_health"] == statuses["dcgm_diag"] == statuses["nccl"] == "not_applicable"
@@ -62,6 +66,14 @@ def test_quick_suite_writes_a_verdict_junit_prometheus_and_json(cli, tmp_path: P
     assert verdict == {"pass": 1.0, "warn": 0.0, "fail": 0.0, "inconclusive": 0.0}
     metrics = {s.labels["metric"] for s in families["mltrain_qualify_metric"]}
     assert {"gemm_fp32_256x256x256", "throughput_samples_per_s", "storage_read_MBps"} <= metrics
+    gemm_status = {s.labels["status"]: s.value for s in families["mltrain_qualify_metric_status"]
+                   if s.labels["metric"] == "gemm_fp32_256x256x256"}
+    assert gemm_status == {"pass": 0.0, "warn": 0.0, "fail": 0.0, "inconclusive": 0.0, "unjudged": 1.0}
+    assert "gemm_fp32_256x256x256 = " in cases["gemm"].findtext("system-out")
+    assert "[unjudged]" in cases["gemm"].findtext("system-out") and "[pass]" not in cases["gemm"].findtext("system-out")
+    unjudged = {p.get("name"): p.get("value") for p in cases["gemm"].iter("property")}["unjudged"]
+    assert unjudged.endswith("number(s) without a reference or floor: " + ", ".join(
+        m["metric"] for m in next(c for c in record["checks"] if c["name"] == "gemm")["measurements"]))
     # stdout held only the JSON; progress went to stderr
     from orchestrator.qualify.checks.registry import default_registry
 
@@ -71,7 +83,7 @@ def test_quick_suite_writes_a_verdict_junit_prometheus_and_json(cli, tmp_path: P
 
 def test_the_summary_table_fits_80_columns(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("COLUMNS", "80")
-    r = cli("qualify", "--results", str(tmp_path / "r"), "--node-name", "n1")
+    r = cli("qualify", "--results", str(tmp_path / "r"), "--node-name", "n1", "--expect-gpus", "0")
     assert r.code == 0, r.err
     assert max(len(line) for line in r.out.splitlines()) <= 80
     assert "verdict: PASS (exit 0)" in r.out and "throughput" in r.out
@@ -80,7 +92,8 @@ def test_the_summary_table_fits_80_columns(cli, tmp_path: Path, monkeypatch: pyt
 def test_history_lists_runs_and_a_metric_trend_and_writes_html(cli, tmp_path: Path):
     results = str(tmp_path / "r")
     for node in ("a", "b"):
-        assert cli("qualify", "--suite", "throughput_only", "--results", results, "--node-name", node).code == 0
+        assert cli("qualify", "--suite", "throughput_only", "--results", results, "--node-name", node,
+                   "--expect-gpus", "0").code == 0
     r = cli("qualify", "history", "--results", results, "--node", "a", "--json")
     assert r.code == 0 and [x["node"] for x in json.loads(r.out)] == ["a"]
     r = cli("qualify", "history", "--results", results, "--metric", "throughput_samples_per_s",
@@ -94,7 +107,8 @@ def test_history_lists_runs_and_a_metric_trend_and_writes_html(cli, tmp_path: Pa
 
 def test_a_damaged_record_is_named_skipped_and_exit_2_as_list_does(cli, tmp_path: Path):
     results = tmp_path / "r"
-    assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a").code == 0
+    assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a",
+               "--expect-gpus", "0").code == 0
     bad = results / "qualify" / "nodes" / "a" / "broken.json"
     bad.write_text('{"verdict": "maybe"}')
     r = cli("qualify", "history", "--results", str(results), "--json")
@@ -169,10 +183,10 @@ def test_the_real_quick_suite_on_this_cpu_finishes_in_3_minutes(tmp_path: Path):
         cwd=PROJECT, env={**env, "PYTHONPATH": str(PROJECT)}, capture_output=True, text=True, timeout=300,
     )
     wall = time.monotonic() - started
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 4, done.stderr[-2000:]  # no GPU found, none said to be expected: WARN, never PASS
     assert wall < 180, f"quick suite took {wall:.0f} s"
     record = json.loads(done.stdout)
-    assert record["verdict"] == "pass"
+    assert record["verdict"] == "warn" and record["reasons"][0].startswith("GPUs not qualified: none found")
     cases, families = parse_outputs(junit, prom)
     assert list(cases) == suite_checks(PROJECT / "qualify.yaml", "quick")
     for name in ("gpu_health", "dcgm_diag", "nccl"):  # no GPU here: not applicable, never passed

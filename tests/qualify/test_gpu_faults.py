@@ -134,7 +134,7 @@ def test_a_node_without_gpus_says_not_applicable_never_passed(mltrain_env, tmp_p
     for name in ("gpu_health", "dcgm_diag"):
         check = record.check(name)
         assert check.status is Status.NOT_APPLICABLE and check.reason.startswith("no GPU on this host")
-    assert record.verdict is Status.PASS
+    assert record.verdict is Status.WARN and record.reasons[0].startswith("GPUs not qualified: none found")
 
 
 def test_gpu_device_files_without_a_driver_fail(mltrain_env, tmp_path: Path):

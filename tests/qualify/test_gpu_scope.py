@@ -107,8 +107,8 @@ def test_docker_qualification_asks_the_engine_for_every_gpu_by_default(cli, node
     monkeypatch.setattr(DockerRunner, "prepare", prepare)
     node(node_trace([H100, H100]))
     assert qualify(cli, tmp_path, "--runner", "docker").code == EXIT_INFRASTRUCTURE
-    node(node_trace([]))
-    assert qualify(cli, tmp_path, "--runner", "docker").code == EXIT_INFRASTRUCTURE
+    node(node_trace([]))  # declared a CPU node: its history's two GPUs would FAIL it (they are not found)
+    assert qualify(cli, tmp_path, "--runner", "docker", "--expect-gpus", "0").code == EXIT_INFRASTRUCTURE
     assert asked == ["all", "none"]  # a node whose NVML sees GPUs hands them all to the container
 
 

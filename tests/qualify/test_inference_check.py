@@ -35,7 +35,8 @@ def inference(record: dict) -> dict:
 
 
 def test_the_inference_check_times_the_smoke_model_under_loadgen(cli, tiny_smoke: Path, tmp_path: Path):
-    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json",
+            "--expect-gpus", "0")  # a CPU node, declared so: it may PASS
     assert r.code == 0, r.err
     check = inference(json.loads(r.out))
     assert check["status"] == "pass" and check["kind"] == "workload"
@@ -92,3 +93,33 @@ def test_a_smoke_model_missing_from_the_cache_is_inconclusive(cli, tiny_smoke: P
     assert r.code == EXIT_INFRASTRUCTURE, r.err
     (reason,) = inference(json.loads(r.out))["reasons"]
     assert reason.startswith("could not prepare the resnet50 inference check: ") and "model.onnx" in reason, reason
+
+
+@pytest.mark.parametrize(("said", "code", "status", "reason"), [
+    ("Traceback (most recent call last):\nKeyError: 'image'\n", EXIT_INFRASTRUCTURE, "inconclusive",
+     "the inference harness failed in its own code, which says nothing about the node (no GPU error in its output):"
+     " exited with status 1: KeyError: 'image'"),
+    ("NVRM: Xid (PCI:0000:3b:00): 48, pid=7, An uncorrectable double bit error\n", EXIT_INVALID_RESULT, "fail",
+     "the inference harness: GPU fault (Xid / ECC / fell off the bus)"),
+])
+def test_a_harness_crash_is_the_harnesss_a_gpu_error_the_nodes(cli, tiny_smoke: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, said, code, status,
+                                                               reason):
+    """The harness dying of its own exception FAILed the node; only the GPU's own error does (one rule
+    with the workload's throughput mode)."""
+    import orchestrator.qualify.inference as check
+    from orchestrator.results.records import Exit
+    from orchestrator.runners.outcome import JobOutcome
+
+    def crashed(runner, harness, **job):
+        job["folder"].mkdir(parents=True, exist_ok=True)
+        log = job["folder"] / "output.log"
+        log.write_text(said)
+        return JobOutcome(job_id="j1", exit=Exit(code=1), timed_out=False, lost="", seconds=0.1, log=log)
+
+    monkeypatch.setattr(check, "run_harness", crashed)
+    r = cli("qualify", "--suite", "inference_only", "--results", str(tmp_path / "r"), "--node-name", "n1", "--json",
+            "--expect-gpus", "0")
+    assert r.code == code, r.err
+    found = inference(json.loads(r.out))
+    assert found["status"] == status and found["reasons"][0].startswith(reason), found["reasons"]

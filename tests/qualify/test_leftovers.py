@@ -32,7 +32,7 @@ def _hangs(logs) -> bool:
 
 def _qualify_again(cli, results: Path, *runner: str) -> tuple[int, str]:
     r = cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1", "--json",
-            *runner)
+            "--expect-gpus", "0", *runner)  # a CPU node, declared so: it may PASS
     assert json.loads(r.out)["checks"], r.err
     return r.code, r.err
 

@@ -103,6 +103,19 @@ def test_a_pair_that_could_not_all_reduce_fails_one_that_could_not_start_is_inco
     assert result.reasons == ("n4-n5: could not run: sbatch: error: invalid partition",)
 
 
+def test_a_pair_number_outside_its_sane_range_is_no_measurement():
+    """-5 GB/s, or 0, is neither a slow link nor a pass: named, kept out of the fleet's median, INCONCLUSIVE."""
+    def measure(batch):
+        return [PairReading(pair=p, value=-5.0 if "n2" in p and "n3" in p else 20.0) for p in batch]
+
+    result, findings = run(["n1", "n2", "n3", "n4"], measure)
+    assert result.status is Status.INCONCLUSIVE and not findings, result.reasons
+    assert result.reasons == ("n2-n3: allreduce_pair_busbw_GBps -5 GB/s is no measurement: a nccl_pairs number is"
+                              " above 0 and at most 100000 (its sanity rule): the check measured nothing the node"
+                              " can be judged by",)
+    assert len(result.measurements) == 3 and result.facts["median_GBps"] == 20.0
+
+
 def test_one_node_is_not_a_pair():
     result, findings = run(["n1"], stand_in())
     assert result.status is Status.NOT_APPLICABLE and result.reason == ("nccl_pairs needs 2 or more nodes; the fleet"

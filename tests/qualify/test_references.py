@@ -23,7 +23,8 @@ runs on it) gives the GEMM a fraction of what it had while the references were l
 
 
 def qualify(cli, results: Path, suite: str, *extra: str) -> dict:
-    r = cli("qualify", "--suite", suite, "--results", str(results), "--node-name", "n1", "--json", *extra)
+    r = cli("qualify", "--suite", suite, "--results", str(results), "--node-name", "n1", "--json",
+            "--expect-gpus", "0", *extra)  # a CPU node, declared so: it may PASS
     assert r.code in (EXIT_OK, EXIT_INVALID_RESULT, EXIT_WARN), r.err
     return json.loads(r.out)
 
@@ -63,7 +64,8 @@ def test_a_slower_throughput_fails_against_history_and_a_small_regression_warns(
         monkeypatch.setenv("FAKE_RATE", rate)
         assert qualify(cli, results, "throughput_only")["verdict"] == "pass"
     monkeypatch.setenv("FAKE_RATE", "60")
-    r = cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1")
+    r = cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "n1",
+            "--expect-gpus", "0")
     assert r.code == EXIT_INVALID_RESULT
     text = " ".join(r.out.split())
     assert "verdict: FAIL (exit 1)" in text

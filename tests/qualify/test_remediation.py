@@ -48,7 +48,8 @@ def test_health_faults_carry_their_remedy_per_gpu_in_json_junit_and_prometheus(m
     suite_props = [p.get("value") for p in root.find("testsuite/properties") if p.get("name") == "remediation"]
     assert suite_props == ["reseat:gpu0", "reset_gpu:gpu1"]
     case = next(c for c in root.iter("testcase") if c.get("name") == "gpu_health")
-    assert [p.get("value") for p in case.find("properties")] == ["reseat:gpu0", "reset_gpu:gpu1"]
+    assert [p.get("value") for p in case.iter("property") if p.get("name") == "remediation"] == ["reseat:gpu0",
+                                                                                                "reset_gpu:gpu1"]
 
     families = {f.name: f.samples for f in text_string_to_metric_families(textfile([record]).decode())}
     asked = {(s.labels["check"], s.labels["action"], s.labels["gpu"]) for s in families["mltrain_qualify_remediation"]

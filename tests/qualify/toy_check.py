@@ -20,6 +20,7 @@ DECLARATION = {
     "needs": {"device": "any", "gpus": 0, "data": False},
     "sanity": "1 + 2 + ... + 100 is 5050",
     "units": {"toy_rate": "ops/s"},
+    "sane": {"toy_rate": [0, 1e9]},
     "timeout_s": 60,
     "repeat": True,
     "device_bound": False,

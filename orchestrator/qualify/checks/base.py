@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from orchestrator import text
+from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Status
+from orchestrator.runners import resource_errors
 from orchestrator.runners.outcome import JobOutcome
 
 if TYPE_CHECKING:
@@ -46,6 +48,30 @@ def job_facts(outcome: JobOutcome) -> dict[str, str]:
     if outcome.leftovers:
         facts[LEFTOVERS] = outcome.leftover_note()
     return facts
+
+
+def failed_job(outcome: JobOutcome, what: str, *, overran_why: str, settings: str, no_number: str
+               ) -> tuple[Status, str]:
+    """How a check whose job failed (or exited 0 without its number: ``no_number``) is judged, one rule
+    for every check that runs a workload's or a harness's code: FAIL only where its output shows the
+    GPU's own error (an Xid, ECC, a lost device, CUDA, NCCL: `resource_errors.gpu_faults`);
+    INCONCLUSIVE for the rest, which says nothing about the node: a hang (``overran_why``), the suite's
+    settings refused (exit 2) or more memory than the node has (``settings`` named), the code's own
+    crash (a Python exception), no number."""
+    if outcome.timed_out:
+        return Status.INCONCLUSIVE, overran_why
+    if outcome.refused:
+        return Status.INCONCLUSIVE, refused_the_suite(what, outcome)
+    errors = resource_errors.classify(outcome.tail())
+    if not outcome.ok and resource_errors.gpu_faults(errors):
+        return Status.FAIL, f"{what}: {outcome.why()}"
+    if outcome.exit.oom_killed or resource_errors.is_out_of_memory(errors):
+        return Status.INCONCLUSIVE, (f"{what}: {outcome.why()}: the suite's {settings} ask more memory than this"
+                                     " node has: lower them in qualify.yaml")
+    if outcome.ok:
+        return Status.INCONCLUSIVE, no_number
+    return Status.INCONCLUSIVE, (f"{what} failed in its own code, which says nothing about the node (no GPU error"
+                                 f" in its output): {outcome.why()}")
 
 
 def leftover_warnings(checks: list[CheckResult]) -> list[str]:
@@ -119,6 +145,22 @@ def unmet(declaration: Declaration, ctx: NodeContext) -> str:
     return ""
 
 
+def sane(found: CheckResult, declaration: Declaration) -> CheckResult:
+    """``found`` without the numbers its declaration's sanity rule says are none (`Declaration.insane`:
+    -100 samples/s, 0 GFLOP/s): each named, and the check INCONCLUSIVE unless it failed already (a
+    wrong result stays a FAIL). A number no device can give says nothing of the node, and is never
+    judged, never passed."""
+    why = [(m, declaration.insane(m.metric, m.value, m.unit)) for m in found.measurements]
+    bad = [reason for _, reason in why if reason]
+    if not bad:
+        return found
+    kept = tuple(m for m, reason in why if not reason)
+    status = found.status if found.status is Status.FAIL else Status.INCONCLUSIVE
+    sanity = found.sanity if found.sanity is Status.FAIL else Status.INCONCLUSIVE
+    return found.model_copy(update={"status": status, "sanity": sanity, "measurements": kept,
+                                    "reasons": (*found.reasons, *bad), "sanity_reasons": (*found.sanity_reasons, *bad)})
+
+
 def run_check(check: NodeCheck, ctx: NodeContext) -> CheckResult:
     """One check on this node: not applicable where its needs are unmet, else run within its timeout
     (INCONCLUSIVE, named, where it overran); its wall time in the timings."""
@@ -138,6 +180,7 @@ def run_check(check: NodeCheck, ctx: NodeContext) -> CheckResult:
             found = check.run(ctx)
     except Overran as exc:
         found = result(declaration, Status.INCONCLUSIVE, [str(exc)], duration_s=time.monotonic() - started)
+    found = sane(found, declaration)
     if not quiet:
         if not ctx.repeat:
             ctx.watch.timings[declaration.name] = time.monotonic() - started

@@ -18,6 +18,7 @@ from orchestrator.config.workloads import Workload
 from orchestrator.qualify import devices
 from orchestrator.qualify.checks.registry import Registry, default_registry
 from orchestrator.qualify.config import DeviceKind, QualifyConfig, Suite
+from orchestrator.qualify.expected import Expected
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import OperatorReferences
 from orchestrator.results.qualification import CheckResult
@@ -50,6 +51,9 @@ class NodePlan:
     operator kept the checks off the GPUs (the verdict then says they were not qualified)."""
     checks: Registry = field(default_factory=default_registry)
     """The checks there are (the suite picks among them)."""
+    expect_gpus: Expected = field(default_factory=Expected)
+    """The GPUs the node is expected to have, and what says so (``--expect-gpus``, Slurm's gres);
+    nothing: its history says, or nobody (`qualify.expected`)."""
 
 
 @dataclass

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from orchestrator.config.numbers import TimeoutMinutes
+from orchestrator.qualify.devices import split_metric
 from orchestrator.results.qualification import CheckKind, Remedy
 
 Runs = Literal["node", "probe", "job", "fleet"]
@@ -34,7 +36,7 @@ class CheckSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    timeout_minutes: float | None = Field(default=None, gt=0)
+    timeout_minutes: TimeoutMinutes | None = None
     """How long the check may run before it is stopped (INCONCLUSIVE); None: its declared timeout."""
 
 
@@ -78,6 +80,10 @@ class Declaration:
     units: Mapping[str, str] = field(default_factory=dict)
     """Each metric it measures (a glob over the metric without its ``_gpu<i>``) -> its unit: what a
     reference for it must be in."""
+    sane: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Each metric it measures (a glob, as in ``units``) -> (above, at most): the range a number of it
+    can have at all. Outside it (a negative rate, a zero, a rate no device reaches) it is no
+    measurement, and the check is INCONCLUSIVE (`insane`), never judged, never PASS."""
     timeout_s: float
     """How long it may run (its settings' ``timeout_minutes`` replaces it)."""
     repeat: bool = False
@@ -97,6 +103,21 @@ class Declaration:
         the check declares no such metric."""
         return next((unit for pattern, unit in self.units.items() if fnmatch.fnmatchcase(metric, pattern)), None)
 
+    def insane(self, metric: str, value: float, unit: str = "") -> str:
+        """Why ``value`` of ``metric`` (with or without its ``_gpu<i>``) is no measurement ("" when it
+        is within its declared range); a metric it declares no range for has none that it can meet."""
+        base = split_metric(metric)[0]
+        found = next((r for pattern, r in self.sane.items() if fnmatch.fnmatchcase(metric, pattern)
+                      or fnmatch.fnmatchcase(base, pattern)), None)
+        shown = f"{metric} {value:g}{' ' + unit if unit else ''}"
+        if found is None:
+            return f"{shown}: {self.name} declares no sane range for it, so it is no measurement"
+        above, at_most = found
+        if above < value <= at_most:
+            return ""
+        return (f"{shown} is no measurement: a {self.name} number is above {above:g} and at most {at_most:g}"
+                " (its sanity rule): the check measured nothing the node can be judged by")
+
     def timeout(self, settings: BaseModel | None) -> float:
         """Seconds it may run: its settings' ``timeout_minutes``, else its declared timeout."""
         given = getattr(settings, "timeout_minutes", None)
@@ -107,23 +128,34 @@ class Declaration:
 
 
 _SCALARS: dict[str, type] = {"int": int, "float": float}
+_BOUNDS = {"min": "ge", "max": "le", "below": "lt"}
+"""A scalar's bounds as a declaration writes them -> pydantic's: at least, at most, below."""
+
+
+def _scalar(spec: Mapping[str, Any] | str) -> Any:
+    """The type of one scalar: ``int``/``float``, or ``{"type": ..., "min"/"max"/"below": ...}`` (finite,
+    within its bounds)."""
+    spec = {"type": spec} if isinstance(spec, str) else spec
+    bounds = {_BOUNDS[k]: v for k, v in spec.items() if k in _BOUNDS}
+    return Annotated[_SCALARS[spec["type"]], Field(allow_inf_nan=False, **bounds)]
 
 
 def settings_model(name: str, declared: Mapping[str, Mapping[str, Any]]) -> type[CheckSettings]:
     """The settings type of a probe check from its declaration's ``settings`` (see the probe's
-    `registry`): ``int``/``float`` (``min``: at least), ``choices`` (a list of ``of``), ``rows`` (a
-    list of rows of ``row``'s types); each field its ``default``. Frozen, unknown keys refused."""
+    `registry`): ``int``/``float`` (``min``: at least, ``max``: at most, ``below``), ``choices`` (a list
+    of ``of``), ``rows`` (a list of rows of ``row``'s scalars, each a type or a type with its bounds);
+    each field its ``default``. Frozen, unknown keys refused."""
     fields: dict[str, Any] = {}
     for key, spec in declared.items():
         kind = spec.get("type")
         if kind in _SCALARS:
-            annotation: Any = Annotated[_SCALARS[kind], Field(ge=spec["min"])] if "min" in spec else _SCALARS[kind]
+            annotation: Any = _scalar(spec)
             default = spec["default"]
         elif kind == "choices":
             annotation = tuple[Literal[tuple(spec["of"])], ...]  # type: ignore[misc]
             default = tuple(spec["default"])
         elif kind == "rows":
-            annotation = tuple[tuple[tuple(_SCALARS[t] for t in spec["row"])], ...]  # type: ignore[misc]
+            annotation = tuple[tuple[tuple(_scalar(t) for t in spec["row"])], ...]  # type: ignore[misc]
             default = tuple(tuple(row) for row in spec["default"])
         else:
             raise ValueError(f"{name}: setting {key!r} has no type this reader knows ({kind!r})")

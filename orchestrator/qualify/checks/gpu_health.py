@@ -18,7 +18,9 @@ class GpuHealthCheck:
         name="gpu_health", kind="health", runs="node", phase="close", settings_at="none",
         sanity="every GPU NVML sees answers, with no pending row remap or page retirement, no uncorrectable ECC"
                " error, no Xid, no hardware slowdown and its full PCIe link under load; CUDA can use each of them",
-        units={"gpu*_temperature_max_C": "C"}, timeout_s=120, passive=True, remedies=Remedies(wrong=Remedy.INVESTIGATE),
+        units={"gpu*_temperature_max_C": "C"},
+        sane={"gpu*_temperature_max_C": (-50, 150)}, timeout_s=120, passive=True,
+        remedies=Remedies(wrong=Remedy.INVESTIGATE),
     )
 
     def run(self, ctx: NodeContext) -> CheckResult:

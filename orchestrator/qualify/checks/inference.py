@@ -19,6 +19,7 @@ class InferenceCheck:
         name="inference", kind="workload", runs="job", settings=InferenceSpec,
         sanity="the harness runs the smoke model under LoadGen to its end with no LoadGen error",
         units={"inference_p90_ms": "ms", "inference_samples_per_s": "samples/s"},
+        sane={"inference_p90_ms": (0, 1e8), "inference_samples_per_s": (0, 1e9)},
         timeout_s=600, repeat=True, remedies=Remedies(wrong=Remedy.INVESTIGATE, slow=Remedy.INVESTIGATE),
     )
 

@@ -69,6 +69,7 @@ def declaration(module: str, root: Path | None = None) -> Declaration:
                         nodes=int(needs.get("nodes", 1)), data=bool(needs.get("data", False)),
                         runners=("slurm",) if raw.get("runs") == "fleet" else ()),
             sanity=raw["sanity"], units=dict(raw.get("units", {})), timeout_s=float(raw["timeout_s"]),
+            sane={str(k): (float(v[0]), float(v[1])) for k, v in raw.get("sane", {}).items()},
             repeat=bool(raw.get("repeat", False)), device_bound=bool(raw.get("device_bound", False)),
             remedies=Remedies(wrong=Remedy(remedy["wrong"]) if remedy.get("wrong") else None,
                               slow=Remedy(remedy["slow"]) if remedy.get("slow") else None),

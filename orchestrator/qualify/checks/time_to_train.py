@@ -20,7 +20,8 @@ class TimeToTrainCheck:
     declaration = Declaration(
         name="time_to_train", kind="time_to_train", runs="job", phase="after", settings_at="suite",
         settings=TimeToTrainSpec, sanity="the seed converges to the profile's target; a crash is a FAIL",
-        units={"time_to_train_s": "s"}, timeout_s=24 * 3600,
+        units={"time_to_train_s": "s"},
+        sane={"time_to_train_s": (0, 1e8)}, timeout_s=24 * 3600,
         remedies=Remedies(wrong=Remedy.INVESTIGATE, slow=Remedy.INVESTIGATE),
     )
 

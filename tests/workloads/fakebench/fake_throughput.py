@@ -12,8 +12,9 @@ Variables (all optional):
   FAKE_BATCH           samples per step (default 2)
   FAKE_LOADER_RATE     loader samples per second when DATADIR holds files (default 10 x FAKE_RATE)
   FAKE_SLEEP_S         real seconds slept per step (default 0.001)
-  FAKE_THROUGHPUT_MODE ok | crash | oom | bad_input | no_result | hang | daemon (default ok; daemon: as ok,
-                       leaving a `sleep 300` running in a session of its own, as a stray worker would)
+  FAKE_THROUGHPUT_MODE ok | crash | oom | xid | bad_input | no_result | hang | daemon (default ok; daemon: as
+                       ok, leaving a `sleep 300` running in a session of its own, as a stray worker would;
+                       xid: the driver's words for a GPU that fell off the bus, then exit 1)
 """
 
 import json
@@ -64,11 +65,15 @@ def main() -> int:
     if mode == "oom":
         sys.stderr.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
         return 1
+    if mode == "xid":
+        sys.stderr.write("NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.\n"
+                         "RuntimeError: CUDA error: unspecified launch failure\n")
+        return 1
     if mode == "no_result":
         return 0
     if mode == "daemon":
         subprocess.Popen(["setsid", "sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    step_ms = batch / rate * 1000
+    step_ms = batch / rate * 1000 if rate else 0.0  # FAKE_RATE=0: a workload that reports nothing
     event("throughput", rate, {
         "unit": "samples/s", "steps": steps, "warmup_steps": warmup, "batch_size": batch, "global_batch_size": batch,
         "step_ms_median": step_ms, "step_ms_p10": step_ms * 0.95, "step_ms_p90": step_ms * 1.05,

@@ -32,6 +32,7 @@ DECLARATION = {
     "needs": {"device": "cuda", "gpus": 1, "data": False},
     "sanity": "every copy, host to device, device to host and device to device, holds its source's bytes exactly",
     "units": {"h2d_GBps": "GB/s", "d2h_GBps": "GB/s", "d2d_min_GBps": "GB/s"},
+    "sane": {"*_GBps": [0, 1e5]},
     "timeout_s": 600,
     "repeat": True,
     "device_bound": True,

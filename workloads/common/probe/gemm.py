@@ -29,6 +29,7 @@ DECLARATION = {
               " product (silent data corruption) fails whatever its speed",
     "units": {"gemm_fp32_*": "TFLOP/s", "gemm_tf32_*": "TFLOP/s", "gemm_fp16_*": "TFLOP/s", "gemm_bf16_*": "TFLOP/s",
               "spmm_fp32_*": "GFLOP/s"},
+    "sane": {"gemm_*": [0, 1e5], "spmm_*": [0, 1e8]},
     "timeout_s": 900,
     "repeat": True,
     "device_bound": True,
@@ -36,9 +37,12 @@ DECLARATION = {
     "settings": {
         "dtypes": {"type": "choices", "of": ["fp32", "tf32", "fp16", "bf16"], "default": ["fp32"],
                    "doc": "each is timed where the device supports it natively, and reported not applicable elsewhere"},
-        "dense": {"type": "rows", "row": ["int", "int", "int"], "default": [],
+        "dense": {"type": "rows", "default": [],
+                  "row": [{"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1}],
                   "doc": "(M, N, K) of the DeepBench training GEMMs"},
-        "sparse": {"type": "rows", "row": ["int", "int", "int", "float"], "default": [],
+        "sparse": {"type": "rows", "default": [],
+                   "row": [{"type": "int", "min": 1}, {"type": "int", "min": 1}, {"type": "int", "min": 1},
+                           {"type": "float", "min": 0, "below": 1}],
                    "doc": "(M, N, K, sparsity) of DeepBench's sparse GEMMs (fp32, CSR)"},
     },
 }

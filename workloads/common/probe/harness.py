@@ -112,7 +112,7 @@ def run_case(case: Case, device: Device) -> None:
         sys.stderr.write(f"torch.OutOfMemoryError: {exc}\n")
         protocol.error(case.check, case.metric, f"torch.OutOfMemoryError: {one_line(exc)}", case.gpu)
         device.free()
-    except (RuntimeError, ValueError, OSError) as exc:
+    except (RuntimeError, ValueError, OSError, MemoryError) as exc:  # MemoryError: Python's own allocation
         protocol.error(case.check, case.metric, f"{type(exc).__name__}: {one_line(exc)}", case.gpu)
         device.free()
     else:

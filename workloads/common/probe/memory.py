@@ -27,6 +27,7 @@ DECLARATION = {
     "sanity": "each copy holds its source's bytes exactly",
     "units": {"host_copy_GBps": "GB/s", "device_copy_GBps": "GB/s", "h2d_pinned_GBps": "GB/s",
               "d2h_pinned_GBps": "GB/s"},
+    "sane": {"*_GBps": [0, 1e5]},
     "timeout_s": 300,
     "repeat": True,
     "device_bound": True,

@@ -23,6 +23,7 @@ DECLARATION = {
     "needs": {"device": "cuda", "gpus": 2, "data": False},
     "sanity": "GPU i contributes i + 1 everywhere: every element of every GPU's buffer comes back as 1 + 2 + ... + n",
     "units": {"allreduce_busbw_GBps": "GB/s"},
+    "sane": {"allreduce_busbw_GBps": [0, 1e5]},
     "timeout_s": 300,
     "repeat": True,
     "device_bound": True,

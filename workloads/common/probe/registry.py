@@ -11,6 +11,7 @@ as data from this file, never importing it) and ``cases(spec, context)``, which 
         "needs": {"device": "any", "gpus": 0, "data": False},   # cuda only, at least N GPUs, --data
         "sanity": "what a right result is, in words",
         "units": {"gemm_*": "TFLOP/s"},      # each metric (a glob) and the unit of its references
+        "sane": {"gemm_*": [0, 1e5]},        # each metric (a glob): (above, at most) what it can be at all
         "timeout_s": 900,                    # how long it may run before it is stopped (INCONCLUSIVE)
         "repeat": True,                      # the quorum may measure a number that failed again
         "device_bound": True,                # its numbers are the device's (run on a CPU of a GPU node: FAIL)
@@ -18,8 +19,10 @@ as data from this file, never importing it) and ``cases(spec, context)``, which 
         "settings": {"dense": {"type": "rows", "row": ["int", "int", "int"], "default": [], "doc": "..."}},
     }
 
-Settings types: ``int`` and ``float`` (with ``min``, at least), ``choices`` (a list of ``of``),
-``rows`` (a list of rows of ``row``'s types). Every setting has a default.
+Settings types: ``int`` and ``float`` (with ``min``, at least; ``max``, at most; ``below``), ``choices``
+(a list of ``of``), ``rows`` (a list of rows of ``row``'s scalars: a type, or ``{"type": "int", "min":
+1}`` with its bounds). Every setting has a default, and every number its bounds: qualify.yaml is
+refused (exit 2) where a size is zero or negative, not the node FAILed.
 
 A new check: its module here, and its name in `CHECKS` (one line). The orchestrator derives the rest:
 the check's settings in qualify.yaml (typed from ``settings``), its place in the suites, its judging.

@@ -35,6 +35,7 @@ DECLARATION = {
     "sanity": "a fixed GEMM and a short training step, each run twice from the same inputs on every GPU (or the"
               " CPU), give the same bits every run, and the same bits on every GPU of the same model",
     "units": {"sdc_gemm_ms": "ms", "sdc_step_ms": "ms", "sdc_agree": "GPUs"},
+    "sane": {"sdc_*_ms": [0, 1e8], "sdc_agree": [0, 1e6]},
     "timeout_s": 600,
     "repeat": False,
     "device_bound": True,

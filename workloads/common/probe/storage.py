@@ -22,6 +22,7 @@ DECLARATION = {
     "needs": {"device": "any", "gpus": 0, "data": True},
     "sanity": "every byte of the files was read (as many as their sizes say)",
     "units": {"storage_read_MBps": "MB/s"},
+    "sane": {"storage_read_MBps": [0, 1e8]},
     "timeout_s": 600,
     "repeat": True,
     "device_bound": False,
