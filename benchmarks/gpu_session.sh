@@ -150,8 +150,11 @@ do_install() {
         "$MLTRAIN" --help >/dev/null
 }
 do_qualify() {  # the record on stdout (--json) is the file; JUnit and Prometheus stay in $WORK (8 files back)
-    "$MLTRAIN" qualify --suite quick --json --junit "$WORK/qualify.xml" --prometheus "$WORK/qualify.prom" \
-        ${QUALIFY_ARGS:-} >"$OUT/qualify.json"
+    # The GPUs CUDA sees are the ones expected: one NVML cannot find FAILs the node; a CPU dry run expects none.
+    local expect=0
+    if [[ $cuda == 1 ]]; then expect=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())"); fi
+    "$MLTRAIN" qualify --suite quick --expect-gpus "$expect" --json --junit "$WORK/qualify.xml" \
+        --prometheus "$WORK/qualify.prom" ${QUALIFY_ARGS:-} >"$OUT/qualify.json"
 }
 do_inference() {
     local device=cpu backend=onnxruntime
