@@ -11,25 +11,21 @@ a log, a manifest or a host goes through `html.escape`.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
-
-import matplotlib
-import numpy as np
-from matplotlib.figure import Figure
 
 from orchestrator import text
 from orchestrator.config.profiles import SMOKE
 from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
-from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
-from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in, verdict
+from orchestrator.insight.published_setups import AUTO, published_beside
+from orchestrator.insight.runs import RunView, SeedView, to_setups
+from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
+from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
+from orchestrator.render.verdicts import verdict
 from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -58,25 +54,12 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 """
 
 
-@dataclass(frozen=True, kw_only=True)
-class Plot:
-    """One embedded figure."""
-
-    title: str
-    png: bytes | None
-    """None when there was nothing to draw."""
-    note: str = ""
-    """Why nothing was drawn, or how to read it."""
-
-
 def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
     """The whole report as one HTML string (its caller refused setups of different profiles, unless forced)."""
     setups = to_setups(runs)
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
-    with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
-        plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
-                 power_plot(runs, colors)]
+    plots = draw(setups, runs, colors)
     smoke = smoke_in(result)
     parts = [
         *page_head(title, f"baseline: {result.baseline}"),
@@ -85,7 +68,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         *([f'<p class="caveat"><span class="badge" style="background:{BADGES["smoke"]}">smoke</span> '
            f"{esc(SMOKE_CAVEAT)}: every number below proves only that the pipeline runs</p>"] if smoke else []),
         '<div class="verdict">' + "".join(setup_card(result, row, runs) for row in result.rows) + "</div>",
-        '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
+        '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result))}</li>" for r in result.rows
                                        if r.name != result.baseline) + "</ul>",
         "</section>",
         "<h2>What differs between the setups</h2>",
@@ -128,7 +111,7 @@ def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequ
              ("seeds converged", f"{row.converged} of {row.n}"),
              ("scoring", esc(_rule(views))),
              ("host", _host_badge(row)),
-             ("ran", esc(_when(views))),
+             _when_fact(views),
              ("runs", ", ".join(f'<span class="id">{esc(run_id)}</span>' for run_id in row.run_ids[:5])
               + (f" and {len(row.run_ids) - 5} more" if len(row.run_ids) > 5 else ""))]
     items = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
@@ -164,6 +147,16 @@ def _rule(views: Sequence[RunView]) -> str:
     return "olympic: " + rule_text(views[0].manifest.rule)
 
 
+def _when_fact(views: Sequence[RunView]) -> tuple[str, str]:
+    """('ran', when and how long), or for runs made elsewhere ('imported', the date of the import:
+    when they ran is not known here)."""
+    if views and all(v.manifest.imported is not None or v.manifest.runner == "imported" for v in views):
+        starts = sorted(i for i in (_instant(v.manifest.started_at) for v in views) if i is not None)
+        when = starts[0].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if starts else "?"
+        return "imported", esc(f"{when} (made elsewhere: when it ran is not recorded)")
+    return "ran", esc(_when(views))
+
+
 def _when(views: Sequence[RunView]) -> str:
     """'2026-11-27 12:02 UTC, 4.02 min' (the first run's start, the runs' time together)."""
     starts = [_instant(v.manifest.started_at) for v in views]
@@ -189,19 +182,20 @@ def _instant(value: str | None) -> datetime | None:
 
 
 def facts_html(setups: Sequence[comparing.Setup]) -> str:
-    """What differs between the setups: a row per fact, differing facts first and marked."""
-    from orchestrator.insight.setup_facts import UNKNOWN, recorded_facts
+    """What differs between the setups: a row per fact, differing facts first and marked; then those
+    they share; then those some setup does not know (never 'the same')."""
+    from orchestrator.insight.setup_facts import UNKNOWN, sorted_facts
+    from orchestrator.render.comparison import facts_said
 
-    names, differing = recorded_facts(setups)
-    if not names:
+    differing, same, unknown = sorted_facts(setups)
+    if not (differing or same or unknown):
         return '<p class="note">no setup recorded what it ran on</p>'
     head = ("", *(s.name for s in setups))
     rows = [[f"<strong>{esc(name)}</strong>" if name in differing else esc(name),
-             *(esc(s.facts.get(name, UNKNOWN)) for s in setups)]
-            for name in [*differing, *(n for n in names if n not in differing)]]
-    said = (f"they differ in {', '.join(differing)}" + ("; the rest is the same" if len(differing) < len(names)
-                                                          else "")) if differing else "nothing recorded differs"
-    return f'<p>{esc(said)}</p><div class="scroll">{_table(head, rows)}</div>'
+             *(esc(s.facts.get(name, UNKNOWN)) for s in setups)] for name in [*differing, *same, *unknown]]
+    said = [f"they differ in {', '.join(differing)}" if differing else "nothing known differs",
+            *facts_said(setups, same, unknown)]
+    return f'<p>{esc("; ".join(said))}</p><div class="scroll">{_table(head, rows)}</div>'
 
 
 # ---------------------------------------------------------------- tables
@@ -218,7 +212,7 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
-            text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
+            text.p_value(row.ttt_test, starred=not row.smoke), text.seeds_needed(row.ttt_test),
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
@@ -325,161 +319,6 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
               " recomputed from their per-run times in mltrain's table; they were not run here.</p>")
     return (f'<div class="scroll">{_table(head, rows)}</div>' if rows else "") + (
         f"<ul>{notes}</ul>" if notes else "") + caveat
-
-
-# ---------------------------------------------------------------- plots
-
-
-def plot_html(plot: Plot) -> str:
-    parts = [f"<h3>{esc(plot.title)}</h3>"]
-    if plot.png is not None:
-        data = base64.b64encode(plot.png).decode("ascii")
-        parts.append(f'<img alt="{esc(plot.title)}" src="data:image/png;base64,{data}">')
-    if plot.note:
-        parts.append(f'<p class="note">{esc(plot.note)}</p>')
-    return "\n".join(parts)
-
-
-PLOT_SIZE = (12.0, 4.8)
-"""Inches at `PLOT_DPI`: 1,320 px wide, the page's width (the image is scaled to it, never wider)."""
-PLOT_DPI = 110
-
-
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=PLOT_DPI, bbox_inches="tight")
-    return buffer.getvalue()
-
-
-def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
-    title = "Time-to-train per seed, by setup"
-    data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
-    if not any(data):
-        return Plot(title=title, png=None, note="no converged run to plot")
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
-    jitter = np.random.default_rng(0)
-    for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
-        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(values)), values, color=colors[setup.name], s=18, zorder=3)
-        failed = len(setup.seeds) - len(values)
-        if failed:
-            axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
-                          ha="center", va="top", fontsize=8, color="#b00")
-    axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
-    axes.set_ylabel("time-to-train (s)")
-    axes.grid(axis="y", alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
-
-
-def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
-    title = "Convergence versus hardware: epochs-to-target against seconds per epoch"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    drawn = False
-    for setup in setups:
-        points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
-                  if s.seconds_per_epoch is not None and s.epochs_to_target]
-        if points:
-            x, y = zip(*points, strict=True)
-            axes.scatter(x, y, color=colors[setup.name], label=setup.name, s=20)
-            drawn = True
-    if not drawn:
-        return Plot(title=title, png=None, note="no run logged epochs-to-target")
-    axes.set_xlabel("seconds per epoch (hardware)")
-    axes.set_ylabel("epochs-to-target (convergence)")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure),
-                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck")
-
-
-def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
-    title = "Accuracy versus time since run_start"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    targets = set()
-    for view in runs:
-        for seed in view.seeds:
-            evals = seed.record.evals
-            if not evals:
-                continue
-            name = view.setup_name
-            axes.plot([e.time_ms / 1000 for e in evals], [e.accuracy for e in evals], color=colors[name],
-                      alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-            if seed.record.target is not None:
-                targets.add(seed.record.target)
-    if not labelled:
-        return Plot(title=title, png=None, note="no run logged an evaluation")
-    for target in targets:
-        axes.axhline(target, color="#444", linestyle="--", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("eval accuracy")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="one line per seed; dashed: quality target")
-
-
-def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
-    title = "GPU power over time (all GPUs of a seed summed)"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    reasons: set[str] = set()
-    for view in runs:
-        for seed in view.seeds:
-            series, start = seed.series, seed.record.run_start_ms
-            if series is None or start is None:
-                continue
-            gpus = series.get("gpus") or []
-            if not gpus:
-                reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
-                continue
-            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
-            power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
-            name = view.setup_name
-            axes.plot(t, power, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-    if not labelled:
-        why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
-        if reasons:
-            return cpu_plot(runs, colors, f"no GPU power to plot: {why}")
-        return Plot(title=title, png=None, note=f"no GPU power to plot: {why}")
-    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("power (W)")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="dotted: run_start")
-
-
-def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str) -> Plot:
-    """Host CPU busy share over time: what a CPU-only host shows in place of GPU power."""
-    title = "Host CPU busy over time"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    for view in runs:
-        for seed in view.seeds:
-            series, start = seed.series, seed.record.run_start_ms
-            if series is None or start is None:
-                continue
-            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
-            busy = np.array([np.nan if v is None else v for v in series["host"]["cpu_pct"]], dtype=float)
-            name = view.setup_name
-            axes.plot(t, busy, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-    if not labelled:
-        return Plot(title=title, png=None, note=why)
-    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("CPU busy (% of all CPUs)")
-    axes.set_ylim(0, 105)
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note=f"{why}; dotted: run_start")
 
 
 def page_head(title: str, note: str) -> list[str]:

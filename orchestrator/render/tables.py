@@ -253,7 +253,8 @@ def _number_lines(summary: Summary | None, score: Score) -> list[str]:
             lines.append(f"MLPerf score: olympic mean x RCP scaling factor {score.scaling_factor:.6g}{source}"
                          f" = {score.scaled_score_ms / 1000:.2f} s = {minutes(score.scaled_score_ms)}")
     if ttt.n:
-        ci = f"95% CI {seconds(ttt.ci95_low)}-{seconds(ttt.ci95_high)} s" if ttt.ci95_low is not None else "CI n/a"
+        ci = (f"95% CI [{seconds(ttt.ci95_low)}, {seconds(ttt.ci95_high)}] s" if ttt.ci95_low is not None
+              else "CI n/a")
         cv = f"CV {ttt.cv:.1%}" if ttt.cv is not None else "CV n/a"
         lines.append(
             f"converged runs: mean {seconds(ttt.mean)} s, std {seconds(ttt.std)} s, {cv}, {ci},"

@@ -180,15 +180,24 @@ def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
 
     results = tmp_path / "results"
     make_run(results, label="cpu", seeds=[1, 2, 3], run_id="run-cpu", power_w=100)
-    run = Store(results).open("run-cpu")
-    for seed in run.paths.seed_dirs():  # what the sampler writes on a host without a driver
-        series = json.loads(seed.telemetry.read_text())
-        series["gpus"] = []
-        series["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
-        seed.telemetry.write_text(json.dumps(series))
+    make_run(results, label="hog", seeds=[1, 2, 3], run_id="run-hog", power_w=100, other_cpu_pct=45.0)
+    for run_id in ("run-cpu", "run-hog"):
+        for seed in Store(results).open(run_id).paths.seed_dirs():  # what the sampler writes without a driver
+            series = json.loads(seed.telemetry.read_text())
+            series["gpus"] = []
+            series["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
+            seed.telemetry.write_text(json.dumps(series))
     out = tmp_path / "r.html"
     assert hw_cli("report", "run-cpu", "--results", str(results), "--out", str(out)).code == 0
     parsed = Collect()
     parsed.feed(out.read_text())
     assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
     assert "no GPU power to plot: NVIDIA driver not loaded" in "".join(parsed.text)
+    assert "did not record other processes' share" in "".join(parsed.text)  # an older series: busy alone
+    # both runs keep the CPU near busy; the plot shows the share other processes took, which tells them apart
+    assert hw_cli("report", "run-cpu", "run-hog", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    alts = [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
+    assert "Host CPU: other processes' share over time" in alts
+    assert "solid: other processes' share of the host's CPU (what disturbs a result)" in "".join(parsed.text)
