@@ -25,12 +25,13 @@ def register(app: typer.Typer) -> None:
 
 def compare_runs(
     ctx: typer.Context,
-    runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
-    label: list[str] = typer.Option(None, "--label", help="Add every run carrying this label (repeatable)."),
+    runs: list[str] = typer.Argument(None, metavar="[RUN]...", help="Run ids; runs sharing a label form one setup."),
+    label: list[str] = typer.Option(None, "--label", metavar="LABEL",
+        help="Add every run carrying this label (repeatable)."),
     baseline: str = typer.Option(None, "--baseline", help="Setup to compare against (default: the first)."),
     cost_per_hour: list[str] = typer.Option(
-        None, "--cost-per-hour", help="Price per hour: RATE for every setup, or SETUP=RATE (repeatable)."
-    ),
+        None, "--cost-per-hour", metavar="RATE|SETUP=RATE",
+        help="Price per hour: RATE for every setup, or SETUP=RATE (repeatable)."),
     published: list[str] = typer.Option(
         None, "--published", metavar="QUERY",
         help="A published MLPerf result beside yours, or beside another (repeatable; no run needed):"
