@@ -114,3 +114,16 @@ def test_the_report_says_imported_and_what_each_system_states(imported, cli, tmp
     assert "<dt>imported</dt>" in page and "<dt>ran</dt>" not in page
     assert "the rest is the same" not in page and "2.13.0" not in page.split("<h2>Systems</h2>")[0]
     assert "they differ in GPU, driver; the same in both: GPU count 8" in page
+
+
+def test_the_rcp_table_fits_80_columns_with_whole_headers_and_one_line_per_setup(imported, cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli("compare", "--label", "h100", "--label", "h200", "--results", str(imported)).out
+    lines = out.splitlines()
+    start = lines.index("convergence vs MLCommons' reference (RCP, epochs-to-target)")
+    table = lines[start:start + 8]
+    assert all(len(line) <= 80 for line in table), table
+    header = next(line for line in table if line.strip().startswith("setup"))
+    assert "epochs (mean, sd, n)" in header and "RCP mean, sd" in header
+    rows = [line for line in table if line.strip().startswith(("h100", "h200"))]
+    assert len(rows) == 2 and all("56" in row and "2000, 143.2, 32" in row for row in rows)  # no cell wrapped
