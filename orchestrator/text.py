@@ -102,7 +102,7 @@ def with_interval(value: Interval, fmt: Format = number) -> str:
 
 def p_value(test: Test | None, *, starred: bool = True) -> str:
     """'0.012 *' (significant), '0.3', 'n/a' (not testable), '-' (no test); no star where nothing
-    may be decided (``starred`` False: a smoke run)."""
+    may be decided (``starred`` False: a smoke run, a disturbed host)."""
     if test is None:
         return "-"
     if test.p_value is None:

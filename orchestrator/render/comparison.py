@@ -108,6 +108,11 @@ def mlperf_score(row: SetupRow) -> str:
     return shown + (f" (x{text.number(row.scaling_factor)})" if row.scaling_factor != 1.0 else "")
 
 
+def decidable(row: SetupRow) -> bool:
+    """Its numbers may decide (a significance star): neither a smoke run nor beside a disturbed host."""
+    return row.attributable and not row.smoke
+
+
 def setup_cell(row: SetupRow) -> str:
     """A setup's name as a table shows it: a smoke run's marked."""
     return f"{row.name} (smoke)" if row.profile == SMOKE else row.name
@@ -131,7 +136,7 @@ def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> 
         text.with_interval(row.olympic_ms, text.duration),
         *((mlperf_score(row),) if with_mlperf else ()),
         "baseline" if row.speedup is None else text.with_interval(row.speedup, lambda v: text.number(v, "x")),
-        text.p_value(row.ttt_test, starred=not row.smoke), text.seeds_needed(row.ttt_test),
+        text.p_value(row.ttt_test, starred=decidable(row)), text.seeds_needed(row.ttt_test),
         text.number(row.epochs_to_target.mean.value), text.energy(row.energy_j),
     ]
     if with_cost:
@@ -185,7 +190,7 @@ def split_table(result: Comparison, width: int | None = None) -> Fitted:
             quantity: Quantity = getattr(row, attribute)
             ratio = "-" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
             cells.append([setup_cell(row), name, text.with_interval(quantity.mean), text.percent(quantity.cv), ratio,
-                          text.p_value(quantity.test, starred=not row.smoke), text.seeds_needed(quantity.test)])
+                          text.p_value(quantity.test, starred=decidable(row)), text.seeds_needed(quantity.test)])
     title = "time-to-train = epochs-to-target (convergence luck) x seconds per epoch (what differs)"
     return fit(columns, cells, width, title=caveat(title, smoke_in(result)))
 
@@ -217,7 +222,7 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
         ["host", host_cell(row), "", "", "", ""],
         ["converged/finished", f"{row.converged}/{row.n}", "", "", "", ""],
         ["olympic time-to-train", text.with_interval(row.olympic_ms, text.duration), speedup,
-         text.p_value(row.ttt_test, starred=not row.smoke), speedup_ci, text.seeds_needed(row.ttt_test)],
+         text.p_value(row.ttt_test, starred=decidable(row)), speedup_ci, text.seeds_needed(row.ttt_test)],
     ]
     if row.scaling_factor != 1.0 and mlperf_score(row):
         cells.append(["MLPerf score (x RCP)", mlperf_score(row), "", "", "", ""])
@@ -226,7 +231,7 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
         ratio = "" if quantity.ratio is None else text.number(quantity.ratio.value, "x")
         ratio_ci = "" if quantity.ratio is None else text.interval(quantity.ratio, lambda v: text.number(v, "x"))
         cells.append([name, text.with_interval(quantity.mean), ratio,
-                      text.p_value(quantity.test, starred=not row.smoke), ratio_ci.strip(),
+                      text.p_value(quantity.test, starred=decidable(row)), ratio_ci.strip(),
                       text.seeds_needed(quantity.test)])
     cells.append(["energy-to-train", text.energy(row.energy_j), "", "", "", ""])
     if with_cost:

@@ -3,10 +3,11 @@ VALID or INVALID, the seeds that converged, the olympic rule, whether its hosts 
 ran and for how long; then the comparison's verdict (what differs between the setups, and whether
 a difference can be theirs). The numbers, plots, seeds and systems follow.
 
-Plots are drawn with matplotlib's object API (no pyplot, no global state) and embedded as base64
-PNG, so the file can be mailed or archived alone; they take the page's width. Wide tables scroll
-inside their own box on a narrow screen (a phone), run ids never wrap. Every string that came from
-a log, a manifest or a host goes through `html.escape`.
+Plots (`render.report_plots`) are embedded as base64 PNG, so the file can be mailed or archived
+alone; they take the page's width, drawn apart for a phone. On a phone the tables of results become
+a card per row and run ids may break after a hyphen (nothing is off-screen); the other wide tables
+scroll inside their own box. Every string that came from a log, a manifest or a host goes through
+`html.escape`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.published_setups import AUTO, published_beside
 from orchestrator.insight.runs import RunView, SeedView, to_setups
-from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
+from orchestrator.render.comparison import decidable, host_cell, mlperf_score, setup_cell, smoke_in
 from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.render.verdicts import verdict
@@ -51,7 +52,20 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .setup dt { color: #555; } .setup dd { margin: 0; min-width: 0; overflow-x: auto; }
 .lines li { margin: 0.3em 0; }
 .caveat { border-left: 0.3em solid #8250df; padding-left: 0.6em; }
+@media (max-width: 700px) {
+  body { margin: 0.8em; }
+  .id { white-space: normal; overflow-wrap: anywhere; }
+  .setup dl { grid-template-columns: minmax(0, 1fr); gap: 0 0; } .setup dd { margin-bottom: 0.3em; }
+  table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; }
+  table.stack thead { display: none; }
+  table.stack tr { border: 1px solid #ccc; border-radius: 0.3em; margin: 0 0 0.6em; }
+  table.stack td { border: 0; border-bottom: 1px solid #eee; display: grid;
+                   grid-template-columns: 9.5em minmax(0, 1fr); gap: 0.6em; text-align: left; }
+  table.stack td::before { content: attr(data-label); color: #555; }
+}
 """
+"""On a phone (at most 700 px) the tables of results become a card per row, a label beside each
+value, and run ids break after a hyphen: nothing is off-screen."""
 
 
 def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
@@ -112,7 +126,7 @@ def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequ
              ("scoring", esc(_rule(views))),
              ("host", _host_badge(row)),
              _when_fact(views),
-             ("runs", ", ".join(f'<span class="id">{esc(run_id)}</span>' for run_id in row.run_ids[:5])
+             ("runs", ", ".join(run_id(one) for one in row.run_ids[:5])
               + (f" and {len(row.run_ids) - 5} more" if len(row.run_ids) > 5 else ""))]
     items = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
     return (f'<div class="setup"><h3>{esc(setup_cell(row))} <span class="note">({esc(role)})</span></h3>'
@@ -212,12 +226,12 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
-            text.p_value(row.ttt_test, starred=not row.smoke), text.seeds_needed(row.ttt_test),
+            text.p_value(row.ttt_test, starred=decidable(row)), text.seeds_needed(row.ttt_test),
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
     caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke_in(result) else "")
-    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
+    return caveat + f'<div class="scroll">{_table(head, rows, stack=True)}</div>'
 
 
 def seeds_table(runs: Sequence[RunView]) -> str:
@@ -226,7 +240,7 @@ def seeds_table(runs: Sequence[RunView]) -> str:
     rows = [_seed_cells(view, seed) for view in runs for seed in view.seeds]
     smoke = any(view.manifest.profile == SMOKE for view in runs)
     caveat = f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke else ""
-    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
+    return caveat + f'<div class="scroll">{_table(head, rows, stack=True)}</div>'
 
 
 def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
@@ -234,7 +248,7 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
     host = record.quiet_host
     causes = "; ".join(c.sentence for c in host.causes) if host is not None else ""
-    cells = [esc(view.setup_name), f'<span class="id">{esc(view.run_id)}</span>', str(seed.seed),
+    cells = [esc(view.setup_name), run_id(view.run_id), str(seed.seed),
              esc(record.status.value), text.duration(record.time_to_train_ms), text.number(record.epochs_to_target),
              badge(host.verdict, host.verdict) + (f" {esc(causes)}" if host.causes else "")
              if host is not None else "-"]
@@ -275,10 +289,20 @@ def systems_table(runs: Sequence[RunView]) -> str:
     return f'<div class="scroll">{_table(head, rows)}</div>' + note
 
 
-def _table(head: Sequence[str], rows: list[list[str]]) -> str:
+def _table(head: Sequence[str], rows: list[list[str]], *, stack: bool = False) -> str:
+    """An HTML table; ``stack``: on a phone each row a card, each cell labelled by its column."""
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+    if not stack:
+        body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join("<tr>" + "".join(f'<td data-label="{esc(h)}">{cell}</td>' for h, cell in zip(head, row, strict=True))
+                   + "</tr>" for row in rows)
+    return f'<table class="stack"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def run_id(value: str) -> str:
+    """A run id: on one line, but on a phone where it may break after a hyphen (`STYLE`)."""
+    return f'<span class="id">{esc(value)}</span>'
 
 
 def _range(interval: comparing.Interval, fmt: text.Format) -> str:
@@ -317,7 +341,7 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
     notes = "".join(f"<li>{esc(s)}</li>" for s in sentences)
     caveat = ('<p class="note">Published results are MLCommons\' (training_results_&lt;round&gt; repositories),'
               " recomputed from their per-run times in mltrain's table; they were not run here.</p>")
-    return (f'<div class="scroll">{_table(head, rows)}</div>' if rows else "") + (
+    return (f'<div class="scroll">{_table(head, rows, stack=True)}</div>' if rows else "") + (
         f"<ul>{notes}</ul>" if notes else "") + caveat
 
 

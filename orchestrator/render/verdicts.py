@@ -38,7 +38,7 @@ def verdict(row: SetupRow, result: Comparison) -> str:
     said = "; ".join(clauses)
     if decide and row.unmeasured and not (row.published and base.published):
         said += f"; the host was not measured for {' and '.join(row.unmeasured)}: a quiet host is not shown"
-    return caveat(" ".join([*(f"{row.name} vs {base.name}: {s}." for s in lead), said]), row.smoke)
+    return caveat(" ".join([*(f"{row.name} vs {base.name}: {s.rstrip('.')}." for s in lead), said]), row.smoke)
 
 
 def per_epoch_clause(row: SetupRow, baseline: str, decide: bool) -> str:
