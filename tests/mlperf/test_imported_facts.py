@@ -127,3 +127,12 @@ def test_the_rcp_table_fits_80_columns_with_whole_headers_and_one_line_per_setup
     assert "epochs (mean, sd, n)" in header and "RCP mean, sd" in header
     rows = [line for line in table if line.strip().startswith(("h100", "h200"))]
     assert len(rows) == 2 and all("56" in row and "2000, 143.2, 32" in row for row in rows)  # no cell wrapped
+
+
+def test_show_says_when_a_run_was_imported_not_when_it_ran(imported, cli):
+    from orchestrator.results.store import Store
+
+    run_id = next(row["run_id"] for row in Store(imported).list().rows if row["label"] == "h100")
+    shown = cli("show", run_id, "--results", str(imported)).out
+    assert "(where and when it ran is not recorded)" in shown and "\nstarted " not in shown
+    assert shown.splitlines()[1].startswith("imported 20")
