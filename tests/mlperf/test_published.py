@@ -162,7 +162,7 @@ def test_a_query_stands_for_one_result_said_and_never_the_fastest_silently():
         " v3.1, v4.0"
 
 
-def test_published_systems_compared_with_each_other_without_a_run(cli, tmp_path):
+def test_published_systems_compared_with_each_other_without_a_run(cli, tmp_path, monkeypatch):
     """NVIDIA's v4.0 H100 (Eos) and H200 results, the same software a round apart in nothing: the H200 is
     1.06x faster per epoch [1.05, 1.07]; time-to-train 1.05x [0.94, 1.16] is not decided."""
     results = str(tmp_path / "none")
@@ -174,6 +174,11 @@ def test_published_systems_compared_with_each_other_without_a_run(cli, tmp_path)
     assert ("published v4.0 NVIDIA h200_ngc24.04_mxnet is 1.06x faster per epoch than published v4.0 NVIDIA"
             " eos_ngc24.04_mxnet [1.05, 1.07] (hardware); time-to-train 1.05x [0.939, 1.16], not decided") in said
     assert not (tmp_path / "none").exists()  # nothing of the user's was read or made
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = cli("compare", "--published", "unet3d:eos_ngc24.04_mxnet", "--published", "unet3d:h200_ngc24.04_mxnet",
+                 "--results", results).out
+    assert max(len(line) for line in narrow.splitlines()) <= 80, narrow  # long names: titles wrapped, facts stacked
+    assert "NVIDIA H100-SXM5-80GB" in narrow and "NVIDIA H200-SXM5-141GB" in narrow
     rows = json.loads(cli("compare", "--published", "unet3d:H100:8@4.0", "--published", "unet3d:A100:8@3.1",
                           "--results", results, "--json").out)["rows"]
     assert [row["published"] for row in rows] == [True, True] and rows[0]["name"].startswith("published v4.0 ")
