@@ -23,7 +23,7 @@ from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.published_setups import AUTO, published_beside
 from orchestrator.insight.runs import RunView, SeedView, to_setups
-from orchestrator.render.comparison import decidable, host_cell, mlperf_score, setup_cell, smoke_in
+from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
 from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.render.verdicts import verdict
@@ -217,7 +217,7 @@ def facts_html(setups: Sequence[comparing.Setup]) -> str:
 
 def comparison_table(result: comparing.Comparison) -> str:
     head = ("setup", "host", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup",
-            "95% CI", "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+            "95% CI", "per-epoch speed", "95% CI", "epochs-to-target", "s per epoch", "energy-to-train")
     rows = []
     for row in result.rows:
         speedup = row.speedup
@@ -226,12 +226,20 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
-            text.p_value(row.ttt_test, starred=decidable(row)), text.seeds_needed(row.ttt_test),
+            *_per_epoch(row),
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
     caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke_in(result) else "")
     return caveat + f'<div class="scroll">{_table(head, rows, stack=True)}</div>'
+
+
+def _per_epoch(row: comparing.SetupRow) -> list[str]:
+    """Per-epoch speed against the baseline and its interval: the hardware's number, one estimator."""
+    ratio = row.seconds_per_epoch.ratio
+    if row.speedup is None or ratio is None:
+        return ["baseline" if row.speedup is None else "-", ""]
+    return [text.number(ratio.value, "x"), _range(ratio, text.number)]
 
 
 def seeds_table(runs: Sequence[RunView]) -> str:

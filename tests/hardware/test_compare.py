@@ -353,3 +353,19 @@ def test_the_mlperf_score_column_is_empty_for_other_profiles() -> None:
 
     assert mlperf_score(_two().rows[0]) == ""
     assert mlperf_score(_two(profile="mlperf").rows[0]).endswith(" s")
+
+
+def test_each_interval_sits_beside_the_test_of_its_own_quantity() -> None:
+    """The olympic speedup's interval is a bootstrap of the olympic score; the Welch p tests mean times:
+    they are never on one line (the p is on the line of the mean it tests)."""
+    from orchestrator.render.comparison import main_table, setup_table
+
+    result = _two()
+    stacked = setup_table(result, result.rows[1], with_cost=False)
+    cells = {column.header: [str(cell) for cell in column.cells] for column in stacked.table.columns}
+    olympic = cells["quantity"].index("olympic time-to-train")
+    assert str(cells["Welch p"][olympic]) == "" and str(cells["95% CI of vs baseline"][olympic]).startswith("[")
+    mean = cells["quantity"].index("time-to-train s")
+    assert str(cells["Welch p"][mean]) not in ("", "-")
+    headers = [column.header for column in main_table(result, False).table.columns]
+    assert "Welch p" not in headers and "per epoch [95% CI]" in headers
