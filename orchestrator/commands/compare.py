@@ -64,8 +64,11 @@ def compare_runs(
     from orchestrator.inference.compare import wants_inference
     from orchestrator.insight.runs import chosen_runs
 
+    if not (runs or label or published):
+        raise UsageError("name at least one run (RUN...) or --label, or published results (--published QUERY,"
+                         " twice to compare two)")
     setups = []
-    if runs or label or not published:
+    if runs or label:
         chosen, listing = chosen_runs(store, runs or [], label or [])
         if wants_inference(chosen, listing):
             compare_inference(out, store, chosen, baseline, as_json=as_json, as_csv=as_csv)
