@@ -20,7 +20,7 @@ FORCE_HELP = "Compare setups of different profiles (or a smoke run beside publis
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_runs)
+    app.command("compare", short_help="Compare setups, or published results, side by side.")(compare_runs)
 
 
 def compare_runs(

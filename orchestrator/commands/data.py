@@ -29,7 +29,7 @@ Usage: mltrain data NAME [ACTION ARGS...]
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "data",
+        "data", short_help="Prepare, check or make a workload's or a model's dataset.",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
     )(data)
 

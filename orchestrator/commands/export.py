@@ -11,7 +11,7 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export_run)
+    app.command("export", short_help="Export a run in MLCommons' layout, or its model.")(export_run)
 
 
 def export_run(

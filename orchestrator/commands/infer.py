@@ -42,7 +42,7 @@ class Device(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("infer")(infer)
+    app.command("infer", short_help="Run an inference model under LoadGen in one scenario.")(infer)
 
 
 def infer(

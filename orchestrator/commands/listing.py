@@ -10,8 +10,8 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, WIDE_OPTIO
 
 
 def register(app: typer.Typer) -> None:
-    app.command("list")(list_runs)
-    app.command("show")(show)
+    app.command("list", short_help="List the stored runs, newest first.")(list_runs)
+    app.command("show", short_help="Show one run: manifest, seeds, score.")(show)
 
 
 SHOWN = 50

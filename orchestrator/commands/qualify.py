@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
     group.callback(invoke_without_command=True)(qualify)
     group.command("history")(history)
     group.command("order", hidden=True)(order)
-    app.add_typer(group, name="qualify")
+    app.add_typer(group, name="qualify", short_help="Qualify this node or every Slurm node.")
 
 
 def qualify(

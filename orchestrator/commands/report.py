@@ -12,7 +12,7 @@ from orchestrator.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(write_report)
+    app.command("report", short_help="Write one HTML report, led by its verdict.")(write_report)
 
 
 def _write(out_file: Path, text: str) -> None:

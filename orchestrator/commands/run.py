@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", short_help="Run a workload once per seed to its target, then score.")(run)
 
 
 def run(

@@ -12,7 +12,7 @@ from orchestrator.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sysinfo")(show_sysinfo)
+    app.command("sysinfo", short_help="Show the host, its GPUs, storage and container engine.")(show_sysinfo)
 
 
 def show_sysinfo(

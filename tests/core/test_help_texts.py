@@ -22,6 +22,13 @@ def test_help_fits_80_columns_whole(cli, monkeypatch, command):
     assert not any(line.lstrip().startswith("--") and "list[str]>" in line for line in lines)  # options name a value
 
 
+def test_the_command_list_says_each_command_whole(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    listed = cli("--help").out.split("Commands:")[1]
+    assert "..." not in listed and all(len(line) <= 80 for line in listed.splitlines())
+    assert "  compare  Compare setups, or published results, side by side." in listed
+
+
 def test_help_paragraphs_are_filled_and_nothing_is_cut(cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     shown = cli("sysinfo", "--help").out
