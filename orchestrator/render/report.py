@@ -62,6 +62,7 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
   table.stack td { border: 0; border-bottom: 1px solid #eee; display: grid;
                    grid-template-columns: 9.5em minmax(0, 1fr); gap: 0.6em; text-align: left; }
   table.stack td::before { content: attr(data-label); color: #555; }
+  table.stack td > * { justify-self: start; }
 }
 """
 """On a phone (at most 700 px) the tables of results become a card per row, a label beside each
