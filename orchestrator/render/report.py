@@ -62,7 +62,7 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
   table.stack td { border: 0; border-bottom: 1px solid #eee; display: grid;
                    grid-template-columns: 9.5em minmax(0, 1fr); gap: 0.6em; text-align: left; }
   table.stack td::before { content: attr(data-label); color: #555; }
-  table.stack td > * { justify-self: start; }
+  table.stack td > .cell { min-width: 0; overflow-wrap: anywhere; }
 }
 """
 """On a phone (at most 700 px) the tables of results become a card per row, a label beside each
@@ -304,8 +304,8 @@ def _table(head: Sequence[str], rows: list[list[str]], *, stack: bool = False) -
     if not stack:
         body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
-    body = "".join("<tr>" + "".join(f'<td data-label="{esc(h)}">{cell}</td>' for h, cell in zip(head, row, strict=True))
-                   + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f'<td data-label="{esc(h)}"><span class="cell">{cell}</span></td>'
+                                   for h, cell in zip(head, row, strict=True)) + "</tr>" for row in rows)
     return f'<table class="stack"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
 
 
