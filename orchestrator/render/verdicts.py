@@ -23,7 +23,8 @@ def verdict(row: SetupRow, result: Comparison) -> str:
     base = next(r for r in result.rows if r.name == result.baseline)
     if row.speedup is None:
         return f"{row.name}: baseline"
-    if row.speedup.value is None:
+    per_epoch = row.seconds_per_epoch.ratio
+    if row.speedup.value is None and (per_epoch is None or per_epoch.value is None):
         return f"{row.name}: no olympic score to compare with {base.name}"
     decide = row.attributable and not row.smoke and row.profile == base.profile
     lead: list[str] = []
@@ -57,7 +58,7 @@ def ttt_clause(row: SetupRow, baseline: str, decide: bool, *, first: bool) -> st
     (the lead where epochs were not logged: 'a is 1.25x faster to train than b [1.1, 1.4]')."""
     speedup = row.speedup
     if speedup is None or speedup.value is None:
-        return ""
+        return "" if first else "no olympic time-to-train to compare (too few converged runs for its rule)"
     if first:
         return f"{row.name} is {directed(speedup, f' to train than {baseline}')}{decision(speedup, decide)}"
     if row.seconds_per_epoch.ratio is None or row.seconds_per_epoch.ratio.value is None:

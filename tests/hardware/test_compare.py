@@ -369,3 +369,15 @@ def test_each_interval_sits_beside_the_test_of_its_own_quantity() -> None:
     assert str(cells["Welch p"][mean]) not in ("", "-")
     headers = [column.header for column in main_table(result, False).table.columns]
     assert "Welch p" not in headers and "per epoch [95% CI]" in headers
+
+
+def test_too_few_seeds_for_an_olympic_score_still_lead_with_the_hardware() -> None:
+    """Two seeds each: no olympic score (one dropped per end), but per-epoch speed is measured and said
+    first; its interval of two seeds says it is not decided, never a negative bound."""
+    a = make_setup("a", [25.0, 27.0], [1.0, 1.02])
+    b = make_setup("b", [25.0, 27.0], [0.9, 0.93])
+    result = compare([a, b], baseline="a")
+    line = verdict(result.rows[1], result)
+    assert line.startswith("b is ") and " faster per epoch than a [" in line
+    assert "no olympic time-to-train to compare (too few converged runs for its rule)" in line
+    assert "[-" not in line and ", -" not in line
