@@ -71,6 +71,7 @@ def build_app() -> typer.Typer:
         name="mltrain",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,
         callback=_root,
         context_settings={"help_option_names": list(HELP_OPTIONS)},
     )

@@ -61,23 +61,29 @@ class Output:
             write()
 
     def lines(self, lines: list[str]) -> None:
+        """Sentences to stdout: on a terminal wrapped between words at its width (the terminal itself
+        would cut a word in two), elsewhere each a whole line."""
         for line in lines:
-            self.data(line)
+            self._to_stdout(lambda line=line: self.out.print(line, soft_wrap=not self.out.is_terminal))
 
     def status(self, text: str) -> None:
         if not self.quiet:
-            self.err.print(text)
+            self._say(text)
 
     def detail(self, text: str) -> None:
         """Only with -v: what a person debugging a run wants to see."""
         if self.verbose:
-            self.err.print(text, style="dim")
+            self._say(text, style="dim")
 
     def warning(self, text: str) -> None:
-        self.err.print(f"warning: {text}", style="yellow")
+        self._say(f"warning: {text}", style="yellow")
 
     def error(self, text: str) -> None:
-        self.err.print(f"error: {text}", style="bold red")
+        self._say(f"error: {text}", style="bold red")
+
+    def _say(self, text: str, style: str | None = None) -> None:
+        """A line to stderr: on a terminal wrapped between words, elsewhere whole (a log greps by line)."""
+        self.err.print(text, style=style, soft_wrap=not self.err.is_terminal)
 
     def explain(self, text: str) -> None:
         """The lines after an error that say how to put it right, indented under it (the error stays

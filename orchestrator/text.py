@@ -100,13 +100,14 @@ def with_interval(value: Interval, fmt: Format = number) -> str:
     return fmt(value.value) + interval(value, fmt)
 
 
-def p_value(test: Test | None) -> str:
-    """'0.012 *' (significant), '0.3', 'n/a' (not testable), '-' (no test)."""
+def p_value(test: Test | None, *, starred: bool = True) -> str:
+    """'0.012 *' (significant), '0.3', 'n/a' (not testable), '-' (no test); no star where nothing
+    may be decided (``starred`` False: a smoke run, a disturbed host)."""
     if test is None:
         return "-"
     if test.p_value is None:
         return "n/a"
-    return f"{test.p_value:.2g}" + (" *" if test.significant else "")
+    return f"{test.p_value:.2g}" + (" *" if test.significant and starred else "")
 
 
 def seeds_needed(test: Test | None) -> str:

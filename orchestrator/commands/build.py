@@ -8,7 +8,7 @@ from orchestrator.commands.common import JSON_OPTION, output, registry
 
 
 def register(app: typer.Typer) -> None:
-    app.command("build")(build)
+    app.command("build", short_help="Build a workload's image (tagged by a hash of its inputs).")(build)
 
 
 def build(

@@ -8,7 +8,7 @@ from orchestrator.commands.common import JSON_OPTION, output
 
 
 def register(app: typer.Typer) -> None:
-    app.command("clean")(clean)
+    app.command("clean", short_help="Stop and remove mltrain's containers.")(clean)
 
 
 def clean(

@@ -20,21 +20,24 @@ FORCE_HELP = "Compare setups of different profiles (or a smoke run beside publis
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_runs)
+    app.command("compare", short_help="Compare setups, or published results, side by side.")(compare_runs)
 
 
 def compare_runs(
     ctx: typer.Context,
-    runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
-    label: list[str] = typer.Option(None, "--label", help="Add every run carrying this label (repeatable)."),
+    runs: list[str] = typer.Argument(None, metavar="[RUN]...", help="Run ids; runs sharing a label form one setup."),
+    label: list[str] = typer.Option(None, "--label", metavar="LABEL",
+        help="Add every run carrying this label (repeatable)."),
     baseline: str = typer.Option(None, "--baseline", help="Setup to compare against (default: the first)."),
     cost_per_hour: list[str] = typer.Option(
-        None, "--cost-per-hour", help="Price per hour: RATE for every setup, or SETUP=RATE (repeatable)."
-    ),
-    published: str = typer.Option(
+        None, "--cost-per-hour", metavar="RATE|SETUP=RATE",
+        help="Price per hour: RATE for every setup, or SETUP=RATE (repeatable)."),
+    published: list[str] = typer.Option(
         None, "--published", metavar="QUERY",
-        help="Place published MLPerf results beside yours: BENCHMARK[:ACCELERATOR[:COUNT]] (unet3d:H100:8),"
-             " or auto (the same benchmark, accelerator and count as each of your setups)."),
+        help="A published MLPerf result beside yours, or beside another (repeatable; no run needed):"
+             " BENCHMARK[:ACCELERATOR[:COUNT]][@ROUND] (unet3d:H100:8@4.0), a submitter's system"
+             " (unet3d:eos_ngc24.04_mxnet), or auto (like each of your setups). Each query stands for one"
+             " result: of the latest round (or ROUND), the median score; the output says which and why."),
     per_accelerator: bool = typer.Option(False, "--per-accelerator",
                                          help="Also show accelerator-minutes and samples/s per accelerator."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
@@ -45,11 +48,14 @@ def compare_runs(
 ) -> None:
     """Compare setups: what differs between them and whether their hosts were quiet, then olympic
     time-to-train with intervals, speedup, Welch tests, energy, cost; beside published MLPerf results
-    with --published. Setups of different profiles are refused (exit 2) unless --force."""
+    with --published, or published results alone (--published twice, no run). Setups of different
+    profiles are refused (exit 2) unless --force."""
     from orchestrator.insight import compare as comparing
-    from orchestrator.insight.runs import check_profiles, load_setups, published_beside
-    from orchestrator.render.comparison import comparison_tables, csv_text, facts_table, host_line, runs_text, verdict
+    from orchestrator.insight.published_setups import published_beside
+    from orchestrator.insight.runs import check_profiles, load_setups
+    from orchestrator.render.comparison import comparison_tables, csv_text, facts_table, runs_text
     from orchestrator.render.convergence import convergence_table, sentences
+    from orchestrator.render.verdicts import host_line, verdict
 
     out = output(ctx)
     if as_json and as_csv:
@@ -58,16 +64,23 @@ def compare_runs(
     from orchestrator.inference.compare import wants_inference
     from orchestrator.insight.runs import chosen_runs
 
-    chosen, listing = chosen_runs(store, runs or [], label or [])
-    if wants_inference(chosen, listing):
-        compare_inference(out, store, chosen, baseline, as_json=as_json, as_csv=as_csv)
-        return
-    setups = load_setups(store, chosen, listing)
-    prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
+    if not (runs or label or published):
+        raise UsageError("name at least one run (RUN...) or --label, or published results (--published QUERY,"
+                         " twice to compare two)")
+    setups = []
+    if runs or label:
+        chosen, listing = chosen_runs(store, runs or [], label or [])
+        if wants_inference(chosen, listing):
+            compare_inference(out, store, chosen, baseline, as_json=as_json, as_csv=as_csv)
+            return
+        setups = load_setups(store, chosen, listing)
     matched: list[str] = []
     if published:
         beside, matched = published_beside(setups, published)
         setups += beside
+    if not setups:
+        raise UsageError("nothing to compare: " + "; ".join(matched))
+    prices = parse_prices(cost_per_hour or [], [s.name for s in setups])
     check_profiles(setups, force=force)
     try:
         result = comparing.compare(setups, baseline=baseline, cost_per_hour=prices)
@@ -94,9 +107,11 @@ def compare_runs(
         notes += [fitted.note()] if fitted.note() and fitted.note() not in notes else []
     for note in notes:
         out.prose(note)
-    rcp_table = convergence_table(result)
+    rcp_table = convergence_table(result, width)
     if rcp_table is not None:
-        out.table(rcp_table)
+        out.table(rcp_table.table, width=rcp_table.width)
+        if rcp_table.note():
+            out.prose(rcp_table.note())
     for sentence in matched:
         out.prose(f"published: {sentence}")
     if any(row.published for row in result.rows):
@@ -106,7 +121,7 @@ def compare_runs(
         out.prose(f"{row.name}: {row.hardware}; {runs_text(row.run_ids)}")
     for row in result.rows:
         if row.name != result.baseline:
-            out.prose(verdict(row, result.baseline))
+            out.prose(verdict(row, result))
     for sentence in sentences(result):
         out.prose(sentence)
     for row in result.rows:

@@ -11,7 +11,7 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export_run)
+    app.command("export", short_help="Export a run in MLCommons' layout, or its model.")(export_run)
 
 
 def export_run(
@@ -20,7 +20,7 @@ def export_run(
     mlcommons: Path = typer.Option(None, "--mlcommons", help="Folder to write results/ and systems/ into."),
     model: Path = typer.Option(None, "--model",
                                help="A training run's trained model as this inference model file (.onnx or .pt2)."),
-    seed: int = typer.Option(None, "--seed", min=0,
+    seed: int = typer.Option(None, "--seed", min=0, metavar="SEED",
                              help="With --model: the seed whose model (default: the first that converged)."),
     runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="With --model: where the export runs."),
     division: str = typer.Option(None, "--division", help="An inference run: closed or open (default: closed for "

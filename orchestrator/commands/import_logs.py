@@ -10,7 +10,7 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, EpochUnit,
 
 
 def register(app: typer.Typer) -> None:
-    app.command("import")(import_logs)
+    app.command("import", short_help="Import and score MLPerf logs made elsewhere.")(import_logs)
 
 
 def import_logs(

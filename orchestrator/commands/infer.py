@@ -42,7 +42,7 @@ class Device(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("infer")(infer)
+    app.command("infer", short_help="Run an inference model under LoadGen in one scenario.")(infer)
 
 
 def infer(
@@ -58,14 +58,16 @@ def infer(
                                   "with --profile mlperf)."),
     accuracy_only: bool = typer.Option(False, "--accuracy-only", help="The accuracy test alone (what the "
                                        "reference's --accuracy runs)."),
-    count: int = typer.Option(None, "--count", min=1, help="Use the first N samples; N queries per test (not MLPerf)."),
-    time_s: float = typer.Option(None, "--time", min=0.001, help="Test duration in seconds (not MLPerf)."),
+    count: int = typer.Option(None, "--count", min=1, metavar="N",
+        help="Use the first N samples; N queries per test (not MLPerf)."),
+    time_s: float = typer.Option(None, "--time", min=0.001, metavar="SECONDS",
+        help="Test duration in seconds (not MLPerf)."),
     target_qps: str = typer.Option(None, "--target-qps", help="user.conf target_qps (Offline, Server): N or auto."),
     target_latency: str = typer.Option(None, "--target-latency-ms",
                                        help="user.conf target_latency (SingleStream, MultiStream): N or auto."),
     model_file: str = typer.Option(None, "--model", help="The model file (checked before anything runs), or a "
                                    "training run whose trained model its workload exports as MODEL."),
-    model_seed: int = typer.Option(None, "--model-seed", min=0,
+    model_seed: int = typer.Option(None, "--model-seed", min=0, metavar="SEED",
                                    help="With --model RUN: the seed whose model (default: the first that converged)."),
     data: Path = typer.Option(None, "--data", help="The dataset folder, in the model's layout."),
     profile: ProfileName = typer.Option(ProfileName.qualify, "--profile", help="mlperf, qualify or smoke."),
@@ -74,8 +76,9 @@ def infer(
     search: bool = typer.Option(False, "--search",
                                 help="Server: find the highest target QPS that passes (bracket, then bisect)."),
     trace: bool = typer.Option(False, "--trace", help="Record the backend's per-operator profile and LoadGen's trace."),
-    max_batch: int = typer.Option(None, "--max-batch", min=1, help="Samples per backend call."),
-    threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per call (0: the harness chooses)."),
+    max_batch: int = typer.Option(None, "--max-batch", min=1, metavar="N", help="Samples per backend call."),
+    threads: int = typer.Option(0, "--threads", min=0, metavar="N",
+        help="Intra-op threads per call (0: the harness chooses)."),
     label: str = typer.Option(None, "--label", help="Setup name for compare and report."),
     trust_model: bool = typer.Option(False, "--trust-model",
                                      help="--backend torch: load this .pt2, which runs code its author chose as it"

@@ -10,8 +10,8 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, WIDE_OPTIO
 
 
 def register(app: typer.Typer) -> None:
-    app.command("list")(list_runs)
-    app.command("show")(show)
+    app.command("list", short_help="List the stored runs, newest first.")(list_runs)
+    app.command("show", short_help="Show one run: manifest, seeds, score.")(show)
 
 
 SHOWN = 50
@@ -23,7 +23,7 @@ def list_runs(
     results: Path = RESULTS_OPTION,
     workload: str = typer.Option(None, "--workload", help="Only runs of this workload."),
     label: str = typer.Option(None, "--label", help="Only runs with this label."),
-    last: int = typer.Option(SHOWN, "--last", min=1, help="The table shows this many, newest first."),
+    last: int = typer.Option(SHOWN, "--last", min=1, metavar="N", help="The table shows this many, newest first."),
     every: bool = typer.Option(False, "--all", help="The table shows every run (--json always does)."),
     wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,

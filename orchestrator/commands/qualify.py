@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
     group.callback(invoke_without_command=True)(qualify)
     group.command("history")(history)
     group.command("order", hidden=True)(order)
-    app.add_typer(group, name="qualify")
+    app.add_typer(group, name="qualify", short_help="Qualify this node or every Slurm node.")
 
 
 def qualify(
@@ -256,7 +256,7 @@ def history(
     node: str = typer.Option(None, "--node", help="Only this node."),
     metric: str = typer.Option(None, "--metric", help="Show this metric's trend with its bounds."),
     html: Path = typer.Option(None, "--html", help="Write an HTML report of the history (trend per metric)."),
-    last: int = typer.Option(50, "--last", min=1, help="At most this many, newest last."),
+    last: int = typer.Option(50, "--last", min=1, metavar="N", help="At most this many, newest last."),
     results: Path = RESULTS_OPTION,
     wide: bool = WIDE_OPTION,
     as_json: bool = JSON_OPTION,

@@ -12,7 +12,7 @@ from orchestrator.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(write_report)
+    app.command("report", short_help="Write one HTML report, led by its verdict.")(write_report)
 
 
 def _write(out_file: Path, text: str) -> None:
@@ -26,8 +26,9 @@ def _write(out_file: Path, text: str) -> None:
 
 def write_report(
     ctx: typer.Context,
-    runs: list[str] = typer.Argument(None, help="Run ids; runs sharing a label form one setup."),
-    label: list[str] = typer.Option(None, "--label", help="Add every run carrying this label (repeatable)."),
+    runs: list[str] = typer.Argument(None, metavar="[RUN]...", help="Run ids; runs sharing a label form one setup."),
+    label: list[str] = typer.Option(None, "--label", metavar="LABEL",
+        help="Add every run carrying this label (repeatable)."),
     out_file: Path = typer.Option(..., "--out", help="HTML file to write."),
     baseline: str = typer.Option(None, "--baseline", help="Setup to compare against (default: the first)."),
     title: str = typer.Option("mltrain report", "--title", help="Report title."),

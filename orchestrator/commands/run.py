@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", short_help="Run a workload once per seed to its target, then score.")(run)
 
 
 def run(
@@ -159,7 +159,8 @@ class Heartbeat:
         for seed, p in self.watch.seeds.items():
             if p.state == "finished" and not p.announced:
                 p.announced = True
-                self.say(f"seed {seed}: {p.status} after {p.elapsed() or 0:.1f} s")
+                self.say(f"seed {seed}: {p.status}; the job took {p.elapsed() or 0:.1f} s wall clock"
+                         " (start to exit: not its time-to-train, run_start to run_stop)")
             elif p.state == "running" and p.started is not None:
                 since = self.last.setdefault(seed, p.started)
                 if now - since >= self.every_s:

@@ -10,7 +10,7 @@ from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, open_store
 
 
 def register(app: typer.Typer) -> None:
-    app.command("score")(score)
+    app.command("score", short_help="Score a run by its profile's rules.")(score)
 
 
 def score(

@@ -12,7 +12,7 @@ from orchestrator.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sysinfo")(show_sysinfo)
+    app.command("sysinfo", short_help="Show the host, its GPUs, storage and container engine.")(show_sysinfo)
 
 
 def show_sysinfo(
@@ -30,8 +30,10 @@ def show_sysinfo(
     record_gpu_trace: Path = typer.Option(
         None, "--record-gpu-trace", help="Record live NVML readings to this JSON file (for tests elsewhere)."
     ),
-    samples: int = typer.Option(30, "--samples", min=1, help="Readings to record with --record-gpu-trace."),
-    interval_s: float = typer.Option(1.0, "--interval", min=0.05, help="Seconds between recorded readings."),
+    samples: int = typer.Option(30, "--samples", min=1, metavar="N",
+        help="Readings to record with --record-gpu-trace."),
+    interval_s: float = typer.Option(1.0, "--interval", min=0.05, metavar="SECONDS",
+        help="Seconds between recorded readings."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show the host, every GPU (through NVML), the dataset storage and the container engine."""

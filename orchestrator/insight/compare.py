@@ -24,17 +24,17 @@ non-converged ones, so every resample is scored by the same rule as the result.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from orchestrator import text
 from orchestrator.config.profiles import SMOKE
 from orchestrator.insight import convergence
+from orchestrator.insight.bootstrap import olympic_interval, speedup_interval
+from orchestrator.insight.host_evidence import HostEvidence, HostVerdict, attribution, host_evidence
+from orchestrator.insight.setup_facts import differing_facts
 from orchestrator.insight.statistics import (
     Interval,
     Test,
@@ -43,25 +43,8 @@ from orchestrator.insight.statistics import (
     ratio_interval,
     welch,
 )
-from orchestrator.mlperf.scoring import olympic_kept, olympic_mean, olympic_mean_along
+from orchestrator.mlperf.scoring import olympic_kept
 from orchestrator.units import minutes
-
-BOOTSTRAP_RESAMPLES = 4000
-BOOTSTRAP_BUDGET = 2_000_000
-"""Resampled values per interval at most: a setup pooling thousands of runs gets fewer resamples
-(at least `BOOTSTRAP_MIN`), each of which averages thousands of times; below 500 runs, all 4000."""
-BOOTSTRAP_MIN = 999
-
-
-def resamples(*sizes: int) -> int:
-    """How many bootstrap resamples for samples of ``sizes`` (see `BOOTSTRAP_BUDGET`)."""
-    return max(BOOTSTRAP_MIN, min(BOOTSTRAP_RESAMPLES, BOOTSTRAP_BUDGET // max(sum(sizes), 1)))
-BOOTSTRAP_SEED = 20240607
-
-
-HostVerdict = Literal["quiet", "disturbed", "unknown"]
-CAUSES_NAMED = 2
-"""Causes named per setup in a sentence (seeds disturbed alike are named together; the rest are counted)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,51 +161,6 @@ class PerAccelerator:
 
 
 @dataclass(frozen=True, kw_only=True)
-class HostEvidence:
-    """A setup's seeds by the verdict on their host."""
-
-    quiet: int
-    disturbed: int
-    unknown: int
-    causes: tuple[str, ...]
-    """'seed 3: the host ran other work in 78% of the seed's time ...', the first few disturbed seeds,
-    then how many more."""
-    unknown_why: str = ""
-    """Why the host of the seeds without a verdict is not known (the first seed's reason)."""
-
-    @property
-    def verdict(self) -> HostVerdict:
-        if self.disturbed:
-            return "disturbed"
-        return "unknown" if self.unknown or not self.quiet else "quiet"
-
-    def sentence(self) -> str:
-        """'quiet (9 of 9 seeds)', 'disturbed (2 of 9 seeds): seed 3: ...', 'not measured (...)'."""
-        total = self.quiet + self.disturbed + self.unknown
-        if self.disturbed:
-            return f"disturbed ({self.disturbed} of {total} seeds): " + "; ".join(self.causes)
-        if self.unknown:
-            return f"not measured for {self.unknown} of {total} seeds" + (
-                f" ({self.unknown_why})" if self.unknown_why else "")
-        return f"quiet ({self.quiet} of {total} seeds)"
-
-
-def host_evidence(setup: Setup) -> HostEvidence:
-    """What the seeds of a setup say about their host."""
-    disturbed = [s for s in setup.seeds if s.host == "disturbed"]
-    unknown = [s for s in setup.seeds if s.host == "unknown"]
-    by_reason = text.seeds_by_reason((seed.seed, seed.host_reason.removeprefix("disturbed: ")) for seed in disturbed)
-    causes = [line for line, _ in by_reason[:CAUSES_NAMED]]
-    if len(by_reason) > CAUSES_NAMED:
-        rest = sum(count for _, count in by_reason[CAUSES_NAMED:])
-        causes.append(f"and {rest} more seed(s), each its own way")
-    why = "published by MLCommons: not run here" if setup.published else (
-        unknown[0].host_reason.removeprefix("not judged: ") if unknown else "")
-    return HostEvidence(quiet=len(setup.seeds) - len(disturbed) - len(unknown), disturbed=len(disturbed),
-                        unknown=len(unknown), causes=tuple(causes), unknown_why=why)
-
-
-@dataclass(frozen=True, kw_only=True)
 class SetupRow:
     """One line of the comparison."""
 
@@ -306,24 +244,6 @@ def compare(setups: Sequence[Setup], baseline: str | None = None,
     return Comparison(baseline=base_name, rows=rows)
 
 
-def attribution(base: Setup, setup: Setup, base_evidence: HostEvidence,
-                evidence: HostEvidence) -> tuple[bool, tuple[str, ...]]:
-    """Whether a difference between two setups can be the setups' (no seed of either ran on a
-    disturbed host), and if not, each disturbed side's causes (``base_evidence``, ``evidence``: each
-    side's `host_evidence`)."""
-    causes = []
-    for side, said in ((setup, evidence), (base, base_evidence)):
-        if said.disturbed:
-            causes.append(f"{side.name}: " + "; ".join(said.causes))
-    return not causes, tuple(causes)
-
-
-def differing_facts(base: Setup, setup: Setup) -> tuple[str, ...]:
-    """The facts both setups recorded whose values differ, in the order the setup lists them."""
-    return tuple(name for name, value in setup.facts.items()
-                 if name in base.facts and base.facts[name] != value)
-
-
 def _row(setup: Setup, base: Setup | None, price: float | None, evidence: dict[str, HostEvidence]) -> SetupRow:
     """``evidence``: each setup's `host_evidence`, by name."""
     olympic = olympic_interval(setup)
@@ -394,51 +314,6 @@ def per_accelerator(count: int | None, score: Interval, samples: Quantity) -> Pe
 # ---------------------------------------------------------------- time-to-train
 
 
-def olympic_interval(setup: Setup) -> Interval:
-    """Olympic time-to-train with a 95% percentile-bootstrap interval. The bootstrap resamples the
-    converged runs and keeps the observed number of non-converged ones (the interval is
-    conditional on it), so that every resample is scored by the same rule as the result."""
-    converged = _converged_times(setup)
-    failures = len(setup.seeds) - len(converged)
-    value = olympic_mean(list(converged), failures, setup.drop_per_end)
-    if value is None or len(converged) - 2 * setup.drop_per_end + failures < 2:
-        return Interval(value=value, low=None, high=None)
-    result = stats.bootstrap(
-        (converged,), lambda x, axis: olympic_mean_along(x, failures, setup.drop_per_end, axis), vectorized=True,
-        method="percentile", n_resamples=resamples(len(converged)), rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    return Interval(value=value, low=_finite(result.confidence_interval.low),
-                    high=_finite(result.confidence_interval.high))
-
-
-def speedup_interval(base: Setup, setup: Setup) -> Interval:
-    """Baseline olympic time / setup olympic time (>1: faster than the baseline), with a 95%
-    percentile-bootstrap interval resampling both setups' converged runs independently."""
-    base_score, score = olympic_interval(base), olympic_interval(setup)
-    if base_score.value is None or score.value is None:
-        return Interval(value=None, low=None, high=None)
-    value = base_score.value / score.value
-    if None in (base_score.low, score.low):
-        return Interval(value=value, low=None, high=None)
-    base_times, times = _converged_times(base), _converged_times(setup)
-    base_failures, failures = len(base.seeds) - len(base_times), len(setup.seeds) - len(times)
-
-    def ratio(b: np.ndarray, s: np.ndarray, axis: int) -> np.ndarray:
-        return (olympic_mean_along(b, base_failures, base.drop_per_end, axis)
-                / olympic_mean_along(s, failures, setup.drop_per_end, axis))
-
-    result = stats.bootstrap(
-        (base_times, times), ratio, vectorized=True, paired=False, method="percentile",
-        n_resamples=resamples(len(base_times), len(times)), rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    return Interval(value=value, low=_finite(result.confidence_interval.low),
-                    high=_finite(result.confidence_interval.high))
-
-
-def _converged_times(setup: Setup) -> np.ndarray:
-    return np.array([s.time_to_train_ms for s in setup.converged()], dtype=float)
-
-
 # ---------------------------------------------------------------- one quantity
 
 
@@ -483,7 +358,3 @@ def olympic_energy(setup: Setup) -> float | None:
         return None
     return float(np.mean([s.energy_j for s in converged[kept]]))
 
-
-def _finite(value: float) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None

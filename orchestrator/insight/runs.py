@@ -1,5 +1,5 @@
-"""Stored benchmark runs as comparison setups: group runs by label, read each seed's telemetry;
-and published MLPerf results (`orchestrator.mlperf.published`) as setups beside them.
+"""Stored benchmark runs as comparison setups: group runs by label, read each seed's telemetry
+(published MLPerf results as setups: `insight.published_setups`).
 
 The one place that reads results folders for `compare`, `report` and `export`; everything
 downstream works on the plain values built here.
@@ -12,24 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.profiles import MLPERF, SMOKE
+from orchestrator.config.profiles import SMOKE
 from orchestrator.errors import RecordError, UsageError
 from orchestrator.insight import convergence, quiet
 from orchestrator.insight.compare import SeedResult, Setup
-from orchestrator.insight.setup_facts import facts_of, published_facts
+from orchestrator.insight.setup_facts import facts_of
 from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
-from orchestrator.mlperf import benchmarks, published
+from orchestrator.mlperf import benchmarks
 from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord, RunStatus
 from orchestrator.results.store import Listing, Store, StoredRun
-from orchestrator.units import ms_from_minutes
-
-AUTO = "auto"
-"""`--published auto`: the published systems like each of the user's setups."""
-PUBLISHED_SHOWN = 5
-"""Published systems shown per query (the fastest)."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +201,7 @@ def setups_of(runs: Sequence[PooledRun], manifest_of: Callable[[str], Manifest])
             accelerators=count,
             reference=_reference(members, first),
             profile=profiles.pop(),
-            facts=facts_of(first, *((accelerator, count) if first.imported is not None else ())),
+            facts=facts_of(first),
         ))
     return setups
 
@@ -326,70 +320,3 @@ def check_profiles(setups: Sequence[Setup], *, force: bool = False) -> None:
     if SMOKE in own.values() and any(s.published for s in setups):
         raise UsageError("a smoke run proves the pipeline and is comparable with nothing, a published MLPerf"
                          " result least of all; give --force to see the numbers anyway")
-
-
-# ---------------------------------------------------------------- published results beside yours
-
-
-def published_setup(system: published.PublishedSystem) -> Setup:
-    """A published result as a setup: its converged runs' times and epochs, its non-converged
-    count, its scaling factor; labelled as published."""
-    per_epoch = benchmarks.get(system.benchmark).train_samples
-    seeds = [SeedResult(seed=i, converged=True, time_to_train_ms=ms_from_minutes(minutes),
-                        epochs_to_target=epochs or None, samples_per_epoch=per_epoch,
-                        host_reason="not judged: published by MLCommons, not run here")
-             for i, (minutes, epochs) in enumerate(zip(system.run_minutes, system.run_epochs, strict=True))]
-    seeds += [SeedResult(seed=len(seeds) + i, converged=False, time_to_train_ms=None,
-                         host_reason="not judged: published by MLCommons, not run here")
-              for i in range(system.nonconverged)]
-    return Setup(
-        name=f"published {system.name}", seeds=tuple(seeds), drop_per_end=system.drop_per_end,
-        max_non_converged=system.drop_per_end, hardware=system.hardware,
-        run_ids=(f"MLCommons training_results_{system.round}/{system.submitter}/results/{system.system}"
-                 f"/{system.benchmark}",),
-        scaling_factor=system.scaling_factor, benchmark=system.benchmark, accelerator=system.accelerator,
-        accelerators=system.accelerators, published=True, profile=MLPERF,
-        facts=published_facts(system.accelerator, system.accelerators),
-    )
-
-
-def published_beside(setups: Sequence[Setup], query: str, *,
-                     table: Sequence[published.PublishedSystem] | None = None,
-                     shown: int = PUBLISHED_SHOWN) -> tuple[list[Setup], list[str]]:
-    """Published results to place beside the user's setups, and sentences saying what matched:
-    ``query`` is BENCHMARK[:ACCELERATOR[:COUNT]], or ``auto`` for the systems like each setup (its
-    benchmark, accelerator family and count)."""
-    systems = published.load() if table is None else list(table)
-    queries = [published.parse_query(query)] if query != AUTO else _auto_queries(setups)
-    chosen: dict[str, Setup] = {}
-    sentences = []
-    for one in queries:
-        found = published.matching(systems, one)
-        if not found:
-            sentences.append(published.no_match_sentence(systems, one))
-            continue
-        more = f" (the {shown} fastest shown)" if len(found) > shown else ""
-        sentences.append(f"{len(found)} published result(s) of {one}{more}")
-        for system in found[:shown]:
-            setup = published_setup(system)
-            chosen.setdefault(setup.name, setup)
-    return list(chosen.values()), sentences
-
-
-def _auto_queries(setups: Sequence[Setup]) -> list[published.Query]:
-    queries = []
-    for setup in setups:
-        if setup.published:
-            continue
-        shipped = benchmarks.with_published_results()
-        if setup.benchmark not in shipped:
-            raise UsageError(f"--published auto: setup {setup.name!r} runs {setup.benchmark!r}, which has no"
-                             f" published results here (the table holds {', '.join(shipped)})")
-        family = published.accelerator_class(setup.accelerator) or setup.accelerator
-        if family is None:
-            raise UsageError(f"--published auto: setup {setup.name!r} ran on a CPU; name what to compare with,"
-                             " e.g. --published unet3d:H100:8")
-        query = published.Query(setup.benchmark, family, setup.accelerators)
-        if query not in queries:
-            queries.append(query)
-    return queries

@@ -45,10 +45,11 @@ class Test:
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """Mean with a Student-t 95% interval (`scoring.t_interval`)."""
+    """Mean with a Student-t 95% interval (`scoring.t_interval`) of a quantity that is never negative
+    (a time, epochs, a rate): its low end is at least 0."""
     if not values:
         return Interval(value=None, low=None, high=None)
-    interval = t_interval(values, 1 - ALPHA)
+    interval = t_interval(values, 1 - ALPHA, floor=0.0)
     return Interval(value=float(np.mean(values)), low=interval[0] if interval else None,
                     high=interval[1] if interval else None)
 

@@ -47,14 +47,18 @@ def olympic_mean_along(times_ms: np.ndarray, non_converged: int, drop_per_end: i
     return ordered[..., kept].mean(axis=-1)
 
 
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean; None for fewer than two values."""
+def t_interval(values: Sequence[float], confidence: float = 0.95, *,
+               floor: float | None = None) -> tuple[float, float] | None:
+    """Student-t interval of the mean; None for fewer than two values. ``floor``: the least value the
+    quantity can take (0 for a time, a count of epochs, a rate): a bound below it (two seeds far apart
+    give a t of 12.7) is the floor, never a negative time."""
     n = len(values)
     if n < 2:
         return None
     mean = statistics.fmean(values)
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
-    return mean - half, mean + half
+    low = mean - half if floor is None else max(mean - half, floor)
+    return low, mean + half
 
 
 def spread(values: Sequence[float]) -> Spread:
@@ -65,7 +69,7 @@ def spread(values: Sequence[float]) -> Spread:
         return Spread(n=0, mean=None, std=None, cv=None, minimum=None, maximum=None, ci95_low=None, ci95_high=None)
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else None
-    interval = t_interval(values)
+    interval = t_interval(values, floor=0.0)
     return Spread(
         n=n,
         mean=mean,

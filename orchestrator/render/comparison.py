@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator import text
 from orchestrator.config.profiles import MLPERF, SMOKE
 from orchestrator.insight.compare import Comparison, Quantity, Setup, SetupRow
-from orchestrator.insight.setup_facts import UNKNOWN, fact_kind, recorded_facts
+from orchestrator.insight.setup_facts import UNKNOWN, sorted_facts, unknown_to
 from orchestrator.insight.statistics import Test
 from orchestrator.render.fit import Col, Fitted, fit
 from orchestrator.render.tables import caveat
@@ -66,43 +66,6 @@ def flat_row(row: SetupRow) -> dict[str, Any]:
     }
 
 
-def verdict(row: SetupRow, baseline: str) -> str:
-    """One sentence per setup: first whether the difference can be the setups' at all (the quiet-host
-    evidence), then faster or not, and what explains it: what differs between the setups (the
-    hardware only where the hardware is what differs) or convergence."""
-    if row.speedup is None:
-        return f"{row.name}: baseline"
-    if row.speedup.value is None:
-        return f"{row.name}: no olympic score to compare with {baseline}"
-    ci = text.interval(row.speedup, _three, label="95% CI ")
-    parts = [f"{row.name} vs {baseline}: {row.speedup.value:.3g}x{ci}"]
-    if not row.attributable:
-        parts.append("not attributable to the setups, a seed's host was disturbed ("
-                     + "; ".join(row.not_attributable) + ")")
-    readable = row.attributable and not row.smoke  # a smoke run's difference is never 'a real' one
-    if row.ttt_test is not None and row.ttt_test.p_value is not None:
-        parts.append(f"time-to-train {text.test_sentence(row.ttt_test, attributable=readable)}")
-    for label, quantity_ in ((speed_label(row), row.seconds_per_epoch),
-                             ("epochs-to-target (convergence)", row.epochs_to_target)):
-        if quantity_.ratio is not None and quantity_.ratio.value is not None and quantity_.test is not None:
-            parts.append(f"{label} {quantity_.ratio.value:.3g}x,"
-                         f" {text.test_sentence(quantity_.test, attributable=readable)}")
-    if row.attributable and row.unmeasured:
-        parts.append(f"the host was not measured for {' and '.join(row.unmeasured)}: a quiet host is not shown")
-    return caveat("; ".join(parts), row.smoke)
-
-
-def speed_label(row: SetupRow) -> str:
-    """'per-epoch speed (hardware)' where the hardware is what differs, else what does differ."""
-    kind = fact_kind(row.differs)
-    return f"per-epoch speed ({kind})" if kind else "per-epoch speed (nothing recorded differs)"
-
-
-
-def _three(value: float | None) -> str:
-    return "?" if value is None else f"{value:.3g}"
-
-
 def csv_text(result: Comparison) -> str:
     return csv_rows(list(CSV_COLUMNS), [flat_row(row) for row in result.rows])
 
@@ -145,14 +108,14 @@ def mlperf_score(row: SetupRow) -> str:
     return shown + (f" (x{text.number(row.scaling_factor)})" if row.scaling_factor != 1.0 else "")
 
 
+def decidable(row: SetupRow) -> bool:
+    """Its numbers may decide (a significance star): neither a smoke run nor beside a disturbed host."""
+    return row.attributable and not row.smoke
+
+
 def setup_cell(row: SetupRow) -> str:
     """A setup's name as a table shows it: a smoke run's marked."""
     return f"{row.name} (smoke)" if row.profile == SMOKE else row.name
-
-
-def host_line(row: SetupRow) -> str:
-    """'host of a: quiet (9 of 9 seeds)': the evidence, said before the numbers."""
-    return f"host of {row.name}: {row.host.sentence() if row.host is not None else 'not measured'}"
 
 
 def host_cell(row: SetupRow) -> str:
@@ -173,16 +136,25 @@ def main_cells(row: SetupRow, *, with_cost: bool, with_mlperf: bool = False) -> 
         text.with_interval(row.olympic_ms, text.duration),
         *((mlperf_score(row),) if with_mlperf else ()),
         "baseline" if row.speedup is None else text.with_interval(row.speedup, lambda v: text.number(v, "x")),
-        text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
-        text.number(row.epochs_to_target.mean.value), text.energy(row.energy_j),
+        per_epoch_cell(row), text.number(row.epochs_to_target.mean.value), text.energy(row.energy_j),
     ]
     if with_cost:
         cells.append(text.number(row.cost))
     return cells
 
 
-MAIN_COLUMNS = ("setup", "host", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "Welch p", "seeds needed",
+def per_epoch_cell(row: SetupRow) -> str:
+    """Per-epoch speed against the baseline with its interval (the hardware's number), '-' unknown."""
+    ratio = row.seconds_per_epoch.ratio
+    if row.speedup is None:
+        return "baseline"
+    return "-" if ratio is None else text.with_interval(ratio, lambda v: text.number(v, "x"))
+
+
+MAIN_COLUMNS = ("setup", "host", "ok/n", "olympic TTT [95% CI]", "speedup [95% CI]", "per epoch [95% CI]",
                 "epochs", "energy")
+"""One estimator per column, its interval beside it: the p-values are the split table's, each on the
+line of the quantity it tests."""
 MLPERF_COLUMN = "MLPerf score (x RCP)"
 
 
@@ -194,8 +166,8 @@ def main_table(result: Comparison, with_cost: bool, width: int | None = None) ->
     with_mlperf = scaled_anywhere(result)
     headers = (*MAIN_COLUMNS[:4], *((MLPERF_COLUMN,) if with_mlperf else ()), *MAIN_COLUMNS[4:],
                *(("cost",) if with_cost else ()))
-    priority = {"setup": 0, "olympic TTT [95% CI]": 0, "speedup [95% CI]": 0, "host": 1, "ok/n": 1, "Welch p": 2,
-                MLPERF_COLUMN: 2, "seeds needed": 3, "epochs": 4, "energy": 5, "cost": 3}
+    priority = {"setup": 0, "olympic TTT [95% CI]": 0, "speedup [95% CI]": 0, "host": 1, "ok/n": 1,
+                "per epoch [95% CI]": 1, MLPERF_COLUMN: 2, "epochs": 4, "energy": 5, "cost": 3}
     columns = [Col(h, priority[h], cut=h == "setup") for h in headers]
     cells = [main_cells(row, with_cost=with_cost, with_mlperf=with_mlperf) for row in result.rows]
     return fit(columns, cells, width, title=caveat(f"time-to-train (baseline: {result.baseline})", smoke_in(result)))
@@ -227,7 +199,7 @@ def split_table(result: Comparison, width: int | None = None) -> Fitted:
             quantity: Quantity = getattr(row, attribute)
             ratio = "-" if quantity.ratio is None else text.with_interval(quantity.ratio, lambda v: text.number(v, "x"))
             cells.append([setup_cell(row), name, text.with_interval(quantity.mean), text.percent(quantity.cv), ratio,
-                          text.p_value(quantity.test), text.seeds_needed(quantity.test)])
+                          text.p_value(quantity.test, starred=decidable(row)), text.seeds_needed(quantity.test)])
     title = "time-to-train = epochs-to-target (convergence luck) x seconds per epoch (what differs)"
     return fit(columns, cells, width, title=caveat(title, smoke_in(result)))
 
@@ -258,8 +230,7 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
     cells = [
         ["host", host_cell(row), "", "", "", ""],
         ["converged/finished", f"{row.converged}/{row.n}", "", "", "", ""],
-        ["olympic time-to-train", text.with_interval(row.olympic_ms, text.duration), speedup,
-         text.p_value(row.ttt_test), speedup_ci, text.seeds_needed(row.ttt_test)],
+        ["olympic time-to-train", text.with_interval(row.olympic_ms, text.duration), speedup, "", speedup_ci, ""],
     ]
     if row.scaling_factor != 1.0 and mlperf_score(row):
         cells.append(["MLPerf score (x RCP)", mlperf_score(row), "", "", "", ""])
@@ -267,7 +238,8 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
         quantity: Quantity = getattr(row, attribute)
         ratio = "" if quantity.ratio is None else text.number(quantity.ratio.value, "x")
         ratio_ci = "" if quantity.ratio is None else text.interval(quantity.ratio, lambda v: text.number(v, "x"))
-        cells.append([name, text.with_interval(quantity.mean), ratio, text.p_value(quantity.test), ratio_ci.strip(),
+        cells.append([name, text.with_interval(quantity.mean), ratio,
+                      text.p_value(quantity.test, starred=decidable(row)), ratio_ci.strip(),
                       text.seeds_needed(quantity.test)])
     cells.append(["energy-to-train", text.energy(row.energy_j), "", "", "", ""])
     if with_cost:
@@ -277,19 +249,35 @@ def setup_table(result: Comparison, row: SetupRow, *, with_cost: bool, width: in
 
 def facts_table(setups: Sequence[Setup], width: int | None = None) -> tuple[Fitted | None, str]:
     """What differs between the setups (`insight.setup_facts`): a row per fact whose values differ,
-    a column per setup; and a line naming the facts they share (None, and that line, when none differ)."""
-    names, differing = recorded_facts(setups)
-    same = [name for name in names if name not in differing and setups[0].facts.get(name, UNKNOWN) != UNKNOWN]
-    unrecorded = [name for name in names if name not in differing and name not in same]
-    said = [f"the same in {'both' if len(setups) == 2 else 'all'}: "
-            + ", ".join(f"{name} {setups[0].facts[name]}" for name in same)] if same else []
-    said += [f"not recorded: {', '.join(unrecorded)}"] if unrecorded else []
-    shared = "; ".join(said)
+    a column per setup; and a line naming the facts they share and those some setup does not know
+    (an unknown is never 'the same'). None, and that line, when none differ."""
+    differing, same, unknown = sorted_facts(setups)
+    shared = "; ".join(facts_said(setups, same, unknown))
     if not differing:
-        return None, "nothing recorded differs between the setups" + (f"; {shared}" if shared else "")
+        return None, "nothing known differs between the setups" + (f"; {shared}" if shared else "")
     columns = [Col("what differs"), *(Col(s.name, 1 + i, cut=True) for i, s in enumerate(setups))]
     cells = [[name, *(s.facts.get(name, UNKNOWN) for s in setups)] for name in differing]
-    return fit(columns, cells, width, title="what differs between the setups"), shared
+    side_by_side = fit(columns, cells, width, title="what differs between the setups")
+    if not side_by_side.left_out:
+        return side_by_side, shared
+    stacked = [[name if i == 0 else "", s.name, s.facts.get(name, UNKNOWN)]  # long names: a line per setup
+               for name in differing for i, s in enumerate(setups)]
+    return fit([Col("what differs"), Col("setup", 1, cut=True), Col("value")], stacked, width,
+               title="what differs between the setups"), shared
+
+
+def facts_said(setups: Sequence[Setup], same: Sequence[str], unknown: Sequence[str]) -> list[str]:
+    """'the same in both: GPU count 8, ...', 'unknown for h100: driver': the facts shared, and those
+    some setup does not know, by the setups that do not."""
+    said = [f"the same in {'both' if len(setups) == 2 else 'all'}: "
+            + ", ".join(f"{name} {setups[0].facts[name]}" for name in same)] if same else []
+    by_who: dict[str, list[str]] = {}
+    for name in unknown:
+        missing = unknown_to(setups, name)
+        who = "any setup" if len(missing) == len(setups) else ", ".join(missing)
+        by_who.setdefault(who, []).append(name)
+    said += [f"unknown for {who}: {', '.join(names)}" for who, names in by_who.items()]
+    return said
 
 
 RUNS_NAMED = 5

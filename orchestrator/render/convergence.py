@@ -3,12 +3,10 @@ table for the terminal and one sentence per setup that says what the comparison 
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
-
 from orchestrator import text
 from orchestrator.insight.compare import Comparison, SetupRow
 from orchestrator.insight.convergence import SLOWER_ALPHA, ConvergenceCheck
+from orchestrator.render.fit import Col, Fitted, fit
 
 VERDICT_WORDS = {
     "slower": "slower than the reference",
@@ -22,25 +20,21 @@ def checked(result: Comparison) -> list[tuple[SetupRow, ConvergenceCheck]]:
     return [(row, row.convergence) for row in result.rows if row.convergence is not None]
 
 
-def convergence_table(result: Comparison) -> Table | None:
+def convergence_table(result: Comparison, width: int | None = None) -> Fitted | None:
     """Epochs-to-target (olympic mean, sd, runs) beside the RCP (mean, sd, lowest accepted mean) of
-    each setup's batch size; None when no setup has a reference."""
+    each setup's batch size, fitted to ``width`` (whole headers, no wrapped cell; None: every column);
+    None when no setup has a reference."""
     rows = checked(result)
     if not rows:
         return None
-    table = Table(title="convergence vs MLCommons' reference (RCP, epochs-to-target)", box=box.SIMPLE_HEAD)
-    for column in ("setup", "batch", "epochs (olympic mean, sd, n)", "RCP mean, sd", "checker's fastest",
-                   "convergence", "TTT at RCP convergence"):
-        table.add_column(column)
-    for row, check in rows:
-        ref = check.reference
-        table.add_row(
-            row.name, str(ref.batch_size),
-            f"{text.number(check.olympic_epochs)}, {text.number(check.stdev_epochs)}, {check.runs}",
-            f"{text.number(ref.mean_epochs)}, {text.number(ref.stdev_epochs)}",
-            text.number(ref.min_mean_epochs), VERDICT_WORDS[check.verdict], text.duration(check.ttt_at_reference_ms),
-        )
-    return table
+    columns = [Col("setup", cut=True), Col("batch", 2), Col("epochs (mean, sd, n)"), Col("RCP mean, sd", 1),
+               Col("RCP fastest", 3), Col("convergence", cut=True), Col("TTT at RCP epochs", 4)]
+    cells = [[row.name, str(check.reference.batch_size),
+              f"{text.number(check.olympic_epochs)}, {text.number(check.stdev_epochs)}, {check.runs}",
+              f"{text.number(check.reference.mean_epochs)}, {text.number(check.reference.stdev_epochs)}",
+              text.number(check.reference.min_mean_epochs), VERDICT_WORDS[check.verdict],
+              text.duration(check.ttt_at_reference_ms)] for row, check in rows]
+    return fit(columns, cells, width, title="convergence vs MLCommons' reference (RCP, epochs-to-target)")
 
 
 def sentence(row: SetupRow, check: ConvergenceCheck) -> str:

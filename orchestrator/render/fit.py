@@ -8,6 +8,7 @@ end in an ellipsis, and what does not fit is left out and named (`Fitted.left_ou
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -80,6 +81,8 @@ def fit(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int | Non
                 grow = min(spare, natural[index] - floor[index])
                 widths[index] += grow
                 spare -= grow
+    if width is not None and len(title) > width:  # a title is printed as given: wrapped here, between words
+        title = "\n".join(textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False))
     table = Table(title=Text(title) if title else None, title_justify="left", box=table_box)
     for index in chosen:
         column = columns[index]

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from orchestrator.render.report import Plot, _png, _table, esc, page_head, plot_html
+from orchestrator.render.report import _table, esc, page_head
+from orchestrator.render.report_plots import Plot, _png, plot_html
 from orchestrator.results.qualification import QualificationRecord
 
 

@@ -3,33 +3,30 @@ VALID or INVALID, the seeds that converged, the olympic rule, whether its hosts 
 ran and for how long; then the comparison's verdict (what differs between the setups, and whether
 a difference can be theirs). The numbers, plots, seeds and systems follow.
 
-Plots are drawn with matplotlib's object API (no pyplot, no global state) and embedded as base64
-PNG, so the file can be mailed or archived alone; they take the page's width. Wide tables scroll
-inside their own box on a narrow screen (a phone), run ids never wrap. Every string that came from
-a log, a manifest or a host goes through `html.escape`.
+Plots (`render.report_plots`) are embedded as base64 PNG, so the file can be mailed or archived
+alone; they take the page's width, drawn apart for a phone. On a phone the tables of results become
+a card per row and run ids may break after a hyphen (nothing is off-screen); the other wide tables
+scroll inside their own box. Every string that came from a log, a manifest or a host goes through
+`html.escape`.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
-
-import matplotlib
-import numpy as np
-from matplotlib.figure import Figure
 
 from orchestrator import text
 from orchestrator.config.profiles import SMOKE
 from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
-from orchestrator.insight.runs import AUTO, RunView, SeedView, published_beside, to_setups
-from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in, verdict
+from orchestrator.insight.published_setups import AUTO, published_beside
+from orchestrator.insight.runs import RunView, SeedView, to_setups
+from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
+from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
+from orchestrator.render.verdicts import verdict
 from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -55,18 +52,21 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .setup dt { color: #555; } .setup dd { margin: 0; min-width: 0; overflow-x: auto; }
 .lines li { margin: 0.3em 0; }
 .caveat { border-left: 0.3em solid #8250df; padding-left: 0.6em; }
+@media (max-width: 700px) {
+  body { margin: 0.8em; }
+  .id { white-space: normal; overflow-wrap: anywhere; }
+  .setup dl { grid-template-columns: minmax(0, 1fr); gap: 0 0; } .setup dd { margin-bottom: 0.3em; }
+  table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; }
+  table.stack thead { display: none; }
+  table.stack tr { border: 1px solid #ccc; border-radius: 0.3em; margin: 0 0 0.6em; }
+  table.stack td { border: 0; border-bottom: 1px solid #eee; display: grid;
+                   grid-template-columns: 9.5em minmax(0, 1fr); gap: 0.6em; text-align: left; }
+  table.stack td::before { content: attr(data-label); color: #555; }
+  table.stack td > .cell { min-width: 0; overflow-wrap: anywhere; }
+}
 """
-
-
-@dataclass(frozen=True, kw_only=True)
-class Plot:
-    """One embedded figure."""
-
-    title: str
-    png: bytes | None
-    """None when there was nothing to draw."""
-    note: str = ""
-    """Why nothing was drawn, or how to read it."""
+"""On a phone (at most 700 px) the tables of results become a card per row, a label beside each
+value, and run ids break after a hyphen: nothing is off-screen."""
 
 
 def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
@@ -74,9 +74,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
     setups = to_setups(runs)
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
-    with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
-        plots = [ttt_plot(setups, colors), split_plot(setups, colors), accuracy_plot(runs, colors),
-                 power_plot(runs, colors)]
+    plots = draw(setups, runs, colors)
     smoke = smoke_in(result)
     parts = [
         *page_head(title, f"baseline: {result.baseline}"),
@@ -85,7 +83,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         *([f'<p class="caveat"><span class="badge" style="background:{BADGES["smoke"]}">smoke</span> '
            f"{esc(SMOKE_CAVEAT)}: every number below proves only that the pipeline runs</p>"] if smoke else []),
         '<div class="verdict">' + "".join(setup_card(result, row, runs) for row in result.rows) + "</div>",
-        '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result.baseline))}</li>" for r in result.rows
+        '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result))}</li>" for r in result.rows
                                        if r.name != result.baseline) + "</ul>",
         "</section>",
         "<h2>What differs between the setups</h2>",
@@ -128,8 +126,8 @@ def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequ
              ("seeds converged", f"{row.converged} of {row.n}"),
              ("scoring", esc(_rule(views))),
              ("host", _host_badge(row)),
-             ("ran", esc(_when(views))),
-             ("runs", ", ".join(f'<span class="id">{esc(run_id)}</span>' for run_id in row.run_ids[:5])
+             _when_fact(views),
+             ("runs", ", ".join(run_id(one) for one in row.run_ids[:5])
               + (f" and {len(row.run_ids) - 5} more" if len(row.run_ids) > 5 else ""))]
     items = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
     return (f'<div class="setup"><h3>{esc(setup_cell(row))} <span class="note">({esc(role)})</span></h3>'
@@ -164,6 +162,16 @@ def _rule(views: Sequence[RunView]) -> str:
     return "olympic: " + rule_text(views[0].manifest.rule)
 
 
+def _when_fact(views: Sequence[RunView]) -> tuple[str, str]:
+    """('ran', when and how long), or for runs made elsewhere ('imported', the date of the import:
+    when they ran is not known here)."""
+    if views and all(v.manifest.imported is not None or v.manifest.runner == "imported" for v in views):
+        starts = sorted(i for i in (_instant(v.manifest.started_at) for v in views) if i is not None)
+        when = starts[0].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if starts else "?"
+        return "imported", esc(f"{when} (made elsewhere: when it ran is not recorded)")
+    return "ran", esc(_when(views))
+
+
 def _when(views: Sequence[RunView]) -> str:
     """'2026-11-27 12:02 UTC, 4.02 min' (the first run's start, the runs' time together)."""
     starts = [_instant(v.manifest.started_at) for v in views]
@@ -189,19 +197,20 @@ def _instant(value: str | None) -> datetime | None:
 
 
 def facts_html(setups: Sequence[comparing.Setup]) -> str:
-    """What differs between the setups: a row per fact, differing facts first and marked."""
-    from orchestrator.insight.setup_facts import UNKNOWN, recorded_facts
+    """What differs between the setups: a row per fact, differing facts first and marked; then those
+    they share; then those some setup does not know (never 'the same')."""
+    from orchestrator.insight.setup_facts import UNKNOWN, sorted_facts
+    from orchestrator.render.comparison import facts_said
 
-    names, differing = recorded_facts(setups)
-    if not names:
+    differing, same, unknown = sorted_facts(setups)
+    if not (differing or same or unknown):
         return '<p class="note">no setup recorded what it ran on</p>'
     head = ("", *(s.name for s in setups))
     rows = [[f"<strong>{esc(name)}</strong>" if name in differing else esc(name),
-             *(esc(s.facts.get(name, UNKNOWN)) for s in setups)]
-            for name in [*differing, *(n for n in names if n not in differing)]]
-    said = (f"they differ in {', '.join(differing)}" + ("; the rest is the same" if len(differing) < len(names)
-                                                          else "")) if differing else "nothing recorded differs"
-    return f'<p>{esc(said)}</p><div class="scroll">{_table(head, rows)}</div>'
+             *(esc(s.facts.get(name, UNKNOWN)) for s in setups)] for name in [*differing, *same, *unknown]]
+    said = [f"they differ in {', '.join(differing)}" if differing else "nothing known differs",
+            *facts_said(setups, same, unknown)]
+    return f'<p>{esc("; ".join(said))}</p><div class="scroll">{_table(head, rows)}</div>'
 
 
 # ---------------------------------------------------------------- tables
@@ -209,7 +218,7 @@ def facts_html(setups: Sequence[comparing.Setup]) -> str:
 
 def comparison_table(result: comparing.Comparison) -> str:
     head = ("setup", "host", "hardware", "converged/n", "olympic TTT", "95% CI", "MLPerf score (x RCP)", "speedup",
-            "95% CI", "Welch p", "seeds needed", "epochs-to-target", "s per epoch", "energy-to-train")
+            "95% CI", "per-epoch speed", "95% CI", "epochs-to-target", "s per epoch", "energy-to-train")
     rows = []
     for row in result.rows:
         speedup = row.speedup
@@ -218,12 +227,20 @@ def comparison_table(result: comparing.Comparison) -> str:
             text.duration(row.olympic_ms.value), _range(row.olympic_ms, text.duration), esc(mlperf_score(row)),
             "baseline" if speedup is None else text.number(speedup.value, "x"),
             "" if speedup is None else _range(speedup, text.number),
-            text.p_value(row.ttt_test), text.seeds_needed(row.ttt_test),
+            *_per_epoch(row),
             text.number(row.epochs_to_target.mean.value), text.number(row.seconds_per_epoch.mean.value),
             text.energy(row.energy_j),
         ])
     caveat = (f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke_in(result) else "")
-    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
+    return caveat + f'<div class="scroll">{_table(head, rows, stack=True)}</div>'
+
+
+def _per_epoch(row: comparing.SetupRow) -> list[str]:
+    """Per-epoch speed against the baseline and its interval: the hardware's number, one estimator."""
+    ratio = row.seconds_per_epoch.ratio
+    if row.speedup is None or ratio is None:
+        return ["baseline" if row.speedup is None else "-", ""]
+    return [text.number(ratio.value, "x"), _range(ratio, text.number)]
 
 
 def seeds_table(runs: Sequence[RunView]) -> str:
@@ -232,7 +249,7 @@ def seeds_table(runs: Sequence[RunView]) -> str:
     rows = [_seed_cells(view, seed) for view in runs for seed in view.seeds]
     smoke = any(view.manifest.profile == SMOKE for view in runs)
     caveat = f'<p class="caveat">{esc(SMOKE_CAVEAT)}</p>' if smoke else ""
-    return caveat + f'<div class="scroll">{_table(head, rows)}</div>'
+    return caveat + f'<div class="scroll">{_table(head, rows, stack=True)}</div>'
 
 
 def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
@@ -240,7 +257,7 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
     errors = classify(seed.output_path.read_text(errors="replace")) if seed.output_path.is_file() else []
     host = record.quiet_host
     causes = "; ".join(c.sentence for c in host.causes) if host is not None else ""
-    cells = [esc(view.setup_name), f'<span class="id">{esc(view.run_id)}</span>', str(seed.seed),
+    cells = [esc(view.setup_name), run_id(view.run_id), str(seed.seed),
              esc(record.status.value), text.duration(record.time_to_train_ms), text.number(record.epochs_to_target),
              badge(host.verdict, host.verdict) + (f" {esc(causes)}" if host.causes else "")
              if host is not None else "-"]
@@ -281,10 +298,20 @@ def systems_table(runs: Sequence[RunView]) -> str:
     return f'<div class="scroll">{_table(head, rows)}</div>' + note
 
 
-def _table(head: Sequence[str], rows: list[list[str]]) -> str:
+def _table(head: Sequence[str], rows: list[list[str]], *, stack: bool = False) -> str:
+    """An HTML table; ``stack``: on a phone each row a card, each cell labelled by its column."""
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+    if not stack:
+        body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join("<tr>" + "".join(f'<td data-label="{esc(h)}"><span class="cell">{cell}</span></td>'
+                                   for h, cell in zip(head, row, strict=True)) + "</tr>" for row in rows)
+    return f'<table class="stack"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def run_id(value: str) -> str:
+    """A run id: on one line, but on a phone where it may break after a hyphen (`STYLE`)."""
+    return f'<span class="id">{esc(value)}</span>'
 
 
 def _range(interval: comparing.Interval, fmt: text.Format) -> str:
@@ -323,163 +350,8 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
     notes = "".join(f"<li>{esc(s)}</li>" for s in sentences)
     caveat = ('<p class="note">Published results are MLCommons\' (training_results_&lt;round&gt; repositories),'
               " recomputed from their per-run times in mltrain's table; they were not run here.</p>")
-    return (f'<div class="scroll">{_table(head, rows)}</div>' if rows else "") + (
+    return (f'<div class="scroll">{_table(head, rows, stack=True)}</div>' if rows else "") + (
         f"<ul>{notes}</ul>" if notes else "") + caveat
-
-
-# ---------------------------------------------------------------- plots
-
-
-def plot_html(plot: Plot) -> str:
-    parts = [f"<h3>{esc(plot.title)}</h3>"]
-    if plot.png is not None:
-        data = base64.b64encode(plot.png).decode("ascii")
-        parts.append(f'<img alt="{esc(plot.title)}" src="data:image/png;base64,{data}">')
-    if plot.note:
-        parts.append(f'<p class="note">{esc(plot.note)}</p>')
-    return "\n".join(parts)
-
-
-PLOT_SIZE = (12.0, 4.8)
-"""Inches at `PLOT_DPI`: 1,320 px wide, the page's width (the image is scaled to it, never wider)."""
-PLOT_DPI = 110
-
-
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=PLOT_DPI, bbox_inches="tight")
-    return buffer.getvalue()
-
-
-def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
-    title = "Time-to-train per seed, by setup"
-    data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
-    if not any(data):
-        return Plot(title=title, png=None, note="no converged run to plot")
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
-    jitter = np.random.default_rng(0)
-    for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
-        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(values)), values, color=colors[setup.name], s=18, zorder=3)
-        failed = len(setup.seeds) - len(values)
-        if failed:
-            axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
-                          ha="center", va="top", fontsize=8, color="#b00")
-    axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
-    axes.set_ylabel("time-to-train (s)")
-    axes.grid(axis="y", alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
-
-
-def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str]) -> Plot:
-    title = "Convergence versus hardware: epochs-to-target against seconds per epoch"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    drawn = False
-    for setup in setups:
-        points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
-                  if s.seconds_per_epoch is not None and s.epochs_to_target]
-        if points:
-            x, y = zip(*points, strict=True)
-            axes.scatter(x, y, color=colors[setup.name], label=setup.name, s=20)
-            drawn = True
-    if not drawn:
-        return Plot(title=title, png=None, note="no run logged epochs-to-target")
-    axes.set_xlabel("seconds per epoch (hardware)")
-    axes.set_ylabel("epochs-to-target (convergence)")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure),
-                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck")
-
-
-def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
-    title = "Accuracy versus time since run_start"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    targets = set()
-    for view in runs:
-        for seed in view.seeds:
-            evals = seed.record.evals
-            if not evals:
-                continue
-            name = view.setup_name
-            axes.plot([e.time_ms / 1000 for e in evals], [e.accuracy for e in evals], color=colors[name],
-                      alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-            if seed.record.target is not None:
-                targets.add(seed.record.target)
-    if not labelled:
-        return Plot(title=title, png=None, note="no run logged an evaluation")
-    for target in targets:
-        axes.axhline(target, color="#444", linestyle="--", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("eval accuracy")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="one line per seed; dashed: quality target")
-
-
-def power_plot(runs: Sequence[RunView], colors: dict[str, str]) -> Plot:
-    title = "GPU power over time (all GPUs of a seed summed)"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    reasons: set[str] = set()
-    for view in runs:
-        for seed in view.seeds:
-            series, start = seed.series, seed.record.run_start_ms
-            if series is None or start is None:
-                continue
-            gpus = series.get("gpus") or []
-            if not gpus:
-                reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
-                continue
-            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
-            power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
-            name = view.setup_name
-            axes.plot(t, power, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-    if not labelled:
-        why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
-        if reasons:
-            return cpu_plot(runs, colors, f"no GPU power to plot: {why}")
-        return Plot(title=title, png=None, note=f"no GPU power to plot: {why}")
-    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("power (W)")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="dotted: run_start")
-
-
-def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str) -> Plot:
-    """Host CPU busy share over time: what a CPU-only host shows in place of GPU power."""
-    title = "Host CPU busy over time"
-    figure = Figure(figsize=PLOT_SIZE)
-    axes = figure.add_subplot()
-    labelled: set[str] = set()
-    for view in runs:
-        for seed in view.seeds:
-            series, start = seed.series, seed.record.run_start_ms
-            if series is None or start is None:
-                continue
-            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
-            busy = np.array([np.nan if v is None else v for v in series["host"]["cpu_pct"]], dtype=float)
-            name = view.setup_name
-            axes.plot(t, busy, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
-            labelled.add(name)
-    if not labelled:
-        return Plot(title=title, png=None, note=why)
-    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-    axes.set_xlabel("seconds since run_start")
-    axes.set_ylabel("CPU busy (% of all CPUs)")
-    axes.set_ylim(0, 105)
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note=f"{why}; dotted: run_start")
 
 
 def page_head(title: str, note: str) -> list[str]:

@@ -38,7 +38,7 @@ PROFILE_CAVEAT: dict[ProfileName, str] = {
 
 def progress_table(title: str, rows: dict[int, SeedProgress]) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("seed", "state", "elapsed s", "epoch", "accuracy", "result"):
+    for column in ("seed", "state", "wall clock s", "epoch", "accuracy", "result"):
         table.add_column(column, justify="right" if column != "state" and column != "result" else "left")
     for seed, p in rows.items():
         elapsed = p.elapsed()
@@ -91,10 +91,15 @@ def run_lines(run: StoredRun) -> list[str]:
     """`mltrain show`: what the run was, before its score: where it came from, the division its
     logs state (with the workload's reason) and the settings the workload resolved."""
     m = run.manifest
-    lines = [
-        f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {run.state}",
-        f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
-    ]
+    if m.imported is not None or m.runner == "imported":  # made elsewhere: this host imported it, then
+        lines = [f"run {run.run_id}: {m.workload} profile {m.profile} runner imported state {run.state}",
+                 f"imported {m.started_at} on host {m.host} (where and when it ran is not recorded)"
+                 f" folder {run.paths.root}"]
+    else:
+        lines = [
+            f"run {run.run_id}: {m.workload} profile {m.profile} runner {m.runner} host {m.host} state {run.state}",
+            f"started {m.started_at} ended {m.ended_at} folder {run.paths.root}",
+        ]
     if m.imported is not None:
         system = f", system {m.imported.system}" if m.imported.system else ""
         scaling = (f", scaling.json {m.imported.scaling_factor:.6g}" if m.imported.scaling_factor is not None
@@ -253,7 +258,8 @@ def _number_lines(summary: Summary | None, score: Score) -> list[str]:
             lines.append(f"MLPerf score: olympic mean x RCP scaling factor {score.scaling_factor:.6g}{source}"
                          f" = {score.scaled_score_ms / 1000:.2f} s = {minutes(score.scaled_score_ms)}")
     if ttt.n:
-        ci = f"95% CI {seconds(ttt.ci95_low)}-{seconds(ttt.ci95_high)} s" if ttt.ci95_low is not None else "CI n/a"
+        ci = (f"95% CI [{seconds(ttt.ci95_low)}, {seconds(ttt.ci95_high)}] s" if ttt.ci95_low is not None
+              else "CI n/a")
         cv = f"CV {ttt.cv:.1%}" if ttt.cv is not None else "CV n/a"
         lines.append(
             f"converged runs: mean {seconds(ttt.mean)} s, std {seconds(ttt.std)} s, {cv}, {ci},"

@@ -57,7 +57,8 @@ def test_without_a_terminal_a_running_seed_speaks_every_interval():
     watch.seeds[3].state, watch.seeds[3].status, watch.seeds[3].ended = "finished", "converged", 170.0
     beat.tick()
     beat.tick()
-    assert said[3:] == ["seed 3: converged after 70.0 s"]  # once
+    assert said[3:] == ["seed 3: converged; the job took 70.0 s wall clock (start to exit: not its time-to-train,"
+                        " run_start to run_stop)"]  # once, saying which time it is
 
 
 def test_under_nohup_the_run_prints_progress_lines(cli_process, tmp_path):
@@ -67,7 +68,7 @@ def test_under_nohup_the_run_prints_progress_lines(cli_process, tmp_path):
     _, err = proc.communicate(timeout=120)
     lines = [one for one in err.splitlines() if one.startswith("seed 1: running")]
     assert len(lines) >= 2 and "epoch " in lines[-1] and "eval_accuracy 0." in lines[-1] and "(target 0.5)" in lines[-1]
-    assert "seed 1: converged after" in err
+    assert "seed 1: converged; the job took" in err
 
 
 def test_a_progress_interval_that_is_not_a_number_is_refused(cli, tmp_path, monkeypatch):

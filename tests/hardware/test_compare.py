@@ -29,7 +29,8 @@ from orchestrator.insight.statistics import (
     welch,
 )
 from orchestrator.mlperf.scoring import olympic_mean
-from orchestrator.render.comparison import flat_row, verdict
+from orchestrator.render.comparison import flat_row
+from orchestrator.render.verdicts import verdict
 
 PUBLISHED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mlperf_published" / "mlperf_runs.csv"
 """The data set given beside the checkout (../shared), as CI has it."""
@@ -52,7 +53,7 @@ def make_setup(name: str, epochs: list[float], seconds_per_epoch: list[float], *
     seeds += [SeedResult(seed=100 + i, converged=False, time_to_train_ms=None, **host(100 + i))
               for i in range(failed)]
     return Setup(name=name, seeds=tuple(seeds), drop_per_end=drop, max_non_converged=drop, facts=facts or {},
-                 profile=profile)
+                 run_ids=(f"run-{name}",), profile=profile)
 
 
 GPU_FACTS = {"GPU": "NVIDIA A100-SXM4-80GB", "GPU count": "1", "image": "sha256:0123456789ab", "runner": "docker"}
@@ -89,9 +90,9 @@ def test_hardware_difference_is_found_and_convergence_luck_is_not() -> None:
         np.mean(168 / speed_b) / np.mean(168 / speed_a))
     assert row.epochs_to_target.test.seeds_needed > 20  # noise needs many more seeds
     assert row.speedup.low < row.speedup.value < row.speedup.high
-    line = verdict(row, result.baseline)
-    assert line.startswith("h100 vs a100:") and "per-epoch speed (hardware)" in line
-    assert "a real difference" in line
+    line = verdict(row, result)
+    assert line.startswith("h100 is ") and " faster per epoch than a100 [" in line and "(hardware)" in line
+    assert "per epoch" in line.split(";")[0] and "not decided" not in line.split(";")[0]  # the hardware first
 
 
 def test_welch_matches_scipy_and_a_textbook_sample_size() -> None:
@@ -253,45 +254,98 @@ def test_setups_from_the_index_equal_setups_from_the_run_folders(tmp_path: Path)
 # ---------------------------------------------------------------- the evidence before the numbers (issue 27)
 
 
-def _two(*, disturbed: tuple[int, ...] = (), facts_b: dict[str, str] | None = None, profile: str = "qualify"):
+def _two(*, disturbed: tuple[int, ...] = (), facts_b: dict[str, str] | None = None, profile: str = "qualify",
+         profile_b: str | None = None):
     rng = np.random.default_rng(3)
     a = make_setup("cpu-b", list(rng.normal(20, 1, 9)), [1.0] * 9, facts=GPU_FACTS, profile=profile)
     b = make_setup("docker", list(rng.normal(20, 1, 9)), [1.75] * 9, facts=facts_b or GPU_FACTS,
-                   disturbed=disturbed, profile=profile)
+                   disturbed=disturbed, profile=profile_b or profile)
     return compare([a, b], baseline="cpu-b")
 
 
 def test_a_difference_beside_a_disturbed_seed_is_not_attributable_and_says_why() -> None:
-    row = _two(disturbed=(2, 5)).rows[1]
+    result = _two(disturbed=(2, 5))
+    row = result.rows[1]
     assert not row.attributable and row.host.disturbed == 2 and row.ttt_test.significant
-    line = verdict(row, "cpu-b")
-    assert line.startswith("docker vs cpu-b: 0.56x [95% CI")  # the numbers are still shown
-    assert "not attributable to the setups" in line and "a real difference" not in line
-    assert "docker: seeds 2, 5: the host ran other work in 80% of the seed's time" in line
+    line = verdict(row, result)
+    assert line.startswith("docker vs cpu-b: not attributable to the setups: docker ran on a disturbed host in 2 of 9"
+                           " seeds (the host ran other work in 80% of the seed's time")
+    assert line.count("disturbed host") == 1  # one sentence per disturbed side, the detail in `show`
+    assert "details: mltrain show run-docker" in line
+    assert "docker is 1.75x slower per epoch than cpu-b [" in line  # the numbers are still shown, undecided
+    assert "not decided" not in line
 
 
 def test_where_both_sides_are_quiet_the_statistics_stand() -> None:
-    row = _two().rows[1]
+    result = _two()
+    row = result.rows[1]
     assert row.attributable and row.host.verdict == "quiet"
-    assert "a real difference" in verdict(row, "cpu-b") and "not attributable" not in verdict(row, "cpu-b")
+    line = verdict(row, result)
+    assert line.startswith("docker is 1.75x slower per epoch than cpu-b [") and "not attributable" not in line
+    assert "; time-to-train " in line
+
+
+def test_the_verdict_decides_by_the_interval_of_the_same_quantity() -> None:
+    """'h200 is 1.06x faster per epoch [1.05, 1.07]; time-to-train 1.05x [0.94, 1.16], not decided': each
+    clause's decision is its own interval's (1 inside: not decided), never another estimator's p."""
+    rng = np.random.default_rng(11)
+    a = make_setup("h100", list(rng.normal(2000, 500, 9)), [1.06] * 9, facts=GPU_FACTS)
+    b = make_setup("h200", list(rng.normal(2000, 500, 9)), [1.0] * 9,
+                   facts={**GPU_FACTS, "GPU": "NVIDIA H200"})
+    result = compare([a, b], baseline="h100")
+    row = result.rows[1]
+    line = verdict(row, result)
+    speed = row.seconds_per_epoch.ratio
+    assert line.startswith(f"h200 is {speed.value:.3g}x faster per epoch than h100 [") and "(hardware)" in line
+    first, second = line.split("; ")[:2]
+    assert "not decided" not in first
+    assert row.speedup.low < 1 < row.speedup.high
+    assert second.startswith(f"time-to-train {row.speedup.value:.3g}x [{row.speedup.low:.3g},")
+    assert second.endswith("not decided") and "p=" not in second
 
 
 def test_a_smoke_comparison_never_reads_as_a_result() -> None:
-    row = _two(profile="smoke").rows[1]
-    line = verdict(row, "cpu-b")
-    assert line.startswith("[smoke: proves the pipeline, comparable with nothing] docker vs cpu-b:")
-    assert "a real difference" not in line
+    result = _two(profile="smoke")
+    row = result.rows[1]
+    line = verdict(row, result)
+    assert line.startswith("[smoke: proves the pipeline, comparable with nothing] docker is")
+    assert "decided" not in line
+    from orchestrator.render.comparison import comparison_tables
+
+    for fitted in comparison_tables(result, with_cost=False, width=None):  # no significance stars either
+        rendered = " ".join(" ".join(str(c) for c in column.cells) for column in fitted.table.columns)
+        assert "*" not in rendered
+
+
+def test_across_profiles_the_reason_named_is_the_profile() -> None:
+    result = _two(profile="qualify", profile_b="smoke", disturbed=(2,))
+    line = verdict(result.rows[1], result)
+    assert "not comparable: docker was made with the smoke profile, cpu-b with the qualify profile" in line
+    assert "disturbed" not in line and "decided" not in line
 
 
 def test_hardware_is_named_only_where_the_hardware_differs() -> None:
-    software = _two(facts_b={**GPU_FACTS, "runner": "local", "image": "none (local)"}).rows[1]
-    assert software.differs == ("image", "runner")
-    assert "per-epoch speed (image, runner)" in verdict(software, "cpu-b") and "hardware" not in verdict(
-        software, "cpu-b")
-    both = _two(facts_b={**GPU_FACTS, "GPU": "NVIDIA H100 80GB HBM3", "runner": "local"}).rows[1]
-    assert "per-epoch speed (hardware, runner)" in verdict(both, "cpu-b")
-    same = _two().rows[1]
-    assert "per-epoch speed (nothing recorded differs)" in verdict(same, "cpu-b")
+    def said(result) -> str:
+        return verdict(result.rows[1], result)
+
+    software = _two(facts_b={**GPU_FACTS, "runner": "local", "image": "none (local)"})
+    assert software.rows[1].differs == ("image", "runner")
+    assert "per epoch than cpu-b [" in said(software) and "(image, runner)" in said(software)
+    assert "hardware" not in said(software)
+    both = _two(facts_b={**GPU_FACTS, "GPU": "NVIDIA H100 80GB HBM3", "runner": "local"})
+    assert "(hardware, runner)" in said(both)
+    assert "(nothing known differs)" in said(_two())
+
+
+def test_a_two_seed_interval_never_goes_below_zero() -> None:
+    """Two seeds far apart: Student's t of 1 degree of freedom is 12.7; the interval of a time is
+    floored at 0, never '95% CI -129.2-194.5 s'."""
+    from orchestrator.mlperf.scoring import spread
+
+    two = spread([20_000.0, 45_300.0])
+    assert two.ci95_low == 0.0 and two.ci95_high > 45_300.0
+    interval = mean_interval([20.0, 45.3])
+    assert interval.low == 0.0 and interval.high > 45.3
 
 
 def test_the_mlperf_score_column_is_empty_for_other_profiles() -> None:
@@ -299,3 +353,31 @@ def test_the_mlperf_score_column_is_empty_for_other_profiles() -> None:
 
     assert mlperf_score(_two().rows[0]) == ""
     assert mlperf_score(_two(profile="mlperf").rows[0]).endswith(" s")
+
+
+def test_each_interval_sits_beside_the_test_of_its_own_quantity() -> None:
+    """The olympic speedup's interval is a bootstrap of the olympic score; the Welch p tests mean times:
+    they are never on one line (the p is on the line of the mean it tests)."""
+    from orchestrator.render.comparison import main_table, setup_table
+
+    result = _two()
+    stacked = setup_table(result, result.rows[1], with_cost=False)
+    cells = {column.header: [str(cell) for cell in column.cells] for column in stacked.table.columns}
+    olympic = cells["quantity"].index("olympic time-to-train")
+    assert str(cells["Welch p"][olympic]) == "" and str(cells["95% CI of vs baseline"][olympic]).startswith("[")
+    mean = cells["quantity"].index("time-to-train s")
+    assert str(cells["Welch p"][mean]) not in ("", "-")
+    headers = [column.header for column in main_table(result, False).table.columns]
+    assert "Welch p" not in headers and "per epoch [95% CI]" in headers
+
+
+def test_too_few_seeds_for_an_olympic_score_still_lead_with_the_hardware() -> None:
+    """Two seeds each: no olympic score (one dropped per end), but per-epoch speed is measured and said
+    first; its interval of two seeds says it is not decided, never a negative bound."""
+    a = make_setup("a", [25.0, 27.0], [1.0, 1.02])
+    b = make_setup("b", [25.0, 27.0], [0.9, 0.93])
+    result = compare([a, b], baseline="a")
+    line = verdict(result.rows[1], result)
+    assert line.startswith("b is ") and " faster per epoch than a [" in line
+    assert "no olympic time-to-train to compare (too few converged runs for its rule)" in line
+    assert "[-" not in line and ", -" not in line

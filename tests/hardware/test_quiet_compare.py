@@ -71,11 +71,11 @@ def test_a_run_beside_a_cpu_hog_is_not_attributable_and_names_the_hogs_share(cli
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     line = next(line for line in out.splitlines() if line.startswith("hog vs alone:"))
-    assert "not attributable to the setups" in line and "a real difference" not in line
-    assert "hog: seed" in line and "the host ran other work in " in line
+    assert "not attributable to the setups" in line and "decided" not in line
+    assert "hog ran on a disturbed host in 3 of 3 seeds (" in line and "details: mltrain show " in line
     share = verdicts[0].causes[0].share
     assert f"the host ran other work in {share:.0%} of the seed's time" in line
-    assert "host of hog: disturbed (3 of 3 seeds)" in out
+    assert "host of hog: disturbed in 3 of 3 seeds" in out
 
 
 def test_two_quiet_setups_decide_as_today(hw_cli, tmp_path: Path) -> None:
@@ -85,8 +85,9 @@ def test_two_quiet_setups_decide_as_today(hw_cli, tmp_path: Path) -> None:
     r = hw_cli("compare", "--label", "slow", "--label", "fast", "--results", str(results))
     assert r.code == 0, r.err
     assert "host of slow: quiet (5 of 5 seeds)" in r.out and "host of fast: quiet (5 of 5 seeds)" in r.out
-    line = _verdict(r.out, "fast vs slow:")
-    assert "a real difference" in line and "not attributable" not in line and "not measured" not in line
+    line = _verdict(r.out, "fast is ")
+    assert line.startswith("fast is 1.25x faster per epoch than slow [") and "not decided" not in line
+    assert "not attributable" not in line and "not measured" not in line
 
 
 def test_a_disturbed_stored_run_is_not_attributable_in_compare_report_and_show(hw_cli, tmp_path: Path) -> None:
@@ -95,7 +96,8 @@ def test_a_disturbed_stored_run_is_not_attributable_in_compare_report_and_show(h
     busy = make_run(results, label="fast", seeds=[1, 2, 3, 4, 5], env={"FAKE_EPOCH_MS": "800"}, other_cpu_pct=60.0)
     r = hw_cli("compare", "--label", "slow", "--label", "fast", "--results", str(results))
     line = _verdict(r.out, "fast vs slow:")
-    assert "not attributable to the setups" in line and "other processes used 60% of its CPU" in line
+    assert "not attributable to the setups: fast ran on a disturbed host in 5 of 5 seeds" in line
+    assert "other processes used 60% of its CPU" in line and "details: mltrain show " in line
     out = tmp_path / "r.html"
     made = hw_cli("report", "--label", "slow", "--label", "fast", "--results", str(results), "--out", str(out))
     assert made.code == 0 and "not attributable to the setups" in out.read_text()
@@ -114,7 +116,9 @@ def test_across_profiles_compare_and_report_exit_2_unless_forced(hw_cli, tmp_pat
     assert hw_cli("report", "--label", "q", "--label", "s", "--results", str(results), "--out", str(out)).code == 2
     assert not out.exists()
     forced = hw_cli("compare", "--label", "q", "--label", "s", "--results", str(results), "--force")
-    assert forced.code == 0 and "[smoke: proves the pipeline, comparable with nothing] s vs q:" in forced.out
+    said = _said(forced.out)
+    assert forced.code == 0 and "[smoke: proves the pipeline, comparable with nothing] s vs q: not comparable: s was" \
+        " made with the smoke profile, q with the qualify profile" in said
 
 
 def test_a_smoke_comparison_never_reads_as_a_result(hw_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,8 +129,8 @@ def test_a_smoke_comparison_never_reads_as_a_result(hw_cli, tmp_path: Path, monk
         monkeypatch.setenv("COLUMNS", columns)
         r = hw_cli("compare", "--label", "a", "--label", "b", "--results", str(results))
         assert r.code == 0, r.err
-        assert "a real difference" not in r.out
-        assert "[smoke: proves the pipeline, comparable with nothing] b vs a:" in r.out
+        assert "decided" not in r.out and " *" not in r.out  # no decision, no significance star
+        assert "[smoke: proves the pipeline, comparable with nothing] b is 1.25x faster per epoch" in _said(r.out)
         assert "MLPerf score" not in r.out
     shown = hw_cli("show", run_b, "--results", str(results)).out.splitlines()
     caveat = "[smoke: proves the pipeline, comparable with nothing]"
@@ -136,7 +140,7 @@ def test_a_smoke_comparison_never_reads_as_a_result(hw_cli, tmp_path: Path, monk
     out = tmp_path / "r.html"
     assert hw_cli("report", "--label", "a", "--label", "b", "--results", str(results), "--out", str(out)).code == 0
     page = out.read_text()
-    assert "a real difference" not in page and page.count("smoke: proves the pipeline, comparable with nothing") >= 3
+    assert "decided" not in page and page.count("smoke: proves the pipeline, comparable with nothing") >= 3
 
 
 def test_the_difference_table_names_runner_and_image_when_only_they_differ(hw_cli, tmp_path: Path) -> None:
@@ -159,5 +163,5 @@ def test_the_difference_table_names_runner_and_image_when_only_they_differ(hw_cl
     assert "sha256:abababababab" in table and "none (local)" in table
     said = _said(r.out)
     assert "the same in both: GPU none, GPU count 0, driver none" in said and "host CPU Test CPU (2 CPUs)" in said
-    line = _verdict(r.out, "docker vs cpu-b:")
-    assert "per-epoch speed (image, runner)" in line and "hardware" not in line
+    line = _verdict(r.out, "docker is ")
+    assert "per epoch than cpu-b [" in line and "(image, runner)" in line and "hardware" not in line

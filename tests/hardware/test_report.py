@@ -108,7 +108,12 @@ document.getElementById('page').addEventListener('load', () => {{
     sections: [...doc.querySelectorAll('h2')].map(h => [h.textContent, top(h)]),
     badges: [...doc.querySelectorAll('#verdict .badge')].map(b => [b.textContent, top(b)]),
     image: top(doc.querySelector('img')), image_width: doc.querySelector('img').getBoundingClientRect().width,
-    ids_on_one_line: ids.every(el => el.getClientRects().length === 1)}};
+    ids_on_one_line: ids.every(el => new Set([...el.getClientRects()].map(r => Math.round(r.top))).size === 1),
+    ids_right: Math.max(...ids.map(el => el.getBoundingClientRect().right)),
+    speedup_right: Math.max(...[...doc.querySelectorAll('td[data-label="speedup"]')].map(
+      el => el.getBoundingClientRect().right)),
+    image_scale: Math.min(...[...doc.querySelectorAll('img')].map(
+      el => el.getBoundingClientRect().width / el.naturalWidth))}};
   const out = document.createElement('pre'); out.id = 'measured'; out.textContent = JSON.stringify(measured);
   document.body.appendChild(out);
 }});
@@ -139,7 +144,8 @@ def _measured(page: str, width: int, tmp_path: Path) -> dict:
 def test_the_report_leads_with_its_verdict_in_headless_chromium(hw_cli, tmp_path: Path, width: int) -> None:
     """Screenshots at a desktop's 1400 px and a phone's 390 px: the top of the page (1,200 px) is the
     verdict (each setup's VALID and host badges), not the plots; the page never scrolls sideways, plots
-    take its width, run ids stay on one line."""
+    take its width; run ids and the speedup are on the screen (a phone: the comparison a card per setup,
+    an id broken after a hyphen), and a phone's plots are drawn for it (labels readable, not 5 px)."""
     results = tmp_path / "results"
     system = sysinfo.capture(tmp_path, nvml=FakeNvml())
     make_run(results, label="alone", seeds=list(range(1, 6)), env={"FAKE_EPOCH_MS": "1000"}, power_w=250,
@@ -170,7 +176,9 @@ def test_the_report_leads_with_its_verdict_in_headless_chromium(hw_cli, tmp_path
     plots_at = dict(layout["sections"])["Plots"]
     assert all(at < plots_at for _, at in layout["badges"]) and layout["image"] > plots_at
     assert layout["image_width"] > 0.9 * (width - 60)  # a plot uses the page's width (less its margins)
-    assert layout["ids_on_one_line"]
+    assert layout["ids_right"] <= width and layout["speedup_right"] <= width, layout  # nothing off-screen
+    assert layout["ids_on_one_line"] or width < 700  # a phone breaks a run id after a hyphen, not off-screen
+    assert layout["image_scale"] >= 0.5, layout  # a phone gets the narrow plot: its labels stay readable
 
 
 def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
@@ -180,15 +188,24 @@ def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
 
     results = tmp_path / "results"
     make_run(results, label="cpu", seeds=[1, 2, 3], run_id="run-cpu", power_w=100)
-    run = Store(results).open("run-cpu")
-    for seed in run.paths.seed_dirs():  # what the sampler writes on a host without a driver
-        series = json.loads(seed.telemetry.read_text())
-        series["gpus"] = []
-        series["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
-        seed.telemetry.write_text(json.dumps(series))
+    make_run(results, label="hog", seeds=[1, 2, 3], run_id="run-hog", power_w=100, other_cpu_pct=45.0)
+    for run_id in ("run-cpu", "run-hog"):
+        for seed in Store(results).open(run_id).paths.seed_dirs():  # what the sampler writes without a driver
+            series = json.loads(seed.telemetry.read_text())
+            series["gpus"] = []
+            series["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
+            seed.telemetry.write_text(json.dumps(series))
     out = tmp_path / "r.html"
     assert hw_cli("report", "run-cpu", "--results", str(results), "--out", str(out)).code == 0
     parsed = Collect()
     parsed.feed(out.read_text())
     assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
     assert "no GPU power to plot: NVIDIA driver not loaded" in "".join(parsed.text)
+    assert "did not record other processes' share" in "".join(parsed.text)  # an older series: busy alone
+    # both runs keep the CPU near busy; the plot shows the share other processes took, which tells them apart
+    assert hw_cli("report", "run-cpu", "run-hog", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    alts = [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
+    assert "Host CPU: other processes' share over time" in alts
+    assert "solid: other processes' share of the host's CPU (what disturbs a result)" in "".join(parsed.text)

@@ -162,24 +162,47 @@ def accelerator_matches(wanted: str, system: PublishedSystem) -> bool:
 
 @dataclass(frozen=True)
 class Query:
-    """Which published systems to show: a benchmark, optionally an accelerator and a count."""
+    """Which published systems to show: a benchmark, optionally an accelerator (or a submitter's
+    system name), a count and a round."""
 
     benchmark: str
     accelerator: str | None = None
-    """Whole words of the model name, or its family, ignoring case and punctuation ('h100', 'A100-SXM4-80GB')."""
+    """Whole words of the model name, or its family, ignoring case and punctuation ('h100', 'A100-SXM4-80GB');
+    or a system's name as its submitter published it ('eos_ngc24.04_mxnet', 'NVIDIA/eos_ngc24.04_mxnet')."""
     count: int | None = None
+    round: str | None = None
+    """'v4.0'; None: the latest round with a match."""
 
     def __str__(self) -> str:
         if self.accelerator:
-            return f"{self.benchmark} on {f'{self.count}x ' if self.count else ''}{self.accelerator}"
-        return f"{self.benchmark} on {self.count} accelerators" if self.count else self.benchmark
+            said = f"{self.benchmark} on {f'{self.count}x ' if self.count else ''}{self.accelerator}"
+        else:
+            said = f"{self.benchmark} on {self.count} accelerators" if self.count else self.benchmark
+        return said + (f" in {self.round}" if self.round else "")
+
+
+ROUND = re.compile(r"^v?(\d+)\.(\d+)$")
+
+
+def round_key(name: str) -> tuple[int, ...]:
+    """'v4.0' -> (4, 0), for ordering rounds."""
+    return tuple(int(part) for part in name.lstrip("v").split("."))
 
 
 def parse_query(text: str) -> Query:
-    """``BENCHMARK[:ACCELERATOR[:COUNT]]`` ('unet3d:H100:8', 'resnet:A100', 'unet3d::8')."""
-    parts = [p.strip() for p in text.split(":")]
+    """``BENCHMARK[:ACCELERATOR-OR-SYSTEM[:COUNT]][@ROUND]`` ('unet3d:H100:8@4.0', 'resnet:A100',
+    'unet3d::8', 'unet3d:eos_ngc24.04_mxnet')."""
+    body, at, round_text = text.partition("@")
+    chosen_round = None
+    if at:
+        found = ROUND.match(round_text.strip())
+        if not found:
+            raise UsageError(f"--published {text!r}: ROUND is a training round, e.g. @4.0 or @v3.1")
+        chosen_round = f"v{found.group(1)}.{found.group(2)}"
+    parts = [p.strip() for p in body.split(":")]
     if not parts[0] or len(parts) > 3:
-        raise UsageError(f"--published {text!r}: give BENCHMARK[:ACCELERATOR[:COUNT]], e.g. unet3d:H100:8, or auto")
+        raise UsageError(f"--published {text!r}: give BENCHMARK[:ACCELERATOR[:COUNT]][@ROUND], e.g."
+                         " unet3d:H100:8@4.0, a system (unet3d:eos_ngc24.04_mxnet), or auto")
     shipped = benchmarks.with_published_results()
     if parts[0] not in shipped:
         raise UsageError(f"--published {text!r}: the table holds {', '.join(shipped)}, not {parts[0]!r}")
@@ -188,19 +211,52 @@ def parse_query(text: str) -> Query:
         if not parts[2].isdigit() or not 0 < int(parts[2]) < 1_000_000:
             raise UsageError(f"--published {text!r}: COUNT must be a positive whole number")
         count = int(parts[2])
-    return Query(parts[0], parts[1] if len(parts) > 1 and parts[1] else None, count)
+    return Query(parts[0], parts[1] if len(parts) > 1 and parts[1] else None, count, chosen_round)
+
+
+def system_matches(wanted: str, system: PublishedSystem) -> bool:
+    """``wanted`` is the system's name, or SUBMITTER/SYSTEM (ignoring case)."""
+    name = wanted.lower()
+    return name in (system.system.lower(), f"{system.submitter}/{system.system}".lower())
 
 
 def matching(systems: Sequence[PublishedSystem], query: Query) -> list[PublishedSystem]:
-    """Published systems of the query's benchmark whose accelerator matches (and count, when given),
-    with a score, fastest first."""
-    found = [
-        s for s in systems
-        if s.benchmark == query.benchmark and s.olympic_minutes is not None
-        and accelerator_matches(query.accelerator or "", s)
-        and (query.count is None or s.accelerators == query.count)
-    ]
+    """Published systems of the query's benchmark, in its round when it names one, with a score,
+    fastest first: those of the system it names, else those whose accelerator matches (and count)."""
+    scored = [s for s in systems if s.benchmark == query.benchmark and s.olympic_minutes is not None
+              and (query.round is None or s.round == query.round)]
+    named = [s for s in scored if query.accelerator and system_matches(query.accelerator, s)]
+    found = named or [s for s in scored if accelerator_matches(query.accelerator or "", s)
+                      and (query.count is None or s.accelerators == query.count)]
     return sorted(found, key=lambda s: (s.olympic_minutes or 0.0, s.round, s.system))
+
+
+def representative(systems: Sequence[PublishedSystem], query: Query) -> tuple[PublishedSystem | None, str]:
+    """The one published result a query stands for, and a sentence saying which and why: of the
+    matches, those of the round it names, else of the latest round with a match (systems of one
+    round share a ruleset and the software of their time); of several, the median score (neither
+    the fastest nor the slowest submission: picking the fastest flatters a family with many
+    submitters). None and why, where nothing matches."""
+    found = matching(systems, query)
+    if not found:
+        if query.round is not None and matching(systems, Query(query.benchmark, query.accelerator, query.count)):
+            rounds = sorted({s.round for s in matching(systems, Query(query.benchmark, query.accelerator,
+                                                                       query.count))}, key=round_key)
+            return None, f"no published result of {query}; it was published in {', '.join(rounds)}"
+        return None, no_match_sentence(systems, query)
+    rounds = sorted({s.round for s in found}, key=round_key)
+    latest = [s for s in found if s.round == rounds[-1]]
+    chosen = latest[(len(latest) - 1) // 2]
+    scores = f"{latest[0].olympic_minutes:g}-{latest[-1].olympic_minutes:g} min"
+    if len(found) == 1:
+        why = "the one match"
+    elif len(latest) == 1:
+        why = f"the one of {rounds[-1]}, the latest of the {len(found)} matches' rounds ({', '.join(rounds)})"
+    else:
+        why = (f"the median of {rounds[-1]}'s {len(latest)} ({scores})"
+               + (f", the latest round of {len(found)} matches" if len(rounds) > 1 else ""))
+    hint = "" if len(found) == 1 else f"; name another as {query.benchmark}:[SUBMITTER/]SYSTEM@ROUND"
+    return chosen, f"{query}: used {chosen.name}, {why}{hint}"
 
 
 def no_match_sentence(systems: Sequence[PublishedSystem], query: Query) -> str:

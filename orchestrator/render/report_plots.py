@@ -1,0 +1,228 @@
+"""The report's plots, drawn with matplotlib's object API (no pyplot, no global state) and embedded
+as base64 PNG, so the page can be mailed or archived alone. Each plot is drawn twice: wide for a
+desktop, and narrow with larger type for a phone (the page picks one by its width), so that its
+labels stay readable at 390 px.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+from orchestrator.insight import compare as comparing
+from orchestrator.insight.runs import RunView
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plot:
+    """One embedded figure."""
+
+    title: str
+    png: bytes | None
+    """None when there was nothing to draw."""
+    narrow_png: bytes | None = None
+    """The same, drawn for a phone's width."""
+    note: str = ""
+    """Why nothing was drawn, or how to read it."""
+
+
+def plot_html(plot: Plot) -> str:
+    """A plot's heading, its image (the narrow one on a phone) and its note."""
+    esc = html.escape
+    parts = [f"<h3>{esc(plot.title)}</h3>"]
+    if plot.png is not None:
+        data = base64.b64encode(plot.png).decode("ascii")
+        image = f'<img alt="{esc(plot.title)}" src="data:image/png;base64,{data}">'
+        if plot.narrow_png is not None:
+            narrow = base64.b64encode(plot.narrow_png).decode("ascii")
+            image = (f'<picture><source media="{NARROW_SCREEN}" srcset="data:image/png;base64,{narrow}">'
+                     f"{image}</picture>")
+        parts.append(image)
+    if plot.note:
+        parts.append(f'<p class="note">{esc(plot.note)}</p>')
+    return "\n".join(parts)
+
+
+Size = tuple[float, float]
+PLOT_SIZE: Size = (12.0, 4.8)
+"""Inches at `PLOT_DPI`: 1,320 px wide, the page's width (the image is scaled to it, never wider)."""
+NARROW_SIZE: Size = (5.0, 4.2)
+"""A phone's plot: 550 px wide, shown at about 340 px."""
+NARROW_FONT = 14.0
+"""Points of a phone plot's type: about 12 px once the image is scaled to the screen."""
+NARROW_SCREEN = "(max-width: 700px)"
+PLOT_DPI = 110
+
+
+def draw(setups: Sequence[comparing.Setup], runs: Sequence[RunView], colors: dict[str, str]) -> list[Plot]:
+    """The report's plots, each wide and narrow."""
+    def each(size: Size) -> list[Plot]:
+        return [ttt_plot(setups, colors, size), split_plot(setups, colors, size), accuracy_plot(runs, colors, size),
+                power_plot(runs, colors, size)]
+
+    with matplotlib.rc_context({"text.parse_math": False}):  # a label like '$5/h' is text, not mathtext
+        wide = each(PLOT_SIZE)
+        with matplotlib.rc_context({"font.size": NARROW_FONT, "legend.fontsize": NARROW_FONT * 0.85}):
+            narrow = each(NARROW_SIZE)
+    return [replace(w, narrow_png=n.png) for w, n in zip(wide, narrow, strict=True)]
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=PLOT_DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:
+    title = "Time-to-train per seed, by setup"
+    data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
+    if not any(data):
+        return Plot(title=title, png=None, note="no converged run to plot")
+    figure = Figure(figsize=size)
+    axes = figure.add_subplot()
+    axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
+    jitter = np.random.default_rng(0)
+    for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
+        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(values)), values, color=colors[setup.name], s=18, zorder=3)
+        failed = len(setup.seeds) - len(values)
+        if failed:
+            axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
+                          ha="center", va="top", color="#b00")
+    axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
+    axes.set_ylabel("time-to-train (s)")
+    axes.grid(axis="y", alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
+
+
+def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:
+    title = "Convergence versus hardware: epochs-to-target against seconds per epoch"
+    figure = Figure(figsize=size)
+    axes = figure.add_subplot()
+    drawn = False
+    for setup in setups:
+        points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
+                  if s.seconds_per_epoch is not None and s.epochs_to_target]
+        if points:
+            x, y = zip(*points, strict=True)
+            axes.scatter(x, y, color=colors[setup.name], label=setup.name, s=20)
+            drawn = True
+    if not drawn:
+        return Plot(title=title, png=None, note="no run logged epochs-to-target")
+    axes.set_xlabel("seconds per epoch (hardware)")
+    axes.set_ylabel("epochs-to-target (convergence)")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure),
+                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck")
+
+
+def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:
+    title = "Accuracy versus time since run_start"
+    figure = Figure(figsize=size)
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    targets = set()
+    for view in runs:
+        for seed in view.seeds:
+            evals = seed.record.evals
+            if not evals:
+                continue
+            name = view.setup_name
+            axes.plot([e.time_ms / 1000 for e in evals], [e.accuracy for e in evals], color=colors[name],
+                      alpha=0.6, linewidth=1, label=None if name in labelled else name)
+            labelled.add(name)
+            if seed.record.target is not None:
+                targets.add(seed.record.target)
+    if not labelled:
+        return Plot(title=title, png=None, note="no run logged an evaluation")
+    for target in targets:
+        axes.axhline(target, color="#444", linestyle="--", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("eval accuracy")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="one line per seed; dashed: quality target")
+
+
+def power_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:
+    title = "GPU power over time (all GPUs of a seed summed)"
+    figure = Figure(figsize=size)
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    reasons: set[str] = set()
+    for view in runs:
+        for seed in view.seeds:
+            series, start = seed.series, seed.record.run_start_ms
+            if series is None or start is None:
+                continue
+            gpus = series.get("gpus") or []
+            if not gpus:
+                reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
+                continue
+            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
+            power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
+            name = view.setup_name
+            axes.plot(t, power, color=colors[name], alpha=0.6, linewidth=1, label=None if name in labelled else name)
+            labelled.add(name)
+    if not labelled:
+        why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
+        if reasons:
+            return cpu_plot(runs, colors, f"no GPU power to plot: {why}", size)
+        return Plot(title=title, png=None, note=f"no GPU power to plot: {why}")
+    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("power (W)")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return Plot(title=title, png=_png(figure), note="dotted: run_start")
+
+
+def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str, size: Size = PLOT_SIZE) -> Plot:
+    """What a CPU-only host shows in place of GPU power: the share of the host's CPU that processes
+    other than the seed's used (solid: what disturbs a result), beside all of the CPU busy (faint: a
+    training seed keeps it near 100% whether or not anything else ran). A series of an older mltrain,
+    without the others' share, shows the CPU busy alone."""
+    seeds = [(view.setup_name, seed.series["host"], seed.record.run_start_ms) for view in runs for seed in view.seeds
+             if seed.series is not None and seed.record.run_start_ms is not None]
+    with_others = any(host.get("other_cpu_pct") for _, host, _ in seeds)
+    title = "Host CPU: other processes' share over time" if with_others else "Host CPU busy over time"
+    figure = Figure(figsize=size)
+    axes = figure.add_subplot()
+    labelled: set[str] = set()
+    for name, host, start in seeds:
+        t = (np.asarray(host["t_ms"], dtype=float) - start) / 1000
+        busy, others = _values(host.get("cpu_pct"), len(t)), _values(host.get("other_cpu_pct"), len(t))
+        label = None if name in labelled else name
+        if with_others and others is not None:
+            axes.plot(t, others, color=colors[name], alpha=0.8, linewidth=1.5, label=label)
+            if busy is not None:
+                axes.plot(t, busy, color=colors[name], alpha=0.3, linewidth=0.8, linestyle=":")
+        elif busy is not None:
+            axes.plot(t, busy, color=colors[name], alpha=0.6, linewidth=1, label=label)
+        labelled.add(name)
+    if not labelled:
+        return Plot(title=title, png=None, note=why)
+    axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
+    axes.set_xlabel("seconds since run_start")
+    axes.set_ylabel("% of all CPUs")
+    axes.set_ylim(0, 105)
+    axes.legend()
+    axes.grid(alpha=0.3)
+    how = ("solid: other processes' share of the host's CPU (what disturbs a result); faint dotted: all of the"
+           " CPU busy, the seed's own included" if with_others
+           else "CPU busy, the seed's own included (this mltrain did not record other processes' share)")
+    return Plot(title=title, png=_png(figure), note=f"{why}; {how}; dotted line: run_start")
+
+
+def _values(column: list[float | None] | None, length: int) -> np.ndarray | None:
+    """A recorded column as floats (None as NaN); None where it is absent or of another length."""
+    if not column or len(column) != length:
+        return None
+    return np.array([np.nan if v is None else v for v in column], dtype=float)
