@@ -53,9 +53,10 @@ def qualify(
                              " of the node (local: what this shell sees; Docker: all; Slurm: each node's own)."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
     node_name: str = typer.Option(None, "--node-name", help="Name this node's records (default: the host name)."),
-    expect_gpus: int = typer.Option(None, "--expect-gpus", min=0, help="The GPUs this node (Slurm: each node) has:"
-                                    " fewer found FAILs; 0: a CPU-only node, which may PASS. Default: its history"
-                                    " (Slurm: its gres); none found without either is a WARN."),
+    expect_gpus: int = typer.Option(None, "--expect-gpus", min=0, metavar="N",
+                                    help="The GPUs this node (Slurm: each node) has: fewer found FAILs; 0: a CPU-only"
+                                    " node, which may PASS. Default: its history (Slurm: its gres); none found without"
+                                    " either is a WARN."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
