@@ -277,8 +277,8 @@ class Store:
         index = index or self.index
         with index.batch():
             synced = index.synced()
-            training, inference = self._stamps(index.seed_numbers())
-            broken: list[BrokenRun] = []
+            training, inference, unreadable = self._stamps(index.seed_numbers())
+            broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
             for run_id, stamp in [*training.items(), *inference.items()]:
                 is_training = run_id in training
                 if synced.get(run_id) == stamp:
@@ -293,24 +293,29 @@ class Store:
             index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
         return broken
 
-    def _stamps(self, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float]]:
-        """Each run folder's time (`_run_mtime`), training runs and inference runs apart: one pass
+    def _stamps(self, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+        """Each run folder's time (`_run_mtime`), training runs and inference runs apart, and the
+        folders that cannot be read, each with its problem (named, the others listed): one pass
         over the folder, a few system calls per run (thousands of runs are listed in a blink).
         ``seeds``: each indexed run's seeds (a run that gains a seed rewrites its manifest, so the
         seed folders of a run the index knows need no listing)."""
         training: dict[str, float] = {}
         inference: dict[str, float] = {}
+        unreadable: dict[str, str] = {}
         with os.scandir(self.root) as entries:
             names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
         for name in names:
             folder = os.path.join(self.root, name)
             try:
-                training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
-                                            seeds.get(name))
-            except FileNotFoundError:
-                with contextlib.suppress(FileNotFoundError):
-                    inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
-        return training, inference
+                try:
+                    training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
+                                                seeds.get(name))
+                except FileNotFoundError:
+                    with contextlib.suppress(FileNotFoundError):
+                        inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
+            except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
+                unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
+        return training, inference, unreadable
 
     def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:
         """Runs, newest first, from the refreshed index, and the folders that could not be read.
