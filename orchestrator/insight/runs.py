@@ -72,6 +72,7 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
     broken = {b.run_id: b.problem for b in listing.broken}
     known = {row["run_id"] for row in listing.rows}
     chosen = list(dict.fromkeys(run_ids))
+    taken = set(chosen)
     for run_id in chosen:
         if run_id in broken:
             raise RecordError(broken[run_id])
@@ -84,7 +85,9 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
         if not found:
             raise UsageError(f"no {'readable ' if broken else ''}run in {store.root} carries the label {label!r}"
                              + unreadable_runs(broken))
-        chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
+        added = [run_id for run_id in reversed(found) if run_id not in taken]
+        chosen += added
+        taken.update(added)
     return chosen, listing
 
 

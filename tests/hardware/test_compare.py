@@ -299,3 +299,35 @@ def test_the_mlperf_score_column_is_empty_for_other_profiles() -> None:
 
     assert mlperf_score(_two().rows[0]) == ""
     assert mlperf_score(_two(profile="mlperf").rows[0]).endswith(" s")
+
+
+def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with_the_bootstrap(monkeypatch) -> None:
+    """Above LARGE_SAMPLE runs the bootstrap (seconds per interval: 20 s a comparison of 2 x 5,000
+    runs) gives way to the normal approximation of the olympic mean, which agrees with it."""
+    from orchestrator.insight import compare as comparing
+    from orchestrator.mlperf.scoring import olympic_mean_along
+
+    rng = np.random.default_rng(7)
+    base = make_setup("base", list(rng.normal(30, 3, 5000)), [60.0] * 5000, failed=1)
+    fast = make_setup("fast", list(rng.normal(28, 3, 5000)), [60.0] * 5000)
+    truth = {}
+    for setup in (base, fast):
+        times = np.array([s.time_to_train_ms for s in setup.converged()])
+        failures = len(setup.seeds) - len(times)
+        boot = stats.bootstrap((times,), lambda x, axis, f=failures: olympic_mean_along(x, f, 1, axis),
+                               vectorized=True, method="percentile", n_resamples=999,
+                               rng=np.random.default_rng(1))
+        truth[setup.name] = boot.confidence_interval
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a bootstrap of thousands of runs")
+
+    monkeypatch.setattr(comparing.stats, "bootstrap", refused)
+    for setup in (base, fast):
+        interval = olympic_interval(setup)
+        width = truth[setup.name].high - truth[setup.name].low
+        assert interval.low == pytest.approx(truth[setup.name].low, abs=0.1 * width)
+        assert interval.high == pytest.approx(truth[setup.name].high, abs=0.1 * width)
+    row = next(r for r in compare([base, fast]).rows if r.name == "fast")
+    assert row.speedup.low < row.speedup.value < row.speedup.high
+    assert row.speedup.value == pytest.approx(olympic_interval(base).value / olympic_interval(fast).value)
