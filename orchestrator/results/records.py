@@ -124,6 +124,16 @@ class QuietHost(Record):
     """Signals this host could not give, and why."""
 
 
+class SeedEnergy(Record):
+    """A seed's GPU energy between run_start and run_stop, from its telemetry when it ended
+    (`orchestrator.insight.telemetry_summary.seed_energy`): kept in its record, so that a comparison
+    of thousands of runs reads it from the index rather than from every series."""
+
+    joules: Finite | None
+    """None when it is unknown (no GPU power, too few samples): ``method`` says why."""
+    method: str
+
+
 class RunRecord(Record):
     """One run, derived from its MLLOG lines (and the process exit, when we ran it)."""
 
@@ -165,6 +175,8 @@ class RunRecord(Record):
     quiet_host: QuietHost | None = None
     """Whether the host was quiet while the seed ran (its telemetry judged); None: not judged (a
     record of an older mltrain, an imported log)."""
+    energy: SeedEnergy | None = None
+    """Its energy from its telemetry; None: no telemetry to cut (or a record of an older mltrain)."""
 
     @property
     def converged(self) -> bool:

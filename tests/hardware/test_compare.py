@@ -331,3 +331,29 @@ def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with
     row = next(r for r in compare([base, fast]).rows if r.name == "fast")
     assert row.speedup.low < row.speedup.value < row.speedup.high
     assert row.speedup.value == pytest.approx(olympic_interval(base).value / olympic_interval(fast).value)
+
+
+def test_compare_reads_runs_with_telemetry_from_the_index_without_opening_them(tmp_path: Path, monkeypatch) -> None:
+    """A run's records keep each seed's host verdict and energy, so a comparison of thousands of runs
+    with telemetry (every real run has it) opens none of them: it opened all 7,000, 22 s."""
+    from orchestrator.insight.runs import chosen_runs, load_runs, load_setups, to_setups
+    from orchestrator.results.store import Store
+    from tests.hardware.stored_runs import make_run
+
+    results = tmp_path / "results"
+    for label, power in (("a", 300.0), ("a", 310.0), ("b", 250.0)):
+        make_run(results, label=label, seeds=[1, 2, 3], power_w=power, other_cpu_pct=1.0)
+    store = Store(results)
+    from_folders = to_setups(load_runs(store, [], ["a", "b"]))
+    chosen, listing = chosen_runs(store, [], ["a", "b"])
+    first = {setup: runs[0] for setup, runs in (("a", chosen[:2]), ("b", chosen[2:]))}
+
+    def opened(self, run_id):
+        raise AssertionError(f"run {run_id} opened")
+
+    monkeypatch.setattr(Store, "open", opened)
+    monkeypatch.setattr(Store, "manifest", lambda self, run_id, real=Store.manifest: real(self, run_id)
+                        if run_id in first.values() else opened(self, run_id))
+    indexed = load_setups(store, chosen, listing)
+    assert indexed == from_folders
+    assert all(seed.energy_j and seed.host == "quiet" for setup in indexed for seed in setup.seeds)
