@@ -40,6 +40,7 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -163,15 +164,14 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_bytes:
     than ``max_depth``, or not JSON."""
     if len(text) > max_bytes:
         raise JsonProblem(f"{len(text):,} bytes of JSON, more than the {max_bytes:,} read")
+    if _text_depth_beyond(text, max_depth):  # before the decoder, which recurses
+        raise JsonProblem(f"JSON nested deeper than {max_depth} levels")
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise JsonProblem(f"JSON nested deeper than {max_depth} levels") from None
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
         raise JsonProblem(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
-    if _depth_beyond(value, max_depth):
-        raise JsonProblem(f"JSON nested deeper than {max_depth} levels")
-    return value
 
 
 def read_json(path: Path, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:
@@ -262,6 +262,30 @@ def _array_items(chunks: Iterable[bytes], max_item_bytes: int, max_depth: int, c
             raise JsonProblem(f"an item of more than {max_item_bytes:,} bytes of JSON, more than is read")
         at = end
         yield item
+
+
+_STRINGS = {str: re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL), bytes: re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)}
+_BRACKETS = {str: re.compile(r"[\[\]{}]"), bytes: re.compile(rb"[\[\]{}]")}
+_OPENING = {str: ("[", "{"), bytes: (b"[", b"{")}
+
+
+def _text_depth_beyond(text: str | bytes, limit: int) -> bool:
+    """Whether the JSON text ``text`` nests deeper than ``limit``, told from its brackets outside its
+    strings, without decoding it: in one count where it has fewer opening brackets than ``limit``
+    (most records), else in one pass over its brackets."""
+    kind = bytes if isinstance(text, bytes | bytearray) else str
+    opening = _OPENING[kind]
+    if text.count(opening[0]) + text.count(opening[1]) <= limit:  # type: ignore[arg-type]
+        return False
+    depth = 0
+    for bracket in _BRACKETS[kind].finditer(_STRINGS[kind].sub(opening[0][:0], text)):  # type: ignore[arg-type]
+        if bracket.group() in opening:
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def _depth_beyond(value: Any, limit: int) -> bool:

@@ -285,7 +285,7 @@ class Store:
                     continue
                 try:
                     if is_training:
-                        self.open(run_id).sync(index)
+                        self.open(run_id).sync(index, mtime=stamp)
                     else:
                         sync_inference(self.inference_paths(run_id), self.open_inference(run_id), index)
                 except (RecordError, UsageError) as exc:
@@ -435,15 +435,16 @@ class StoredRun:
         """The seed's record was archived with its attempt."""
         self.records.pop(seed, None)
 
-    def sync(self, index: Index | None = None) -> None:
+    def sync(self, index: Index | None = None, *, mtime: float | None = None) -> None:
         """Write this run's rows into ``index`` (a refresh's, whose errors are its caller's), or into
         the store's index, which cannot fail the run: the folders are written, and an index another
-        process holds, or one a full disk cannot take, catches up at the next read (`Store.refresh`)."""
+        process holds, or one a full disk cannot take, catches up at the next read (`Store.refresh`).
+        ``mtime``: the run's time as the refresh found it before reading the run (`_run_mtime`)."""
         telemetry = frozenset(seed for seed in self.manifest.seeds if self.paths.seed(seed).telemetry.is_file())
 
         def write(target: Index) -> None:
-            target.write(self.manifest, self.summary, self.states, self.records, _run_mtime(self.paths.root),
-                         telemetry=telemetry)
+            stamp = _run_mtime(self.paths.root) if mtime is None else mtime
+            target.write(self.manifest, self.summary, self.states, self.records, stamp, telemetry=telemetry)
 
         if index is not None:
             write(index)
@@ -457,15 +458,15 @@ def _run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: l
     ``seeds`` names them."""
     stamps = [manifest_mtime] if manifest_mtime is not None else []
     names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
-    files = [os.path.join(folder, name) for name in names]
-    seeds_folder = os.path.join(folder, "seeds")
+    files = [f"{folder}/{name}" for name in names]  # (not os.path.join: thousands of runs, a few each)
+    seeds_folder = f"{folder}/seeds"
     if seeds is not None:
-        folders = [os.path.join(seeds_folder, str(seed)) for seed in seeds]
+        folders = [f"{seeds_folder}/{seed}" for seed in seeds]
     else:
         folders = []
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
-    files += [os.path.join(seed, name) for seed in folders for name in (STATE_NAME, RECORD_NAME)]
+    files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
     for path in files:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             stamps.append(os.stat(path).st_mtime)
