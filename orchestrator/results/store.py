@@ -290,6 +290,8 @@ class Store:
                         sync_inference(self.inference_paths(run_id), self.open_inference(run_id), index)
                 except (RecordError, UsageError) as exc:
                     broken.append(BrokenRun(run_id, str(exc)))
+                except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
+                    broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
             index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
         return broken
 
