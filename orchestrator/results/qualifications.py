@@ -134,7 +134,11 @@ class Qualifications:
         if not self.paths.nodes.is_dir():
             return []
         entries: list[tuple[str, str]] = []
-        for entry in sorted(self.paths.nodes.iterdir()):
+        try:
+            listed = sorted(self.paths.nodes.iterdir())
+        except OSError as exc:
+            raise StoreError(f"{self.paths.nodes}: cannot be read ({exc.strerror or exc})") from None
+        for entry in listed:
             try:
                 check_node_name(entry.name)
             except UsageError:

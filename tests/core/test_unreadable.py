@@ -99,3 +99,13 @@ def test_clean_with_a_docker_host_that_is_no_address_is_one_line(cli, monkeypatc
     r = cli("clean")
     assert r.code == 2 and r.err.count("\n") == 1 and "internal" not in r.err, (r.code, r.err)
     assert f"DOCKER_HOST {host!r} is not an address of a Docker engine" in r.err, r.err
+
+
+def test_qualify_history_of_a_nodes_folder_it_may_not_read_is_one_line(cli, tmp_path: Path, no_access: Deny):
+    results = tmp_path / "r"
+    assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a").code == 0
+    folder = results / "qualify" / "nodes"
+    no_access(folder)
+    r = cli("qualify", "history", "--results", str(results))
+    assert r.code == 2 and r.err.count("\n") == 1, (r.code, r.err)
+    assert f"{folder}: cannot be read (Permission denied)" in r.err, r.err
