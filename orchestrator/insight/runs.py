@@ -71,8 +71,7 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
     listing = store.list()
     broken = {b.run_id: b.problem for b in listing.broken}
     known = {row["run_id"] for row in listing.rows}
-    chosen = list(dict.fromkeys(run_ids))
-    taken = set(chosen)
+    chosen = dict.fromkeys(run_ids)  # an ordered set: runs named twice, or by a label too, count once
     for run_id in chosen:
         if run_id in broken:
             raise RecordError(broken[run_id])
@@ -85,10 +84,8 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
         if not found:
             raise UsageError(f"no {'readable ' if broken else ''}run in {store.root} carries the label {label!r}"
                              + unreadable_runs(broken))
-        added = [run_id for run_id in reversed(found) if run_id not in taken]
-        chosen += added
-        taken.update(added)
-    return chosen, listing
+        chosen.update(dict.fromkeys(reversed(found)))
+    return list(chosen), listing
 
 
 def unreadable_runs(broken: dict[str, str]) -> str:
