@@ -40,7 +40,8 @@ def write_report(
     then the comparison), then what differs between the setups, the numbers, plots, seeds and systems.
     Setups of different profiles are refused (exit 2) unless --force. The file is opened for writing
     before anything is rendered: a path that cannot be written fails at once."""
-    from orchestrator.insight.runs import check_profiles, chosen_runs, to_setups, view_of
+    from orchestrator.insight.report_runs import load_report
+    from orchestrator.insight.runs import check_profiles, chosen_runs
     from orchestrator.results import atomic
     from orchestrator.results.outputs import check_output_file
 
@@ -60,10 +61,9 @@ def write_report(
         out.json({"file": str(out_file), "runs": [r.run_id for r in chosen], "bytes": len(text.encode())}) \
             if as_json else out.data(str(out_file))
         return
-    views = [view_of(store.open(run_id)) for run_id in named]
-    made = to_setups(views)
-    check_profiles(made, force=force)
-    setups = [setup.name for setup in made]
+    chosen = load_report(store, named, listing)
+    check_profiles(chosen.setups, force=force)
+    setups = [setup.name for setup in chosen.setups]
     if baseline is not None and baseline not in setups:
         raise UsageError(f"--baseline {baseline!r} is not one of the setups ({', '.join(setups)})")
     with contextlib.ExitStack() as stack:
@@ -74,12 +74,13 @@ def write_report(
         from orchestrator.render import report
 
         try:
-            text = report.render(views, baseline=baseline, title=title)
+            text = report.render(chosen.views, baseline=baseline, title=title, setups=chosen.setups,
+                                 lines=chosen.lines)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         handle.write(text.encode())
-    out.status(f"report of {len(views)} run(s) written to {out_file} ({len(text) / 1024:.0f} KiB)")
+    out.status(f"report of {len(chosen.lines)} run(s) written to {out_file} ({len(text) / 1024:.0f} KiB)")
     if as_json:
-        out.json({"file": str(out_file), "runs": [v.run_id for v in views], "bytes": len(text.encode())})
+        out.json({"file": str(out_file), "runs": [line.run_id for line in chosen.lines], "bytes": len(text.encode())})
     else:
         out.data(str(out_file))

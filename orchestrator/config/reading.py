@@ -6,7 +6,28 @@ facts file a job wrote): regular files only, and JSON through one bounded reader
   opened without blocking and checked on its descriptor, so nothing can swap it in between.
 - JSON (`parse_json`, `read_json`) is bounded in size and in depth: Python's decoder recurses, so a
   document nested 30,000 deep was a RecursionError ("internal error") in `list`, `qualify history`
-  and `import`; a document deeper than any mltrain writes is refused, naming the file.
+  and `import`; a document deeper than any mltrain writes is refused, naming the file. The depth is
+  measured without recursion; the decoder's own RecursionError is caught and said the same way.
+- The bounds are in memory, not only on disk. A JSON document read whole takes up to 25 times its
+  bytes as Python values (measured: an array of empty objects, 25.3x at its peak; numbers 5-9x),
+  and a typed record copies them once more: a 249 MB manifest grew `list` to 11.6 GB. So each kind of
+  file has its own bound, set here and nowhere else, and nothing is allocated before it is read
+  (a buffer of the bound itself was 8 GiB for an accuracy log):
+
+  ==================  =========================  ============================================
+  kind                bound                      at most in memory, read whole and typed
+  ==================  =========================  ============================================
+  `RECORD_BYTES`      8 MiB: every stored record  ~400 MiB (mltrain's largest, a fleet's, is
+                      (manifest, seed record,     tens of KiB; a manifest a few KiB)
+                      summary, qualification)
+  `TELEMETRY_BYTES`   128 MiB: a seed's series,   ~1.2 GiB for numbers (a day sampled each
+                      a recorded GPU trace        second on 8 GPUs is ~60 MB)
+  `SMALL_BYTES`       1 MiB: a file of a few      ~50 MiB (scaling.json, mltrain.json of an
+                      fields                      export, a lock, a facts file, harness.json)
+  `ACCURACY_*`        an accuracy log: streamed   one response at a time (`iter_json_array`):
+                      entry by entry, each entry  ~3x `ACCURACY_ENTRY_BYTES` at worst, however
+                      at most 1 GiB               long the log
+  ==================  =========================  ============================================
 
 Errors are `UnreadableFile` (an OSError: every reader that names an unreadable file names these
 too) and `JsonProblem` (a ValueError), each one line; the caller turns them into its own error
@@ -15,19 +36,38 @@ class (a damaged record, a bad configuration file, a log that cannot be imported
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
+import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-MAX_JSON_BYTES = 256 * 2**20
-"""The largest JSON file read (the largest mltrain writes, a long run's telemetry, is a few MiB)."""
+MIB = 2**20
+RECORD_BYTES = 8 * MIB
+"""The largest stored record read (`orchestrator.results.record_reader`): manifests, seed records,
+summaries, decisions, inference and qualification records. mltrain's largest are tens of KiB."""
+TELEMETRY_BYTES = 128 * MIB
+"""The largest telemetry series (or recorded GPU trace) read: a day sampled each second on 8 GPUs is
+about 60 MB."""
+SMALL_BYTES = MIB
+"""The largest file of a few fields read: scaling.json, an export's mltrain.json, a lock, a facts
+file a job wrote (harness.json, a data marker)."""
+ACCURACY_LOG_BYTES = 64 * 2**30
+"""The longest LoadGen accuracy log read: it is streamed (`iter_json_array`), so this bounds the time
+spent, not the memory."""
+ACCURACY_ENTRY_BYTES = 2**30
+"""The largest response in an accuracy log (3D-UNet's are whole segmentations as hex: tens of MB)."""
+MAX_JSON_BYTES = RECORD_BYTES
+"""`read_json`'s bound where its caller names none: a stored record's."""
 MAX_JSON_DEPTH = 64
 """The deepest JSON read: mltrain's records nest fewer than ten levels; Python's decoder fails near
 1,000 (its recursion limit), and what is read is walked again (validated, compared, printed)."""
+_CHUNK = MIB
+"""What is read at a time where a file is read in steps."""
 
 
 NOT_PLAIN = "not a plain file"
@@ -102,10 +142,19 @@ def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[byt
 
 
 def read_regular(path: Path, *, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`)."""
+    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`). Only what the file
+    holds is allocated, never the bound: a file that grows while it is read is read on in steps."""
     with open_regular(path, max_bytes=max_bytes) as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:  # it grew since it was measured
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(size + 1)
+        if len(data) > size:  # it grew since it was measured
+            parts = [data]
+            read = len(data)
+            while read <= max_bytes and (part := handle.read(min(_CHUNK, max_bytes + 1 - read))):
+                parts.append(part)
+                read += len(part)
+            data = b"".join(parts)
+    if len(data) > max_bytes:
         raise UnreadableFile(path, f"larger than the {max_bytes:,} bytes read")
     return data
 
@@ -115,15 +164,14 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_bytes:
     than ``max_depth``, or not JSON."""
     if len(text) > max_bytes:
         raise JsonProblem(f"{len(text):,} bytes of JSON, more than the {max_bytes:,} read")
+    if _text_depth_beyond(text, max_depth):  # before the decoder, which recurses
+        raise JsonProblem(f"JSON nested deeper than {max_depth} levels")
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise JsonProblem(f"JSON nested deeper than {max_depth} levels") from None
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
         raise JsonProblem(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
-    if _depth_beyond(value, max_depth):
-        raise JsonProblem(f"JSON nested deeper than {max_depth} levels")
-    return value
 
 
 def read_json(path: Path, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:
@@ -133,18 +181,126 @@ def read_json(path: Path, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = M
     return parse_json(read_regular(path, max_bytes=max_bytes), max_depth=max_depth, max_bytes=max_bytes)
 
 
-def _depth_beyond(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
+def iter_json_array(path: Path, *, max_bytes: int, max_item_bytes: int, max_depth: int = MAX_JSON_DEPTH,
+                    chunk: int = _CHUNK) -> Iterator[Any]:
+    """The items of a file holding one JSON array, one at a time, read in steps of ``chunk`` bytes:
+    the memory held is about one item (at most ``max_item_bytes``), however long the file (at most
+    ``max_bytes``). OSError for a file that cannot be read, JsonProblem where it is not such an
+    array within the bounds (each item nested at most ``max_depth - 1`` deep)."""
+    with open_regular(path, max_bytes=max_bytes) as handle:
+        yield from _array_items(iter(lambda: handle.read(chunk), b""), max_item_bytes, max_depth, chunk)
+
+
+def _array_items(chunks: Iterable[bytes], max_item_bytes: int, max_depth: int, chunk: int = _CHUNK) -> Iterator[Any]:
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    source = iter(chunks)
+    text, at, ended = "", 0, False
+
+    def more(wanted: int) -> None:
+        """Read on until ``wanted`` characters lie beyond ``at`` (or the file ends)."""
+        nonlocal text, at, ended
+        text = text[at:]
+        at = 0
+        parts = [text]
+        held = len(text)
+        while not ended and held < wanted:
+            try:
+                part = utf8.decode(next(source))
+            except StopIteration:
+                part, ended = utf8.decode(b"", final=True), True
+            except UnicodeDecodeError as exc:
+                raise JsonProblem(f"not JSON ({exc.reason})") from None
+            parts.append(part)
+            held += len(part)
+        text = "".join(parts)
+
+    def skip_space() -> str:
+        """The next character that is not white space ('' at the end)."""
+        nonlocal at
+        while True:
+            while at < len(text) and text[at] in " \t\r\n":
+                at += 1
+            if at < len(text) or ended:
+                return text[at] if at < len(text) else ""
+            more(1)
+
+    if skip_space() != "[":
+        raise JsonProblem("not JSON (an array was expected)")
+    at += 1
+    first = True
+    while True:
+        mark = skip_space()
+        if mark == "]":
+            at += 1
+            if skip_space():
+                raise JsonProblem("not JSON (extra data after the array)")
+            return
+        if not first:
+            if mark != ",":
+                raise JsonProblem(f"not JSON (',' or ']' expected, {mark[:1]!r} found)")
+            at += 1
+            skip_space()
+        first = False
+        while True:
+            try:
+                item, end = decoder.raw_decode(text, at)
+            except RecursionError:
+                raise JsonProblem(f"JSON nested deeper than {max_depth} levels") from None
+            except ValueError as exc:
+                if ended:
+                    raise JsonProblem(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
+                item, end = None, -1
+            if end != -1 and (ended or len(text) - end >= (3 if isinstance(item, int | float) else 1)):
+                break  # a number followed by fewer than 3 characters read may go on (1 | .5, 2 | e+3)
+            if len(text) - at > max_item_bytes:
+                raise JsonProblem(f"an item of more than {max_item_bytes:,} bytes of JSON, more than is read")
+            more(len(text) - at + max(chunk, (len(text) - at) // 2))  # 1.5 times: each byte decoded O(1) times
+        if _depth_beyond(item, max_depth - 1):
+            raise JsonProblem(f"JSON nested deeper than {max_depth} levels")
+        if end - at > max_item_bytes:
+            raise JsonProblem(f"an item of more than {max_item_bytes:,} bytes of JSON, more than is read")
+        at = end
+        yield item
+
+
+_STRINGS = {str: re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL), bytes: re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)}
+_BRACKETS = {str: re.compile(r"[\[\]{}]"), bytes: re.compile(rb"[\[\]{}]")}
+_OPENING = {str: ("[", "{"), bytes: (b"[", b"{")}
+
+
+def _text_depth_beyond(text: str | bytes, limit: int) -> bool:
+    """Whether the JSON text ``text`` nests deeper than ``limit``, told from its brackets outside its
+    strings, without decoding it: in one count where it has fewer opening brackets than ``limit``
+    (most records), else in one pass over its brackets."""
+    kind = bytes if isinstance(text, bytes | bytearray) else str
+    opening = _OPENING[kind]
+    if text.count(opening[0]) + text.count(opening[1]) <= limit:  # type: ignore[arg-type]
+        return False
+    depth = 0
+    for bracket in _BRACKETS[kind].finditer(_STRINGS[kind].sub(opening[0][:0], text)):  # type: ignore[arg-type]
+        if bracket.group() in opening:
+            depth += 1
+            if depth > limit:
+                return True
         else:
-            continue
-        if depth > limit:
+            depth -= 1
+    return False
+
+
+def _depth_beyond(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit``, walked without recursion and holding one
+    iterator per level (never a copy of every child: the walk of a large array costs no memory)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[Iterator[Any]] = [iter(value.values() if isinstance(value, dict) else value)]
+    while stack:
+        if len(stack) > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        for child in stack[-1]:
+            if isinstance(child, dict | list):
+                stack.append(iter(child.values() if isinstance(child, dict) else child))
+                break
+        else:
+            stack.pop()
     return False

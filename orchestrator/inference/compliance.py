@@ -16,13 +16,17 @@ when it passes).
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from orchestrator.config.reading import read_json
+from orchestrator.config.files import one_line
+from orchestrator.config.reading import ACCURACY_ENTRY_BYTES, ACCURACY_LOG_BYTES, iter_json_array
 from orchestrator.errors import LogError
 from orchestrator.inference.logs import detail_values
 
@@ -47,50 +51,64 @@ def _threshold(scenario: str, reference_score: float) -> float:
     return 0.20 if short else 0.10
 
 
-ACCURACY_LOG_BYTES = 8 * 2**30
-"""The largest LoadGen accuracy log read (3D-UNet's responses are whole segmentations: a few GiB)."""
+@dataclass(frozen=True)
+class _Response:
+    """What TEST01's accuracy check keeps of one logged response: its first value (None when it has
+    none) and a digest of its bytes (duplicates are compared whole, as the reference compares their
+    hex, but for the case of its letters), never the response itself: a 3D-UNet log holds whole
+    segmentations, so only one response is in memory at a time. A response that is not hex of the
+    response type is refused wherever it lies (the reference fails on it only where it compares it)."""
+
+    first: Any
+    digest: bytes
 
 
-def _entries(path: Path) -> list[dict]:
+def _responses(path: Path, dtype: type[np.generic]) -> Iterator[tuple[int, _Response]]:
+    """Each logged response of a LoadGen accuracy log, read one at a time (`iter_json_array`)."""
     try:
-        entries = read_json(path, max_bytes=ACCURACY_LOG_BYTES)
+        for entry in iter_json_array(path, max_bytes=ACCURACY_LOG_BYTES, max_item_bytes=ACCURACY_ENTRY_BYTES):
+            if not isinstance(entry, dict) or "qsl_idx" not in entry or "data" not in entry:
+                raise LogError(f"{path}: not a LoadGen accuracy log (a list of responses with qsl_idx and data)")
+            try:
+                index, data = int(entry["qsl_idx"]), str(entry["data"])
+                raw = bytes.fromhex(data)
+                del data
+                values = np.frombuffer(raw, dtype)
+            except (TypeError, ValueError) as exc:
+                raise LogError(f"{path}: response {str(entry['qsl_idx'])[:20]}: {one_line(str(exc))[:80]}") from None
+            yield index, _Response(first=values[0] if values.size else None,
+                                   digest=hashlib.sha256(raw).digest())
     except (OSError, ValueError) as exc:
         raise LogError(f"{path}: unreadable LoadGen accuracy log ({exc})") from None
-    if not isinstance(entries, list):
-        raise LogError(f"{path}: not a LoadGen accuracy log (a list of responses)")
-    return entries
 
 
 def check_test01_accuracy(accuracy_log: Path, test_log: Path, response: str) -> Verdict:
     """TEST01's accuracy check: the compliance test's logged responses against the accuracy run's."""
     dtype = RESPONSE_TYPES[response]
-    reference: dict[int, str] = {}
-    duplicates = reference_mismatches = 0
-    accuracy_entries = _entries(accuracy_log)
-    for entry in accuracy_entries:
-        index, data = int(entry["qsl_idx"]), str(entry["data"])
+    reference: dict[int, _Response] = {}
+    accuracy_entries = duplicates = reference_mismatches = 0
+    for index, logged in _responses(accuracy_log, dtype):
+        accuracy_entries += 1
         if index in reference:
             duplicates += 1
-            reference_mismatches += reference[index] != data
+            reference_mismatches += reference[index].digest != logged.digest
         else:
-            reference[index] = data
-    matched = mismatched = missing = 0
-    test_entries = _entries(test_log)
-    for entry in test_entries:
-        index = int(entry["qsl_idx"])
-        if index not in reference:
+            reference[index] = logged
+    test_entries = matched = mismatched = missing = 0
+    for index, ours in _responses(test_log, dtype):
+        test_entries += 1
+        theirs = reference.get(index)
+        if theirs is None:
             missing += 1
             continue
         matched += 1
-        ours = np.frombuffer(bytes.fromhex(str(entry["data"])), dtype)
-        theirs = np.frombuffer(bytes.fromhex(reference[index]), dtype)
-        if ours.size == 0 or theirs.size == 0:
-            mismatched += ours.size != theirs.size
-        elif ours[0] != theirs[0]:
+        if ours.first is None or theirs.first is None:
+            mismatched += (ours.first is None) != (theirs.first is None)
+        elif ours.first != theirs.first:
             mismatched += 1
     passed = mismatched == 0 and matched > 0
-    lines = [f"num_acc_log_entries = {len(accuracy_entries)}", f"num_acc_log_duplicate_keys = {duplicates}",
-             f"num_acc_log_data_mismatch = {reference_mismatches}", f"num_perf_log_entries = {len(test_entries)}",
+    lines = [f"num_acc_log_entries = {accuracy_entries}", f"num_acc_log_duplicate_keys = {duplicates}",
+             f"num_acc_log_data_mismatch = {reference_mismatches}", f"num_perf_log_entries = {test_entries}",
              f"num_perf_log_qsl_idx_match = {matched}", f"num_perf_log_data_mismatch = {mismatched}",
              f"num_missing_qsl_idxs = {missing}", PASS if passed else FAIL]
     return Verdict(passed=passed, report="\n".join(lines) + "\n")

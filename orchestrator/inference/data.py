@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from orchestrator.config.files import first_problem
 from orchestrator.config.locations import data_cache_dir
-from orchestrator.config.reading import read_json
+from orchestrator.config.reading import SMALL_BYTES, read_json
 from orchestrator.errors import DataError
 from orchestrator.inference.declaration import Harness
 from orchestrator.runners.base import DatasetArg, HostPath, Runner
@@ -91,7 +91,7 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
         took = None
     redo = f"remove {folder} and it is made again"
     try:
-        facts = SmokeFacts.model_validate(read_json(marker))
+        facts = SmokeFacts.model_validate(read_json(marker, max_bytes=SMALL_BYTES))
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         problem = first_problem(exc) if isinstance(exc, ValidationError) else " ".join(str(exc).split())
         raise DataError(f"{marker}: damaged smoke facts ({problem}); {redo}") from None
@@ -146,7 +146,7 @@ def prepare_dataset(runner: Runner, harness: Harness, model: str, data: Path, in
 
 def _read_facts(marker: Path) -> dict[str, Any]:
     try:
-        facts = read_json(marker)
+        facts = read_json(marker, max_bytes=SMALL_BYTES)
     except (OSError, ValueError):
         return {}
     return facts if isinstance(facts, dict) else {}

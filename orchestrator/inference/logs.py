@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
-from orchestrator.config.reading import read_json
+from orchestrator.config.reading import SMALL_BYTES, read_json
 from orchestrator.errors import LogError
 from orchestrator.inference.declaration import ModelFacts
 from orchestrator.mlperf import mllog
@@ -51,7 +51,7 @@ def _number(value: Any) -> float | None:
 def read_facts(results: Path) -> dict[str, Any]:
     path = results / FACTS
     try:
-        facts = read_json(path)
+        facts = read_json(path, max_bytes=SMALL_BYTES)
     except FileNotFoundError:
         raise LogError(f"{path}: missing: the harness wrote no facts file (see its output.log)") from None
     except (OSError, ValueError) as exc:

@@ -4,8 +4,8 @@ Pure functions over plain data. A `Setup` is the seeds measured on one configura
 returns one `SetupRow` per setup against a baseline:
 
 - time-to-train: olympic score (MLPerf's rule, `scoring.olympic_mean`), a 95% bootstrap interval
-  of it, the speedup over the baseline with its interval, and a Welch t-test on the converged
-  runs' times;
+  of it (its normal approximation above `LARGE_SAMPLE` runs), the speedup over the baseline with
+  its interval, and a Welch t-test on the converged runs' times;
 - the same time split in two: epochs-to-target (convergence luck: median CV ~27% in the published
   unet3d results) and seconds per epoch / samples per second (the hardware: ~2.6%), each with a
   Student-t interval, the ratio to the baseline and a Welch test;

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.reading import read_json
+from orchestrator.config.reading import TELEMETRY_BYTES, read_json
 from orchestrator.errors import UsageError
 from orchestrator.insight import gpus
 from orchestrator.insight.gpu_source import GPU_FIELDS, GpuSample, GpuSource, open_gpu_source
@@ -35,7 +35,7 @@ class TraceGpuSource(GpuSource):
 
     @classmethod
     def from_file(cls, path: Path) -> TraceGpuSource:
-        return cls(read_json(path))
+        return cls(read_json(path, max_bytes=TELEMETRY_BYTES))
 
     def describe(self) -> dict[str, Any]:
         return {"available": True, "devices": self.devices, "source": "recorded trace"}

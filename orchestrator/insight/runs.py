@@ -65,7 +65,7 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
     listing = store.list()
     broken = {b.run_id: b.problem for b in listing.broken}
     known = {row["run_id"] for row in listing.rows}
-    chosen = list(dict.fromkeys(run_ids))
+    chosen = dict.fromkeys(run_ids)  # an ordered set: runs named twice, or by a label too, count once
     for run_id in chosen:
         if run_id in broken:
             raise RecordError(broken[run_id])
@@ -78,8 +78,8 @@ def chosen_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()
         if not found:
             raise UsageError(f"no {'readable ' if broken else ''}run in {store.root} carries the label {label!r}"
                              + unreadable_runs(broken))
-        chosen += [run_id for run_id in reversed(found) if run_id not in chosen]
-    return chosen, listing
+        chosen.update(dict.fromkeys(reversed(found)))
+    return list(chosen), listing
 
 
 def unreadable_runs(broken: dict[str, str]) -> str:
@@ -97,9 +97,10 @@ def load_runs(store: Store, run_ids: Sequence[str], labels: Sequence[str] = ()) 
 
 
 def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[Setup]:
-    """The chosen runs (`chosen_runs`) as comparison setups, from the index's rows: a run is opened
-    only where its seeds' energy must be read from their telemetry, and the first run of each
-    setup's manifest for its hardware. The setups ``to_setups(load_runs(...))`` makes, in a
+    """The chosen runs (`chosen_runs`) as comparison setups, from the index's rows (each seed's time,
+    host verdict and energy, as its record holds them): a run is opened only where its records
+    predate that (an older mltrain's: energy and verdict read from the telemetry), and the first
+    run of each setup's manifest for its hardware. The setups ``to_setups(load_runs(...))`` makes, in a
     fraction of the reads."""
     rows = {row["run_id"]: row for row in listing.rows}
     seed_rows = listing.index.seeds_of(chosen) if listing.index is not None else {}
@@ -108,7 +109,7 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
         row, seeds = rows[run_id], seed_rows.get(run_id, [])
         if row["kind"] != "training":
             raise UsageError(f"run {run_id} is an inference run: compare it with inference runs only")
-        if any(seed["telemetry"] for seed in seeds):
+        if any(seed["telemetry"] and not seed["judged"] for seed in seeds):  # records of an older mltrain
             runs.append(_pooled(view_of(store.open(run_id))))
             continue
         runs.append(PooledRun(
@@ -242,13 +243,15 @@ NO_TELEMETRY = "not judged: no telemetry was sampled"
 
 
 def _indexed_seed(row: dict[str, Any]) -> SeedResult:
-    """A finished seed from its index row (one without telemetry), as `seed_result` makes it from its record."""
+    """A finished seed from its index row, as `seed_result` makes it from its record (and telemetry)."""
     converged = row["status"] == RunStatus.CONVERGED.value and bool(row["time_to_train_ms"])
+    judged = row["host"] is not None
     return SeedResult(
         seed=row["seed"], converged=converged,
         time_to_train_ms=float(row["time_to_train_ms"]) if row["time_to_train_ms"] is not None else None,
         epochs_to_target=row["epochs_to_target"] if converged and row["epochs_to_target"] else None,
-        samples_per_epoch=row["samples_per_epoch"], host="unknown", host_reason=NO_TELEMETRY,
+        samples_per_epoch=row["samples_per_epoch"], energy_j=row["energy_j"],
+        host=row["host"] if judged else "unknown", host_reason=row["host_reason"] if judged else NO_TELEMETRY,
     )
 
 

@@ -35,7 +35,7 @@ DIGEST_SHOWN = 12
 
 def facts_of(manifest: Manifest) -> dict[str, str]:
     """A run's facts: its system capture and runner's, or an import's own (`imported_facts`)."""
-    if manifest.imported is not None or manifest.runner == "imported":
+    if manifest.made_elsewhere:
         return imported_facts(manifest.imported.system_description if manifest.imported is not None else None)
     system = manifest.system or {}
     provenance = manifest.runner_provenance or {}

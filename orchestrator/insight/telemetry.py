@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config.reading import TELEMETRY_BYTES
 from orchestrator.errors import RecordError
 from orchestrator.insight.gpu_source import GPU_FIELDS, GpuSample, GpuSource, open_gpu_source
 from orchestrator.insight.host_probe import HostProbe, HostSample, dataset_disk
@@ -232,7 +233,7 @@ def load_series(path: Path) -> dict[str, Any]:
     from orchestrator.results.record_reader import read_record
     from orchestrator.results.series import TelemetrySeries
 
-    series = read_record(path, TelemetrySeries)
+    series = read_record(path, TelemetrySeries, max_bytes=TELEMETRY_BYTES)
     if series is None:
         raise RecordError(f"{path}: missing")
     return series.model_dump(mode="python")

@@ -9,6 +9,7 @@ not sampled at 1 Hz.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 from scipy import integrate
 
 from orchestrator.insight.throttle import REAL_THROTTLING, throttle_reasons
+from orchestrator.results.records import SeedEnergy
 
 MIN_COVERAGE = 0.9
 """Below this share of [run_start, run_stop] covered by samples, energy is not reported."""
@@ -81,6 +83,17 @@ def energy_to_train(series: dict[str, Any], start_ms: int, stop_ms: int) -> Ener
     joules = float(integrate.trapezoid(cut_p, cut_t / 1000))
     return Energy(joules=joules, method="integrated power", mean_power_w=joules / seconds, peak_power_w=peak,
                   coverage=coverage)
+
+
+def seed_energy(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float | None) -> SeedEnergy | None:
+    """What a seed's record keeps of `energy_to_train` (what `summarize` finds, from the same series);
+    None where there is no series or no window to cut it with."""
+    if series is None or start_ms is None or stop_ms is None or stop_ms <= start_ms:
+        return None
+    energy = energy_to_train(series, start_ms, stop_ms)  # type: ignore[arg-type]
+    if energy.joules is not None and not math.isfinite(energy.joules):
+        return SeedEnergy(joules=None, method=f"not a finite energy ({energy.joules})")
+    return SeedEnergy(joules=energy.joules, method=energy.method)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator import signals
+from orchestrator.config.reading import SMALL_BYTES, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
 
@@ -151,12 +152,17 @@ def scaling_factor(folder: Path) -> float | None:
     path = folder / "scaling.json"
     if not path.is_file():
         return None
+    must = "it must hold {\"scaling_factor\": <number>}"
+    try:
+        read_json(path, max_bytes=SMALL_BYTES)  # bounded first: the summarizer reads it without bounds
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a scaling.json ({one_line(str(exc), 80)}); {must}") from None
     try:
         with quiet_tools():
             value = result_summarizer._get_scaling_factor(str(folder))
     except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise UsageError(f"{path}: not a scaling.json ({type(exc).__name__}: {one_line(str(exc), 80)});"
-                         f" it must hold {{\"scaling_factor\": <number>}}") from None
+        raise UsageError(f"{path}: not a scaling.json ({type(exc).__name__}: {one_line(str(exc), 80)}); {must}") \
+            from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
         raise UsageError(f"{path}: scaling_factor {value!r} is not a positive number")
     return float(value)

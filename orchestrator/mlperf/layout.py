@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.config.reading import check_regular, read_json
+from orchestrator.config.reading import SMALL_BYTES, check_regular, read_json, read_regular
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
 from orchestrator.results.records import ExportedRun
@@ -147,7 +147,7 @@ def read_exported_run(folder: Path) -> ExportedRun | None:
     if not path.is_file():
         return None
     try:
-        return ExportedRun.model_validate(read_json(path))
+        return ExportedRun.model_validate(read_json(path, max_bytes=SMALL_BYTES))
     except (OSError, ValueError) as exc:
         why = first_problem(exc) if isinstance(exc, ValidationError) else checkers.one_line(str(exc), 80)
         raise UsageError(f"{path}: not the record of an mltrain export ({why}); fix or remove it") from None
@@ -163,7 +163,7 @@ def folder_digest(found: ResultFolder) -> str:
         digest.update(path.read_bytes())
     scaling = found.folder / "scaling.json"
     if scaling.is_file():
-        digest.update(b"scaling.json:" + scaling.read_bytes())
+        digest.update(b"scaling.json:" + read_regular(scaling, max_bytes=SMALL_BYTES))
     return digest.hexdigest()
 
 

@@ -13,6 +13,7 @@ scroll inside their own box. Every string that came from a log, a manifest or a 
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -22,11 +23,13 @@ from orchestrator.errors import UsageError
 from orchestrator.insight import compare as comparing
 from orchestrator.insight import sysinfo
 from orchestrator.insight.published_setups import AUTO, published_beside
+from orchestrator.insight.report_runs import RunLine
 from orchestrator.insight.runs import RunView, SeedView, to_setups
 from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
 from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
 from orchestrator.render.verdicts import verdict
+from orchestrator.results.records import ScoringRule
 from orchestrator.runners.resource_errors import classify
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -69,9 +72,13 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 value, and run ids break after a hyphen: nothing is off-screen."""
 
 
-def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report") -> str:
-    """The whole report as one HTML string (its caller refused setups of different profiles, unless forced)."""
-    setups = to_setups(runs)
+def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str = "mltrain report",
+           setups: Sequence[comparing.Setup] | None = None, lines: Sequence[RunLine] | None = None) -> str:
+    """The whole report as one HTML string (its caller refused setups of different profiles, unless
+    forced). ``setups`` and ``lines``: every run of the report, where ``runs`` are only those drawn
+    and tabled (`insight.report_runs`); by default, ``runs`` are all of them."""
+    setups = list(setups) if setups is not None else to_setups(runs)
+    lines = list(lines) if lines is not None else [RunLine.of_view(view) for view in runs]
     result = comparing.compare(setups, baseline=baseline)
     colors = {setup.name: COLORS[i % len(COLORS)] for i, setup in enumerate(setups)}
     plots = draw(setups, runs, colors)
@@ -82,7 +89,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         "<h2>Verdict</h2>",
         *([f'<p class="caveat"><span class="badge" style="background:{BADGES["smoke"]}">smoke</span> '
            f"{esc(SMOKE_CAVEAT)}: every number below proves only that the pipeline runs</p>"] if smoke else []),
-        '<div class="verdict">' + "".join(setup_card(result, row, runs) for row in result.rows) + "</div>",
+        '<div class="verdict">' + "".join(setup_card(result, row, lines) for row in result.rows) + "</div>",
         '<ul class="lines">' + "".join(f"<li>{esc(verdict(r, result))}</li>" for r in result.rows
                                        if r.name != result.baseline) + "</ul>",
         "</section>",
@@ -93,6 +100,7 @@ def render(runs: Sequence[RunView], *, baseline: str | None = None, title: str =
         "<h2>Published MLPerf results like yours</h2>",
         published_section(setups),
         "<h2>Plots</h2>",
+        shown_note(runs, lines),
         *(plot_html(plot) for plot in plots),
         "<h2>Seeds</h2>",
         seeds_table(runs),
@@ -115,10 +123,26 @@ def badge(kind: str, word: str) -> str:
 # ---------------------------------------------------------------- the verdict
 
 
-def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequence[RunView]) -> str:
+def shown_note(runs: Sequence[RunView], lines: Sequence[RunLine]) -> str:
+    """Which runs the plots, seeds and systems below show, where they are not all of them."""
+    shown = {view.run_id for view in runs}
+    hidden: dict[str, list[str]] = {}
+    for line in lines:
+        if line.run_id not in shown:
+            hidden.setdefault(line.setup, []).append(line.run_id)
+    if not hidden:
+        return ""
+    counts = Counter(line.setup for line in lines)
+    said = "; ".join(f"{esc(setup)}: the newest {counts[setup] - len(ids)} of its {counts[setup]} runs"
+                     for setup, ids in hidden.items())
+    return (f'<p class="note">The plots of seeds, the seeds and the systems show {said}; every run counts in the'
+            " verdict and the comparison above (`mltrain compare --json` gives every seed).</p>")
+
+
+def setup_card(result: comparing.Comparison, row: comparing.SetupRow, lines: Sequence[RunLine]) -> str:
     """One setup's verdict: profile, VALID/INVALID, seeds converged, the olympic rule, the quiet-host
     verdict, date and duration, its runs."""
-    views = [view for view in runs if view.setup_name == row.name]
+    views = [line for line in lines if line.setup == row.name]
     role = "baseline" if row.name == result.baseline else f"vs {result.baseline}"
     facts = [("profile", esc(row.profile or "?") + (f' <span class="note">({esc(PROFILE_CAVEAT[row.profile])})</span>'
                                                      if row.profile in PROFILE_CAVEAT else "")),
@@ -134,9 +158,9 @@ def setup_card(result: comparing.Comparison, row: comparing.SetupRow, runs: Sequ
             f"<dl>{items}</dl></div>")
 
 
-def _validity(row: comparing.SetupRow, views: Sequence[RunView]) -> str:
+def _validity(row: comparing.SetupRow, views: Sequence[RunLine]) -> str:
     """VALID or INVALID and why: each run's own score (its summary), else the comparison's."""
-    invalid = [(v.run_id, v.run.summary.reason) for v in views if v.run.summary is not None and not v.run.summary.valid]
+    invalid = [(v.run_id, v.reason) for v in views if v.valid is False]
     if invalid:
         run_id, reason = invalid[0]
         return badge("invalid", "INVALID") + f" {esc(reason)}" + (f" (run {esc(run_id)})" if len(views) > 1 else "")
@@ -154,31 +178,32 @@ def _host_badge(row: comparing.SetupRow) -> str:
     return badge(kind, word) + f" {esc(evidence.sentence().removeprefix(word).strip())}"
 
 
-def _rule(views: Sequence[RunView]) -> str:
+def _rule(views: Sequence[RunLine]) -> str:
     """The olympic rule of the setup's runs, in words."""
-    rules = {(v.manifest.rule.drop_per_end, v.manifest.rule.max_non_converged) for v in views}
-    if len(rules) != 1:
+    rules = {(v.drop_per_end, v.max_non_converged) for v in views}
+    if len(rules) != 1 or None in next(iter(rules)):
         return "mixed rules"
-    return "olympic: " + rule_text(views[0].manifest.rule)
+    drop, most = next(iter(rules))
+    return "olympic: " + rule_text(ScoringRule(drop_per_end=drop, max_non_converged=most))
 
 
-def _when_fact(views: Sequence[RunView]) -> tuple[str, str]:
+def _when_fact(views: Sequence[RunLine]) -> tuple[str, str]:
     """('ran', when and how long), or for runs made elsewhere ('imported', the date of the import:
     when they ran is not known here)."""
-    if views and all(v.manifest.imported is not None or v.manifest.runner == "imported" for v in views):
-        starts = sorted(i for i in (_instant(v.manifest.started_at) for v in views) if i is not None)
+    if views and all(v.imported for v in views):
+        starts = sorted(i for i in (_instant(v.started_at) for v in views) if i is not None)
         when = starts[0].astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if starts else "?"
         return "imported", esc(f"{when} (made elsewhere: when it ran is not recorded)")
     return "ran", esc(_when(views))
 
 
-def _when(views: Sequence[RunView]) -> str:
+def _when(views: Sequence[RunLine]) -> str:
     """'2026-11-27 12:02 UTC, 4.02 min' (the first run's start, the runs' time together)."""
-    starts = [_instant(v.manifest.started_at) for v in views]
+    starts = [_instant(v.started_at) for v in views]
     known = [s for s in starts if s is not None]
     if not known:
         return "?"
-    spent = [(_instant(v.manifest.ended_at), start) for v, start in zip(views, starts, strict=True)]
+    spent = [(_instant(v.ended_at), start) for v, start in zip(views, starts, strict=True)]
     ms = sum((end - start).total_seconds() * 1000 for end, start in spent if end is not None and start is not None)
     first = min(known).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     ended = all(end is not None for end, _ in spent)

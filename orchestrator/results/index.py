@@ -26,7 +26,7 @@ from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped whenever the tables change: an index of another version is dropped and rebuilt."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -39,12 +39,13 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS seeds (
     run_id TEXT, seed INTEGER, state TEXT, status TEXT, time_to_train_ms INTEGER,
     epochs_to_target REAL, reason TEXT, samples_per_epoch INTEGER, global_batch_size INTEGER, telemetry INTEGER,
+    host TEXT, host_reason TEXT, energy_j REAL, judged INTEGER,
     PRIMARY KEY (run_id, seed)
 );
 CREATE INDEX IF NOT EXISTS runs_label ON runs (label);
 """
 _RUN_COLUMNS = 24
-_SEED_COLUMNS = 10
+_SEED_COLUMNS = 14
 _INT64_MAX = 2**63 - 1
 READ_WAIT_S = 5.0
 """How long a reader or a run's write waits for another process's write lock before giving up."""
@@ -267,6 +268,10 @@ class Index:
 
 def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,
               telemetry: bool) -> tuple[Any, ...]:
+    """A seed's row. ``judged``: its record holds the verdict on its host and, where it has telemetry,
+    its energy (a record of an older mltrain does not: its run is read whole to compare it)."""
+    host = record.quiet_host if record else None
+    energy = record.energy if record else None
     return (
         run_id, seed, (state.state if state else SeedStateName.PENDING).value,
         record.status.value if record else None,
@@ -276,6 +281,10 @@ def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord
         record.samples_per_epoch if record else None,
         _integer(record.global_batch_size) if record else None,
         int(telemetry),
+        host.verdict if host else None,
+        host.reason if host else None,
+        energy.joules if energy else None,
+        int(record is not None and host is not None and (energy is not None or not telemetry)),
     )
 
 

@@ -73,8 +73,13 @@ def check_node_name(node: str, what: str = "node name") -> str:
 
 
 def inside(path: Path, root: Path) -> Path:
-    """``path`` resolved (links followed); RecordError when that leaves ``root``."""
-    resolved = path.resolve()
+    """``path`` resolved (links followed); RecordError when that leaves ``root``, or when its links
+    lead in a loop (`Path.resolve` raises RuntimeError for one)."""
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError) as exc:
+        why = "its links lead in a loop" if isinstance(exc, RuntimeError) else exc.strerror or str(exc)
+        raise RecordError(f"{path}: a link that cannot be followed ({why}); remove it") from None
     if not resolved.is_relative_to(root.resolve()):
         raise RecordError(
             f"{path}: resolves outside {root} (to {resolved}); move the folder itself there rather than linking it"

@@ -134,7 +134,11 @@ class Qualifications:
         if not self.paths.nodes.is_dir():
             return []
         entries: list[tuple[str, str]] = []
-        for entry in sorted(self.paths.nodes.iterdir()):
+        try:
+            listed = sorted(self.paths.nodes.iterdir())
+        except OSError as exc:
+            raise StoreError(f"{self.paths.nodes}: cannot be read ({exc.strerror or exc})") from None
+        for entry in listed:
             try:
                 check_node_name(entry.name)
             except UsageError:
@@ -153,8 +157,13 @@ class Qualifications:
         entries = [(check_node_name(node), "")] if node else self._node_entries()
         broken = [problem for _, problem in entries if problem]
         for name in (name for name, problem in entries if not problem):
-            folder = self.node_dir(name)
-            for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                paths = json_files(self.node_dir(name))
+            except OSError as exc:  # a folder this user may not read: named, the other nodes listed
+                broken.append(f"{exc.filename}: cannot be read ({exc.strerror or exc}); its qualifications are"
+                              " not shown")
+                continue
+            for path in paths:
                 try:
                     record = _in_place(read_record(path, QualificationRecord), path, name)
                 except RecordError as exc:
@@ -171,9 +180,22 @@ class Qualifications:
         return _required(path, QualificationRecord, "no qualification record was written")
 
     def fleets(self) -> list[FleetRecord]:
-        folder = self.paths.fleets
-        found = [read_record(p, FleetRecord) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+        try:
+            paths = json_files(self.paths.fleets)
+        except OSError as exc:
+            raise StoreError(f"{exc.filename}: cannot be read ({exc.strerror or exc})") from None
+        found = [read_record(p, FleetRecord) for p in paths]
         return [f for f in found if f is not None]
+
+
+def json_files(folder: Path) -> list[Path]:
+    """The ``*.json`` files of ``folder``, sorted; none where there is no folder. OSError where it
+    cannot be listed (`Path.glob` passes over a folder it may not read, as if it were empty)."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(entry.path) for entry in entries if entry.name.endswith(".json"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def load_order(path: Path) -> NodeOrder:

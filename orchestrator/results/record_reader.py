@@ -9,17 +9,18 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from orchestrator.config.files import first_problem
-from orchestrator.config.reading import read_json
+from orchestrator.config.reading import RECORD_BYTES, read_json
 from orchestrator.errors import RecordError
 from orchestrator.results.records import Record
 
 R = TypeVar("R", bound=Record)
 
 
-def read_record(path: Path, model: type[R]) -> R | None:
-    """A stored JSON file as its typed record; None when it does not exist."""
+def read_record(path: Path, model: type[R], *, max_bytes: int = RECORD_BYTES) -> R | None:
+    """A stored JSON file as its typed record; None when it does not exist. ``max_bytes``: the bound
+    of its kind (`orchestrator.config.reading`: a record's, a telemetry series')."""
     try:
-        data = read_json(path)  # a regular file, its JSON bounded in size and depth
+        data = read_json(path, max_bytes=max_bytes)  # a regular file, its JSON bounded in size and depth
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

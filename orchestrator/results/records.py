@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 from orchestrator.config.numbers import Finite, NonNegative, Positive
 from orchestrator.config.profiles import ProfileName
 
+IMPORTED_RUNNER = "imported"
+"""The runner a run made elsewhere names (`mltrain import`)."""
 MAX_RUN_MS = 366 * 86_400_000
 """The longest run_start-to-run_stop a stored run may hold: a year (an imported run_stop of 2^53 ms
 made a converged seed of 285,000 years)."""
@@ -124,6 +126,16 @@ class QuietHost(Record):
     """Signals this host could not give, and why."""
 
 
+class SeedEnergy(Record):
+    """A seed's GPU energy between run_start and run_stop, from its telemetry when it ended
+    (`orchestrator.insight.telemetry_summary.seed_energy`): kept in its record, so that a comparison
+    of thousands of runs reads it from the index rather than from every series."""
+
+    joules: Finite | None
+    """None when it is unknown (no GPU power, too few samples): ``method`` says why."""
+    method: str
+
+
 class RunRecord(Record):
     """One run, derived from its MLLOG lines (and the process exit, when we ran it)."""
 
@@ -165,6 +177,8 @@ class RunRecord(Record):
     quiet_host: QuietHost | None = None
     """Whether the host was quiet while the seed ran (its telemetry judged); None: not judged (a
     record of an older mltrain, an imported log)."""
+    energy: SeedEnergy | None = None
+    """Its energy from its telemetry; None: no telemetry to cut (or a record of an older mltrain)."""
 
     @property
     def converged(self) -> bool:
@@ -365,6 +379,11 @@ class Manifest(Record):
     def setup_name(self) -> str:
         """How comparisons name this run: its label, else its id."""
         return self.label or self.run_id
+
+    @property
+    def made_elsewhere(self) -> bool:
+        """An imported run (`mltrain import`; an older mltrain's imports name only their runner)."""
+        return self.imported is not None or self.runner == IMPORTED_RUNNER
 
 
 class RcpCheck(Record):

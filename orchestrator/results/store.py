@@ -277,40 +277,47 @@ class Store:
         index = index or self.index
         with index.batch():
             synced = index.synced()
-            training, inference = self._stamps(index.seed_numbers())
-            broken: list[BrokenRun] = []
+            training, inference, unreadable = self._stamps(index.seed_numbers())
+            broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
             for run_id, stamp in [*training.items(), *inference.items()]:
                 is_training = run_id in training
                 if synced.get(run_id) == stamp:
                     continue
                 try:
                     if is_training:
-                        self.open(run_id).sync(index)
+                        self.open(run_id).sync(index, mtime=stamp)
                     else:
                         sync_inference(self.inference_paths(run_id), self.open_inference(run_id), index)
                 except (RecordError, UsageError) as exc:
                     broken.append(BrokenRun(run_id, str(exc)))
+                except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
+                    broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
             index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
         return broken
 
-    def _stamps(self, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float]]:
-        """Each run folder's time (`_run_mtime`), training runs and inference runs apart: one pass
+    def _stamps(self, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+        """Each run folder's time (`_run_mtime`), training runs and inference runs apart, and the
+        folders that cannot be read, each with its problem (named, the others listed): one pass
         over the folder, a few system calls per run (thousands of runs are listed in a blink).
         ``seeds``: each indexed run's seeds (a run that gains a seed rewrites its manifest, so the
         seed folders of a run the index knows need no listing)."""
         training: dict[str, float] = {}
         inference: dict[str, float] = {}
+        unreadable: dict[str, str] = {}
         with os.scandir(self.root) as entries:
             names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
         for name in names:
             folder = os.path.join(self.root, name)
             try:
-                training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
-                                            seeds.get(name))
-            except FileNotFoundError:
-                with contextlib.suppress(FileNotFoundError):
-                    inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
-        return training, inference
+                try:
+                    training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
+                                                seeds.get(name))
+                except FileNotFoundError:
+                    with contextlib.suppress(FileNotFoundError):
+                        inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
+            except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
+                unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
+        return training, inference, unreadable
 
     def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:
         """Runs, newest first, from the refreshed index, and the folders that could not be read.
@@ -430,15 +437,16 @@ class StoredRun:
         """The seed's record was archived with its attempt."""
         self.records.pop(seed, None)
 
-    def sync(self, index: Index | None = None) -> None:
+    def sync(self, index: Index | None = None, *, mtime: float | None = None) -> None:
         """Write this run's rows into ``index`` (a refresh's, whose errors are its caller's), or into
         the store's index, which cannot fail the run: the folders are written, and an index another
-        process holds, or one a full disk cannot take, catches up at the next read (`Store.refresh`)."""
+        process holds, or one a full disk cannot take, catches up at the next read (`Store.refresh`).
+        ``mtime``: the run's time as the refresh found it before reading the run (`_run_mtime`)."""
         telemetry = frozenset(seed for seed in self.manifest.seeds if self.paths.seed(seed).telemetry.is_file())
 
         def write(target: Index) -> None:
-            target.write(self.manifest, self.summary, self.states, self.records, _run_mtime(self.paths.root),
-                         telemetry=telemetry)
+            stamp = _run_mtime(self.paths.root) if mtime is None else mtime
+            target.write(self.manifest, self.summary, self.states, self.records, stamp, telemetry=telemetry)
 
         if index is not None:
             write(index)
@@ -452,15 +460,15 @@ def _run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: l
     ``seeds`` names them."""
     stamps = [manifest_mtime] if manifest_mtime is not None else []
     names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
-    files = [os.path.join(folder, name) for name in names]
-    seeds_folder = os.path.join(folder, "seeds")
+    files = [f"{folder}/{name}" for name in names]  # (not os.path.join: thousands of runs, a few each)
+    seeds_folder = f"{folder}/seeds"
     if seeds is not None:
-        folders = [os.path.join(seeds_folder, str(seed)) for seed in seeds]
+        folders = [f"{seeds_folder}/{seed}" for seed in seeds]
     else:
         folders = []
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
-    files += [os.path.join(seed, name) for seed in folders for name in (STATE_NAME, RECORD_NAME)]
+    files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
     for path in files:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             stamps.append(os.stat(path).st_mtime)

@@ -27,6 +27,7 @@ from orchestrator.results import atomic
 from orchestrator.results.lock import is_held
 from orchestrator.results.paths import LOCK_NAME
 from orchestrator.results.records import (
+    IMPORTED_RUNNER,
     ImportedFolder,
     Manifest,
     RunRecord,
@@ -79,7 +80,7 @@ def import_folder(
         mlperf_result=exported is None or exported.profile == MLPERF,
         label=label or label_from(found.system or found.folder.name),
         seeds=tuple(found.files),
-        runner="imported",
+        runner=IMPORTED_RUNNER,
         imported_from=str(found.folder.resolve()),
         imported=ImportedFolder(
             folder=str(found.folder.resolve()), system=found.system, system_description=found.system_description,
@@ -122,7 +123,7 @@ def refuse_imported_twice(store: Store, found: layout.ResultFolder, digest: str)
     listing = store.list()
     folder = str(found.folder.resolve())
     for row in listing.rows:
-        if row.get("runner") != "imported":
+        if row.get("runner") != IMPORTED_RUNNER:
             continue
         try:
             imported = store.manifest(row["run_id"]).imported

@@ -33,6 +33,7 @@ from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import Interrupted
 from orchestrator.insight import quiet, sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
+from orchestrator.insight.telemetry_summary import seed_energy
 from orchestrator.mlperf import compliance, parity
 from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
@@ -201,7 +202,8 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
             warning=watch.warning,
         )
     evidence = quiet.judge(sampler.written, record.run_start_ms, record.run_stop_ms)
-    record = record.model_copy(update={"quiet_host": evidence})
+    energy = seed_energy(sampler.written, record.run_start_ms, record.run_stop_ms)
+    record = record.model_copy(update={"quiet_host": evidence, "energy": energy})
     record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
                                    reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
                                    synthetic_data=plan.profile.dataset.source == "synthetic")

@@ -182,7 +182,7 @@ def plan_resume(
     run (`StoredRun.locked`) once the plan stands."""
     check_label(label)
     m = previous.manifest
-    if m.runner == "imported":
+    if m.made_elsewhere:
         raise UsageError(f"run {previous.run_id} was imported from logs made elsewhere: there is nothing to resume")
     if m.workload != workload.name:
         raise UsageError(f"run {previous.run_id} is a {m.workload} run, not {workload.name}")

@@ -24,6 +24,7 @@ from unittest import mock
 import numpy as np
 
 from orchestrator.insight import quiet
+from orchestrator.insight.telemetry_summary import seed_energy
 from orchestrator.mlperf import mllog
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Manifest, SeedState, SeedStateName
@@ -95,7 +96,8 @@ def make_run(
 ) -> str:
     """Store a finished fakebench run; return its id. With ``other_cpu_pct``, each seed's telemetry
     holds the quiet-host evidence (other processes at that share of the host's CPU throughout) and
-    its record the verdict on it, as `mltrain run` judges it."""
+    its record the verdict on it, as `mltrain run` judges it; with telemetry, its record holds the
+    seed's energy, as `mltrain run` keeps it."""
     run_id = run_id or new_run_id("fakebench", profile)
     manifest = Manifest.model_validate({
         "run_id": run_id, "workload": "fakebench", "benchmark": "unet3d", "profile": profile,
@@ -117,9 +119,10 @@ def make_run(
         if sampled:
             series = power_series(record.run_start_ms, record.run_stop_ms, power_w or 100.0, seed, other_cpu_pct)
             seed_paths.telemetry.write_text(json.dumps(series))
-            if other_cpu_pct is not None:
-                record = record.model_copy(update={
-                    "quiet_host": quiet.judge(series, record.run_start_ms, record.run_stop_ms)})
+            record = record.model_copy(update={
+                "energy": seed_energy(series, record.run_start_ms, record.run_stop_ms),
+                **({"quiet_host": quiet.judge(series, record.run_start_ms, record.run_stop_ms)}
+                   if other_cpu_pct is not None else {})})
         run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED), record)
     # scored as loop.finish does, without its MLCommons export
     run.save_summary(scoring.summary_of(run, scoring.score_run(run)))

@@ -381,3 +381,61 @@ def test_too_few_seeds_for_an_olympic_score_still_lead_with_the_hardware() -> No
     assert line.startswith("b is ") and " faster per epoch than a [" in line
     assert "no olympic time-to-train to compare (too few converged runs for its rule)" in line
     assert "[-" not in line and ", -" not in line
+
+
+def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with_the_bootstrap(monkeypatch) -> None:
+    """Above LARGE_SAMPLE runs the bootstrap (seconds per interval: 20 s a comparison of 2 x 5,000
+    runs) gives way to the normal approximation of the olympic mean, which agrees with it."""
+    from orchestrator.insight import bootstrap as comparing
+    from orchestrator.mlperf.scoring import olympic_mean_along
+
+    rng = np.random.default_rng(7)
+    base = make_setup("base", list(rng.normal(30, 3, 5000)), [60.0] * 5000, failed=1)
+    fast = make_setup("fast", list(rng.normal(28, 3, 5000)), [60.0] * 5000)
+    truth = {}
+    for setup in (base, fast):
+        times = np.array([s.time_to_train_ms for s in setup.converged()])
+        failures = len(setup.seeds) - len(times)
+        boot = stats.bootstrap((times,), lambda x, axis, f=failures: olympic_mean_along(x, f, 1, axis),
+                               vectorized=True, method="percentile", n_resamples=999,
+                               rng=np.random.default_rng(1))
+        truth[setup.name] = boot.confidence_interval
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a bootstrap of thousands of runs")
+
+    monkeypatch.setattr(comparing.stats, "bootstrap", refused)
+    for setup in (base, fast):
+        interval = olympic_interval(setup)
+        width = truth[setup.name].high - truth[setup.name].low
+        assert interval.low == pytest.approx(truth[setup.name].low, abs=0.1 * width)
+        assert interval.high == pytest.approx(truth[setup.name].high, abs=0.1 * width)
+    row = next(r for r in compare([base, fast]).rows if r.name == "fast")
+    assert row.speedup.low < row.speedup.value < row.speedup.high
+    assert row.speedup.value == pytest.approx(olympic_interval(base).value / olympic_interval(fast).value)
+
+
+def test_compare_reads_runs_with_telemetry_from_the_index_without_opening_them(tmp_path: Path, monkeypatch) -> None:
+    """A run's records keep each seed's host verdict and energy, so a comparison of thousands of runs
+    with telemetry (every real run has it) opens none of them: it opened all 7,000, 22 s."""
+    from orchestrator.insight.runs import chosen_runs, load_runs, load_setups, to_setups
+    from orchestrator.results.store import Store
+    from tests.hardware.stored_runs import make_run
+
+    results = tmp_path / "results"
+    for label, power in (("a", 300.0), ("a", 310.0), ("b", 250.0)):
+        make_run(results, label=label, seeds=[1, 2, 3], power_w=power, other_cpu_pct=1.0)
+    store = Store(results)
+    from_folders = to_setups(load_runs(store, [], ["a", "b"]))
+    chosen, listing = chosen_runs(store, [], ["a", "b"])
+    first = {setup: runs[0] for setup, runs in (("a", chosen[:2]), ("b", chosen[2:]))}
+
+    def opened(self, run_id):
+        raise AssertionError(f"run {run_id} opened")
+
+    monkeypatch.setattr(Store, "open", opened)
+    monkeypatch.setattr(Store, "manifest", lambda self, run_id, real=Store.manifest: real(self, run_id)
+                        if run_id in first.values() else opened(self, run_id))
+    indexed = load_setups(store, chosen, listing)
+    assert indexed == from_folders
+    assert all(seed.energy_j and seed.host == "quiet" for setup in indexed for seed in setup.seeds)

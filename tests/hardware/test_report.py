@@ -209,3 +209,33 @@ def test_cpu_only_telemetry_plots_host_cpu(hw_cli, tmp_path: Path) -> None:
     alts = [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
     assert "Host CPU: other processes' share over time" in alts
     assert "solid: other processes' share of the host's CPU (what disturbs a result)" in "".join(parsed.text)
+
+
+
+def test_a_report_of_many_runs_counts_them_all_and_draws_the_newest_of_each_setup(tmp_path: Path, monkeypatch):
+    """Every run counts in the verdict and the comparison (from the index, none opened for it); only
+    the newest runs of each setup are read whole to be drawn and tabled, and the page says so: a
+    report of 10,000 runs opened and drew them all (100 s and more)."""
+    from orchestrator.insight.report_runs import load_report
+    from orchestrator.insight.runs import chosen_runs, load_runs, to_setups
+    from orchestrator.render import report
+    from orchestrator.results.store import Store
+
+    results = tmp_path / "results"
+    ids = {label: [make_run(results, label=label, seeds=[1, 2, 3], power_w=300.0, other_cpu_pct=1.0)
+                   for _ in range(count)] for label, count in (("a", 5), ("b", 2))}
+    store = Store(results)
+    every = to_setups(load_runs(store, [], ["a", "b"]))
+    chosen, listing = chosen_runs(store, [], ["a", "b"])
+    opened: list[str] = []
+    real_open = Store.open
+    monkeypatch.setattr(Store, "open", lambda self, run_id: opened.append(run_id) or real_open(self, run_id))
+    found = load_report(store, chosen, listing, shown_per_setup=2)
+    assert sorted(opened) == sorted(ids["a"][-2:] + ids["b"])  # the newest two of each setup, nothing more
+    assert found.setups == every and [line.run_id for line in found.lines] == chosen
+    assert found.hidden() == {"a": 3}
+    page = report.render(found.views, setups=found.setups, lines=found.lines)
+    text = html.unescape(page)
+    assert "a: the newest 2 of its 5 runs; every run counts in the verdict" in text
+    assert "seeds converged</dt><dd>15 of 15" in page and "over 5 runs" in text
+    assert ids["a"][0] not in text.split("<h2>Seeds</h2>")[1]  # the oldest run is counted, not tabled

@@ -84,6 +84,9 @@ IMPORTS: list[tuple[str, Callable[[Path], Path], str]] = [
      "scaling.json: not a scaling.json"),
     ("scaling.json negative", lambda d: logs(d, **{"scaling.json": '{"scaling_factor": -2}'}),
      "scaling.json: scaling_factor -2 is not a positive number"),
+    ("scaling.json nested 100,000 deep", lambda d: logs(d, **{"scaling.json": '{"scaling_factor": '
+                                                                  + "[" * 100_000 + "]" * 100_000 + "}"}),
+     "scaling.json: not a scaling.json (JSON nested deeper than"),
 ]
 
 

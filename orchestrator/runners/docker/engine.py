@@ -16,7 +16,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
 
-from orchestrator.errors import RunnerError
+from orchestrator.errors import RunnerError, UsageError
 from orchestrator.runners.base import LABEL_RUN_ID
 
 HELPER_TIMEOUT_SECONDS = 300
@@ -29,7 +29,7 @@ def engine_status() -> tuple[bool, str]:
     where = engine_address()
     try:
         client = docker.from_env(timeout=5)
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, ValueError) as exc:  # ValueError: a DOCKER_HOST that is no URL
         return False, f"no Docker engine answers at {where} ({short_error(exc)})"
     try:
         version = client.version()
@@ -41,17 +41,28 @@ def engine_status() -> tuple[bool, str]:
 
 
 def connect() -> docker.DockerClient:
-    """A client for the engine of DOCKER_HOST (or the default socket); RunnerError when none answers."""
+    """A client for the engine of DOCKER_HOST (or the default socket); RunnerError when none answers,
+    UsageError when DOCKER_HOST is no address at all."""
     where = engine_address()
     try:
         client = docker.from_env(timeout=ENGINE_TIMEOUT_SECONDS)
+    except (ValueError, docker.errors.DockerException) as exc:
+        # the SDK parses DOCKER_HOST as a URL: '[::1' and a port that is no number are ValueErrors
+        if isinstance(exc, ValueError) or "Invalid bind address" in str(exc):
+            raise UsageError(f"DOCKER_HOST {where!r} is not an address of a Docker engine ({short_error(exc)}):"
+                             " fix it (unix:///var/run/docker.sock, tcp://HOST:PORT) or unset it") from None
+        raise _unreachable(where, exc) from None
+    try:
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise RunnerError(
-            f"cannot reach the Docker engine at {where} ({short_error(exc)}): start dockerd, set DOCKER_HOST,"
-            " or use --runner local"
-        ) from None
+        client.close()
+        raise _unreachable(where, exc) from None
     return client
+
+
+def _unreachable(where: str, exc: Exception) -> RunnerError:
+    return RunnerError(f"cannot reach the Docker engine at {where} ({short_error(exc)}): start dockerd, set"
+                       " DOCKER_HOST, or use --runner local")
 
 
 def remove_leftovers(client: docker.DockerClient, run_id: str | None = None) -> list[str]:
