@@ -68,8 +68,11 @@ def shard(model: Llama, context: Context) -> nn.Module:
 
 
 def build(config: TrainConfig, context: Context) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """The model (initialised from torch's seed, the same on every process), sharded, and its AdamW."""
-    model = Llama(config.shape, checkpointing=config.checkpointing).to(context.device)
+    """The model (initialised from torch's seed, the same on every process), sharded, and its AdamW.
+    Its parameters are made on the process's device: 8 processes of the 8B model built on the host
+    first would hold 8 x 32 GB of fp32 weights in host memory at once."""
+    with context.device:
+        model = Llama(config.shape, checkpointing=config.checkpointing)
     model = shard(model, context)
     decay = [p for p in model.parameters() if p.ndim >= 2]
     rest = [p for p in model.parameters() if p.ndim < 2]
