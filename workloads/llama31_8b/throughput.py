@@ -56,17 +56,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def peak_tflops(device_name: str, precision: str, env: dict[str, str]) -> float | None:
-    """The dense peak the MFU divides by: ``PEAK_TFLOPS``, else the table's for a bf16 run, else None."""
+def peak_override(env: dict[str, str]) -> float | None:
+    """``PEAK_TFLOPS`` as a number (None when unset); SettingsError, before anything runs, otherwise."""
     text = env.get(PEAK_ENV, "").strip()
-    if text:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not value > 0:
-            raise SettingsError(f"{PEAK_ENV} must be a positive number of TFLOPS, got {text!r}")
-        return value
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise SettingsError(f"{PEAK_ENV} must be a positive number of TFLOPS, got {text!r}")
+    return value
+
+
+def peak_tflops(device_name: str, precision: str, override: float | None) -> float | None:
+    """The dense peak the MFU divides by: ``PEAK_TFLOPS``, else the table's for a bf16 run, else None."""
+    if override is not None:
+        return override
     if precision != "bf16":
         return None
     return next((peak for part, peak in DENSE_BF16_TFLOPS.items() if part in device_name), None)
@@ -83,7 +90,7 @@ def loader_rate(data: Path, config: TrainConfig, context: distributed.Context, b
 
 
 def measure(config: TrainConfig, context: distributed.Context, *, steps: int, warmup: int, data: str,
-            env: dict[str, str]) -> None:
+            peak_given: float | None) -> None:
     with MlperfLog(enabled=context.is_main) as log:
         setup = resolve_setup(config, context)
         log.event(RESOLVED_SETTINGS, setup.settings)
@@ -107,7 +114,7 @@ def measure(config: TrainConfig, context: distributed.Context, *, steps: int, wa
         tokens = rate * config.seq_len
         per_device = tokens / context.world_size
         tflops = per_device * config.shape.train_flops_per_token() / 1e12
-        peak = peak_tflops(setup.device_name, setup.precision, env)
+        peak = peak_tflops(setup.device_name, setup.precision, peak_given)
         meta = throughput.metadata(per_step_ms=per_step, steps=steps, warmup_steps=warmup,
                                    batch_size=share, global_batch_size=config.global_batch, rate=rate,
                                    loader_rate=loaded, precision=setup.precision, device_name=setup.device_name)
@@ -127,8 +134,9 @@ def _main(argv: list[str] | None) -> None:
     if steps < 1:
         raise SettingsError(f"STEPS must be at least 1, got {steps}")
     config = build(args.preset or preset_from(env), [*env_assignments(env), *args.set])
+    peak_given = peak_override(env)
     with distributed.joined(pick_device(config.device)) as context:
-        measure(config, context, steps=steps, warmup=warmup, data=args.data, env=env)
+        measure(config, context, steps=steps, warmup=warmup, data=args.data, peak_given=peak_given)
 
 
 def main(argv: list[str] | None = None) -> int:
