@@ -60,7 +60,7 @@ DEFAULT_OUT = PROJECT / "orchestrator" / "mlperf" / "published" / TABLE
 
 
 def from_repositories(folder: Path, *, check_summarizer: bool = False) -> list[PublishedSystem]:
-    """One row per results/<system>/<benchmark> of unet3d and resnet in the checked-out repositories."""
+    """One row per results/<system>/<benchmark> of BENCHMARKS in the checked-out repositories."""
     systems = []
     repos = sorted(p for p in folder.glob("training_results_v*") if p.is_dir())
     if not repos:
