@@ -9,6 +9,9 @@ FSDP's reduce-scatter, so a step is the same whatever the process count (a test 
 
 Precision: parameters, gradients and AdamW's state in fp32; the forward and backward under
 autocast in bf16 or fp16 (a GradScaler for fp16) as ``precision`` resolved; the loss in fp32.
+The reference (NeMo's MegatronMixedPrecision) keeps bf16 parameters and runs fp8 "hybrid" GEMMs
+through Transformer Engine; the closed rules leave the precision to the submitter, and this
+workload logs what it used (``lowest_numerical_precision_in_*``).
 
 The optimizer: AdamW with weight decay on the matrices and embeddings, none on the norms (Megatron's
 rule: no decay for 1-D parameters); the learning rate linear from 0 over the warmup, then a cosine

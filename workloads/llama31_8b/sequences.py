@@ -7,6 +7,11 @@ Validation (the reference's "we do not shuffle"): documents in file order, the f
 seed and the epoch, and the samples of that concatenation in an order drawn the same way; step ``s``
 takes global samples ``s * global_batch`` onwards, each process its contiguous share. Nothing is
 read before a sample is asked for (the files are memory-mapped).
+
+Where it differs from the reference: the orders are drawn by numpy's ``default_rng((seed, epoch))``,
+not by Megatron's index builder (``build_pretraining_datamodule``: its doc, sample and shuffle
+indices from ``numpy.random.RandomState(seed)``), so a seed sees other sequences than the
+reference's run of that seed; the documents, the sample length and the validation set are the same.
 """
 
 from __future__ import annotations
