@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from workloads.common import distributed
@@ -151,20 +152,22 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.
 @torch.no_grad()
 def evaluate(model: nn.Module, samples, *, config: TrainConfig, precision: str, context: Context) -> float:
     """Mean next-token loss (log perplexity) over the first ``eval_samples`` validation samples, each
-    process its contiguous share (eval_samples must split evenly: every process runs as many forwards)."""
-    share, left = divmod(config.eval_samples, context.world_size)
-    if left:
-        raise ValueError(f"eval_samples {config.eval_samples} does not split over {context.world_size} processes")
-    model.eval()
+    process a contiguous share of ceil(eval_samples / processes). Every process runs as many forwards
+    (FSDP gathers the weights in each): a share that runs short is filled with sample 0, weighted 0."""
+    share = -(-config.eval_samples // context.world_size)
     first = context.rank * share
+    model.eval()
     sums = torch.zeros(2, dtype=torch.float64, device=context.device)
     for start in range(first, first + share, config.micro_batch):
-        rows = [torch.from_numpy(samples[i]) for i in range(start, min(start + config.micro_batch, first + share))]
+        indices = range(start, min(start + config.micro_batch, first + share))
+        rows = [torch.from_numpy(samples[i if i < config.eval_samples else 0]) for i in indices]
         chunk = torch.stack(rows).to(context.device, non_blocking=True)
         with autocast(precision, context.device):
             logits = model(chunk[:, :-1])
-        sums[0] += loss_of(logits, chunk[:, 1:]).double() * chunk[:, 1:].numel()
-        sums[1] += chunk[:, 1:].numel()
+        losses = F.cross_entropy(logits.float().transpose(1, 2), chunk[:, 1:], reduction="none")
+        counted = sum(1 for i in indices if i < config.eval_samples)
+        sums[0] += losses[:counted].double().sum()
+        sums[1] += losses[:counted].numel()
     model.train()
     total = distributed.all_reduce_sum(sums, context)
     return float(total[0] / total[1])

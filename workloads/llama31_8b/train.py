@@ -83,8 +83,6 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     log.event(RESOLVED_SETTINGS, setup.settings)
     share = config.global_batch // context.world_size
     config.accumulation(context.world_size)  # refuses a global batch that does not split
-    if config.eval_samples % context.world_size:
-        raise SettingsError(f"eval_samples {config.eval_samples} does not split over {context.world_size} processes")
     seed_random = environment.seeds_random
     if seed == RANDOM_SEED:
         seed, seed_random = distributed.broadcast_int(secrets.randbelow(2**31), context), True
