@@ -6,13 +6,16 @@
 ``--from DIR``: a folder of checked-out MLCommons results repositories (``DIR/training_results_v4.0``,
 ``DIR/training_results_v3.1``, ... as ``git clone https://github.com/mlcommons/training_results_v4.0``
 makes them; nothing is downloaded here). For every ``<submitter>/results/<system>/<benchmark>/`` of
-unet3d and resnet it reads the result logs with mltrain's MLLOG reader (epochs counted in samples
+unet3d, resnet and llama31_8b it reads the result logs with mltrain's MLLOG reader (epochs counted in samples
 become epochs), ``scaling.json`` with mlperf_logging's own reader, and ``<submitter>/systems/<system>.json``
 for the accelerators; the score is the olympic mean of the converged runs' minutes times the
 scaling factor (mltrain's olympic rule, the summarizer's), rounded as MLCommons publishes it (3
 decimals; per-run minutes 4). ``--check-summarizer`` also runs mlperf_logging's result summarizer on
 each folder (with the round's ruleset) and notes where it differs. Logs in the pre-MLLOG formats of
 rounds v0.5 and v0.6 are not read: those systems get no per-run times (a note says so).
+
+``--add`` keeps the table's other rows (the rounds and benchmarks not read), as when adding
+llama31_8b from ``training_results_v5.1`` alone to the table built from the shared data set.
 
 ``--from-csv DIR``: convert the project's shared data set (``mlperf_published_extended.csv`` and
 ``mlperf_runs.csv``, collected from the same repositories) into the shipped table.
@@ -37,21 +40,27 @@ from orchestrator.mlperf.published import (  # noqa: E402
     TABLE,
     PublishedSystem,
     accelerator_class,
+    load,
     write,
 )
 from orchestrator.mlperf.quality import Goal  # noqa: E402
 from orchestrator.mlperf.scoring import olympic_mean  # noqa: E402
 from orchestrator.units import minutes as in_minutes  # noqa: E402
 
-BENCHMARKS = ("unet3d", "resnet")
-TARGETS = {"unet3d": 0.908, "resnet": 0.759}
+BENCHMARKS = ("unet3d", "resnet", "llama31_8b")
+TARGETS = {"unet3d": 0.908, "resnet": 0.759, "llama31_8b": 3.3}
+LOWER_IS_BETTER = ("llama31_8b",)
+"""Benchmarks whose metric falls to the target (a log perplexity)."""
+COUNTS_SEQUENCES = ("llama31_8b",)
+"""Benchmarks whose table counts sequences to target, not epochs: their logs' train_samples differ by
+submitter (NVIDIA's 1,574,207,408, AMD's the samples it trained), their RCPs count sequences."""
 EARLY_TARGETS = {("resnet", "v0.5"): 0.749}
 """Quality targets that differ in early rounds."""
 DEFAULT_OUT = PROJECT / "orchestrator" / "mlperf" / "published" / TABLE
 
 
 def from_repositories(folder: Path, *, check_summarizer: bool = False) -> list[PublishedSystem]:
-    """One row per results/<system>/<benchmark> of unet3d and resnet in the checked-out repositories."""
+    """One row per results/<system>/<benchmark> of BENCHMARKS in the checked-out repositories."""
     systems = []
     repos = sorted(p for p in folder.glob("training_results_v*") if p.is_dir())
     if not repos:
@@ -80,12 +89,14 @@ def _system(folder: Path, round_: str, submitter: str, check_summarizer: bool) -
     except MltrainError as exc:
         files, notes = {}, [str(exc)]
     target = EARLY_TARGETS.get((benchmark, round_), TARGETS[benchmark])
+    goal = Goal(target=target, better="lower" if benchmark in LOWER_IS_BETTER else "higher")
     for path in files.values():
-        record = mllog.build_record(mllog.parse_file(path), goal=Goal(target=target))
+        log = mllog.parse_file(path)
+        record = mllog.build_record(log, goal=goal)
         batch_sizes.add(record.global_batch_size)
         if record.converged and record.time_to_train_ms:
             minutes.append(round(in_minutes(record.time_to_train_ms) or 0.0, 4))
-            epochs.append(record.epochs_to_target)
+            epochs.append(_sequences_to_target(log, goal) if benchmark in COUNTS_SEQUENCES else record.epochs_to_target)
         else:
             failed += 1
     if files and not minutes:
@@ -113,6 +124,21 @@ def _system(folder: Path, round_: str, submitter: str, check_summarizer: bool) -
         olympic_unscaled=round(unscaled, 3) if unscaled is not None else None,
         run_minutes=tuple(minutes), run_epochs=tuple(epochs), note="; ".join(notes),
     )
+
+
+def _sequences_to_target(log: mllog.ParsedLog, goal: Goal) -> float | None:
+    """samples_count of the first evaluation that reached the goal (what the RCP checker reads)."""
+    for event in log.all(goal.metric):
+        if mllog.is_number(event.value) and goal.reached(float(event.value)) and "samples_count" in event.metadata:
+            return float(event.metadata["samples_count"])
+    return None
+
+
+def merged(systems: list[PublishedSystem], table: Path) -> list[PublishedSystem]:
+    """``table``'s rows with those of every (round, benchmark) in ``systems`` replaced by ``systems``'."""
+    replaced = {(s.round, s.benchmark) for s in systems}
+    kept = [s for s in load(table) if (s.round, s.benchmark) not in replaced] if table.is_file() else []
+    return kept + systems
 
 
 def from_shared_csv(folder: Path) -> list[PublishedSystem]:
@@ -170,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--from-csv", type=Path, help="folder of the shared mlperf_published CSV files")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"table to write (default {DEFAULT_OUT})")
     parser.add_argument("--check-summarizer", action="store_true", help="note where the summarizer differs")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the table's other rows: replace only the rounds and benchmarks read")
     args = parser.parse_args(argv)
     try:
         systems = (from_repositories(args.repos, check_summarizer=args.check_summarizer) if args.repos
@@ -177,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     except MltrainError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    if args.add:
+        systems = merged(systems, args.out)
     write(args.out, systems)
     scored = [s for s in systems if s.olympic_minutes is not None]
     median = statistics.median(len(s.run_minutes) for s in systems) if systems else 0

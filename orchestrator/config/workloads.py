@@ -76,7 +76,8 @@ class Workload(_Frozen):
     quality: Quality
     samples_per_epoch: PositiveInt | None = None
     """Training samples in one epoch, where relevant: for a log that counts its progress in samples
-    and states neither train_samples nor samples_per_epoch (a log that states one is believed)."""
+    and states no samples_per_epoch (a log that states one is believed); it comes before the log's
+    train_samples, whose meaning differs by benchmark."""
     data: DataDecl
     image: ImageDecl | None = None
     export: ExportDecl | None = None

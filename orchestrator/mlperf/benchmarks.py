@@ -15,10 +15,12 @@ drop_per_end           typed: `SUMMARIZER_DROPS`. The result summarizer decides 
                        tests/mlperf/test_benchmarks.py reads that line of the installed package
 max_non_converged      = drop_per_end (the summarizer gives no score when more runs were dropped)
 RCPs in samples        typed: `RCP_IN_SAMPLES`, the RCP tables whose epochs are samples (unet3d from 3.1:
-                       ../shared/spec/scoring.md; their values are multiples of 168)
+                       ../shared/spec/scoring.md; their values are multiples of 168; llama31_8b in every
+                       ruleset that has it: the RCP checker reads its ``samples_count``)
 published results      typed: `PUBLISHED_TRAIN_SAMPLES`, the benchmarks of ``published/systems.csv`` with
                        their dataset's training samples per epoch (KiTS19's 168 cases, which the closed
-                       unet3d rules check; ImageNet 2012's 1,281,167 images)
+                       unet3d rules check; ImageNet 2012's 1,281,167 images; llama31_8b: 1, the table
+                       counts its sequences)
 =====================  ====================================================================================
 
 What a workload itself declares (the benchmark it implements, its ruleset, its quality metric,
@@ -39,10 +41,12 @@ USAGE = "training"
 SUMMARIZER_DROPS = {"unet3d": 4}
 """Runs the result summarizer drops at each end, where it is not `DEFAULT_DROPS`."""
 DEFAULT_DROPS = 1
-RCP_IN_SAMPLES = {"unet3d": ("3.1.0", "4.0.0")}
+RCP_IN_SAMPLES = {"unet3d": ("3.1.0", "4.0.0"), "llama31_8b": ("5.1.0", "6.0.0", "6.1.0")}
 """Rulesets whose RCP table for the benchmark counts epochs in samples."""
-PUBLISHED_TRAIN_SAMPLES = {"unet3d": 168, "resnet": 1_281_167}
-"""Benchmarks with published results shipped in ``published/systems.csv``: training samples per epoch."""
+PUBLISHED_TRAIN_SAMPLES = {"unet3d": 168, "resnet": 1_281_167, "llama31_8b": 1}
+"""Benchmarks with published results shipped in ``published/systems.csv``: training samples per epoch.
+llama31_8b's is 1: its table counts sequences to target (its RCPs do; its logs' train_samples differ by
+submitter), so one sequence is the table's epoch."""
 _RULESET = re.compile(r"^\d+\.\d+\.\d+$")
 
 

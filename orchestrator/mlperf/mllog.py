@@ -238,12 +238,14 @@ def build_record(
     """Derive one run's record, judged by ``goal`` (metric, target, direction). ``exit`` is how the
     process ended when we ran it; ``ended`` overrides the status when the orchestrator itself stopped
     the run (timeout, Ctrl-C); ``samples_per_epoch`` is the workload's declaration, used where the
-    log states neither samples_per_epoch nor train_samples."""
+    log states no samples_per_epoch, before its train_samples."""
     metric, target = goal.metric, goal.target
     start = log.first(C.RUN_START)
     stop = log.first(C.RUN_STOP)
     train_samples = _positive_int(log.first(C.TRAIN_SAMPLES))
-    samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or train_samples or samples_per_epoch
+    # the log's own samples_per_epoch, else the workload's declaration, else train_samples: what
+    # train_samples means differs by benchmark (llama31_8b's reference logs the samples it trained)
+    samples_per_epoch = _positive_int(log.first(SAMPLES_PER_EPOCH)) or samples_per_epoch or train_samples
     divisor = samples_per_epoch  # what one epoch adds to a samples-counted epoch number
     in_samples = epoch_unit == "samples" or (epoch_unit == "auto" and epochs_counted_in_samples(log, divisor))
     evals: list[EvalPoint] = []

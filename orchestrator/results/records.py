@@ -155,7 +155,8 @@ class RunRecord(Record):
     epochs_run: NonNegative | None = None
     """Last epoch the run reached."""
     samples_per_epoch: PositiveInt | None = None
-    """Training samples per epoch (samples_per_epoch, else train_samples): samples/s = this x epochs / s."""
+    """Training samples per epoch (the log's samples_per_epoch, else the workload's, else train_samples):
+    samples/s = this x epochs / s."""
     train_samples: PositiveInt | None = None
     """train_samples as logged: the divisor of logs that count epochs in samples."""
     global_batch_size: PositiveInt | None = None

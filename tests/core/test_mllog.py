@@ -166,9 +166,13 @@ def test_a_run_that_reaches_the_target_converges_though_its_log_counts_no_epochs
     assert r.time_to_train_ms == 2001 and r.epochs_to_target is None
 
 
-def test_the_declared_samples_per_epoch_divides_a_log_that_states_none():
+def test_the_declared_samples_per_epoch_divides_a_log_that_states_no_epoch_size():
     r = build_record(parse_lines(samples_only_log()), goal=LOSS, samples_per_epoch=400)
     assert r.epochs_to_target == 2 and r.samples_per_epoch == 400 and [p.epoch for p in r.evals] == [1, 2]
-    stated = build_record(parse_lines([*samples_only_log()[:3], line("train_samples", 10, 800),
+    stated = build_record(parse_lines([*samples_only_log()[:3], line("samples_per_epoch", 10, 800),
                                        *samples_only_log()[3:]]), goal=LOSS, samples_per_epoch=400)
-    assert stated.epochs_to_target == 1 and stated.samples_per_epoch == 800  # the log is believed
+    assert stated.epochs_to_target == 1 and stated.samples_per_epoch == 800  # the log's epoch size is believed
+    # train_samples is not one: llama31_8b's reference logs the samples it trained, NVIDIA's 1,574,207,408
+    trained = build_record(parse_lines([*samples_only_log()[:3], line("train_samples", 10, 1_574_207_408),
+                                        *samples_only_log()[3:]]), goal=LOSS, samples_per_epoch=1)
+    assert trained.epochs_to_target == 800 and trained.samples_per_epoch == 1 and trained.train_samples == 1_574_207_408

@@ -64,6 +64,17 @@ def test_the_rcp_tables_counted_in_samples_are_the_ones_whose_values_exceed_any_
     assert benchmarks.get("unet3d").rcp_counts_samples(ruleset) == (min(values) > MAX_EPOCHS)
 
 
+def test_llama31_8b_takes_its_rules_from_the_package_and_its_rcps_count_samples():
+    llama = benchmarks.get("llama31_8b")
+    assert (llama.runs, llama.drop_per_end, llama.max_non_converged) == (10, 1, 1)
+    assert "6.1.0" in llama.rulesets and llama.rcp_rulesets == ("5.1.0", "6.0.0", "6.1.0")
+    # the RCP checker reads llama31_8b's convergence point from samples_count, never epoch_num
+    source = inspect.getsource(rcp_checker.rcp_checker.read_submission_file)
+    line = next(line for line in source.splitlines() if '"llama31_8b"' in line)
+    assert "eval_accuracy" in line and all(llama.rcp_counts_samples(r) for r in llama.rcp_rulesets)
+    assert min(rcp_values("6.1.0", "llama31_8b")) % 1024 == 0  # sequences, multiples of the global batch
+
+
 def test_the_published_facts_cover_the_shipped_results_and_match_the_closed_rules():
     assert {s.benchmark for s in published.load()} == set(benchmarks.with_published_results())
     checks = Path(compliance_checker.__file__).parent

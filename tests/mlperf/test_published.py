@@ -45,7 +45,7 @@ def tool():
 
 
 def test_every_published_score_is_recomputed_from_its_run_times():
-    systems = published.load()
+    systems = [s for s in published.load() if s.benchmark != "llama31_8b"]
     assert len(systems) == 524 and {s.benchmark for s in systems} == {"unet3d", "resnet"}
     matched, halves, unscored, unscaled_halves = [], [], [], []
     for system in systems:
@@ -82,7 +82,57 @@ def test_the_shipped_table_is_the_conversion_of_the_source_excerpt():
 
 @pytest.mark.skipif(not SOURCE.is_dir(), reason="the shared data set is not beside this clone")
 def test_the_shipped_table_is_the_conversion_of_the_whole_source():
-    assert tool().from_shared_csv(SOURCE) == published.load()
+    assert tool().from_shared_csv(SOURCE) == [s for s in published.load() if s.benchmark != "llama31_8b"]
+
+
+def test_every_llama31_8b_result_of_v5_1_is_scored_as_the_summarizer_scores_it():
+    # Built by `tools/build_published.py --from DIR --add --check-summarizer` from training_results_v5.1:
+    # no note, so mlperf_logging's 5.1.0 summarizer gave every folder the score in the table.
+    llama = [s for s in published.load() if s.benchmark == "llama31_8b"]
+    assert len(llama) == 39 and {s.round for s in llama} == {"v5.1"} and not [s.note for s in llama if s.note]
+    for system in llama:
+        assert system.runs == 10 and len(system.run_minutes) == 10 - system.nonconverged
+        assert abs(round(system.recomputed_minutes(), 3) - system.olympic_minutes) <= 1e-9, system.name
+        # sequences to target, as the RCPs count them: whole multiples of the global batch
+        assert all(e is not None and e % system.global_batch_size == 0 for e in system.run_epochs), system.name
+    dell = next(s for s in llama if s.system == "1xXE9680Lx8B200-SXM-180GB")
+    assert dell.olympic_minutes == 85.027  # `mltrain import` of its folder: the summarizer said 85.027390
+
+
+def llama_log(seed: int, minutes: float, reached_at: int | None, gbs: int = 16) -> str:
+    """A log whose log perplexity falls 0.2 per evaluation (every 12,288 sequences) from 4.1; it reaches
+    3.3 at ``reached_at`` sequences (None: it stops aborted before)."""
+    from .published_layout import _header, _line
+
+    t = 1_700_000_000_000 + seed
+    lines = [_line(k, t, v) for k, v in _header("llama31_8b", seed)]
+    lines += [_line("global_batch_size", t, gbs), _line("init_stop", t, event="INTERVAL_END"),
+              _line("run_start", t + 1, event="INTERVAL_START")]
+    samples, value = 0, 4.1
+    while value > 3.3 + 1e-9 and (reached_at is None and samples < 36_864 or reached_at and samples < reached_at):
+        samples += 12_288
+        value -= 0.2
+        lines.append(_line("eval_accuracy", t + 1 + samples, round(value, 3), samples_count=samples))
+    status = "success" if reached_at else "aborted"
+    lines.append(_line("run_stop", t + 1 + round(minutes * 60_000), event="INTERVAL_END", status=status))
+    return "\n".join(lines) + "\n"
+
+
+def test_the_tool_counts_llama31_8b_in_sequences_and_adds_it_to_the_table(tmp_path: Path):
+    repos = tmp_path / "repos"
+    logs = {f"result_{i}.txt": llama_log(i, 80 + i, 49_152) for i in range(9)}
+    logs["result_9.txt"] = llama_log(9, 95, None)
+    write_benchmark(repos / "training_results_v5.1" / "TestOrg", "sys_8xb200", "llama31_8b", logs,
+                    description=system_description("sys_8xb200", accelerator="NVIDIA B200-SXM-180GB"))
+    before = tmp_path / "systems.csv"
+    before.write_text((PROJECT / "orchestrator" / "mlperf" / "published" / "systems.csv").read_text())
+    assert tool().main(["--from", str(repos), "--out", str(before), "--add"]) == 0
+    rows = published.load(before)
+    llama = [s for s in rows if s.benchmark == "llama31_8b"]
+    assert len(rows) == 524 + 1 and [s.system for s in llama] == ["sys_8xb200"]  # v5.1's llama rows replaced
+    (row,) = llama
+    assert row.run_epochs == (49_152,) * 9 and row.nonconverged == 1 and row.accelerator_class == "B200"
+    assert row.olympic_minutes == round(sum(80 + i for i in range(1, 9)) / 8, 3)  # drop 1 fast, 1 - 1 slow
 
 
 def test_the_tool_rebuilds_the_table_from_results_repositories(tmp_path: Path):
@@ -135,6 +185,8 @@ def test_queries():
     assert published.accelerator_class("NVIDIA H100 80GB HBM3") == "H100"
     assert published.accelerator_class("Tesla T4") == "T4"
     assert "with 2, 4, 8" in published.no_match_sentence(systems, published.parse_query("unet3d:H100:1"))
+    b200 = published.matching(systems, published.parse_query("llama31_8b:B200:8"))
+    assert len(b200) == 8 and b200[0].system == "SYS-422GS-NBRT-LCC" and b200[0].olympic_minutes == 84.379
     for bad in ("bert:H100", "unet3d:H100:x", "a:b:c:d", "", "unet3d:H100@four"):
         with pytest.raises(Exception, match="--published"):
             published.parse_query(bad)

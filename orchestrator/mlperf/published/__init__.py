@@ -1,5 +1,5 @@
 """Published MLPerf Training results of the benchmarks mltrain runs (unet3d and resnet, rounds
-v0.5 to v4.0; both were retired after v4.0), shipped as package data (``systems.csv``, see the
+v0.5 to v4.0, both retired after v4.0; llama31_8b, round v5.1), shipped as package data (``systems.csv``, see the
 README beside it): one row per published system and benchmark, with its per-run times, so that
 `mltrain compare --published` and the report can place a user's setups beside them.
 
@@ -53,7 +53,8 @@ class PublishedSystem:
     run_minutes: tuple[float, ...]
     """Minutes of each converged run (4 decimals)."""
     run_epochs: tuple[float | None, ...]
-    """Epochs-to-target of each converged run (logs counting samples divided by 168)."""
+    """Epochs-to-target of each converged run (logs counting samples divided by 168; llama31_8b:
+    sequences to target)."""
     note: str = ""
 
     @property
