@@ -25,9 +25,9 @@ from pathlib import Path
 from workloads.common import atomic
 from workloads.common.atomic import staged_folder
 from workloads.common.cpus import usable_cpus
+from workloads.common.mllog import last_eval_accuracy
 from workloads.inference.errors import HarnessError
 from workloads.inference.kits19.preprocess import inference_cases
-from workloads.inference.smoke import last_eval_accuracy
 from workloads.unet3d.config import SMOKE_DATA, SMOKE_ENV, SMOKE_TARGET, smoke_data_args
 from workloads.unet3d.export import export
 from workloads.unet3d.synthetic import parse_size
