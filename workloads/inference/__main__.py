@@ -24,7 +24,8 @@ from pathlib import Path
 from workloads.common.cli import Parser, run_main
 from workloads.inference import compliance
 from workloads.inference.models import names
-from workloads.inference.run import MODES, Options, run
+from workloads.inference.options import Options
+from workloads.inference.run import MODES, run
 from workloads.inference.settings import MAX_TEST_S, SCENARIOS
 
 
