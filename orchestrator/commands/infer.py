@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from typer.core import TyperCommand
 
 from orchestrator.commands.common import (
     JSON_OPTION,
@@ -41,14 +42,37 @@ class Device(str, Enum):
     tensorrt = "tensorrt"
 
 
+class InferCommand(TyperCommand):
+    """`infer`, whose help ends with the models the harnesses declare, read as the help is shown."""
+
+    @property
+    def epilog(self) -> str:
+        return declared_models()
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        """Click sets it as it makes the command; the declarations say it."""
+
+
+def declared_models() -> str:
+    """The models each harness's inference.yaml declares, in its order: the line `infer --help` ends with."""
+    from orchestrator.errors import ConfigError, UsageError
+    from orchestrator.inference.declaration import all_models
+
+    try:
+        models = all_models(registry().roots)
+    except (ConfigError, UsageError) as exc:
+        return f"Models: none readable ({exc})"
+    return f"Models: {', '.join(models) or 'none'} (each harness's inference.yaml)."
+
+
 def register(app: typer.Typer) -> None:
-    app.command("infer", short_help="Run an inference model under LoadGen in one scenario.")(infer)
+    app.command("infer", cls=InferCommand, short_help="Run an inference model under LoadGen in one scenario.")(infer)
 
 
 def infer(
     ctx: typer.Context,
-    model: str = typer.Argument(..., help="Model (resnet50, retinanet, ssd-resnet34, 3d-unet: the harness's "
-                                          "inference.yaml)."),
+    model: str = typer.Argument(..., help="Model: one a harness's inference.yaml declares (listed below)."),
     scenario: Scenario = typer.Option(Scenario.Offline, "--scenario", help="LoadGen scenario."),
     backend: Backend = typer.Option(Backend.onnxruntime, "--backend",
                                     help="onnxruntime (an .onnx file) or torch (.pt2)."),

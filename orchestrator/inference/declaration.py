@@ -83,8 +83,11 @@ class ModelFacts(_Frozen):
     input: InputFacts
     accuracy: AccuracyFacts
     scenarios: tuple[Scenario, ...] = Field(min_length=1)
-    smoke: bool = False
-    """The harness can make a smoke model and data for it (`data.cli smoke MODEL OUT`)."""
+    module: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    """Its module in the harness's ``models/`` (the harness imports it; the orchestrator never does)."""
+    smoke: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    """The harness's module that makes a smoke model and data for it (`data.cli smoke MODEL OUT`); None:
+    it has none."""
     how_to_get: HowToGet
     submission: SubmissionFacts
 

@@ -23,18 +23,20 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import StoreWriteError, UsageError
-from orchestrator.inference.declaration import ModelFacts
+from orchestrator.inference.declaration import ModelFacts, find_model
 from orchestrator.inference.logs import ACCURACY_LOG
 from orchestrator.inference.model_check import sha256
 from orchestrator.mlperf.system_desc import safe_name, system_description
 from orchestrator.results import atomic
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import InferencePaths
+from orchestrator.results.store import Store
 
 PERFORMANCE_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACCURACY_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json", "accuracy.txt")
@@ -188,3 +190,13 @@ def _copy(source: Path, target: Path, names: tuple[str, ...]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for name in names:
         shutil.copyfile(source / name, target / name)
+
+
+def export_stored(store: Store, roots: Sequence[Path], run_id: str, out: Path, *, system_name: str | None,
+                  submitter: str, division: str | None, system_type: str) -> Exported:
+    """The stored inference run ``run_id`` exported under ``out``, its model's facts those its harness
+    under ``roots`` declares."""
+    record = store.open_inference(run_id)
+    facts = find_model(roots, record.model).model(record.model)
+    return export_inference(record, store.inference_paths(run_id), out, facts, system_name=system_name,
+                            submitter=submitter, division=division, system_type=system_type)

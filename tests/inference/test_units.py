@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from orchestrator.config.locations import workloads_dir
-from orchestrator.inference.declaration import find_model
+from orchestrator.inference.declaration import find_model, load_harness
 from orchestrator.inference.search import best_trial, search
 from orchestrator.results.inference import SearchTrial
 from workloads.inference.errors import HarnessError
@@ -92,17 +92,33 @@ def test_detection_layouts_are_checked_with_one_line_naming_the_file(tmp_path: P
         ssd_resnet34.check(folder)
 
 
-@pytest.mark.parametrize("model", ["resnet50", "retinanet", "ssd-resnet34", "3d-unet"])
+DECLARED = list(load_harness(workloads_dir() / "inference").models)
+"""The models the harness declares: what every per-model test here runs over."""
+
+
+@pytest.mark.parametrize("model", DECLARED)
 def test_the_declaration_agrees_with_the_model_modules(model: str):
     from workloads.inference.kits19.preprocess import ROI_SHAPE
-    from workloads.inference.models import MODULES
+    from workloads.inference.models import declared, smoke_maker
 
     harness = find_model([workloads_dir()], model)
     facts = harness.model(model)
     module = find(model)
     window = getattr(module, "IMAGE_SIZE", ROI_SHAPE)  # an image's side, or the volume's window
     assert tuple(facts.input.shape[1:]) == window and model == module.CONF_MODEL
-    assert set(harness.models) == set(MODULES)
+    assert set(harness.models) == set(declared()) and declared()[model].module == facts.module
+    if facts.smoke is None:
+        with pytest.raises(HarnessError, match=f"{model} has no smoke model"):
+            smoke_maker(model)
+    else:
+        assert callable(smoke_maker(model).make)
+
+
+def test_the_readme_lists_the_declared_models():
+    """README's inference section names the models inference.yaml declares, in its order."""
+    readme = (workloads_dir().parent / "README.md").read_text()
+    listed = readme.split("`mltrain infer MODEL` runs one MLPerf Inference model (", 1)[1].split(")", 1)[0]
+    assert listed == ", ".join(f"`{model}`" for model in DECLARED)
 
 
 @pytest.mark.parametrize(("scenario", "device", "given", "cpus", "host", "chosen", "why"), [

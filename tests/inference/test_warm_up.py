@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from workloads.inference.backends import Loaded
-from workloads.inference.run import cut_short, warm_up
 from workloads.inference.sut import Batching, Samples
+from workloads.inference.targets import cut_short
+from workloads.inference.warmup import warm_up
 
 CALL_S = 0.08
 

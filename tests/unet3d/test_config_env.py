@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.unet3d.config import (
-    KNOBS,
-    THROUGHPUT_KNOBS,
-    TRAIN_KNOBS,
-    TrainConfig,
-    build_parser,
-    config_from_args,
-    default,
-    env_argv,
-)
+from workloads.unet3d.config import TrainConfig, default
+from workloads.unet3d.knobs import KNOBS, THROUGHPUT_KNOBS, TRAIN_KNOBS, build_parser, config_from_args, env_argv
 
 PATHS = ["--data-dir", "/data", "--results-dir", "/results"]
 
@@ -98,11 +90,11 @@ def test_an_unknown_compile_mode_is_a_usage_error(capsys):
 
 
 def test_the_smoke_recipe_outside_a_run_is_the_smoke_profiles():
-    """The inference harness trains its 3d-unet smoke model with config.SMOKE_*: seeds.yaml's smoke profile."""
+    """The inference harness trains its 3d-unet smoke model with smoke_profile.SMOKE_*: seeds.yaml's smoke profile."""
     import yaml
 
     from orchestrator.config.locations import python_root
-    from workloads.unet3d.config import SMOKE_ENV, SMOKE_TARGET, smoke_data_args
+    from workloads.unet3d.smoke_profile import SMOKE_ENV, SMOKE_TARGET, smoke_data_args
 
     smoke = yaml.safe_load((python_root() / "seeds.yaml").read_text())["workloads"]["unet3d"]["smoke"]
     assert {name: smoke["env"][name] for name in SMOKE_ENV} == SMOKE_ENV

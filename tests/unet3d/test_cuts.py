@@ -17,9 +17,9 @@ import pytest
 
 from orchestrator.config.profiles import load_profiles
 from workloads.unet3d import train
-from workloads.unet3d.config import config_from_args
 from workloads.unet3d.cuts import Cuts, foreground_crop
 from workloads.unet3d.data_loader import EvalDataset
+from workloads.unet3d.knobs import config_from_args
 
 PROJECT = Path(__file__).resolve().parents[2]
 PATHS = ["--data-dir", "/data", "--results-dir", "/results"]

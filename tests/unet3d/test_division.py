@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from workloads.unet3d.config import TrainConfig, config_from_args
+from workloads.unet3d.config import TrainConfig
 from workloads.unet3d.division import division
+from workloads.unet3d.knobs import config_from_args
 from workloads.unet3d.model import UNet3DConfig
 from workloads.unet3d.split import Listing, case_name
 

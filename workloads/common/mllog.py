@@ -8,8 +8,10 @@ read by the orchestrator), or a benchmark's own key, named in that workload's mo
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -68,3 +70,13 @@ class MlperfLog:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
+
+
+def last_eval_accuracy(logs: Iterable[Path]) -> float | None:
+    """The value of the last ``eval_accuracy`` MLLOG line in ``logs`` (read in order); None if none."""
+    accuracy = None
+    for path in logs:
+        for line in path.read_text().splitlines():
+            if '"key": "eval_accuracy"' in line:
+                accuracy = float(json.loads(line.split(":::MLLOG", 1)[1])["value"])
+    return accuracy

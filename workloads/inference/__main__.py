@@ -23,8 +23,9 @@ from pathlib import Path
 
 from workloads.common.cli import Parser, run_main
 from workloads.inference import compliance
-from workloads.inference.models import MODULES
-from workloads.inference.run import MODES, Options, run
+from workloads.inference.models import names
+from workloads.inference.options import Options
+from workloads.inference.run import MODES, run
 from workloads.inference.settings import MAX_TEST_S, SCENARIOS
 
 
@@ -48,7 +49,7 @@ def positive(kind: type, most: float = float("inf")) -> object:
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m workloads.inference", description=__doc__.splitlines()[0])
-    p.add_argument("--model-name", required=True, choices=sorted(MODULES))
+    p.add_argument("--model-name", required=True, choices=names())
     p.add_argument("--model", type=Path, required=True, help="ONNX file (onnxruntime) or torch.export .pt2 (torch)")
     p.add_argument("--data", type=Path, required=True, help="dataset folder in the model's layout")
     p.add_argument("--out", type=Path, required=True, help="results folder (MLPerf Inference layout)")

@@ -23,17 +23,18 @@ from pathlib import Path
 from workloads.common.cli import Parser, run_main
 from workloads.common.cpus import usable_cpus
 from workloads.inference.errors import HarnessError
-from workloads.inference.models import MODULES, find
+from workloads.inference.models import find, names, smoke_maker
 
 
 def main(argv: list[str] | None = None) -> int:
+    models = names()
     parser = Parser(prog="python -m workloads.inference.dataset", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="check that DIR holds MODEL's dataset")
-    check.add_argument("model", choices=sorted(MODULES))
+    check.add_argument("model", choices=models)
     check.add_argument("dir", type=Path)
     prepare = commands.add_parser("prepare", help="print the folder a run of MODEL uses for SRC (made once in DIR)")
-    prepare.add_argument("model", choices=sorted(MODULES))
+    prepare.add_argument("model", choices=models)
     prepare.add_argument("src", type=Path)
     prepare.add_argument("--cache", type=Path, required=True, help="where a dataset made from SRC goes")
     prepare.add_argument("--input-shape", type=shape, help="the model's input without its batch axis (C,D,H,W)")
@@ -42,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
                               ".pt2 is loaded: give only one you made), instead of --input-shape")
     prepare.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
     smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
-    smoke.add_argument("model", choices=sorted(MODULES))
+    smoke.add_argument("model", choices=models)
     smoke.add_argument("out", type=Path)
     smoke.add_argument("--data-only", action="store_true", help="the data alone (for a model trained elsewhere)")
     upscale = commands.add_parser("upscale", help="COCO upscaled as the reference's upscale_coco.py (the model's size)")
-    upscale.add_argument("model", choices=sorted(MODULES))
+    upscale.add_argument("model", choices=models)
     upscale.add_argument("src", type=Path, help="COCO: SRC/val2017/*.jpg, SRC/annotations/instances_val2017.json")
     upscale.add_argument("out", type=Path, help="a new folder, the same layout")
     upscale.add_argument("--size", type=int, nargs=2, metavar=("W", "H"), help="default: the model's input side")
@@ -107,9 +108,7 @@ def _run(args: argparse.Namespace) -> None:
         sys.stderr.write(f"{written} images upscaled to {size[0]}x{size[1]} {args.format} in {args.out}\n")
         sys.stdout.write(f"{args.out}\n")
     else:
-        from workloads.inference.smoke import make
-
-        made = make(args.model, args.out, with_model=not args.data_only)
+        made = smoke_maker(args.model).make(args.out, with_model=not args.data_only)
         sys.stderr.write(f"{'made' if made else 'already present:'} smoke {args.model} model and data\n")
         sys.stdout.write(f"{args.out}\n")
 

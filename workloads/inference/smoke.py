@@ -15,20 +15,19 @@ taken of. Comparable with nothing: it proves the pipeline.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from workloads.common.atomic import staged_folder, write_json
+from workloads.common.mllog import last_eval_accuracy
 from workloads.inference.errors import HarnessError
-from workloads.inference.models.resnet50 import MEANS
+from workloads.inference.models.resnet50 import MEANS, NAME
 from workloads.resnet50 import config as train_config
 from workloads.resnet50.data_loader import MEAN_RGB, STD_RGB
 from workloads.resnet50.layout import list_dataset
@@ -60,16 +59,6 @@ def write_val_map(data: Path) -> int:
     lines = [f"{path.relative_to(data).as_posix()} {label}" for path, label in val.samples]
     (data / "val_map.txt").write_text("\n".join(lines) + "\n")
     return len(lines)
-
-
-def last_eval_accuracy(logs: Iterable[Path]) -> float | None:
-    """The value of the last ``eval_accuracy`` MLLOG line in ``logs`` (read in order); None if none."""
-    accuracy = None
-    for path in logs:
-        for line in path.read_text().splitlines():
-            if '"key": "eval_accuracy"' in line:
-                accuracy = float(json.loads(line.split(":::MLLOG", 1)[1])["value"])
-    return accuracy
 
 
 def train(data: Path, weights: Path, log_dir: Path) -> float:
@@ -104,15 +93,10 @@ def export(weights: Path, classes: int, out: Path) -> tuple[int, int]:
     return preset.crop, preset.crop
 
 
-def make(model_name: str, out: Path, *, with_model: bool = True) -> bool:
-    """Make the smoke assets in ``out`` atomically; False when they are already there. ``with_model``
-    False: the data alone where a model has data of its own (3d-unet, for a training run's model)."""
-    if model_name == "3d-unet":
-        from workloads.inference.kits19 import smoke
-
-        return smoke.make(out, with_model=with_model)
-    if model_name != "resnet50":
-        raise HarnessError(f"{model_name} has no smoke model (resnet50 and 3d-unet have one): give --model and --data")
+def make(out: Path, *, with_model: bool = True) -> bool:
+    """Make the smoke assets in ``out`` atomically; False when they are already there. The model is
+    always made with its data (``with_model`` is for a model whose data is also a training run's:
+    3d-unet)."""
     if (out / MARKER).is_file():
         return False
     if out.exists() and any(out.iterdir()):
@@ -125,7 +109,7 @@ def make(model_name: str, out: Path, *, with_model: bool = True) -> bool:
         reference = train(staging / "data", staging / "weights.pt", staging / "training")
         trained = time.monotonic() - started
         height, width = export(staging / "weights.pt", spec.classes, staging)
-        facts = {"model": model_name, "classes": spec.classes, "samples": samples, "reference_top1": reference,
+        facts = {"model": NAME, "classes": spec.classes, "samples": samples, "reference_top1": reference,
                  "input_shape": [3, height, width], "harness_args": ["--image-size", f"{height},{width}",
                                                                       "--label-offset", "0"],
                  "seed": SEED, "seconds": round(time.monotonic() - started, 1), "train_seconds": round(trained, 1),

@@ -33,19 +33,7 @@ from workloads.common.distributed import Context, all_reduce_sum, env_rank, join
 from workloads.common.errors import DataError, SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
 from workloads.unet3d.augment import BalancedCrop
-from workloads.unet3d.config import (
-    THROUGHPUT_KNOBS,
-    TrainConfig,
-    add_step_knobs,
-    auto_bool,
-    auto_int,
-    default,
-    env_argv,
-    int_list,
-    precision_arg,
-    step_knobs,
-    triple,
-)
+from workloads.unet3d.config import TrainConfig, auto_bool, auto_int, default, int_list, precision_arg, triple
 from workloads.unet3d.data_loader import (
     LoaderSettings,
     ShardedShuffleSampler,
@@ -53,6 +41,7 @@ from workloads.unet3d.data_loader import (
     check_shapes,
     train_loader,
 )
+from workloads.unet3d.knobs import THROUGHPUT_KNOBS, add_step_knobs, env_argv, step_knobs
 from workloads.unet3d.model import CLOSED_FILTERS, UNet3DConfig
 from workloads.unet3d.settings import RunSettings, resolve_settings
 from workloads.unet3d.split import list_dataset, load_split
@@ -61,7 +50,7 @@ from workloads.unet3d.step import Trainer, build_trainer, random_batch, to_devic
 
 def build_parser() -> argparse.ArgumentParser:
     """The options (defaults: training's, ``config.default``); the environment's knobs come first
-    (``config.THROUGHPUT_KNOBS``), so that an option given wins."""
+    (``knobs.THROUGHPUT_KNOBS``), so that an option given wins."""
     p = Parser(prog="python -m workloads.unet3d.throughput", description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup-steps", type=int, default=5)

@@ -35,7 +35,7 @@ from workloads.common.errors import DataError, SettingsError
 from workloads.common.mllog import CUTS, RESOLVED_SETTINGS, MlperfLog
 from workloads.unet3d import mlperf_log as K
 from workloads.unet3d.augment import BalancedCrop
-from workloads.unet3d.config import Schedule, TrainConfig, config_from_args, learning_rate, resolve_schedule
+from workloads.unet3d.config import Schedule, TrainConfig, learning_rate, resolve_schedule
 from workloads.unet3d.data_loader import (
     EvalDataset,
     LoaderSettings,
@@ -49,6 +49,7 @@ from workloads.unet3d.data_loader import (
 from workloads.unet3d.division import division
 from workloads.unet3d.evaluate import evaluate_case
 from workloads.unet3d.export import save
+from workloads.unet3d.knobs import config_from_args
 from workloads.unet3d.precision import autocast
 from workloads.unet3d.settings import RunSettings, resolve_settings
 from workloads.unet3d.split import Listing, list_dataset, load_split

@@ -1,6 +1,6 @@
 """The 3d-unet smoke model and data: what `mltrain infer 3d-unet --profile smoke` runs on a fresh machine.
 
-The data is the unet3d smoke profile's synthetic KiTS19 (``workloads.unet3d.config.SMOKE_DATA``) kept
+The data is the unet3d smoke profile's synthetic KiTS19 (``workloads.unet3d.smoke_profile.SMOKE_DATA``) kept
 in its raw layout, which `prepare` turns into the inference cases for a model's window as it does
 the real KiTS19 (the cases among the 43 of the reference's list that the synthetic set has). The
 model is what the unet3d smoke recipe (``SMOKE_ENV``) trains on the same cases, exported as the
@@ -25,11 +25,11 @@ from pathlib import Path
 from workloads.common import atomic
 from workloads.common.atomic import staged_folder
 from workloads.common.cpus import usable_cpus
+from workloads.common.mllog import last_eval_accuracy
 from workloads.inference.errors import HarnessError
 from workloads.inference.kits19.preprocess import inference_cases
-from workloads.inference.smoke import last_eval_accuracy
-from workloads.unet3d.config import SMOKE_DATA, SMOKE_ENV, SMOKE_TARGET, smoke_data_args
 from workloads.unet3d.export import export
+from workloads.unet3d.smoke_profile import SMOKE_DATA, SMOKE_ENV, SMOKE_TARGET, smoke_data_args
 from workloads.unet3d.synthetic import parse_size
 from workloads.unet3d.synthetic_raw import generate_raw
 
