@@ -97,6 +97,13 @@ def test_seeds_across_two_nodes_converge_with_world_size_two(cli, slurm_env, tmp
         assert all(n["interfaces"] for n in placement["nodes"])
         output = next((tmp_path / "s").glob(f"*/seeds/{seed}/slurm-job.sh")).with_name("output.log").read_text()
         assert output.count("fakebench: rank ") == 2 and output.count('"key": "run_start"') == 1
+    # the same workload on 1 and 2 nodes: its scaling efficiency (fakebench's epochs take as long on 2 nodes)
+    r = cli("compare", "--label", "one-node", "--label", "two-nodes", "--results", results)
+    assert r.code == 0, r.err
+    line = " ".join(r.out.split())
+    assert line.count("scaling: ") == 1, line
+    assert "on 2 nodes (world size 2) runs an epoch in 1 s against 1 s on 1 node(s)" in line, line
+    assert "speedup 1.00x of an ideal 2x, scaling efficiency 50.0%" in line, line
 
 
 def _launcher_of(node_rank: int, results: Path) -> psutil.Process | None:
