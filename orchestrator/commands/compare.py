@@ -124,6 +124,10 @@ def compare_runs(
             out.prose(verdict(row, result))
     for sentence in sentences(result):
         out.prose(sentence)
+    from orchestrator.insight import scaling  # runs on other node counts: their scaling efficiency
+
+    for sentence in scaling.sentences_for(store, chosen):
+        out.prose(sentence)
     for row in result.rows:
         for note in row.notes:
             out.warning(f"{row.name}: {note}")

@@ -57,6 +57,9 @@ def run(
         " local the GPUs this shell sees.",
     ),
     partition: str = typer.Option(None, "--partition", help="Slurm: partition to submit to."),
+    nodes: int = typer.Option(None, "--nodes", help="Slurm: nodes of one seed (one launcher per node, torchrun's"
+                              " rendezvous on the first)."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="Slurm, with --nodes: GPUs (ranks) per node."),
     shm_size: str = typer.Option("1g", "--shm-size", help="Docker: /dev/shm size (with --ipc private)."),
     ipc: IpcMode = typer.Option(IpcMode.host, "--ipc", help="Docker: host (NVIDIA's MLPerf harness) or private."),
     base_image: str = typer.Option(None, "--base-image", help="Docker: BASE_IMAGE of the workload image."),
@@ -105,7 +108,7 @@ def run(
     options = RunnerOptions(
         name=plan.runner_name(runner.value if runner else None), gpus=gpus, shm_size=shm_size, rebuild=rebuild,
         drop_caches=drop_caches, partition=partition, base_image=base_image, ipc=ipc.value,
-        time_limit_minutes=plan.runner_time_limit_minutes,
+        time_limit_minutes=plan.runner_time_limit_minutes, nodes=plan.nodes(nodes), gpus_per_node=gpus_per_node,
     )
     backend = make_runner(options, out.status)
     plan = plan.locked()  # the plan stands: a resumed run is taken (refused at once while another process has it)

@@ -23,6 +23,8 @@ from orchestrator.results.run_record import (
     EvalPoint,
     Exit,
     HostCause,
+    NodeFacts,
+    Placement,
     QuietHost,
     RunRecord,
     RunStatus,
@@ -31,10 +33,10 @@ from orchestrator.results.run_record import (
 from orchestrator.results.scores import Score, ScoringRule, SeedScore, Spread
 
 __all__ = [
-    "INFRASTRUCTURE_FAULTS", "MAX_RUN_MS", "Compliance", "EvalPoint", "Exit", "ExportedRun", "HostCause",
-    "ImportedFolder", "Manifest", "MlcommonsCheck", "PackageCheck", "QuietHost", "RcpCheck", "Record", "RunRecord",
-    "RunState", "RunStatus", "Score", "ScoringRule", "SeedEnergy", "SeedScore", "SeedState", "SeedStateName", "Spread",
-    "Summary", "IMPORTED_RUNNER",
+    "IMPORTED_RUNNER", "INFRASTRUCTURE_FAULTS", "MAX_RUN_MS", "Compliance", "EvalPoint", "Exit", "ExportedRun",
+    "HostCause", "ImportedFolder", "Manifest", "MlcommonsCheck", "NodeFacts", "PackageCheck", "Placement", "QuietHost",
+    "RcpCheck", "Record", "RunRecord", "RunState", "RunStatus", "Score", "ScoringRule", "SeedEnergy", "SeedScore",
+    "SeedState", "SeedStateName", "Spread", "Summary",
 ]
 
 IMPORTED_RUNNER = "imported"

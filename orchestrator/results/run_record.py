@@ -104,6 +104,35 @@ class QuietHost(Record):
     """Signals this host could not give, and why."""
 
 
+class NodeFacts(Record):
+    """One node of a seed that ran across nodes, as its launcher saw it (`orchestrator.runners.nodes`)."""
+
+    name: str
+    """The node's name in the batch system."""
+    node_rank: NonNegativeInt
+    """Its place among the seed's nodes (0: the node of the rendezvous, whose rank 0 logs MLLOG)."""
+    processes: PositiveInt
+    """Ranks started on it (one per GPU)."""
+    interfaces: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Network interfaces with an address, and their IPv4 addresses."""
+    ib_devices: tuple[str, ...] = ()
+    """InfiniBand devices (/sys/class/infiniband); empty where there are none."""
+    socket_ifname: str | None = None
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME as the job set it (None: the library chose)."""
+
+
+class Placement(Record):
+    """Where a seed that ran across nodes ran: every node, the world size, the rendezvous and the fabric."""
+
+    nodes: tuple[NodeFacts, ...]
+    world_size: PositiveInt
+    """Ranks in the job: the sum of each node's processes."""
+    backend: Literal["nccl", "gloo"]
+    """The collectives' library: NCCL where the ranks have GPUs, gloo on CPUs."""
+    rendezvous: str
+    """host:port of torchrun's c10d rendezvous, on the first node."""
+
+
 class SeedEnergy(Record):
     """A seed's GPU energy between run_start and run_stop, from its telemetry when it ended
     (`orchestrator.insight.telemetry_summary.seed_energy`): kept in its record, so that a comparison
@@ -158,6 +187,8 @@ class RunRecord(Record):
     record of an older mltrain, an imported log)."""
     energy: SeedEnergy | None = None
     """Its energy from its telemetry; None: no telemetry to cut (or a record of an older mltrain)."""
+    placement: Placement | None = None
+    """The nodes, world size and fabric of a seed run across nodes (`--nodes N`); None: one node."""
 
     @property
     def converged(self) -> bool:

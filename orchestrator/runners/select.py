@@ -13,7 +13,8 @@ from orchestrator.runners.local import LocalRunner
 RUNNER_NAMES = ("local", "docker", "slurm", "auto")
 RUNNER_FLAGS = {"partition": ("--partition", "slurm"), "shm_size": ("--shm-size", "docker"),
                 "ipc": ("--ipc", "docker"), "base_image": ("--base-image", "docker"),
-                "rebuild": ("--rebuild", "docker"), "drop_caches": ("--drop-caches", "docker")}
+                "rebuild": ("--rebuild", "docker"), "drop_caches": ("--drop-caches", "docker"),
+                "nodes": ("--nodes", "slurm"), "gpus_per_node": ("--gpus-per-node", "slurm")}
 """The options a user gives that only one runner takes: (its flag, that runner)."""
 
 
@@ -42,10 +43,16 @@ class RunnerOptions:
     """Slurm: the nodes its jobs run on (`SlurmOptions.nodelist`)."""
     exclusive: bool = False
     """Slurm: each job alone on its node (`SlurmOptions.exclusive`)."""
+    nodes: int = 1
+    """Slurm: the nodes of one seed (`SlurmOptions.nodes`)."""
+    gpus_per_node: int | None = None
+    """Slurm: GPUs (ranks) on each node of a seed across nodes."""
 
     def __post_init__(self) -> None:
         if self.name not in RUNNER_NAMES:
             raise UsageError(f"unknown runner {self.name!r}: choose one of {', '.join(RUNNER_NAMES)}")
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise UsageError(f"--nodes {self.nodes!r}: give the nodes of one seed, a whole number >= 1")
 
     def check_for(self, runner: str) -> None:
         """UsageError naming every option given for another runner than ``runner`` (they were
@@ -80,7 +87,8 @@ def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Run
 
         return SlurmRunner(python_root(), SlurmOptions(
             partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
-            nodelist=options.nodelist, exclusive=options.exclusive,
+            nodelist=options.nodelist, exclusive=options.exclusive, nodes=options.nodes,
+            gpus_per_node=options.gpus_per_node,
         ))
     from orchestrator.runners.docker.runner import DockerRunner
 

@@ -29,9 +29,10 @@ from typing import Any
 from orchestrator.errors import RunnerError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.records import Exit
-from orchestrator.runners import proc
+from orchestrator.runners import nodes, proc
 from orchestrator.runners.base import LABEL_RUN_ID, Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner, host_argv
 from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env
+from orchestrator.runners.outcome import read_tail
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 60.0
@@ -104,8 +105,19 @@ class SlurmOptions:
     """Run on these nodes (Slurm's hostlist syntax, node[01-04]); qualification pins one job per node."""
     exclusive: bool = False
     """Nothing else runs on the node meanwhile (a node is qualified alone)."""
+    nodes: int = 1
+    """Nodes of one job: above 1, one launcher per node through srun, torchrun's rendezvous on the
+    first (`orchestrator.runners.nodes`)."""
+    gpus_per_node: int | None = None
+    """GPUs requested on each node of a job across nodes, one rank per GPU (None: none requested, one rank)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise UsageError(f"--nodes {self.nodes!r}: give the nodes of one seed, a whole number >= 1")
+        if self.gpus_per_node is not None and (isinstance(self.gpus_per_node, bool) or self.gpus_per_node < 1):
+            raise UsageError(f"--gpus-per-node {self.gpus_per_node!r}: give a whole number >= 1")
+        if self.gpus_per_node is not None and self.gpus is not None:
+            raise UsageError("--gpus and --gpus-per-node both given: give one (--gpus-per-node with --nodes)")
         if self.gpus is not None and not _GPUS.match(self.gpus):
             raise UsageError(f"--gpus {self.gpus!r}: the slurm runner takes none or a GPU count per job")
         if self.nodelist is not None and not _NODELIST.match(self.nodelist):
@@ -124,14 +136,16 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
         f"#SBATCH --output={sbatch_value('the job folder', str(output), unsafe='%')}",
         f"#SBATCH --chdir={sbatch_value('the workload folder', str(job.bundle.folder))}",
         f"#SBATCH --time={max(1, int(options.time_limit_minutes + 0.999))}",
-        "#SBATCH --nodes=1",
-        "#SBATCH --ntasks=1",
+        f"#SBATCH --nodes={options.nodes}",
+        "#SBATCH --ntasks-per-node=1" if options.nodes > 1 else "#SBATCH --ntasks=1",
         f"#SBATCH --comment={sbatch_value('the job comment', comment(job.marks()))}",
     ]
     if options.partition:
         lines.append(f"#SBATCH --partition={sbatch_value('--partition', options.partition, name=_PARTITIONS)}")
     if options.gpus not in (None, "none"):
         lines.append(f"#SBATCH --gres=gpu:{options.gpus}")
+    if options.gpus_per_node is not None:
+        lines.append(f"#SBATCH --gres=gpu:{options.gpus_per_node}")
     if options.nodelist:
         lines.append(f"#SBATCH --nodelist={sbatch_value('the node list', options.nodelist)}")
     if options.exclusive:
@@ -152,8 +166,11 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
             raise UsageError(f"environment variable {key!r} of the profile is not a shell variable name"
                              " (letters, digits, '_')")
         lines.append(f"export {key}={q(no_control_characters(f'environment variable {key}', value))}")
-    argv = proc.resolve_argv(job.argv())
-    lines.append("exec " + " ".join(q(no_control_characters("the workload's run command", a)) for a in argv))
+    argv = [no_control_characters("the workload's run command", a) for a in proc.resolve_argv(job.argv())]
+    if options.nodes > 1:
+        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1)
+    else:
+        lines.append("exec " + " ".join(q(a) for a in argv))
     return "\n".join(lines) + "\n"
 
 
@@ -259,6 +276,8 @@ class SlurmJob(Job):
         if exit_code == 0 and state in _ENDED_BY:
             exit_code = -_ENDED_BY[state]  # ended from outside: a kill, whatever the job's own status
         why = _WHY.get(state, "")
+        if state != "COMPLETED" and (failed := nodes.failed_node(read_tail(self.output))):
+            why = f"{why + '; ' if why else ''}{failed} failed first"
         detail = f"slurm job {self.job_id} {state}{': ' + why if why else ''}" if state != "COMPLETED" else ""
         return Exit(code=exit_code, oom_killed=state == "OUT_OF_MEMORY", detail=detail)
 
@@ -285,7 +304,9 @@ class SlurmRunner(Runner):
             raise RunnerError(f"no Slurm controller answers: {_last_line(info)}")
         version = _slurm(["sbatch", "--version"]).stdout.strip()
         return {"runner": "slurm", "slurm": version, "partitions": info.stdout.split(),
-                "partition": self.options.partition, "gpus_per_job": self.options.gpus}
+                "partition": self.options.partition, "gpus_per_job": self.options.gpus,
+                **({"nodes": self.options.nodes, "gpus_per_node": self.options.gpus_per_node}
+                   if self.options.nodes > 1 else {})}
 
     def _script(self, job: JobSpec) -> str:
         return batch_script(job, self.options, project_root=self.project_root, output=job.paths.slurm_output)

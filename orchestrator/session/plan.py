@@ -110,6 +110,17 @@ class BenchmarkPlan:
                              f" (drop --runner or give --runner {ran})")
         return ran
 
+    def nodes(self, asked: int | None) -> int:
+        """The nodes of one seed: a resumed run's own (UsageError when another count is asked for),
+        else the count asked for (1 when none is)."""
+        if self.resumes is None:
+            return 1 if asked is None else asked
+        ran = self.resumes.manifest.runner_provenance.get("nodes", 1)
+        if asked not in (None, ran):
+            raise UsageError(f"run {self.resumes.run_id} ran its seeds on {ran} node(s): resume it so"
+                             f" (drop --nodes or give --nodes {ran})")
+        return ran
+
     def locked(self) -> BenchmarkPlan:
         """The plan with its resumed run read again under the run's lock, once the plan stands
         (RunBusy, naming the holder, at once while a live process has it). A new run is locked as

@@ -21,6 +21,7 @@ from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import RunRecord, RunStatus
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
+from orchestrator.runners.nodes import placement_of
 
 
 @dataclass
@@ -109,6 +110,8 @@ def run_seed(
                                 samples_per_epoch=samples_per_epoch)
     if outcome.lost:  # the log is not whole: whatever it says, the run was not measured
         record = record.model_copy(update={"status": RunStatus.CRASHED, "reason": outcome.lost})
+    if (placement := placement_of(outcome.log)) is not None:  # a seed across nodes: each node's launcher said
+        record = record.model_copy(update={"placement": placement})
     progress.state, progress.ended, progress.status = "finished", time.monotonic(), record.status.value
     on_update()
     return record

@@ -60,17 +60,22 @@ def test_the_fleet_on_the_real_slurm_gathers_the_nodes_verdict(cli, slurm_env, t
     junit = tmp_path / "fleet.xml"
     r = cli("qualify", "--runner", "slurm", "--nodes", "all", "--suite", "quick", "--results",
             str(tmp_path / "r"), "--junit", str(junit))
+    from orchestrator.runners.slurm import node_names
+
+    names = node_names()
     assert r.code == 0, r.err
     text = " ".join(r.out.split())
-    assert "fleet · quick · 1 node(s)" in text and "fleet verdict: PASS (exit 0)" in text
+    assert f"fleet · quick · {len(names)} node(s)" in text and "fleet verdict: PASS (exit 0)" in text
+    if len(names) > 1:  # the CI's two nodes all-reduce with each other (gloo), node against node
+        assert "nccl_pairs: PASS" in text and f"pair {names[0]}-{names[1]}: slurm jobs" in r.err
     assert "slurm job" in r.err and "submitted" in r.err
     r = cli("qualify", "--runner", "slurm", "--nodes", "all", "--suite", "throughput_only", "--results",
             str(tmp_path / "r"), "--json")
     fleet = json.loads(r.out)
-    (row,) = fleet["fleet"]["rows"]
-    (node,) = fleet["nodes"]
-    assert row["verdict"] == "pass" and row["node"] == node["node"] and row["qualification_id"]
-    assert node["runner"] == "local"  # the node qualified itself, where it runs
+    rows, nodes = fleet["fleet"]["rows"], fleet["nodes"]
+    assert [row["node"] for row in rows] == [node["node"] for node in nodes] == names
+    assert all(row["verdict"] == "pass" and row["qualification_id"] for row in rows)
+    assert all(node["runner"] == "local" for node in nodes)  # each node qualified itself, where it runs
     assert "<testcase" in junit.read_text()
     history = json.loads(cli("qualify", "history", "--results", str(tmp_path / "r"), "--json").out)
-    assert len(history) == 2  # both node records are in the store
+    assert len(history) == 2 * len(names)  # every node record of both fleets is in the store

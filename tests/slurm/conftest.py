@@ -1,4 +1,4 @@
-"""A real one-node Slurm cluster for the tests of this folder, started once, stopped by PID."""
+"""A real Slurm cluster (two nodes on this machine) for the tests of this folder, started once, stopped by PID."""
 
 from __future__ import annotations
 

@@ -22,12 +22,8 @@ source workloads/common/nproc.sh      # NPROC: auto resolved, checked
 args=(--data "$DATADIR" --seed "$seed")
 if [[ -n ${RESULTS_DIR:-} ]]; then args+=(--results "$RESULTS_DIR"); fi
 
-python=${PYTHON:-python}
+source workloads/common/launcher.sh   # launcher: torchrun across nodes (NNODES), on this node (NPROC > 1), or python
 start=$(date +%s)
-echo "resnet50: seed $seed, $NPROC process(es), started $(date -u +%FT%TZ)" >&2
-if [[ $NPROC -gt 1 ]]; then
-    "$python" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" -m workloads.resnet50.train "${args[@]}"
-else
-    "$python" -m workloads.resnet50.train "${args[@]}"
-fi
+echo "resnet50: seed $seed, $NPROC process(es) per node, ${NNODES:-1} node(s), started $(date -u +%FT%TZ)" >&2
+"${launcher[@]}" -m workloads.resnet50.train "${args[@]}"
 echo "resnet50: seed $seed finished in $(( $(date +%s) - start )) s" >&2

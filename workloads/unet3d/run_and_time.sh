@@ -8,6 +8,7 @@
 # THREADS, NUM_WORKERS, COMPILE, ...) with their defaults (the reference's; `auto` values are resolved
 # by the trainer on its device and logged as `resolved_settings`). Here only:
 #   NPROC (auto: one process per visible GPU, 1 on a CPU; > 1 runs torchrun on this node)
+#   NNODES, NODE_RANK, RDZV_ENDPOINT (set by `mltrain run --runner slurm --nodes N`: workloads/common/launcher.sh)
 #   OMP_WAIT_POLICY (PASSIVE: idle intra-op threads sleep rather than spin; ACTIVE to spin)
 # Exit status: 0 when the run ended (converged or not), non-zero on a crash or bad input.
 set -euo pipefail
@@ -28,11 +29,7 @@ PYTHON="${PYTHON:-python}"
 # two-thread training steps 6-10x slower than one thread; sleeping keeps two threads the faster.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
-if [ "$NPROC" -gt 1 ]; then
-    launcher=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node "$NPROC")
-else
-    launcher=("$PYTHON")
-fi
+source workloads/common/launcher.sh   # launcher: torchrun across nodes (NNODES), on this node (NPROC > 1), or python
 
 start=$(date +%s)
 start_fmt=$(date +%Y-%m-%d\ %r)

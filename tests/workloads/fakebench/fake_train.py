@@ -20,6 +20,7 @@ Variables (all optional):
   FAKE_NESTED_LINE   N: print an MLLOG line whose value is a list nested N deep after run_start (a
                      workload's hostile output line)
   RESULTS_DIR        where a copy of the log goes (default /results when it exists)
+  RANK               under torchrun: only rank 0 logs (the others run as long, silent), as real workloads do
 """
 
 import json
@@ -33,9 +34,10 @@ SAMPLES_PER_EPOCH = 168
 
 
 class Log:
-    def __init__(self, start_ms: int, copy_to: Path | None) -> None:
+    def __init__(self, start_ms: int, copy_to: Path | None, silent: bool = False) -> None:
         self.now_ms = start_ms
-        self.copy = copy_to.open("w") if copy_to else None
+        self.silent = silent
+        self.copy = copy_to.open("w") if copy_to and not silent else None
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms
@@ -49,6 +51,8 @@ class Log:
             "value": value,
             "metadata": {"file": "fake_train.py", "lineno": 1, **metadata},
         }
+        if self.silent:
+            return
         line = ":::MLLOG " + json.dumps(record)
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
@@ -72,7 +76,10 @@ def main() -> int:
     mode = env.get("FAKE_MODE", "converge") if applies else "converge"
     in_samples = env.get("FAKE_SAMPLES") == "1"
     results = Path(env.get("RESULTS_DIR", "/results"))
-    log = Log(int(time.time() * 1000), results / "mllog.txt" if results.is_dir() else None)
+    log = Log(int(time.time() * 1000), results / "mllog.txt" if results.is_dir() else None,
+              silent=int(env.get("RANK", "0")) != 0)
+    if env.get("WORLD_SIZE"):
+        print(f"fakebench: rank {env.get('RANK', '0')} of {env['WORLD_SIZE']}")  # noqa: T201
 
     print(f"fakebench: seed {seed}, mode {mode}, {epochs_needed} epochs to target")  # noqa: T201
     log.event("cache_clear", True)

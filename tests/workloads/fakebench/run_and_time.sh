@@ -4,6 +4,13 @@ set -euo pipefail
 seed="${1:?usage: run_and_time.sh SEED}"
 cd "$(dirname "$0")"
 start=$(date +%s)
-python3 fake_train.py "$seed"
+if [[ ${NNODES:-1} != 1 ]]; then  # a seed across nodes: the workloads' own launcher (torchrun, c10d rendezvous)
+    NPROC=${NPROC:-1}
+    PYTHON=python3
+    source ../../../workloads/common/launcher.sh
+else
+    launcher=(python3)
+fi
+"${launcher[@]}" fake_train.py "$seed"
 end=$(date +%s)
 echo "RESULT,fakebench,${seed},$((end - start)),${USER:-nobody},${start}"

@@ -1,0 +1,84 @@
+"""A seed across nodes on Slurm: where rank, node and rendezvous live.
+
+One seed is one Slurm job on N nodes. Its batch script (`body`) finds the first node's address,
+sets the rendezvous there (RDZV_ENDPOINT host:port, the port drawn from the job id, RDZV_ID the job
+id), and ``srun`` starts one launcher per node (`orchestrator.runners.node_launch`), which prints the
+node's facts and becomes the workload's run command with NODE_RANK set from SLURM_NODEID. The
+workload's own launcher (workloads/common/launcher.sh) starts torchrun there with c10d rendezvous at
+RDZV_ENDPOINT (the first node hosts it: ``is_host``), NPROC ranks per node; torchrun numbers the
+ranks, and only global rank 0 prints MLLOG, so the job's one output holds one MLLOG log.
+
+``srun --kill-on-bad-exit`` ends every node's launcher when one fails; the first ``srun: error:
+NODE: task N: ...`` line names the node that failed (`failed_node`), and the seed's facts lines make
+its `Placement` (`placement_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.results.records import NodeFacts, Placement
+from orchestrator.runners.node_launch import NODE_LINE
+
+PORT_BASE = 29400
+PORT_SPAN = 20000
+"""The rendezvous port is PORT_BASE + job id mod PORT_SPAN: two jobs sharing a node do not collide."""
+_SRUN_ERROR = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<task>[\d\-,]+): (?P<what>.+)$", re.MULTILINE)
+
+
+def body(argv: list[str], *, nodes: int, processes: int) -> list[str]:
+    """The lines of a batch script that start ``argv`` once per node (after its environment is exported)."""
+    q = shlex.quote
+    return [
+        f"export NNODES={nodes} NPROC={processes} RDZV_ID=\"$SLURM_JOB_ID\"",
+        'rdzv_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'rdzv_node=${rdzv_node%%$\'\\n\'*}',
+        'rdzv_addr=$(scontrol show node -o "$rdzv_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
+        f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"',
+        f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 python -m "
+        "orchestrator.runners.node_launch " + " ".join(q(a) for a in argv),
+    ]
+
+
+def failed_node(text: str) -> str:
+    """'node NAME (task N: what srun said)' of the first task srun saw fail, '' when none did."""
+    found = _SRUN_ERROR.search(text)
+    return f"node {found['node']} (task {found['task']}: {found['what'].strip()})" if found else ""
+
+
+def placement_of(log: Path) -> Placement | None:
+    """The nodes a seed ran on, from the facts lines its launchers printed (None: none printed, or
+    the lines do not make a placement: the seed did not run across nodes, or did not start)."""
+    said: dict[int, dict[str, object]] = {}
+    try:
+        with log.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith(NODE_LINE):
+                    try:
+                        fact = json.loads(line[len(NODE_LINE):])
+                    except json.JSONDecodeError:
+                        continue
+                    if isinstance(fact, dict) and isinstance(fact.get("node_rank"), int):
+                        said.setdefault(fact["node_rank"], fact)
+    except OSError:
+        return None
+    if not said:
+        return None
+    try:
+        nodes = tuple(NodeFacts.model_validate({k: v for k, v in said[rank].items()
+                                                if k in NodeFacts.model_fields}) for rank in sorted(said))
+    except ValidationError:
+        return None
+    first = said[min(said)]
+    return Placement(nodes=nodes, world_size=sum(n.processes for n in nodes), backend=backend_of(first),
+                     rendezvous=str(first.get("rendezvous", "")))
+
+
+def backend_of(fact: dict[str, object]) -> str:
+    """NCCL where the ranks were given GPUs, gloo on CPUs (the workloads' rule: a CUDA device talks NCCL)."""
+    return "nccl" if fact.get("gpus") else "gloo"
