@@ -129,12 +129,18 @@ class TrainConfig:
         """Steps between evaluations: ceil(eval_every / global_batch), as the reference rounds."""
         return -(-self.eval_every // self.global_batch)
 
+    def micro_batch_for(self, processes: int) -> int:
+        """The micro-batch one process runs: ``micro_batch``, or its share of the global batch where that
+        is smaller (the smoke preset's 16 sequences on 2 processes: 8 each, in one micro-batch)."""
+        return max(1, min(self.micro_batch, self.global_batch // processes))
+
     def accumulation(self, processes: int) -> int:
         """Micro-batches per process per step; SettingsError when the global batch does not split."""
-        share, left = divmod(self.global_batch, processes * self.micro_batch)
+        micro = self.micro_batch_for(processes)
+        share, left = divmod(self.global_batch, processes * micro)
         if left or share < 1:
             raise SettingsError(f"global_batch {self.global_batch} does not split into {processes} process(es) "
-                                f"x micro_batch {self.micro_batch} x a whole number of accumulation steps")
+                                f"x micro_batch {micro} x a whole number of accumulation steps")
         return share
 
     def is_eval_step(self, step: int) -> bool:

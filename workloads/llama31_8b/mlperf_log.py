@@ -23,7 +23,7 @@ def hyperparameters(config: TrainConfig, *, processes: int, precision: str) -> d
     return {
         c.GLOBAL_BATCH_SIZE: config.global_batch,
         c.GRADIENT_ACCUMULATION_STEPS: config.accumulation(processes),
-        c.MICRO_BATCH_SIZE: config.micro_batch,
+        c.MICRO_BATCH_SIZE: config.micro_batch_for(processes),
         c.MAX_SEQUENCE_LENGTH: config.seq_len,
         c.EVAL_SAMPLES: config.eval_samples,
         c.MAX_STEPS: config.max_steps,
