@@ -3,7 +3,8 @@
     python -m workloads.llama31_8b.fit [--micro-batch 1] [--set dim=4096 ...]   # prints the count
 
 What a step holds, as ``engine`` builds it (fp32 parameters under bf16 autocast, AdamW, activation
-checkpointing): 16 bytes per parameter (weights, gradients, the two AdamW moments); per block its
+checkpointing): 18 bytes per parameter (fp32 weights, gradients and the two AdamW moments, and
+autocast's bf16 copy of each weight, kept while the forward runs); per block its
 checkpointed input, ``micro_batch * seq_len * dim`` in fp32; once, the working set of one block
 recomputed and run backwards (about ``(10 * dim + 4 * ffn)`` fp32 values a token) and the logits
 (bf16, their fp32 copy, its gradient and the softmax: 14 bytes a token and word); and a tenth of the
@@ -20,8 +21,8 @@ from workloads.common.errors import SettingsError
 from workloads.llama31_8b.config import TrainConfig, build
 from workloads.llama31_8b.model import Shape
 
-STATE_BYTES = 16
-"""fp32 weight, gradient and AdamW's two moments, per parameter."""
+STATE_BYTES = 18
+"""fp32 weight, gradient and AdamW's two moments, and autocast's bf16 copy of the weight, per parameter."""
 SPARE = 0.10
 """Share of the free memory left unused."""
 
