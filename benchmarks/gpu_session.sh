@@ -12,9 +12,12 @@
 #                        into $PYTHON with no index: what the machine holds is kept (its CUDA torch above all)
 #   cuda_tests       95  the tests marked `cuda`                                        -> cuda_tests.xml
 #   unet3d          100  ours beside the MLPerf reference (and its --amp), Dice parity  -> unet3d.json
-#   unet3d_variants 110  batch 7, compile modes (CUDA graphs), fused loss, cuDNN, pinning, eval batch,
+#   unet3d_variants  50  batch 7, compile modes (CUDA graphs), fused loss, cuDNN, pinning, eval batch,
 #                        each against the reference of the part above; started while they fit
 #                                                                                       -> unet3d_variants.json
+#   llama31_8b       60  a Llama 3.1 8B train step: full width, as many blocks as the GPU's free memory fits
+#                        (workloads/llama31_8b/fit.py), sequence 8192, one sequence a step, the workload's
+#                        throughput mode: tokens/s and MFU          -> its throughput event in session.log
 #   resnet50         50  ours beside torchvision, and fed by its own loader             -> resnet50.json
 #   qualify          55  `mltrain qualify --suite quick` of the machine's GPUs           -> qualify.json
 #   inference        45  `mltrain infer resnet50 --profile smoke`, torch on the GPU      -> inference.json
@@ -40,7 +43,8 @@ PART_LIMITS=(
     install:25
     cuda_tests:95
     unet3d:100
-    unet3d_variants:110
+    unet3d_variants:50
+    llama31_8b:60
     resnet50:50
     qualify:55
     inference:45
@@ -162,7 +166,19 @@ do_inference() {
     "$MLTRAIN" infer resnet50 --profile smoke --backend "$backend" --device "$device" --json ${INFERENCE_ARGS:-} \
         >"$OUT/inference.json"
 }
-export -f do_install do_qualify do_inference
+do_llama31_8b() {  # its throughput event is the last line it logs (8 files come back: no file of its own)
+    local layers
+    if [[ $cuda == 1 ]]; then
+        layers=$("$PYTHON" -m workloads.llama31_8b.fit --micro-batch 1) || return 3
+        if ((layers < 1)); then echo "llama31_8b: not one block of the 8B's width fits this GPU's free memory"; return 3; fi
+        NPROC=1 STEPS=${LLAMA31_8B_STEPS:-10} WARMUP_STEPS=3 DATADIR="" LLAMA31_8B_PRESET=closed \
+            LLAMA31_8B_SET="layers=$layers global_batch=1 micro_batch=1" bash workloads/llama31_8b/throughput.sh
+    else  # the CPU form: the smoke shape, one step
+        NPROC=1 STEPS=1 WARMUP_STEPS=0 DATADIR="" LLAMA31_8B_PRESET=smoke LLAMA31_8B_SET="global_batch=2 micro_batch=2" \
+            bash workloads/llama31_8b/throughput.sh
+    fi
+}
+export -f do_install do_qualify do_inference do_llama31_8b
 export cuda
 
 size=()  # the benchmarks' CPU form: small shapes, one step
@@ -185,6 +201,7 @@ part_unet3d_variants() {  # variants start while they fit: the deadline leaves 1
         --variants "${UNET3D_VARIANTS:-all}" --deadline-s $((limit > 20 ? limit - 10 : limit / 2 + 1)) \
         --baseline "$OUT/unet3d.json" --steps "${UNET3D_STEPS:-8}" "${size[@]}" --json "$OUT/unet3d_variants.json"
 }
+part_llama31_8b() { run_part llama31_8b bash -c do_llama31_8b; }
 part_resnet50() {
     local r50=(--small --steps 1 --warmup 0 --images 16 --batch 2)
     [[ $cuda == 1 ]] && r50=(--steps 10 --warmup 3 --images 512)

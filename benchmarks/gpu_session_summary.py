@@ -115,9 +115,29 @@ def inference(out: Path) -> str:
     return line + f"; LoadGen {'VALID' if perf.get('loadgen_valid') else 'INVALID'}"
 
 
+def llama31_8b(out: Path) -> str:
+    """The last ``throughput`` MLLOG event the part logged in session.log (its section: from its
+    ``== llama31_8b`` line to the next part's)."""
+    section, event = False, None
+    for line in (out / "session.log").read_text(errors="replace").splitlines():
+        if line.startswith("== "):
+            section = line.startswith("== llama31_8b ")
+        elif section and ":::MLLOG " in line:
+            record = json.loads(line.split(":::MLLOG ", 1)[1])
+            if record.get("key") == "throughput":
+                event = record
+    if event is None:
+        return "(no throughput event in session.log)"
+    meta = event["metadata"]
+    mfu = meta.get("mfu")
+    return (f"{meta['layers']} layers x {meta['seq_len']} tokens, {meta['precision']}: "
+            f"{rate(meta['tokens_per_second_per_device'])} tokens/s per device, "
+            f"{rate(meta['model_tflops_per_device'])} TFLOPS, MFU {'unknown' if mfu is None else f'{mfu:.2f}'}")
+
+
 HEADLINES: dict[str, Callable[[Path], str]] = {"cuda_tests": cuda_tests, "unet3d": unet3d,
-                                              "unet3d_variants": unet3d_variants, "resnet50": resnet50,
-                                              "qualify": qualify, "inference": inference}
+                                              "unet3d_variants": unet3d_variants, "llama31_8b": llama31_8b,
+                                              "resnet50": resnet50, "qualify": qualify, "inference": inference}
 
 
 def main(argv: list[str]) -> int:

@@ -95,11 +95,12 @@ def _qualify(out: Output, asked: Asked) -> None:
 
     config = load_config()
     checks = default_registry()  # the checks there are, for every plan below
-    config.suite(asked.suite)
+    suite = config.suite(asked.suite)
     check_suites(config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
-    if config.workload is None:
+    name = suite.workload or config.workload
+    if name is None:
         raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
-    workload = registry().get(config.workload)
+    workload = registry().get(name)
     if asked.data is not None and not asked.data.is_dir():
         raise UsageError(f"--data {asked.data}: not a folder")
     folder = results_dir(asked.results)

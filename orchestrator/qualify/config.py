@@ -150,6 +150,9 @@ class TimeToTrainSpec(_Frozen):
 
 
 class Suite(_Frozen):
+    workload: str | None = None
+    """The workload whose throughput mode this suite times (and whose image the docker runner uses);
+    None: the file's ``workload:``."""
     probe_seconds_per_case: float = Field(default=0.5, gt=0)
     """Each microbenchmark case is repeated for about this long (at least 3 calls)."""
     probe_timeout_minutes: TimeoutMinutes | None = None
@@ -246,7 +249,8 @@ class HealthPolicy(_Frozen):
 
 class QualifyConfig(_Frozen):
     workload: str | None = None
-    """The workload whose throughput mode is timed (and whose image the docker runner uses)."""
+    """The workload whose throughput mode is timed (and whose image the docker runner uses), where a
+    suite names none of its own."""
     warn_exit_code: Literal[0, 1, 4] = 4
     """Exit code of a WARN verdict: 4, its own (default); 0 where whatever reads it drains a node on
     any other code; 1 as always under --strict (WARN counts as FAIL)."""

@@ -80,6 +80,14 @@ def throughput_check(
     if step is not None:
         measurements.append(Measurement(metric="step_ms_median", value=step, unit="ms", better="lower",
                                         detail=f"p10 {meta.get('step_ms_p10')} ms, p90 {meta.get('step_ms_p90')} ms"))
+    tokens = finite(meta.get("tokens_per_second_per_device"))  # a language model's mode says these two
+    if tokens is not None:
+        measurements.append(Measurement(metric="tokens_per_s_per_device", value=tokens, unit="tokens/s",
+                                        detail=f"sequence {meta.get('seq_len')}, {meta.get('layers')} layers"))
+    mfu = finite(meta.get("mfu"))
+    if mfu is not None:
+        measurements.append(Measurement(metric="mfu", value=mfu, unit="of peak",
+                                        detail=f"model FLOPs over a dense peak of {meta.get('peak_tflops')} TFLOPS"))
     loader = finite(meta.get("loader_samples_per_second"))
     reasons: list[str] = []
     status = Status.PASS

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 from tests.llama31_8b.conftest import PROJECT, TINY
 
@@ -33,3 +34,24 @@ def test_a_bad_peak_is_one_line_before_anything_runs():
     result = run(PEAK_TFLOPS="fast")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip() == "llama31_8b: PEAK_TFLOPS must be a positive number of TFLOPS, got 'fast'"
+
+
+def test_the_blocks_that_fit_grow_with_the_free_memory_up_to_the_models_depth():
+    from workloads.llama31_8b.fit import layers_that_fit
+    from workloads.llama31_8b.model import LLAMA31_8B
+
+    gib = 1024**3
+    h200, h100 = layers_that_fit(140 * gib, LLAMA31_8B, 1), layers_that_fit(79 * gib, LLAMA31_8B, 1)
+    assert 20 <= h200 < 32 and 8 <= h100 < h200  # 3.9 GB of state a block, 19 GB for the vocabulary's two
+    assert layers_that_fit(16 * gib, LLAMA31_8B, 1) == 0 and layers_that_fit(2_000 * gib, LLAMA31_8B, 1) == 32
+    assert layers_that_fit(140 * gib, LLAMA31_8B, 4) < h200  # four sequences' activations and logits
+
+
+def test_the_fit_without_a_gpu_asks_for_the_free_memory_in_one_line():
+    full = {**os.environ, "PYTHONPATH": str(PROJECT), "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, "-m", "workloads.llama31_8b.fit"], env=full, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.strip() == "llama31_8b: no CUDA device: give --free-bytes"
+    given = subprocess.run([sys.executable, "-m", "workloads.llama31_8b.fit", "--free-bytes", str(140 * 1024**3)],
+                           env=full, capture_output=True, text=True, timeout=60)
+    assert given.returncode == 0 and given.stdout == "24\n"

@@ -1,7 +1,8 @@
 """Training through the entry point: the loss falls to a target and the log passes the open rules;
 two gloo processes (FSDP2, activation checkpointing) train as one process does with the same
 global batch; a 2-step dry run of
-the mlperf profile's code path meets mlperf_logging's 6.1.0 closed rules but the sequence length."""
+the mlperf profile's code path at the rules' sequence length and evaluation, on a tiny model, passes
+mlperf_logging's 6.1.0 closed rules as written."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def free_port() -> int:
 
 
 def train(data: Path, results: Path, settings: list[str], *, ranks: int = 1, preset: str = "smoke",
-          env: dict[str, str] | None = None) -> list[dict]:
+          env: dict[str, str] | None = None, timeout: float = 120) -> list[dict]:
     """The MLLOG events of one run of ``python -m workloads.llama31_8b.train`` on ``ranks`` gloo processes."""
     argv = ["-m", "workloads.llama31_8b.train", "--data", str(data), "--seed", "7", "--preset", preset,
             "--set", *settings]
@@ -41,7 +42,7 @@ def train(data: Path, results: Path, settings: list[str], *, ranks: int = 1, pre
         procs.append(subprocess.Popen([sys.executable, *argv, *results_args], cwd=PROJECT, env=rank_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
-        outputs = [proc.communicate(timeout=120) for proc in procs]
+        outputs = [proc.communicate(timeout=timeout) for proc in procs]
     finally:
         for proc in procs:
             proc.kill()
@@ -87,35 +88,55 @@ def check(log: Path, cwd: Path) -> str:
     return result.stdout + result.stderr
 
 
-def failed_checks(output: str) -> list[str]:
-    return sorted({line.split("'")[1] for line in output.splitlines() if "CHECK for '" in line})
+def closed_failures(log: Path) -> dict[str, str]:
+    """What mlperf_logging's 6.1.0 checker finds in ``log`` under the closed rules of llama31_8b
+    whatever division the log claims: its common rules (``common.yaml``), then the chain a closed
+    label starts (``closed_common.yaml``, which adds ``closed_llama31_8b.yaml``); key (or '') -> message."""
+    from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
+
+    rules = Path(mlp_compliance.__file__).parent
+    checker = mlp_compliance.make_checker("training", "6.1.0", quiet=False, werror=False)
+    lines, errors = mlp_parser.parse_file(str(log), ruleset="6.1.0")
+    assert not errors, errors
+    try:
+        checker.configured_checks(lines, str(rules / "training_6.1.0" / "common.yaml"))
+        mlp_compliance.enqueued_configs.clear()  # the chain the log's own label started
+        checker.check_loglines(lines, "training_6.1.0/closed_common.yaml")
+    finally:
+        mlp_compliance.enqueued_configs.clear()
+    unkeyed = {"": " | ".join(checker.not_overwritable)} if checker.not_overwritable else {}
+    return {**checker.overwritable, **unkeyed}
 
 
-def test_a_dry_run_of_the_mlperf_path_meets_every_closed_rule_but_the_sequence_it_shrank(tiny_data: Path,
-                                                                                         tmp_path: Path):
-    # The closed preset (the rules and the RCP of global batch 32) on a tiny model, stopped after 2
-    # steps: its label is honestly open. Relabelled closed, the log meets every closed rule but
-    # max_sequence_length: a CPU cannot evaluate the rules' 1,024 sequences of 8,192 tokens in a test
-    # (5.5 minutes on 2 cores for a model of width 4), so the dry run trains and evaluates 32 tokens.
-    # 16 tokens: an untrained model's log perplexity, ln 16 = 2.77, is already below the 3.3 target.
-    events = train(tiny_data, tmp_path / "r", [*TINY, "stop_after_steps=2", "micro_batch=16"], preset="closed",
-                   env={"MLTRAIN_PROFILE": "mlperf", "MLTRAIN_SEEDS_RANDOM": "1"})
-    division = next(e for e in events if e["key"] == "submission_division")
+@pytest.mark.slow
+def test_a_dry_run_of_the_mlperf_path_passes_the_closed_rules_unmodified(tmp_path: Path):
+    # The closed preset at global batch 16 (its RCP's learning rate and warmup), sequence 8192, one
+    # evaluation of the rules' first 1,024 validation sequences, 2 steps, on a model of width 4, one
+    # layer and one head over a 16-token vocabulary (the rules do not check the model's shape or the
+    # vocabulary; at 16 tokens an untrained model's log perplexity, ln 16 = 2.77, is below the 3.3
+    # target the rules want once, which a larger vocabulary would not reach in 2 steps).
+    # The evaluation's cost is the causal attention, not the model: 1,024 x 8,192^2 / 2 = 34 G scores,
+    # about 120 ms a sequence in PyTorch's CPU attention on one core, so the test is slow: the run took
+    # 125 s of CPU on an AMD EPYC (AVX2, 2 threads), the test 168 s to 5 min 17 s on 2 shared cores.
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, "-m", "workloads.llama31_8b.dataset", "synthesize", str(data), "--vocab", "16",
+                    "--train-documents", "100", "--val-documents", "2200", "--min-length", "3000",
+                    "--max-length", "5000"], cwd=PROJECT, check=True, capture_output=True)
+    shape = ["vocab=16", "dim=4", "layers=1", "heads=1", "kv_heads=1", "ffn=8", "precision=fp32",
+             "checkpointing=false", "threads=2"]
+    events = train(data, tmp_path / "r", [*shape, "global_batch=16", "micro_batch=16", "stop_after_steps=2"],
+                   preset="closed", env={"MLTRAIN_PROFILE": "mlperf", "MLTRAIN_SEEDS_RANDOM": "1",
+                                         "OMP_NUM_THREADS": "2"}, timeout=900)
+    division = next(e for e in events if e["key"] == "submission_division")  # honestly open: tiny and cut short
     assert division["value"] == "open" and "stopped after 2 steps" in division["metadata"]["reason"]
-    assert values(events, "opt_base_learning_rate") == [0.0008] and values(events, "max_steps") == [1_200_000]
-    assert values(events, "opt_learning_rate_warmup_steps") == [128] and values(events, "eval_samples") == [1024]
+    assert values(events, "max_sequence_length") == [8192] and values(events, "eval_samples") == [1024]
+    assert values(events, "opt_base_learning_rate") == [0.0004] and values(events, "max_steps") == [1_200_000]
+    assert values(events, "opt_learning_rate_warmup_steps") == [16]  # the RCP's 256 samples at batch 16
+    assert len(values(events, "eval_accuracy")) == 1 and values(events, "eval_accuracy")[0] <= 3.3
     log = tmp_path / "r" / "mllog.txt"
-    closed = tmp_path / "closed.log"
-    closed.write_text(log.read_text().replace('"value": "open"', '"value": "closed"'))
-    output = check(closed, tmp_path)
-    assert "closed_llama31_8b.yaml" in output and failed_checks(output) == ["max_sequence_length"], output
-    assert "v['value'] == 8192" in output
-    # at the rules' sequence length the same log passes
-    closed.write_text(closed.read_text().replace('"key": "max_sequence_length", "value": 32',
-                                                 '"key": "max_sequence_length", "value": 8192'))
-    output = check(closed, tmp_path)
-    assert "SUCCESS" in output, output
+    assert closed_failures(log) == {}
     # the checker is really applied: a wrong fixed value fails the same rules
-    closed.write_text(closed.read_text().replace('"key": "opt_adamw_beta_2", "value": 0.95',
-                                                 '"key": "opt_adamw_beta_2", "value": 0.999'))
-    assert failed_checks(check(closed, tmp_path)) == ["opt_adamw_beta_2"]
+    wrong = tmp_path / "wrong.log"
+    wrong.write_text(log.read_text().replace('"key": "opt_adamw_beta_2", "value": 0.95',
+                                             '"key": "opt_adamw_beta_2", "value": 0.999'))
+    assert list(closed_failures(wrong)) == ["opt_adamw_beta_2"]

@@ -59,9 +59,10 @@ def declared_parts() -> dict[str, int]:
 
 
 def test_the_parts_limits_fit_one_command_of_480_s():
-    """install + the six parts, as their defaults in the script say, each part declared once with its function."""
+    """install + the seven parts, as their defaults in the script say, each part declared once with its function."""
     limits = declared_parts()
-    assert set(limits) == {"install", "cuda_tests", "unet3d", "unet3d_variants", "resnet50", "qualify", "inference"}
+    assert set(limits) == {"install", "cuda_tests", "unet3d", "unet3d_variants", "llama31_8b", "resnet50", "qualify",
+                           "inference"}
     assert sum(limits.values()) <= 480, limits
     functions = set(re.findall(r"^part_(\w+)\(\)", SESSION.read_text(), re.M))
     assert functions == set(limits)
@@ -86,8 +87,8 @@ def test_the_gpu_session_dry_runs_offline_from_its_kit_alone_to_its_summary_tabl
     assert run([str(python), "-c", "import pydantic"], cwd=tmp_path, env=env, check=False).returncode != 0
 
     out = tmp_path / "out"
-    parts = "install cuda_tests unet3d unet3d_variants resnet50 qualify inference" if reference else \
-        "install cuda_tests resnet50 qualify inference"  # the unet3d parts need the reference
+    parts = "install cuda_tests unet3d unet3d_variants llama31_8b resnet50 qualify inference" if reference else \
+        "install cuda_tests llama31_8b resnet50 qualify inference"  # the unet3d parts need the reference
     session_env = {**env, "PYTHON": str(python), "KIT": str(kit), "OUT": str(out), "PARTS": parts,
                    "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "", "PIP_CONFIG_FILE": os.devnull,
                    "LIMIT_INSTALL": "300"}  # this bare venv installs ~50 wheels; the GPU image lacks ~11
@@ -102,7 +103,8 @@ def test_the_gpu_session_dry_runs_offline_from_its_kit_alone_to_its_summary_tabl
         assert re.match(rf"{name}\s+ok\s+\d+ / \d+", rows[name]), table
     assert "every part ran and passed" in rows["total"]
     assert "skipped" in rows["cuda_tests"] and "PASS" in rows["qualify"] and "LoadGen" in rows["inference"]
-    assert "images/s" in rows["resnet50"]
+    assert "images/s" in rows["resnet50"] and "tokens/s per device" in rows["llama31_8b"]
+    assert "MFU unknown" in rows["llama31_8b"]  # no peak for a CPU
     produced = sorted(p.name for p in out.iterdir())
     assert len(produced) <= 8, produced  # what comes back from a lent machine
     for name in ("resnet50.json", "qualify.json", "inference.json", *(["unet3d.json"] if reference else [])):
@@ -234,8 +236,15 @@ def test_the_summary_names_a_cut_part_a_missing_file_and_a_damaged_one_and_exits
                      "details": {"parity": {"loss_rel_diff": 1e-4, "logit_rel_diff": 0.01}}}],
         "skipped": [{"name": "b7-compile", "why": "stopped at the deadline after 80 s"}]}))
     parts = tmp_path / "parts.tsv"
-    parts.write_text("install\t0\t9\t25\nunet3d_variants\t124\t110\t110\nresnet50\t0\t30\t50\n"
-                     "qualify\t0\t20\t55\ninference\t0\t20\t45\n")
+    throughput = {"key": "throughput", "value": 3.5, "metadata": {
+        "layers": 24, "seq_len": 8192, "precision": "bf16", "tokens_per_second_per_device": 28672.0,
+        "model_tflops_per_device": 445.3, "mfu": 0.45}}
+    (out / "session.log").write_text(f"== llama31_8b (limit 60s): bash -c do_llama31_8b\n"
+                                     f":::MLLOG {json.dumps({**throughput, 'key': 'resolved_settings'})}\n"
+                                     f":::MLLOG {json.dumps(throughput)}\n== resnet50 (limit 50s): ...\n"
+                                     f":::MLLOG {json.dumps({**throughput, 'metadata': {}})}\n")
+    parts.write_text("install\t0\t9\t25\nunet3d_variants\t124\t110\t110\nllama31_8b\t0\t40\t60\n"
+                     "resnet50\t0\t30\t50\nqualify\t0\t20\t55\ninference\t0\t20\t45\n")
     env = tmp_path / "env.txt"
     env.write_text("date\npython 3.12.3 torch 2.11.0+cu130\n")
     done = run([sys.executable, str(SUMMARY), str(parts), str(out), str(env), "300"], cwd=tmp_path, check=False)
@@ -245,4 +254,5 @@ def test_the_summary_names_a_cut_part_a_missing_file_and_a_damaged_one_and_exits
     assert "skipped b7-compile" in rows["unet3d_variants"]
     assert "(unreadable: JSONDecodeError" in rows["resnet50"] and "(no inference.json)" in rows["inference"]
     assert "PASS: gemm pass" in rows["qualify"]
+    assert "24 layers x 8192 tokens, bf16: 28,672 tokens/s per device, 445 TFLOPS, MFU 0.45" in rows["llama31_8b"]
     assert "NOT every part ran and passed" in rows["total"] and "python 3.12.3" in done.stdout

@@ -19,8 +19,10 @@ class ThroughputCheck:
     declaration = Declaration(
         name="throughput", kind="workload", runs="job", settings=ThroughputSpec,
         sanity="the workload's throughput mode exits 0 and prints its final `throughput` MLLOG line",
-        units={"throughput_samples_per_s": "samples/s", "step_ms_median": "ms", "loader_samples_per_s": "samples/s"},
-        sane={"*_samples_per_s": (0, 1e9), "step_ms_median": (0, 1e8)},
+        units={"throughput_samples_per_s": "samples/s", "step_ms_median": "ms", "loader_samples_per_s": "samples/s",
+               "tokens_per_s_per_device": "tokens/s", "mfu": "of peak"},
+        sane={"*_samples_per_s": (0, 1e9), "step_ms_median": (0, 1e8), "tokens_per_s_per_device": (0, 1e12),
+              "mfu": (0, 1)},
         timeout_s=600, repeat=True, device_bound=True,
         remedies=Remedies(wrong=Remedy.INVESTIGATE, slow=Remedy.INVESTIGATE),
     )
