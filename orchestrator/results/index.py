@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS seeds (
 );
 CREATE INDEX IF NOT EXISTS runs_label ON runs (label);
 """
+_LISTED = ("run_id, workload, benchmark, profile, label, runner, host, started_at, ended_at, state, seeds, converged,"
+           " valid, score_ms, scaled_score_ms, reason, kind, scenario, metric, metric_unit, drop_per_end,"
+           " max_non_converged, scaling_factor")
+"""The runs table's columns as a listing shows them (all but `synced_mtime`), in the table's order."""
 _RUN_COLUMNS = 24
 _SEED_COLUMNS = 14
 _INT64_MAX = 2**63 - 1
@@ -171,7 +175,7 @@ class Index:
         if not self.exists:
             return {}
         with self._db() as db:
-            return {row["run_id"]: row["synced_mtime"] for row in db.execute("SELECT run_id, synced_mtime FROM runs")}
+            return dict(_tuples(db, "SELECT run_id, synced_mtime FROM runs"))
 
     def write(
         self,
@@ -234,20 +238,16 @@ class Index:
             return {}
         found: dict[str, list[int]] = {}
         with self._db() as db:
-            for run_id, seed in db.execute("SELECT run_id, seed FROM seeds"):
+            for run_id, seed in _tuples(db, "SELECT run_id, seed FROM seeds"):
                 found.setdefault(run_id, []).append(seed)
         return found
 
     def runs(self, *, label: str | None = None, workload: str | None = None) -> list[dict[str, Any]]:
         """Run rows, newest first."""
-        query = ("SELECT * FROM runs WHERE (? IS NULL OR label = ?) AND (? IS NULL OR workload = ?)"
+        query = (f"SELECT {_LISTED} FROM runs WHERE (? IS NULL OR label = ?) AND (? IS NULL OR workload = ?)"
                  " ORDER BY started_at DESC, run_id DESC")
         with self._db() as db:
-            rows = db.execute(query, (label, label, workload, workload)).fetchall()
-        listed = [dict(row) for row in rows]
-        for row in listed:
-            del row["synced_mtime"]
-        return listed
+            return _dicts(db, query, (label, label, workload, workload))
 
     def seeds(self, run_id: str) -> list[dict[str, Any]]:
         with self._db() as db:
@@ -261,9 +261,25 @@ class Index:
             db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (run_id TEXT PRIMARY KEY)")
             db.execute("DELETE FROM wanted")
             db.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", [(r,) for r in run_ids])
-            for row in db.execute("SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed"):
-                found[row["run_id"]].append(dict(row))
+            for row in _dicts(db, "SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed"):
+                found[row["run_id"]].append(row)
         return found
+
+
+def _tuples(db: sqlite3.Connection, query: str, parameters: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """A query's rows as plain tuples (a `sqlite3.Row` each costs more than the row: thousands of runs)."""
+    cursor = db.cursor()
+    cursor.row_factory = None
+    return cursor.execute(query, parameters).fetchall()
+
+
+def _dicts(db: sqlite3.Connection, query: str, parameters: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """A query's rows as dicts by column name, built from plain tuples (`_tuples`)."""
+    cursor = db.cursor()
+    cursor.row_factory = None
+    rows = cursor.execute(query, parameters).fetchall()
+    names = [column[0] for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,

@@ -306,15 +306,17 @@ class Store:
         unreadable: dict[str, str] = {}
         with os.scandir(self.root) as entries:
             names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+        root = str(self.root)
         for name in names:
-            folder = os.path.join(self.root, name)
+            folder = f"{root}/{name}"  # (not os.path.join: thousands of runs)
             try:
                 try:
-                    training[name] = _run_mtime(folder, os.stat(os.path.join(folder, MANIFEST_NAME)).st_mtime,
-                                                seeds.get(name))
+                    manifest_mtime = os.stat(f"{folder}/{MANIFEST_NAME}").st_mtime
                 except FileNotFoundError:
                     with contextlib.suppress(FileNotFoundError):
-                        inference[name] = os.stat(os.path.join(folder, INFERENCE_FILE)).st_mtime
+                        inference[name] = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
+                    continue
+                training[name] = _run_mtime(folder, manifest_mtime, seeds.get(name))
             except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
                 unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
         return training, inference, unreadable
@@ -469,7 +471,10 @@ def _run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: l
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
     files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
-    for path in files:
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            stamps.append(os.stat(path).st_mtime)
+    stat = os.stat
+    for path in files:  # a try per file, not a context manager: eight files a run, thousands of runs
+        try:
+            stamps.append(stat(path).st_mtime)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
     return max(stamps, default=0.0)
