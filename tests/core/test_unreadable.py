@@ -71,7 +71,8 @@ def test_list_names_a_run_folder_it_may_not_read_and_lists_the_others(cli, tmp_p
 def test_qualify_history_names_a_node_folder_it_may_not_read(cli, tmp_path: Path, no_access: Deny):
     results = tmp_path / "r"
     for node in ("a", "b"):
-        assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", node).code == 0
+        assert cli("qualify", "--suite", "throughput_only", "--expect-gpus", "0", "--results", str(results),
+                   "--node-name", node).code == 0
     folder = results / "qualify" / "nodes" / "b"
     no_access(folder)
     r = cli("qualify", "history", "--results", str(results), "--json")
@@ -103,7 +104,8 @@ def test_clean_with_a_docker_host_that_is_no_address_is_one_line(cli, monkeypatc
 
 def test_qualify_history_of_a_nodes_folder_it_may_not_read_is_one_line(cli, tmp_path: Path, no_access: Deny):
     results = tmp_path / "r"
-    assert cli("qualify", "--suite", "throughput_only", "--results", str(results), "--node-name", "a").code == 0
+    assert cli("qualify", "--suite", "throughput_only", "--expect-gpus", "0", "--results", str(results),
+               "--node-name", "a").code == 0
     folder = results / "qualify" / "nodes"
     no_access(folder)
     r = cli("qualify", "history", "--results", str(results))
