@@ -68,8 +68,11 @@ def compare_runs(
         raise UsageError("name at least one run (RUN...) or --label, or published results (--published QUERY,"
                          " twice to compare two)")
     setups = []
+    chosen: list[str] = []
+    runners: dict[str, str | None] = {}
     if runs or label:
         chosen, listing = chosen_runs(store, runs or [], label or [])
+        runners = {row["run_id"]: row.get("runner") for row in listing.rows}
         if wants_inference(chosen, listing):
             compare_inference(out, store, chosen, baseline, as_json=as_json, as_csv=as_csv)
             return
@@ -126,7 +129,7 @@ def compare_runs(
         out.prose(sentence)
     from orchestrator.insight import scaling  # runs on other node counts: their scaling efficiency
 
-    for sentence in scaling.sentences_for(store, chosen):
+    for sentence in scaling.sentences_for(store, chosen, runners):
         out.prose(sentence)
     for row in result.rows:
         for note in row.notes:

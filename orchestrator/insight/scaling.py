@@ -12,7 +12,7 @@ is said to be so (its figure is not the nodes' alone).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator import text
@@ -20,6 +20,8 @@ from orchestrator.insight.runs import RunView, view_of
 from orchestrator.results.store import Store
 
 SMOKE = "smoke"
+SLURM = "slurm"
+"""The one runner whose seeds may span nodes (`--nodes N`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +100,13 @@ def sentences(views: Sequence[RunView]) -> list[str]:
     return lines
 
 
-def sentences_for(store: Store, run_ids: Sequence[str]) -> list[str]:
-    """`sentences` of the stored runs ``run_ids`` (the runs a comparison chose)."""
+def sentences_for(store: Store, run_ids: Sequence[str], runners: Mapping[str, str | None]) -> list[str]:
+    """`sentences` of the stored runs ``run_ids`` (the runs a comparison chose; ``runners``: each one's
+    runner, from the index). Runs are opened only where their node counts differ: a run on a runner
+    other than Slurm ran on one node, a Slurm run's count is in its manifest (read alone), so a
+    comparison of thousands of one-node runs opens none for this."""
+    counts = {(store.manifest(run_id).runner_provenance.get("nodes", 1) if runners.get(run_id) == SLURM else 1)
+              for run_id in run_ids}
+    if len(counts) < 2:
+        return []
     return sentences([view_of(store.open(run_id)) for run_id in run_ids])

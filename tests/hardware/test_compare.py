@@ -439,3 +439,22 @@ def test_compare_reads_runs_with_telemetry_from_the_index_without_opening_them(t
     indexed = load_setups(store, chosen, listing)
     assert indexed == from_folders
     assert all(seed.energy_j and seed.host == "quiet" for setup in indexed for seed in setup.seeds)
+
+
+def test_the_compare_command_opens_no_run_of_one_node_runs(hw_cli, tmp_path: Path, monkeypatch) -> None:
+    """The command as a whole, scaling's look at node counts included, compares one-node runs from the
+    index alone: scaling opened every chosen run to learn it ran on one node."""
+    from orchestrator.results.store import Store
+    from tests.hardware.stored_runs import make_run
+
+    results = tmp_path / "results"
+    for label, power in (("a", 300.0), ("a", 310.0), ("b", 250.0)):
+        make_run(results, label=label, seeds=[1, 2, 3], power_w=power, other_cpu_pct=1.0)
+    assert hw_cli("list", "--results", str(results)).code == 0  # the index, made before the count starts
+    opened: list[str] = []
+    real_open, real_manifest = Store.open, Store.manifest
+    monkeypatch.setattr(Store, "open", lambda self, run_id: opened.append(run_id) or real_open(self, run_id))
+    monkeypatch.setattr(Store, "manifest", lambda self, run_id: opened.append(run_id) or real_manifest(self, run_id))
+    r = hw_cli("compare", "--label", "a", "--label", "b", "--results", str(results))
+    assert r.code == 0, r.err
+    assert len(opened) <= 2 and "scaling" not in r.out  # one manifest a setup (its facts), no run opened
