@@ -25,9 +25,9 @@ def test_an_image_without_torch_cannot_run_the_probe_but_runs_the_throughput_mod
 def test_in_a_torch_image_the_probe_measures(docker_cli, torch_base_image: str, tmp_path: Path):
     """The probe the image carries (``python -m workloads.common.probe``, copied with workloads/) runs in
     the container: every case's sanity checked apart from its number."""
-    r = docker_cli("qualify", "--runner", "docker", "--base-image", torch_base_image, "--results",
-                   str(tmp_path / "r"), "--node-name", "n1", "--json")
-    assert r.code == 0, r.err
+    r = docker_cli("qualify", "--runner", "docker", "--base-image", torch_base_image, "--expect-gpus", "0",
+                   "--results", str(tmp_path / "r"), "--node-name", "n1", "--json")
+    assert r.code == 0, r.err  # a CPU node declared as one may PASS
     record = json.loads(r.out)
     checks = {c["name"]: c for c in record["checks"]}
     assert checks["gemm"]["status"] == "pass" and checks["gemm"]["measurements"]
