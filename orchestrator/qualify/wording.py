@@ -8,7 +8,6 @@ from orchestrator.errors import EXIT_USAGE
 from orchestrator.qualify.config import DriftPolicy
 from orchestrator.qualify.drift import Fall
 from orchestrator.results.qualification import VERDICT_EXIT_CODES, Quorum, Status
-from orchestrator.runners.outcome import JobOutcome
 from orchestrator.text import number
 
 MEANING = {
@@ -33,13 +32,6 @@ def exit_code_table() -> list[tuple[int, str, str]]:
 def exit_code_help() -> str:
     """One line for --help: "PASS 0, FAIL 1, bad input 2, ..."."""
     return ", ".join(f"{'bad input' if word == '-' else word} {code}" for code, word, _ in exit_code_table())
-
-
-def refused_the_suite(what: str, outcome: JobOutcome) -> str:
-    """The INCONCLUSIVE reason of a check's job that exited 2 on its own: the suite's settings, not the
-    node, are at fault; what the job said last follows (its log's tail read once)."""
-    said = outcome.last_line()
-    return f"{what} refused the suite's settings (exit 2)" + (f": {said[:200]}" if said else "")
 
 
 def quorum_note(q: Quorum, unit: str) -> str:

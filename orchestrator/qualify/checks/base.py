@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from orchestrator import text
-from orchestrator.qualify.wording import refused_the_suite
 from orchestrator.results.qualification import CheckResult, Status
 from orchestrator.runners import resource_errors
 from orchestrator.runners.outcome import JobOutcome
@@ -40,6 +39,13 @@ class NodeCheck(Protocol):
 LEFTOVERS = "leftovers"
 """The fact of a check whose job left processes running after it ended (the runner stopped them):
 what `JobOutcome.leftover_note` said; the node says it once, as a warning, not a verdict."""
+
+
+def refused_the_suite(what: str, outcome: JobOutcome) -> str:
+    """The INCONCLUSIVE reason of a check's job that exited 2 on its own: the suite's settings, not the
+    node, are at fault; what the job said last follows (its log's tail read once)."""
+    said = outcome.last_line()
+    return f"{what} refused the suite's settings (exit 2)" + (f": {said[:200]}" if said else "")
 
 
 def job_facts(outcome: JobOutcome) -> dict[str, str]:
