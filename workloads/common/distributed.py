@@ -14,6 +14,7 @@ import contextlib
 import gc
 import inspect
 import os
+import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,12 @@ class Context:
     @property
     def is_distributed(self) -> bool:
         return self.world_size > 1
+
+    def note(self, workload: str, message: str) -> None:
+        """Progress for humans on stderr (stdout carries the MLLOG lines), ``workload: message``; rank 0 only."""
+        if self.is_main:
+            sys.stderr.write(f"{workload}: {message}\n")
+            sys.stderr.flush()
 
 
 def env_rank(environ: Mapping[str, str] | None = None) -> int:

@@ -44,13 +44,6 @@ from workloads.llama31_8b.runtime import resolve_setup
 RANDOM_SEED = -1
 
 
-def note(context: distributed.Context, message: str) -> None:
-    """Progress for humans on stderr (stdout carries the MLLOG lines); rank 0 only."""
-    if context.is_main:
-        sys.stderr.write(f"llama31_8b: {message}\n")
-        sys.stderr.flush()
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = Parser(prog="python -m workloads.llama31_8b.train", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder of the C4 .bin/.idx pairs")
@@ -91,7 +84,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
                       force_open=environment.force_open)
     log.event(c.SUBMISSION_DIVISION, division.label, metadata={"reason": division.reason} if division.reason else None)
     if division.reason:
-        note(context, f"division open: {division.reason}")
+        context.note("llama31_8b", f"division open: {division.reason}")
     log.event(c.SEED, seed)
     for key, value in hyperparameters(config, processes=context.world_size, precision=setup.precision).items():
         log.event(key, value)
@@ -122,15 +115,15 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         loss = float(distributed.all_reduce_sum(result.loss, context)) / context.world_size
         log.end(c.BLOCK_STOP, metadata={c.SAMPLES_COUNT: consumed})
         if not torch.isfinite(torch.tensor(loss)):
-            note(context, f"step {step}: training loss is not finite, stopping (diverged)")
+            context.note("llama31_8b", f"step {step}: training loss is not finite, stopping (diverged)")
             break
         log.start(c.EVAL_START, metadata={c.SAMPLES_COUNT: consumed})
         value = engine.evaluate(model, validation, config=config, precision=setup.precision, context=context)
         log.event(c.EVAL_ACCURACY, value, metadata={c.SAMPLES_COUNT: consumed})
         log.end(c.EVAL_STOP, metadata={c.SAMPLES_COUNT: consumed})
         rate = consumed * config.seq_len / (time.perf_counter() - started)
-        note(context, f"step {step} ({consumed} sequences): train loss {loss:.4f}, validation log perplexity "
-                      f"{value:.4f} (target {config.target}), {rate:,.0f} tokens/s")
+        context.note("llama31_8b", f"step {step} ({consumed} sequences): train loss {loss:.4f}, validation log"
+                     f" perplexity {value:.4f} (target {config.target}), {rate:,.0f} tokens/s")
         if value <= config.target:
             status = c.SUCCESS
             break

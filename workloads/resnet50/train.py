@@ -70,13 +70,6 @@ RANDOM_SEED = -1
 """--seed value that makes the workload draw the seed itself."""
 
 
-def note(context: distributed.Context, message: str) -> None:
-    """Progress for humans on stderr (stdout carries the MLLOG lines); rank 0 only."""
-    if context.is_main:
-        sys.stderr.write(f"resnet50: {message}\n")
-        sys.stderr.flush()
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = Parser(prog="python -m workloads.resnet50.train", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="dataset in the ImageNet folder layout")
@@ -149,7 +142,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
                       classes=len(train_split.classes), seed_random=seed_random, force_open=environment.force_open)
     log.event(c.SUBMISSION_DIVISION, division.label, metadata={"reason": division.reason} if division.reason else None)
     if division.reason:
-        note(context, f"division open: {division.reason}")
+        context.note("resnet50", f"division open: {division.reason}")
     schedule = schedule_for(config, len(train_split.samples), global_batch)
     log.event(c.SEED, seed)
     log.event(c.GLOBAL_BATCH_SIZE, global_batch)
@@ -189,9 +182,9 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         log.end(c.EPOCH_STOP, metadata={c.EPOCH_NUM: epoch})
         seconds = time.perf_counter() - started
         rate = stats.images * context.world_size / seconds
-        note(context, f"epoch {epoch}: loss {stats.mean_loss:.4f}, {rate:.1f} images/s")
+        context.note("resnet50", f"epoch {epoch}: loss {stats.mean_loss:.4f}, {rate:.1f} images/s")
         if stats.diverged:
-            note(context, f"epoch {epoch}: loss is not finite, stopping (diverged)")
+            context.note("resnet50", f"epoch {epoch}: loss is not finite, stopping (diverged)")
             log.end(c.BLOCK_STOP, metadata={c.FIRST_EPOCH_NUM: block_first})
             break
         last = epoch == config.max_epochs
@@ -207,7 +200,7 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
         skipped += eval_skipped
         log.event(c.EVAL_ACCURACY, accuracy, metadata={c.EPOCH_NUM: epoch})
         log.end(c.EVAL_STOP, metadata={c.EPOCH_NUM: epoch})
-        note(context, f"epoch {epoch}: top-1 {accuracy:.4f} (target {config.target})")
+        context.note("resnet50", f"epoch {epoch}: top-1 {accuracy:.4f} (target {config.target})")
         if accuracy >= config.target:
             status = c.SUCCESS
             break
@@ -215,7 +208,8 @@ def _train(config: TrainConfig, data_dir: Path, seed: int, context: distributed.
     if save_weights is not None and context.is_main:
         torch.save(model.state_dict(), save_weights)
     if skipped:
-        note(context, f"{skipped} unreadable images were skipped (each reported above); run `dataset verify`")
+        context.note("resnet50",
+                     f"{skipped} unreadable images were skipped (each reported above); run `dataset verify`")
     return status
 
 
