@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from orchestrator.config.labels import check_label
 from orchestrator.config.locations import default_results_dir
 from orchestrator.config.profiles import Profile, Profiles
-from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.seedspec import SeedSpec
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
@@ -166,7 +166,7 @@ def profile_for(workload: Workload, profiles: Profiles, name: str | None) -> Pro
 
 
 def plan_new(
-    workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
+    workload: Workload, profiles: Profiles, *, seeds: SeedSpec | None, profile: str | None, data: Path | None,
     label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """A fresh run: the profile's defaults, overridden by what the user gave."""
@@ -175,9 +175,9 @@ def plan_new(
     check_label(label)
     ruleset = benchmarks.ruleset_of(workload)
     chosen = profile_for(workload, profiles, profile)
-    parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
+    spec = chosen.seeds if seeds is None else seeds
     return BenchmarkPlan(
-        workload=workload, profile=chosen, ruleset=ruleset, seeds=tuple(parsed), seeds_random=random,
+        workload=workload, profile=chosen, ruleset=ruleset, seeds=spec.seeds(), seeds_random=bool(spec.random),
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
         real_data=chosen.dataset.source == "real" or data is not None,
@@ -185,7 +185,7 @@ def plan_new(
 
 
 def plan_resume(
-    workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: str | None, profile: str | None,
+    workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: SeedSpec | None, profile: str | None,
     data: Path | None, label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """Complete a stored run: its seeds, profile, data and seed rule stay what they were; only a
@@ -220,7 +220,7 @@ def plan_resume(
 
 
 def plan_run(
-    workload: Workload, profiles: Profiles, store: Store, *, resume: str | None, seeds: str | None,
+    workload: Workload, profiles: Profiles, store: Store, *, resume: str | None, seeds: SeedSpec | None,
     profile: str | None, data: Path | None, label: str | None, retry_failed: bool, request: Request | None,
 ) -> BenchmarkPlan:
     """`mltrain run`'s plan: the stored run ``resume`` completed under its own seed rule, or a new run
