@@ -47,9 +47,14 @@ class PreparedData:
 
 
 def synthetic_dir(workload: Workload, profile: Profile) -> Path:
-    """Where a profile's synthetic dataset lives: one folder per distinct set of arguments."""
-    digest = hashlib.sha256("\0".join(profile.dataset.args).encode()).hexdigest()[:12]
-    return data_cache_dir() / workload.name / f"synthetic-{digest}"
+    """Where a profile's synthetic dataset lives: one folder per distinct set of arguments and
+    version of the code that makes it (the contents of the files the workload's ``data.code``
+    names), so that data made by older dataset code is made again, never silently reused."""
+    digest = hashlib.sha256("\0".join(profile.dataset.args).encode())
+    for path in workload.data_code():
+        digest.update(f"\0{path.relative_to(workload.folder).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return data_cache_dir() / workload.name / f"synthetic-{digest.hexdigest()[:12]}"
 
 
 def prepared_cache_dir(workload: Workload) -> Path:

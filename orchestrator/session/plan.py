@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.config.labels import check_label
 from orchestrator.config.locations import default_results_dir
-from orchestrator.config.profiles import Profile, Profiles
+from orchestrator.config.profiles import MLPERF, Profile, Profiles
 from orchestrator.config.seedspec import SeedSpec
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import UsageError
@@ -157,6 +157,9 @@ def never_valid(seeds: int, profile: Profile) -> str | None:
 def profile_for(workload: Workload, profiles: Profiles, name: str | None) -> Profile:
     """The workload's profile from seeds.yaml; the mlperf profile takes its runs and drops from
     MLPerf's rule for the workload's benchmark."""
+    if (name or profiles.default_profile) == MLPERF and not workload.compliance:
+        raise UsageError(f"{workload.name} declares compliance: false (it implements no MLPerf benchmark's rules):"
+                         f" it has no {MLPERF} profile; run it with --profile qualify or smoke")
     chosen = profiles.get(workload.name, name)
     if not chosen.is_mlperf:
         return chosen

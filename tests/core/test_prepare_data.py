@@ -70,3 +70,32 @@ def test_a_failed_or_odd_prepare_is_one_line_exit_2_and_writes_nothing(
     r = cli("run", "fakebench", "--data", str(data), "--results", str(tmp_path / "results"))
     assert r.code == 2 and message in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_synthetic_data_made_by_other_dataset_code_is_made_again_not_reused(cli, tmp_path: Path, mltrain_env,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """The synthetic data's cache is keyed by the dataset code's version (the contents of the files
+    the workload's `data.code` names) as well as the profile's arguments (issue 37: arguments only,
+    and data made by older code was reused without a word)."""
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+
+    def data_dir(run: str) -> Path:
+        r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / run))
+        assert r.code == 0, r.err
+        return Path(_manifest(tmp_path / run)["data_dir"])
+
+    first = data_dir("a")
+    assert data_dir("b") == first  # the same code and arguments: the same data
+    dataset = workloads / "fakebench" / "dataset.py"
+    dataset.write_text(dataset.read_text() + "\n# a changed dataset code\n")
+    changed = data_dir("c")
+    assert changed != first and changed.parent == first.parent
+    declaration = workloads / "fakebench" / "workload.yaml"  # a workload narrows its code to the files that make data
+    declaration.write_text(declaration.read_text().replace("  cli: [python3, dataset.py]\n",
+                                                           "  cli: [python3, dataset.py]\n  code: [dataset.py]\n"))
+    narrowed = data_dir("d")
+    train = workloads / "fakebench" / "fake_train.py"
+    train.write_text(train.read_text() + "\n# a changed training code\n")
+    assert data_dir("e") == narrowed != changed
