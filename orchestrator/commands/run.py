@@ -12,6 +12,7 @@ import typer
 from orchestrator.commands.common import (
     JSON_OPTION,
     RESULTS_OPTION,
+    RUNNERS_SAID,
     IpcMode,
     ProfileName,
     RunnerName,
@@ -39,7 +40,7 @@ def run(
     ),
     profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
     runner: RunnerName = typer.Option(
-        None, "--runner", help="Where seeds run (default: local; with --resume, where the run ran)."
+        None, "--runner", help=f"Where seeds run: {RUNNERS_SAID}. Default: local; with --resume, where the run ran."
     ),
     data: Path = typer.Option(
         None, "--data", help="Dataset folder, training-ready or raw (raw data is prepared once, where seeds run)."
