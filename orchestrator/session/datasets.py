@@ -26,6 +26,7 @@ from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runne
 from orchestrator.runners.jobs import dataset_command
 
 READY_MARKER = ".mltrain-ready"
+SYNTHETIC_PREFIX = "synthetic-"
 PREPARE_TIMEOUT_S = 2 * 24 * 3600
 """Preparing the full raw dataset (KiTS19: 29 GB preprocessed) may take hours on a small host."""
 SYNTHESIZE_TIMEOUT_S = 6 * 3600
@@ -54,7 +55,12 @@ def synthetic_dir(workload: Workload, profile: Profile) -> Path:
     for path in workload.data_code():
         digest.update(f"\0{path.relative_to(workload.folder).as_posix()}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return data_cache_dir() / workload.name / f"synthetic-{digest.hexdigest()[:12]}"
+    return data_cache_dir() / workload.name / f"{SYNTHETIC_PREFIX}{digest.hexdigest()[:12]}"
+
+
+def is_synthetic_dir(workload: Workload, folder: Path) -> bool:
+    """``folder`` is one of the workload's synthetic datasets (made by whatever version of its code)."""
+    return folder.parent == data_cache_dir() / workload.name and folder.name.startswith(SYNTHETIC_PREFIX)
 
 
 def prepared_cache_dir(workload: Workload) -> Path:

@@ -218,7 +218,7 @@ def plan_resume(
         workload=workload, profile=chosen, ruleset=ruleset, seeds=m.seeds, seeds_random=m.seeds_random,
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
-        real_data=chosen.dataset.source == "real" or data_dir != datasets.synthetic_dir(workload, chosen),
+        real_data=chosen.dataset.source == "real" or not datasets.is_synthetic_dir(workload, data_dir),
     )
 
 

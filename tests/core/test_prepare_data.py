@@ -99,3 +99,24 @@ def test_synthetic_data_made_by_other_dataset_code_is_made_again_not_reused(cli,
     train = workloads / "fakebench" / "fake_train.py"
     train.write_text(train.read_text() + "\n# a changed training code\n")
     assert data_dir("e") == narrowed != changed
+
+
+def test_a_run_resumed_after_its_dataset_code_changed_goes_on_with_its_synthetic_data(
+        cli, tmp_path: Path, mltrain_env, monkeypatch: pytest.MonkeyPatch):
+    """Its recorded synthetic set stays its data, and still reads as synthetic (no real_data env)."""
+    from orchestrator.config.profiles import load_profiles
+    from orchestrator.config.workloads import load_workload
+    from orchestrator.session.plan import plan_resume
+
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / "a"))
+    assert r.code == 0, r.err
+    dataset = workloads / "fakebench" / "dataset.py"
+    dataset.write_text(dataset.read_text() + "\n# a changed dataset code\n")
+    store = Store(tmp_path / "a")
+    previous = store.open(store.run_ids()[0])
+    plan = plan_resume(load_workload(workloads / "fakebench"), load_profiles(Path(mltrain_env["MLTRAIN_SEEDS_FILE"])),
+                       previous, seeds=None, profile=None, data=None, label=None)
+    assert str(plan.data_dir) == previous.manifest.data_dir and not plan.real_data
