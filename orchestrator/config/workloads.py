@@ -101,9 +101,13 @@ class Workload(_Frozen):
                 for word in self.data.cli]
 
     def data_code(self) -> list[Path]:
-        """The files ``data.code`` names, in a stable order (compiled files left out)."""
+        """The files ``data.code`` names, in a stable order (compiled files left out); ConfigError
+        when it names none."""
         found = {path for pattern in self.data.code for path in self.folder.glob(pattern)
                  if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+        if not found:
+            raise ConfigError(f"{self.folder / DECLARATION}: data.code {list(self.data.code)} names no file of"
+                              f" {self.folder}: name the files that make its synthetic data")
         return sorted(found)
 
     @model_validator(mode="before")

@@ -21,7 +21,7 @@ from typing import Any
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.profiles import Profile
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import DataError
+from orchestrator.errors import ConfigError, DataError
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
 from orchestrator.runners.jobs import dataset_command
 
@@ -54,7 +54,11 @@ def synthetic_dir(workload: Workload, profile: Profile) -> Path:
     digest = hashlib.sha256("\0".join(profile.dataset.args).encode())
     for path in workload.data_code():
         digest.update(f"\0{path.relative_to(workload.folder).as_posix()}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read this file of {workload.name}'s dataset code (data.code):"
+                              f" {exc.strerror or exc}") from None
     return data_cache_dir() / workload.name / f"{SYNTHETIC_PREFIX}{digest.hexdigest()[:12]}"
 
 

@@ -120,3 +120,15 @@ def test_a_run_resumed_after_its_dataset_code_changed_goes_on_with_its_synthetic
     plan = plan_resume(load_workload(workloads / "fakebench"), load_profiles(Path(mltrain_env["MLTRAIN_SEEDS_FILE"])),
                        previous, seeds=None, profile=None, data=None, label=None)
     assert str(plan.data_dir) == previous.manifest.data_dir and not plan.real_data
+
+
+def test_a_data_code_that_names_no_file_is_one_line_exit_2(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    declaration = workloads / "fakebench" / "workload.yaml"
+    declaration.write_text(declaration.read_text().replace("  cli: [python3, dataset.py]\n",
+                                                           "  cli: [python3, dataset.py]\n  code: [datset.py]\n"))
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / "r"))
+    assert r.code == 2 and "data.code ['datset.py'] names no file" in r.err and len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
