@@ -2,7 +2,7 @@
 folder (tests/recipes/toy_workload/, as workloads/toy/), its profile block in seeds.yaml and its line in
 pyproject's package list, nothing else edited. `mltrain run toy --profile smoke` makes its synthetic
 data, runs its seeds and scores them; it implements no MLPerf benchmark (`compliance: false`), so its
-three-key logs are not held to its benchmark's compliance checker, and it has no mlperf profile."""
+logs of a few keys are not held to its benchmark's compliance checker, and it has no mlperf profile."""
 
 from __future__ import annotations
 
