@@ -17,6 +17,8 @@ import typer
 from orchestrator.config.locations import default_results_dir, default_seeds_file, workloads_dir
 from orchestrator.config.profiles import PROFILE_NAMES
 from orchestrator.output import Output
+from orchestrator.runners.kinds import NAMES as RUNNER_NAMES
+from orchestrator.runners.kinds import choices_said
 
 if TYPE_CHECKING:
     from orchestrator.config.workloads import Registry
@@ -31,11 +33,10 @@ WORKLOADS_ENV = "MLTRAIN_WORKLOADS"
 """Extra folders of workloads (os.pathsep-separated), searched before the project's own."""
 
 
-class RunnerName(str, Enum):
-    local = "local"
-    docker = "docker"
-    slurm = "slurm"
-    auto = "auto"
+RunnerName = Enum("RunnerName", {name: name for name in RUNNER_NAMES}, type=str)  # type: ignore[misc]
+"""The runners as typer offers them (the table: `orchestrator.runners.kinds`)."""
+RUNNERS_SAID = choices_said()
+"""Each runner and what it is, for the --runner help texts."""
 
 
 ProfileName = Enum("ProfileName", {name: name for name in PROFILE_NAMES}, type=str)  # type: ignore[misc]

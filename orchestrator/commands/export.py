@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands.common import JSON_OPTION, RESULTS_OPTION, RunnerName, open_store, output, registry
+from orchestrator.commands.common import (
+    JSON_OPTION,
+    RESULTS_OPTION,
+    RUNNERS_SAID,
+    RunnerName,
+    open_store,
+    output,
+    registry,
+)
 
 if TYPE_CHECKING:
     from orchestrator.output import Output
@@ -27,7 +35,8 @@ def export_run(
                                help="A training run's trained model as this inference model file (.onnx or .pt2)."),
     seed: int = typer.Option(None, "--seed", min=0, metavar="SEED",
                              help="With --model: the seed whose model (default: the first that converged)."),
-    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="With --model: where the export runs."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner",
+                                      help=f"With --model: where the export runs: {RUNNERS_SAID}."),
     division: str = typer.Option(None, "--division", help="An inference run: closed or open (default: closed for "
                                  "a valid mlperf-profile result, else open)."),
     system_type: str = typer.Option("datacenter", "--system-type", help="An inference run: datacenter or edge "

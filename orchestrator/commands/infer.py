@@ -13,6 +13,7 @@ from typer.core import TyperCommand
 from orchestrator.commands.common import (
     JSON_OPTION,
     RESULTS_OPTION,
+    RUNNERS_SAID,
     ProfileName,
     RunnerName,
     open_store,
@@ -107,7 +108,7 @@ def infer(
     trust_model: bool = typer.Option(False, "--trust-model",
                                      help="--backend torch: load this .pt2, which runs code its author chose as it"
                                      " loads (only a file you made)."),
-    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the harness runs."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help=f"Where the harness runs: {RUNNERS_SAID}."),
     gpus: str = typer.Option(None, "--gpus", help="GPUs the harness gets (all, N, 0,1 or none)."),
     results: Path = RESULTS_OPTION,
     as_json: bool = JSON_OPTION,

@@ -13,6 +13,7 @@ import typer
 from orchestrator.commands.common import (
     JSON_OPTION,
     RESULTS_OPTION,
+    RUNNERS_SAID,
     WIDE_OPTION,
     RunnerName,
     output,
@@ -40,7 +41,8 @@ def register(app: typer.Typer) -> None:
 def qualify(
     ctx: typer.Context,
     suite: str = typer.Option("quick", "--suite", help="quick (nightly) or full (adds a time-to-train seed)."),
-    runner: RunnerName = typer.Option(RunnerName.local, "--runner", help="Where the checks run; slurm: per node."),
+    runner: RunnerName = typer.Option(RunnerName.local, "--runner",
+                                      help=f"Where the checks run (slurm: per node): {RUNNERS_SAID}."),
     nodes: str = typer.Option(None, "--nodes", help="Slurm: all, or a hostlist such as node[01-04]."),
     partition: str = typer.Option(None, "--partition", help="Slurm: the partition whose nodes are qualified."),
     references: Path = typer.Option(None, "--references", help="Operator references (YAML, ReFrame style)."),

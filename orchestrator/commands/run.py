@@ -12,6 +12,7 @@ import typer
 from orchestrator.commands.common import (
     JSON_OPTION,
     RESULTS_OPTION,
+    RUNNERS_SAID,
     IpcMode,
     ProfileName,
     RunnerName,
@@ -39,7 +40,7 @@ def run(
     ),
     profile: ProfileName = typer.Option(None, "--profile", help="Default: qualify."),
     runner: RunnerName = typer.Option(
-        None, "--runner", help="Where seeds run (default: local; with --resume, where the run ran)."
+        None, "--runner", help=f"Where seeds run: {RUNNERS_SAID}. Default: local; with --resume, where the run ran."
     ),
     data: Path = typer.Option(
         None, "--data", help="Dataset folder, training-ready or raw (raw data is prepared once, where seeds run)."
@@ -91,6 +92,7 @@ def run(
     3 an infrastructure fault ended a seed (resume with --retry-failed); 130/143/129 stopped by a
     signal (resume with --resume)."""
     from orchestrator.config.profiles import load_profiles
+    from orchestrator.config.seedspec import SeedSpec, parse_option
     from orchestrator.runners.select import RunnerOptions, make_runner
     from orchestrator.session.deciding import request_of
     from orchestrator.session.plan import plan_run
@@ -100,9 +102,10 @@ def run(
     store = open_store(results)
     spec = registry().get(workload)
     profiles = load_profiles(seeds_file())
-    request = request_of(seeds=seeds, until_decided=until_decided, against=against, margin=margin,
+    asked = parse_option(seeds)
+    request = request_of(seeds=asked, until_decided=until_decided, against=against, margin=margin,
                          max_seeds=max_seeds, width=width)
-    plan = plan_run(spec, profiles, store, resume=resume, seeds=seeds,
+    plan = plan_run(spec, profiles, store, resume=resume, seeds=asked if isinstance(asked, SeedSpec) else None,
                     profile=profile.value if profile else None, data=data, label=label, retry_failed=retry_failed,
                     request=request)
     options = RunnerOptions(

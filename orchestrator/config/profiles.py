@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from orchestrator.config.files import read_yaml, validated
 from orchestrator.config.numbers import Positive
-from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.seedspec import SeedSpec
 from orchestrator.errors import ConfigError, UsageError
 
 ProfileName = Literal["qualify", "mlperf", "smoke"]
@@ -43,6 +43,20 @@ def _env_names_are_variables(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def _seed_spec(value: object) -> object:
+    if isinstance(value, SeedSpec):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("a seed spec is text: \"1-9\", \"1,3,5-7\" or \"random:40\"")
+    try:
+        return SeedSpec.parse(value)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Seeds = Annotated[SeedSpec, BeforeValidator(_seed_spec)]
+"""A seed spec as seeds.yaml writes it ("1-9", "random:40"), parsed where the file is read."""
+
 EnvVars = Annotated[dict[str, str], BeforeValidator(_env_values_are_strings), AfterValidator(_env_names_are_variables)]
 """Variables handed to run_and_time.sh: names of letters, digits and '_', string values."""
 
@@ -74,8 +88,8 @@ class Profile(_Frozen):
     """How one workload is run and scored under one profile."""
 
     name: str
-    seeds: str = "1-9"
-    """Default seed spec."""
+    seeds: Seeds = SeedSpec(listed=tuple(range(1, 10)), text="1-9")
+    """Default seed spec (1-9)."""
     runs: int | None = Field(default=None, ge=1)
     """Runs a valid result needs; None: as many as seeds given."""
     drop_per_end: int = Field(default=1, ge=0)
@@ -91,15 +105,6 @@ class Profile(_Frozen):
     """Variables handed to run_and_time.sh."""
     real_data: RealData | None = None
     """On real data: what changes (see `RealData`); None: nothing."""
-
-    @field_validator("seeds")
-    @classmethod
-    def _seed_spec_parses(cls, value: str) -> str:
-        try:
-            parse_seeds(value)
-        except UsageError as exc:
-            raise ValueError(str(exc)) from None
-        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -130,7 +135,7 @@ class Profile(_Frozen):
         """The mlperf profile under MLPerf's rule for the benchmark: exactly ``runs`` runs, scored
         dropping ``drop_per_end`` at each end; its seeds are ``runs`` drawn at random unless
         seeds.yaml names them."""
-        seeds = self.seeds if "seeds" in self.model_fields_set else f"random:{runs}"
+        seeds = self.seeds if "seeds" in self.model_fields_set else SeedSpec(random=runs)
         return self.model_copy(update={"runs": runs, "drop_per_end": drop_per_end,
                                        "max_non_converged": max_non_converged, "seeds": seeds})
 

@@ -39,6 +39,10 @@ class DataDecl(_Frozen):
     """The workload's dataset command line (implements `synthesize` and `check`)."""
     how_to_get: str = ""
     """Where real data comes from; shown when a data folder is missing."""
+    code: tuple[str, ...] = Field(default=("**/*",), min_length=1)
+    """The files (globs in the workload's folder) whose contents make its synthetic data: with the
+    profile's arguments they key the data made, so that data made by other code is never reused.
+    Default: every file of the folder."""
 
 
 class ExportDecl(_Frozen):
@@ -82,6 +86,11 @@ class Workload(_Frozen):
     image: ImageDecl | None = None
     export: ExportDecl | None = None
     """None: its trained model is not exported."""
+    compliance: bool = True
+    """False: a workload that is no implementation of ``mlperf_benchmark`` (a model of one's own, a
+    test double) opts out of that benchmark's compliance checker: its seeds' logs need only the keys
+    a run is measured by (run_start, run_stop, the quality metric), their records carry no
+    verdict, and it has no mlperf profile."""
     folder: Path = Field(default=Path("."), exclude=True)
     """The workload's folder (set on load)."""
 
@@ -90,6 +99,16 @@ class Workload(_Frozen):
         (``dataset.py``) becomes its absolute path; modules and programs stay as they are."""
         return [str(self.folder / word) if not word.startswith("-") and (self.folder / word).is_file() else word
                 for word in self.data.cli]
+
+    def data_code(self) -> list[Path]:
+        """The files ``data.code`` names, in a stable order (compiled files left out); ConfigError
+        when it names none."""
+        found = {path for pattern in self.data.code for path in self.folder.glob(pattern)
+                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+        if not found:
+            raise ConfigError(f"{self.folder / DECLARATION}: data.code {list(self.data.code)} names no file of"
+                              f" {self.folder}: name the files that make its synthetic data")
+        return sorted(found)
 
     @model_validator(mode="before")
     @classmethod

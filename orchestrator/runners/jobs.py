@@ -180,23 +180,26 @@ class StartedJob:
 
 
 def start_job(runner: Runner, spec: JobSpec, *, timeout_s: float | None,
-              on_line: Callable[[str], None] = lambda line: None) -> StartedJob:
-    """Check the job, make its folder, submit it and follow its output into ``output.log``.
+              on_line: Callable[[str], None] = lambda line: None, checked: bool = False) -> StartedJob:
+    """Check the job (unless ``checked``: the caller had ``runner`` check this very spec before
+    anything was written), make its folder, submit it and follow its output into ``output.log``.
     The runner's error (UsageError, ConfigError, RunnerError) when it refuses or cannot start it;
     ``timeout_s`` None: no limit of mltrain's (Slurm's own time limit holds the job)."""
-    runner.check_job(spec)
+    if not checked:
+        runner.check_job(spec)
     atomic.make_folder(spec.results_dir)
     return StartedJob(runner, spec, runner.submit(spec), on_line, timeout_s)
 
 
 def run_job(runner: Runner, spec: JobSpec, *, timeout_s: float | None, on_line: Callable[[str], None] = lambda line:
-            None, on_tick: Callable[[], None] = _nothing) -> JobOutcome:
+            None, on_tick: Callable[[], None] = _nothing, checked: bool = False) -> JobOutcome:
     """Run ``spec`` on ``runner`` to its end (or its limit) and say how it ended. Each line of its
     output goes to ``on_line`` (from the output thread) as it arrives; ``on_tick`` is called from
-    this thread at least every `TICK_S`. A stop signal (or an error) stops the job in order and propagates."""
+    this thread at least every `TICK_S`. A stop signal (or an error) stops the job in order and propagates.
+    ``checked``: as `start_job`'s."""
     started: list[StartedJob] = []
     try:
-        started.append(start_job(runner, spec, timeout_s=timeout_s, on_line=on_line))
+        started.append(start_job(runner, spec, timeout_s=timeout_s, on_line=on_line, checked=checked))
         return started[0].finish(on_tick)
     except BaseException:
         stop_jobs([(runner, spec.run_id)], started)

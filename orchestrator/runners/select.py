@@ -1,4 +1,4 @@
-"""Choose the runner a command asked for (``--runner local|docker|auto``)."""
+"""Make the runner a command asked for (``--runner``: the runners are `orchestrator.runners.kinds`'s table)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,19 @@ from dataclasses import dataclass
 from orchestrator.config.locations import project_files, python_root
 from orchestrator.errors import UsageError
 from orchestrator.runners.base import Runner
+from orchestrator.runners.kinds import AUTO, NAMES, RUNNERS
 from orchestrator.runners.local import LocalRunner
 
-RUNNER_NAMES = ("local", "docker", "slurm", "auto")
-RUNNER_FLAGS = {"partition": ("--partition", "slurm"), "shm_size": ("--shm-size", "docker"),
-                "ipc": ("--ipc", "docker"), "base_image": ("--base-image", "docker"),
-                "rebuild": ("--rebuild", "docker"), "drop_caches": ("--drop-caches", "docker"),
-                "nodes": ("--nodes", "slurm"), "gpus_per_node": ("--gpus-per-node", "slurm")}
+RUNNER_NAMES = NAMES
+RUNNER_FLAGS = {option: (flag, kind.name) for kind in RUNNERS for option, flag in zip(kind.options, kind.flags,
+                                                                                       strict=True)}
 """The options a user gives that only one runner takes: (its flag, that runner)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunnerOptions:
     name: str = "local"
-    """local, docker or auto (docker when an engine answers, else local)."""
+    """One of `kinds.NAMES` (auto: docker when an engine answers, else local)."""
     gpus: str | None = None
     """all, N, device ids such as 0,1, or none (Slurm: N or none); None: the runner's default
     (local: what this shell sees; Slurm: nothing requested; docker: `default_gpus`)."""
@@ -66,33 +65,47 @@ class RunnerOptions:
         for owner in sorted({owner for _, owner in stray}):
             flags = [flag for flag, o in stray if o == owner]
             parts.append(f"{', '.join(flags)} {'is' if len(flags) == 1 else 'are'} for the {owner} runner")
-        chose = " (--runner auto chose it)" if self.name == "auto" else ""
+        chose = f" (--runner {AUTO} chose it)" if self.name == AUTO else ""
         raise UsageError(f"{'; '.join(parts)}: this command runs on the {runner} runner{chose}; drop "
                          f"{'it' if len(stray) == 1 else 'them'}, or pick the runner with --runner")
 
 
 def make_runner(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
+    """The runner ``options`` name (auto: docker when an engine answers, else local, said on ``on_status``)."""
     name = options.name
-    if name == "auto":
+    if name == AUTO:
         from orchestrator.runners.docker.engine import engine_status
 
         up, why = engine_status()
         name = "docker" if up else "local"
         on_status(f"runner: {name} ({why})")
     options.check_for(name)
-    if name == "local":
-        return LocalRunner(python_root(), gpus=options.gpus)
-    if name == "slurm":
-        from orchestrator.runners.slurm import SlurmOptions, SlurmRunner
+    return MAKERS[name](options, on_status)
 
-        return SlurmRunner(python_root(), SlurmOptions(
-            partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
-            nodelist=options.nodelist, exclusive=options.exclusive, nodes=options.nodes,
-            gpus_per_node=options.gpus_per_node,
-        ))
+
+def _local(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
+    return LocalRunner(python_root(), gpus=options.gpus)
+
+
+def _slurm(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
+    from orchestrator.runners.slurm import SlurmOptions, SlurmRunner
+
+    return SlurmRunner(python_root(), SlurmOptions(
+        partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
+        nodelist=options.nodelist, exclusive=options.exclusive, nodes=options.nodes,
+        gpus_per_node=options.gpus_per_node,
+    ))
+
+
+def _docker(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
     from orchestrator.runners.docker.runner import DockerRunner
 
     return DockerRunner(
         project_files(), gpus=options.gpus or options.default_gpus, shm_size=options.shm_size, rebuild=options.rebuild,
         drop_caches=options.drop_caches, base_image=options.base_image, ipc=options.ipc, on_status=on_status,
     )
+
+
+MAKERS: dict[str, Callable[[RunnerOptions, Callable[[str], None]], Runner]] = {
+    "local": _local, "docker": _docker, "slurm": _slurm}
+"""How each runner of the table (`kinds.RUNNERS`, but auto) is made."""

@@ -21,11 +21,12 @@ from typing import Any
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.profiles import Profile
 from orchestrator.config.workloads import Workload
-from orchestrator.errors import DataError
+from orchestrator.errors import ConfigError, DataError
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
 from orchestrator.runners.jobs import dataset_command
 
 READY_MARKER = ".mltrain-ready"
+SYNTHETIC_PREFIX = "synthetic-"
 PREPARE_TIMEOUT_S = 2 * 24 * 3600
 """Preparing the full raw dataset (KiTS19: 29 GB preprocessed) may take hours on a small host."""
 SYNTHESIZE_TIMEOUT_S = 6 * 3600
@@ -47,9 +48,23 @@ class PreparedData:
 
 
 def synthetic_dir(workload: Workload, profile: Profile) -> Path:
-    """Where a profile's synthetic dataset lives: one folder per distinct set of arguments."""
-    digest = hashlib.sha256("\0".join(profile.dataset.args).encode()).hexdigest()[:12]
-    return data_cache_dir() / workload.name / f"synthetic-{digest}"
+    """Where a profile's synthetic dataset lives: one folder per distinct set of arguments and
+    version of the code that makes it (the contents of the files the workload's ``data.code``
+    names), so that data made by older dataset code is made again, never silently reused."""
+    digest = hashlib.sha256("\0".join(profile.dataset.args).encode())
+    for path in workload.data_code():
+        digest.update(f"\0{path.relative_to(workload.folder).as_posix()}\0".encode())
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read this file of {workload.name}'s dataset code (data.code):"
+                              f" {exc.strerror or exc}") from None
+    return data_cache_dir() / workload.name / f"{SYNTHETIC_PREFIX}{digest.hexdigest()[:12]}"
+
+
+def is_synthetic_dir(workload: Workload, folder: Path) -> bool:
+    """``folder`` is one of the workload's synthetic datasets (made by whatever version of its code)."""
+    return folder.parent == data_cache_dir() / workload.name and folder.name.startswith(SYNTHETIC_PREFIX)
 
 
 def prepared_cache_dir(workload: Workload) -> Path:

@@ -20,8 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator.config.profiles import Profile
-from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.seedspec import AUTO, SeedSpec
 from orchestrator.errors import UsageError
 from orchestrator.insight import sequential
 from orchestrator.insight.compare import Setup, per_seed_values
@@ -43,8 +42,6 @@ from orchestrator.results.store import Store, StoredRun
 if TYPE_CHECKING:
     from orchestrator.session.plan import BenchmarkPlan
 
-AUTO = "auto"
-"""`--seeds auto`."""
 DEFAULT_MAX_SEEDS = 20
 DEFAULT_MARGIN_PCT = 3.0
 DEFAULT_WIDTH_PCT = 5.0
@@ -63,10 +60,10 @@ class Request:
     max_seeds: int = DEFAULT_MAX_SEEDS
 
 
-def request_of(*, seeds: str | None, until_decided: bool, against: str | None, margin: float | None,
-               max_seeds: int | None, width: float | None) -> Request | None:
+def request_of(*, seeds: SeedSpec | Literal["auto"] | None, until_decided: bool, against: str | None,
+               margin: float | None, max_seeds: int | None, width: float | None) -> Request | None:
     """The sequential options of `mltrain run`, checked together; None when none was given."""
-    auto = seeds is not None and seeds.strip() == AUTO
+    auto = seeds == AUTO
     options = {"--against": against, "--margin": margin, "--max-seeds": max_seeds, "--width": width}
     if not until_decided and not auto:
         given = next((name for name, value in options.items() if value is not None), None)
@@ -127,7 +124,7 @@ def with_decider(plan: BenchmarkPlan, request: Request, store: Store) -> Benchma
         run_ids = setup.run_ids
     rule = DecisionRule(
         mode=request.mode, method=sequential.METHOD, alpha=ALPHA, max_seeds=request.max_seeds, least_seeds=least,
-        seed_order=seed_order(profile, request.max_seeds),
+        seed_order=profile.seeds.order(request.max_seeds),
         margin=request.margin if request.mode == "until_decided" else None,
         width=request.width if request.mode == "width" else None,
         against=request.against, reference_run_ids=run_ids, reference=reference,
@@ -159,17 +156,6 @@ def _names_a_run(store: Store, name: str, *, inference: bool = False) -> bool:
         return store.is_inference(name) if inference else store.paths(name).manifest.is_file()
     except UsageError:  # not even a run id: a label
         return False
-
-
-def seed_order(profile: Profile, count: int) -> tuple[int, ...]:
-    """The ``count`` seeds a sequential run may take, in order: the profile's, then the next
-    integers (or seeds drawn from the OS, for a random profile)."""
-    seeds, random = parse_seeds(profile.seeds)
-    if random:
-        return tuple(parse_seeds(f"random:{count}")[0])
-    order = seeds[:count]
-    order += range(max(seeds) + 1, max(seeds) + 1 + count - len(order))
-    return tuple(order)
 
 
 @dataclass(frozen=True)

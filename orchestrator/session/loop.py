@@ -24,7 +24,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
     run = plan.resumes
     run_id = run.run_id if run is not None else new_run_id(plan.workload.name, plan.profile.name)
     try:
-        check_jobs(plan, runner, store, run_id)
+        checked = check_jobs(plan, runner, store, run_id)
         doomed = never_valid(len(plan.seeds), plan.profile) if plan.resumes is None and plan.decider is None else None
         if doomed:  # said once the input stands, before the first seed
             watch.warning(doomed)
@@ -91,7 +91,7 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
             if seed not in to_run and state is not None and state.finished:
                 progress.state, progress.status = "finished", state.status.value if state.status else ""
         for seed in seeds_in_turn(run, plan, watch, to_run):
-            run_one_seed(run, seed, plan, runner, watch)
+            run_one_seed(run, seed, plan, runner, watch, checked)
         return finish(run)
     except KeyboardInterrupt as stop:  # the running seed's job was stopped in order (`run_job`)
         raise interrupted(run, plan, signal_of(stop)) from None
@@ -110,10 +110,13 @@ def seed_job(plan: BenchmarkPlan, store: Store, run_id: str, seed: int) -> JobSp
                      paths=store.paths(run_id).seed(seed), env=plan.seed_env())
 
 
-def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> None:
-    """Every seed's job as the runner would take it, checked before anything is written."""
-    for seed in plan.possible_seeds:
-        runner.check_job(seed_job(plan, store, run_id, seed))
+def check_jobs(plan: BenchmarkPlan, runner: Runner, store: Store, run_id: str) -> dict[int, JobSpec]:
+    """Every seed's job as the runner would take it, checked before anything is written; the jobs
+    checked, by seed (a seed whose job is still this one when it runs is not checked again)."""
+    checked = {seed: seed_job(plan, store, run_id, seed) for seed in plan.possible_seeds}
+    for job in checked.values():
+        runner.check_job(job)
+    return checked
 
 
 def stop_leftovers(run: StoredRun, runner: Runner, status: Callable[[str], None]) -> None:
@@ -186,8 +189,11 @@ def new_manifest(plan: BenchmarkPlan, run_id: str, runner: str, provenance: dict
     )
 
 
-def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner, watch: Watch) -> None:
-    """Run one seed to its end and record it (a stop signal propagates; `run_benchmark` records it)."""
+def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner, watch: Watch,
+                 checked: Mapping[int, JobSpec]) -> None:
+    """Run one seed to its end and record it (a stop signal propagates; `run_benchmark` records it).
+    Its job is checked by the runner unless it is the one ``checked`` holds for it (its data
+    prepared elsewhere than the plan said makes another job)."""
     paths = run.paths.seed(seed)
     archive_attempt(run, paths)
     started_at = now_iso()
@@ -197,16 +203,17 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
                                numbering=runner.gpu_numbering, mark=run.run_id)
     with sampler:
         record = run_seed(
-            runner, job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
+            runner, job, checked=checked.get(seed) == job, timeout_s=plan.profile.timeout_minutes * 60, goal=plan.goal,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
             warning=watch.warning,
         )
     evidence = quiet.judge(sampler.written, record.run_start_ms, record.run_stop_ms)
     energy = seed_energy(sampler.written, record.run_start_ms, record.run_stop_ms)
     record = record.model_copy(update={"quiet_host": evidence, "energy": energy})
-    record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
-                                   reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
-                                   synthetic_data=plan.profile.dataset.source == "synthetic")
+    if plan.workload.compliance:  # else it opted out: it implements no MLPerf benchmark's rules
+        record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
+                                       reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
+                                       synthetic_data=plan.profile.dataset.source == "synthetic")
     run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
                             ended_at=now_iso()), record)
 

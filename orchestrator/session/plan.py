@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from orchestrator.config.labels import check_label
 from orchestrator.config.locations import default_results_dir
-from orchestrator.config.profiles import Profile, Profiles
-from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.profiles import MLPERF, Profile, Profiles
+from orchestrator.config.seedspec import SeedSpec
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
@@ -157,6 +157,9 @@ def never_valid(seeds: int, profile: Profile) -> str | None:
 def profile_for(workload: Workload, profiles: Profiles, name: str | None) -> Profile:
     """The workload's profile from seeds.yaml; the mlperf profile takes its runs and drops from
     MLPerf's rule for the workload's benchmark."""
+    if (name or profiles.default_profile) == MLPERF and not workload.compliance:
+        raise UsageError(f"{workload.name} declares compliance: false (it implements no MLPerf benchmark's rules):"
+                         f" it has no {MLPERF} profile; run it with --profile qualify or smoke")
     chosen = profiles.get(workload.name, name)
     if not chosen.is_mlperf:
         return chosen
@@ -166,7 +169,7 @@ def profile_for(workload: Workload, profiles: Profiles, name: str | None) -> Pro
 
 
 def plan_new(
-    workload: Workload, profiles: Profiles, *, seeds: str | None, profile: str | None, data: Path | None,
+    workload: Workload, profiles: Profiles, *, seeds: SeedSpec | None, profile: str | None, data: Path | None,
     label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """A fresh run: the profile's defaults, overridden by what the user gave."""
@@ -175,9 +178,9 @@ def plan_new(
     check_label(label)
     ruleset = benchmarks.ruleset_of(workload)
     chosen = profile_for(workload, profiles, profile)
-    parsed, random = parse_seeds(chosen.seeds if seeds is None else seeds)
+    spec = chosen.seeds if seeds is None else seeds
     return BenchmarkPlan(
-        workload=workload, profile=chosen, ruleset=ruleset, seeds=tuple(parsed), seeds_random=random,
+        workload=workload, profile=chosen, ruleset=ruleset, seeds=spec.seeds(), seeds_random=bool(spec.random),
         data_dir=datasets.resolve_data_dir(workload, chosen, data), label=label,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None,
         real_data=chosen.dataset.source == "real" or data is not None,
@@ -185,7 +188,7 @@ def plan_new(
 
 
 def plan_resume(
-    workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: str | None, profile: str | None,
+    workload: Workload, profiles: Profiles, previous: StoredRun, *, seeds: SeedSpec | None, profile: str | None,
     data: Path | None, label: str | None, retry_failed: bool = False,
 ) -> BenchmarkPlan:
     """Complete a stored run: its seeds, profile, data and seed rule stay what they were; only a
@@ -215,12 +218,12 @@ def plan_resume(
         workload=workload, profile=chosen, ruleset=ruleset, seeds=m.seeds, seeds_random=m.seeds_random,
         data_dir=data_dir, label=label or m.label, resumes=previous, retry_failed=retry_failed,
         makes_synthetic_data=chosen.dataset.source == "synthetic" and data is None, decider=decider,
-        real_data=chosen.dataset.source == "real" or data_dir != datasets.synthetic_dir(workload, chosen),
+        real_data=chosen.dataset.source == "real" or not datasets.is_synthetic_dir(workload, data_dir),
     )
 
 
 def plan_run(
-    workload: Workload, profiles: Profiles, store: Store, *, resume: str | None, seeds: str | None,
+    workload: Workload, profiles: Profiles, store: Store, *, resume: str | None, seeds: SeedSpec | None,
     profile: str | None, data: Path | None, label: str | None, retry_failed: bool, request: Request | None,
 ) -> BenchmarkPlan:
     """`mltrain run`'s plan: the stored run ``resume`` completed under its own seed rule, or a new run

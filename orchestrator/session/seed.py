@@ -81,6 +81,7 @@ def run_seed(
     runner: Runner,
     job: JobSpec,
     *,
+    checked: bool = False,
     timeout_s: float,
     goal: Goal,
     samples_per_epoch: int | None,
@@ -90,10 +91,12 @@ def run_seed(
 ) -> RunRecord:
     """Run one seed to its end and return its record. A seed whose output could not be kept whole is
     a crash (an infrastructure fault: whatever its log says, it was not measured). KeyboardInterrupt
-    (any stop signal) stops the job in order, then propagates (the caller marks the seed interrupted)."""
+    (any stop signal) stops the job in order, then propagates (the caller marks the seed interrupted).
+    ``checked``: the runner has checked this very job already (`run_job`)."""
     progress.state, progress.started = "running", time.monotonic()
     try:
-        outcome = run_job(runner, job, timeout_s=timeout_s, on_line=progress.observe, on_tick=on_update)
+        outcome = run_job(runner, job, checked=checked, timeout_s=timeout_s, on_line=progress.observe,
+                          on_tick=on_update)
     except KeyboardInterrupt:
         progress.state, progress.ended, progress.status = "interrupted", time.monotonic(), "interrupted"
         raise

@@ -180,3 +180,16 @@ def test_manifest_records_profile_seeds_runner_and_versions(cli, tmp_path: Path)
 def test_command_line_mistakes_are_one_line_usage_errors(cli, args, message):
     r = cli(*args)
     assert r.code == 2 and message in r.err and r.err.count("\n") == 1 and "internal error" not in r.err
+
+
+def test_each_seeds_job_is_checked_by_the_runner_once(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Every seed's job is checked before anything is written, and not again when it runs (issue 37:
+    twice a seed before)."""
+    from orchestrator.runners.local import LocalRunner
+
+    checked: list[str] = []
+    check = LocalRunner.check_job
+    monkeypatch.setattr(LocalRunner, "check_job", lambda self, spec: (checked.append(spec.name), check(self, spec)))
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert sorted(checked) == ["seed1", "seed2", "seed3"]

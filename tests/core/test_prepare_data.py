@@ -70,3 +70,65 @@ def test_a_failed_or_odd_prepare_is_one_line_exit_2_and_writes_nothing(
     r = cli("run", "fakebench", "--data", str(data), "--results", str(tmp_path / "results"))
     assert r.code == 2 and message in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_synthetic_data_made_by_other_dataset_code_is_made_again_not_reused(cli, tmp_path: Path, mltrain_env,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """The synthetic data's cache is keyed by the dataset code's version (the contents of the files
+    the workload's `data.code` names) as well as the profile's arguments (issue 37: arguments only,
+    and data made by older code was reused without a word)."""
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+
+    def data_dir(run: str) -> Path:
+        r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / run))
+        assert r.code == 0, r.err
+        return Path(_manifest(tmp_path / run)["data_dir"])
+
+    first = data_dir("a")
+    assert data_dir("b") == first  # the same code and arguments: the same data
+    dataset = workloads / "fakebench" / "dataset.py"
+    dataset.write_text(dataset.read_text() + "\n# a changed dataset code\n")
+    changed = data_dir("c")
+    assert changed != first and changed.parent == first.parent
+    declaration = workloads / "fakebench" / "workload.yaml"  # a workload narrows its code to the files that make data
+    declaration.write_text(declaration.read_text().replace("  cli: [python3, dataset.py]\n",
+                                                           "  cli: [python3, dataset.py]\n  code: [dataset.py]\n"))
+    narrowed = data_dir("d")
+    train = workloads / "fakebench" / "fake_train.py"
+    train.write_text(train.read_text() + "\n# a changed training code\n")
+    assert data_dir("e") == narrowed != changed
+
+
+def test_a_run_resumed_after_its_dataset_code_changed_goes_on_with_its_synthetic_data(
+        cli, tmp_path: Path, mltrain_env, monkeypatch: pytest.MonkeyPatch):
+    """Its recorded synthetic set stays its data, and still reads as synthetic (no real_data env)."""
+    from orchestrator.config.profiles import load_profiles
+    from orchestrator.config.workloads import load_workload
+    from orchestrator.session.plan import plan_resume
+
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / "a"))
+    assert r.code == 0, r.err
+    dataset = workloads / "fakebench" / "dataset.py"
+    dataset.write_text(dataset.read_text() + "\n# a changed dataset code\n")
+    store = Store(tmp_path / "a")
+    previous = store.open(store.run_ids()[0])
+    plan = plan_resume(load_workload(workloads / "fakebench"), load_profiles(Path(mltrain_env["MLTRAIN_SEEDS_FILE"])),
+                       previous, seeds=None, profile=None, data=None, label=None)
+    assert str(plan.data_dir) == previous.manifest.data_dir and not plan.real_data
+
+
+def test_a_data_code_that_names_no_file_is_one_line_exit_2(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    workloads = tmp_path / "workloads"
+    shutil.copytree(TEST_WORKLOADS / "fakebench", workloads / "fakebench", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("MLTRAIN_WORKLOADS", str(workloads))
+    declaration = workloads / "fakebench" / "workload.yaml"
+    declaration.write_text(declaration.read_text().replace("  cli: [python3, dataset.py]\n",
+                                                           "  cli: [python3, dataset.py]\n  code: [datset.py]\n"))
+    r = cli("run", "fakebench", "--seeds", "1-3", "--results", str(tmp_path / "r"))
+    assert r.code == 2 and "data.code ['datset.py'] names no file" in r.err and len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

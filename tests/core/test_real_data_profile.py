@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.config.locations import default_seeds_file, workloads_dir
 from orchestrator.config.profiles import load_profiles
+from orchestrator.config.seedspec import SeedSpec
 from orchestrator.config.workloads import Registry
 from orchestrator.errors import ConfigError
 from orchestrator.mlperf.mllog import build_record, parse_lines
@@ -21,7 +22,7 @@ MLPERF_UNET3D_ENV = {"MLTRAIN_PROFILE": "mlperf", "QUALITY_THRESHOLD": "0.908"}
 def _plan(profile: str, data: Path | None):
     profiles = load_profiles(default_seeds_file())
     workload = Registry([workloads_dir()]).get("unet3d")
-    return plan_new(workload, profiles, seeds="1", profile=profile, data=data, label=None)
+    return plan_new(workload, profiles, seeds=SeedSpec.parse("1"), profile=profile, data=data, label=None)
 
 
 def test_smoke_on_real_data_gets_the_cuts_and_on_synthetic_data_does_not(tmp_path: Path):

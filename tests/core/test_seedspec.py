@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.config.seedspec import parse_seeds
+from orchestrator.config.seedspec import AUTO, SeedSpec, parse_option
 from orchestrator.errors import UsageError
 
 
@@ -15,13 +15,16 @@ from orchestrator.errors import UsageError
     ],
 )
 def test_ranges_and_lists(spec, seeds):
-    assert parse_seeds(spec) == (seeds, False)
+    parsed = SeedSpec.parse(spec)
+    assert (list(parsed.seeds()), bool(parsed.random)) == (seeds, False)
 
 
 def test_random_seeds_are_distinct_positive_and_flagged():
-    seeds, drawn = parse_seeds("random:40")
+    spec = SeedSpec.parse("random:40")
+    seeds, drawn = spec.seeds(), bool(spec.random)
     assert drawn and len(seeds) == 40 and len(set(seeds)) == 40 and all(s > 0 for s in seeds)
-    assert parse_seeds("random:40")[0] != seeds
+    assert spec.seeds() != seeds  # drawn again each time the seeds are taken
+    assert str(spec) == "random:40"
 
 
 @pytest.mark.parametrize(
@@ -39,16 +42,25 @@ def test_random_seeds_are_distinct_positive_and_flagged():
 )
 def test_bad_specs_say_why(spec, message):
     with pytest.raises(UsageError, match=message):
-        parse_seeds(spec)
+        SeedSpec.parse(spec)
 
 
 def test_the_total_is_capped_and_the_duplicate_check_is_linear():
     import time
 
     with pytest.raises(UsageError, match="more than 10000 seeds in all"):
-        parse_seeds("10000-19999,20000-29999")
+        SeedSpec.parse("10000-19999,20000-29999")
     started = time.perf_counter()
-    seeds, _ = parse_seeds(",".join(f"{i * 1000}-{i * 1000 + 999}" for i in range(10)))  # 10000 seeds
+    seeds = SeedSpec.parse(",".join(f"{i * 1000}-{i * 1000 + 999}" for i in range(10))).seeds()  # 10000 seeds
     assert len(seeds) == 10000 and time.perf_counter() - started < 0.5
     with pytest.raises(UsageError, match=r"seed\(s\) 5000, 5001, .* given twice"):
-        parse_seeds("0-5999,5000-8000")
+        SeedSpec.parse("0-5999,5000-8000")
+
+
+def test_the_option_is_a_spec_auto_or_nothing_and_a_run_that_decides_takes_its_seeds_in_order():
+    assert parse_option(None) is None and parse_option(" auto ") == AUTO
+    assert parse_option("1-3") == SeedSpec(listed=(1, 2, 3))
+    assert SeedSpec.parse("2,5").order(5) == (2, 5, 6, 7, 8)  # the listed seeds, then the next integers
+    assert SeedSpec.parse("1-9").order(3) == (1, 2, 3)
+    drawn = SeedSpec.parse("random:3").order(6)
+    assert len(set(drawn)) == 6

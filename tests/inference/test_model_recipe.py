@@ -1,4 +1,4 @@
-"""The recipe for a new inference model (docs/architecture.md), followed by a toy in a copy of the
+"""The recipe for a new inference model (docs/new_inference_model.md), followed by a toy in a copy of the
 tree: its one file (tests/inference/toy_model.py, as models/toy.py, its smoke maker in it) and its
 entry in inference.yaml, nothing else edited; `mltrain infer toy --profile smoke` makes its smoke
 model and data, runs the real LoadGen and scores it, and `infer --help` lists it."""

@@ -1,4 +1,4 @@
-"""A toy inference model, as the recipe in docs/architecture.md adds one: this file goes to
+"""A toy inference model, as the recipe in docs/new_inference_model.md adds one: this file goes to
 ``workloads/inference/models/toy.py`` and `ENTRY` under ``models:`` in ``inference.yaml``; nothing else.
 
 Its data: ``DIR/toy.npz`` holding ``x`` (N, 1, 2, 2) float32 and ``labels`` (N,). Its network: one

@@ -23,7 +23,9 @@ import sys
 from pathlib import Path
 
 from workloads.common.atomic import staged_folder
-from workloads.common.cli import Parser, run_main
+from workloads.common.cli import Parser
+from workloads.common.dataset_cli import add_check_and_prepare, add_how_to_get, say
+from workloads.common.dataset_cli import main as dataset_main
 from workloads.common.errors import DataError
 from workloads.llama31_8b import indexed, synthetic
 from workloads.llama31_8b.indexed import IndexedTokens
@@ -50,10 +52,6 @@ The tokenizer (not needed for training on the preprocessed data):
 Check it: python -m workloads.llama31_8b.dataset check DIR. Smoke runs need none of this: their
 data is synthetic (python -m workloads.llama31_8b.dataset synthesize OUT).
 """
-
-
-def say(message: str) -> None:
-    sys.stdout.write(message + "\n")
 
 
 def missing_files(root: Path) -> list[str]:
@@ -114,21 +112,6 @@ def cmd_synthesize(args: argparse.Namespace) -> None:
         f"{spec.vocab} tokens (entropy {spec.entropy():.3f} nats per token)")
 
 
-def cmd_check(args: argparse.Namespace) -> None:
-    say(check_ready(args.dir))
-
-
-def cmd_prepare(args: argparse.Namespace) -> None:
-    """The contract's ``prepare``: the preprocessed C4 is used as downloaded, so a folder that passes
-    the check is its own training-ready folder (printed on stdout, alone); any other is refused."""
-    sys.stderr.write(check_ready(args.src) + "\n")
-    sys.stdout.write(f"{args.src}\n")
-
-
-def cmd_how_to_get(_: argparse.Namespace) -> None:
-    sys.stdout.write(HOW_TO_GET)
-
-
 def parser() -> argparse.ArgumentParser:
     root = Parser(prog="python -m workloads.llama31_8b.dataset", description=__doc__.splitlines()[0])
     commands = root.add_subparsers(dest="command", required=True)
@@ -139,21 +122,13 @@ def parser() -> argparse.ArgumentParser:
         make.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
     make.add_argument("--noise", type=float, default=defaults.noise, help="chance of a random next token")
     make.set_defaults(run=cmd_synthesize)
-    check = commands.add_parser("check", help="fast check that DIR is training-ready")
-    check.add_argument("dir", type=Path)
-    check.set_defaults(run=cmd_check)
-    prepare = commands.add_parser("prepare", help="print the training-ready folder for SRC (SRC itself when ready)")
-    prepare.add_argument("src", type=Path)
-    prepare.add_argument("--cache", type=Path, required=True, help="unused: nothing is made from raw data")
-    prepare.set_defaults(run=cmd_prepare)
-    how = commands.add_parser("how-to-get", help="MLCommons' download commands")
-    how.set_defaults(run=cmd_how_to_get)
+    add_check_and_prepare(commands, check_ready)  # the preprocessed C4 is used as downloaded
+    add_how_to_get(commands, HOW_TO_GET, help="MLCommons' download commands")
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return run_main(lambda: args.run(args))
+    return dataset_main(parser, argv)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from workloads.common.cli import Parser, run_main
+from workloads.common.cli import Parser
+from workloads.common.dataset_cli import add_check_and_prepare, add_how_to_get, say
+from workloads.common.dataset_cli import main as dataset_main
 from workloads.resnet50.errors import DatasetError, LayoutError
 from workloads.resnet50.layout import DECODE_ERRORS, Split, expected_counts, list_dataset
 from workloads.resnet50.synthetic import SyntheticSpec, synthesize
@@ -39,11 +41,6 @@ ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar, then lay it out as
 and check it with `python -m workloads.resnet50.dataset verify DIR`
 (or `mltrain data verify resnet50`). Smoke runs need none of this: their data is synthetic.
 """
-
-
-def say(message: str) -> None:
-    """The CLI's only way to talk: one line on stdout."""
-    sys.stdout.write(message + "\n")
 
 
 def decode_problem(path: Path) -> str | None:
@@ -144,27 +141,12 @@ def check_ready(root: Path) -> str:
     return f"ok {root}: {len(train.classes)} classes, {len(train.samples)} train and {len(val.samples)} val images"
 
 
-def cmd_check(args: argparse.Namespace) -> None:
-    say(check_ready(args.dir))
-
-
-def cmd_prepare(args: argparse.Namespace) -> None:
-    """The contract's ``prepare``: ImageNet has no raw form here, so a folder that passes the
-    check is its own training-ready folder (printed on stdout, alone); any other is refused."""
-    sys.stderr.write(check_ready(args.src) + "\n")
-    sys.stdout.write(f"{args.src}\n")
-
-
 def cmd_verify(args: argparse.Namespace) -> None:
     train, val = layout_and_counts(args.dir)
     paths = [path for split in (train, val) for path, _ in split.samples]
     raise_if_bad(bad_images(paths, args.workers))
     say(f"ok {args.dir}: {len(train.classes)} classes, {len(train.samples)} train and {len(val.samples)} val "
         f"images, all decode")
-
-
-def cmd_how_to_get(_: argparse.Namespace) -> None:
-    sys.stdout.write(HOW_TO_GET)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -182,25 +164,17 @@ def parser() -> argparse.ArgumentParser:
     make.add_argument("--seed", type=int, default=defaults.seed)
     make.add_argument("--quality", type=int, default=defaults.quality, help="JPEG quality")
     make.set_defaults(run=cmd_synthesize)
-    check = commands.add_parser("check", help="fast check that DIR is training-ready")
-    check.add_argument("dir", type=Path)
-    check.set_defaults(run=cmd_check)
-    prepare = commands.add_parser("prepare", help="print the training-ready folder for SRC (SRC itself when ready)")
-    prepare.add_argument("src", type=Path)
-    prepare.add_argument("--cache", type=Path, required=True, help="unused: nothing is made from raw data")
-    prepare.set_defaults(run=cmd_prepare)
+    add_check_and_prepare(commands, check_ready)  # ImageNet has no raw form here: a ready folder is its own
     verify = commands.add_parser("verify", help="check layout and counts and decode every image")
     verify.add_argument("dir", type=Path)
     verify.add_argument("--workers", type=int, default=2, help="decoding processes")
     verify.set_defaults(run=cmd_verify)
-    how = commands.add_parser("how-to-get", help="where the real ImageNet comes from")
-    how.set_defaults(run=cmd_how_to_get)
+    add_how_to_get(commands, HOW_TO_GET, help="where the real ImageNet comes from")
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return run_main(lambda: args.run(args))
+    return dataset_main(parser, argv)
 
 
 if __name__ == "__main__":
