@@ -15,9 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE
+from orchestrator.qualify.catalog import default_registry, with_probe_module
 from orchestrator.qualify.checks.base import result
 from orchestrator.qualify.checks.declaration import Declaration
-from orchestrator.qualify.checks.registry import default_registry
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.results.qualification import CheckResult, Status
@@ -47,7 +47,7 @@ def references(tmp_path: Path) -> Path:
 def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(mltrain_env, tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY)  # the one registration line
+    checks = with_probe_module(default_registry(), TOY)  # the one registration line
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 1}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
                       references=references(tmp_path), expect_gpus=0)  # a CPU node, declared so: it may PASS
@@ -74,7 +74,7 @@ def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(ml
 def test_a_toy_check_slow_every_time_fails_on_its_declared_reference(mltrain_env, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY)
+    checks = with_probe_module(default_registry(), TOY)
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 9}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
                       references=references(tmp_path))
@@ -91,7 +91,7 @@ def test_a_probe_check_that_hangs_is_inconclusive_and_the_suite_runs_on(mltrain_
     comes after it; the workload's throughput still runs; the node is INCONCLUSIVE, naming the toy. (The
     probe's start counts against its first check's timeout: 9 s leaves a loaded host time to import torch.)"""
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY, after="dcgm_diag")  # before gemm in the probe's order
+    checks = with_probe_module(default_registry(), TOY, after="dcgm_diag")  # before gemm in the probe's order
     config = suites(tmp_path, "  hang:\n    cpu:\n      toy: {hang_s: 3600, timeout_minutes: 0.15}\n"
                               "      gemm: {dense: [[64, 64, 64]]}\n      throughput: {steps: 3, warmup_steps: 1}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="hang", checks=checks)

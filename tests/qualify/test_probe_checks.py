@@ -89,7 +89,7 @@ def test_every_check_runs_on_the_cpu_with_its_sanity_apart_from_its_number(capsy
     assert set(results) == {"gemm_fp32_64x32x48", "spmm_fp32_64x4x32_s0.9", "conv2d_fp32_n1c4s8k4r3u1",
                             "conv3d_fp32_n1c2s6k4r3u2", "host_copy_GBps", "storage_read_MBps", "sdc_gemm_ms",
                             "sdc_step_ms"}
-    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.catalog import default_registry
 
     declared = default_registry()
     for metric, line in results.items():
