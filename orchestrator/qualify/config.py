@@ -21,6 +21,7 @@ from pydantic import (
     SerializeAsAny,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -143,26 +144,22 @@ class Suite(_Frozen):
     """The time-to-train seed's settings (the check's own type, `checks.time_to_train`): a check whose
     settings are the suite's own (`Declaration.settings_at` ``suite``) is set here by its name."""
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _suite_checks(cls, data: Any, info: ValidationInfo) -> Any:
-        """The settings of a check set on the suite itself, typed by its declaration."""
-        if not isinstance(data, dict):
-            return data
-        typed = dict(data)
-        for name, given in data.items():
-            if name in _SUITE_OWN or name not in cls.model_fields or given is None:
-                continue
-            settings = _registry(info).settings_type(str(name), "suite")
-            if settings is None:
-                raise ValueError(f"{name}: no check of this name is set on a suite")
-            if isinstance(given, settings):
-                continue
-            try:
-                typed[name] = settings.model_validate(given, context=info.context)
-            except ValidationError as exc:
-                raise ValueError(f"{name}: {first_problem(exc)}") from None
-        return typed
+    def _suite_check(cls, given: Any, info: ValidationInfo) -> Any:
+        """The settings of a check set on the suite itself (a field not the suite's own), typed by its
+        declaration."""
+        if info.field_name in _SUITE_OWN or given is None:
+            return given
+        settings = _registry(info).settings_type(str(info.field_name), "suite")
+        if settings is None:
+            raise ValueError("no check of this name is set on a suite")
+        if isinstance(given, settings):
+            return given
+        try:
+            return settings.model_validate(given, context=info.context)
+        except ValidationError as exc:
+            raise ValueError(first_problem(exc)) from None
 
     def device(self, kind: DeviceKind) -> DeviceSuite:
         return self.cuda if kind == "cuda" else self.cpu

@@ -44,6 +44,8 @@ def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | N
      "probe_timeout_minutes: Input should be less than or equal to 10080"),
     ("    cpu: {throughput: {timeout_minutes: 1e308}}\n",
      "throughput: field timeout_minutes: Input should be less than or equal to 10080"),
+    ("    time_to_train: {profile: smoke, seed: -1}\n",
+     "time_to_train: Value error, field seed: Input should be greater than or equal to 0"),
 ])
 def test_settings_no_node_can_run_are_refused_before_anything_runs(cli, tmp_path: Path, monkeypatch, suite, words):
     """They FAILed the node (exit 1, `replace`): a GEMM of 0 or -5 rows, a sparsity of 2.0 (PASS at "0
