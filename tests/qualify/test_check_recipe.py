@@ -1,12 +1,17 @@
 """The recipe for a new check (docs/architecture.md), followed by a toy: its one file
-(tests/qualify/toy_check.py) and one registration line, nothing else edited; it runs in the real
-probe, is judged against a reference in its declared unit, repeated by the quorum and reported in
+(tests/qualify/toy_check.py) and one registration line, nothing else edited. In a copy of the tree,
+`mltrain qualify` runs it end to end and judges it by its own declared floor; in place, it runs in the
+real probe, is judged against a reference in its declared unit, repeated by the quorum and reported in
 JSON, JUnit and Prometheus. And every check's timeout holds: one that hangs is INCONCLUSIVE, named
 with its timeout, while the rest of the suite runs."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,6 +26,8 @@ from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.results.qualification import CheckResult, Status
+from tests.conftest import PROJECT
+from tests.qualify import toy_check
 from tests.qualify.nodes import FakeNvml, run_node
 
 TOY = "tests.qualify.toy_check"
@@ -42,6 +49,52 @@ def references(tmp_path: Path) -> Path:
     path.write_text("systems:\n  - model: '*'\n    source: the toy's acceptance runs\n    references:\n"
                     "      toy_rate: [100.0, -0.1, null, ops/s]\n")
     return path
+
+
+COPIED = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml")
+
+
+def tree_with_the_toy(tmp_path: Path) -> Path:
+    """A copy of the tree with the toy added as the recipe says: its file in the probe's package, its
+    name in the probe's ``registry.CHECKS``."""
+    tree = tmp_path / "tree"
+    for name in COPIED:
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tree / name)
+    probe = tree / "workloads" / "common" / "probe"
+    shutil.copy2(Path(toy_check.__file__), probe / "toy.py")  # its file
+    registration = probe / "registry.py"
+    before = registration.read_text()
+    after = before.replace('    "sdc",\n', '    "sdc",\n    "toy",\n', 1)  # its one line
+    assert after != before, "the probe's registry.CHECKS no longer lists sdc on a line of its own"
+    registration.write_text(after)
+    return tree
+
+
+@pytest.mark.timeout(600)
+def test_a_toy_check_added_to_a_copy_of_the_tree_qualifies_a_node_end_to_end(mltrain_env, tmp_path: Path):
+    tree = tree_with_the_toy(tmp_path)
+    suites = tmp_path / "qualify.yaml"
+    suites.write_text("workload: fakebench\nsuites:\n  toy:\n    probe_seconds_per_case: 0.05\n"
+                      "    cpu: {toy: {rate: 100.0}}\n")
+    env = {**os.environ, **mltrain_env, "PYTHONPATH": str(tree), "MLTRAIN_QUALIFY_FILE": str(suites),
+           "TOY_COUNTER": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "qualify", "--suite", "toy", "--results",
+                           str(tmp_path / "r"), "--node-name", "n1", "--expect-gpus", "0", "--json"],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert [c["name"] for c in record["checks"]] == ["gpu_health", "dcgm_diag", "toy"]
+    toy = next(c for c in record["checks"] if c["name"] == "toy")
+    assert toy["kind"] == "microbenchmark" and toy["status"] == "pass" and toy["sanity"] == "pass"
+    (rate,) = toy["measurements"]
+    assert rate["metric"] == "toy_rate" and rate["value"] == 100.0 and rate["status"] == "pass"
+    reference = rate["reference"]  # no --references, no history: its own declared floor judges it
+    assert reference["kind"] == "floor" and reference["lower"] == 10.0 and "toy's own" in reference["source"]
+    assert record["verdict"] == "pass" and (tmp_path / "runs").read_text() == "1"
 
 
 def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(mltrain_env, tmp_path: Path,
