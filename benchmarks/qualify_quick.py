@@ -22,7 +22,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
-from orchestrator.qualify.checks.registry import default_registry  # noqa: E402 - the checkout's, found above
+from orchestrator.qualify.catalog import default_registry  # noqa: E402 - the checkout's, found above
 
 ORDER = ("health_reads", "runner_prepare", "probe_startup", *default_registry().names)
 """The phases, then every check, in the registry's order."""

@@ -50,3 +50,112 @@ def test_only_results_atomic_renames_files_into_place():
     offenders = [f"{path.relative_to(PROJECT)}:{line}" for path in sorted((PROJECT / "orchestrator").rglob("*.py"))
                  if path != ATOMIC for line in renames_in(path.read_text())]
     assert not offenders, f"rename through orchestrator.results.atomic.move: {offenders}"
+
+
+# ---------------------------------------------------------------- no import cycle, at run time
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs: at the top, in a function, in a branch; not one under
+    ``if TYPE_CHECKING:`` (its ``else:`` runs)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The modules an import statement may load: ``from a.b import c`` loads a.b and, if it is one, a.b.c."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".") if is_package else module.split(".")[:-1]
+        parts = parts[:len(parts) - (node.level - 1)]
+        base = ".".join([*parts, *([node.module] if node.module else [])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports at run time (and the packages above them, whose
+    ``__init__`` an import runs too)."""
+    files = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            for target in _targets(node, name, path.name == "__init__.py"):
+                parts = target.split(".")
+                for end in range(1, len(parts) + 1):
+                    found = ".".join(parts[:end])
+                    if found in files and found != name:
+                        graph[name].add(found)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(found)
+
+
+def test_the_cycle_finder_counts_imports_in_functions_and_not_type_checking_ones(tmp_path: Path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from pkg.c import g\n")
+    (package / "c.py").write_text("from . import a\n")
+    (package / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n")
+    (package / "e.py").write_text("import pkg.d\n")
+    assert cycles(import_graph(tmp_path, ("pkg",))) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_cycle_at_run_time():
+    """No module of orchestrator/ or workloads/ imports itself through others, imports inside functions
+    counted (they run), those under ``if TYPE_CHECKING:`` not (they never do)."""
+    found = cycles(import_graph(PROJECT, ("orchestrator", "workloads")))
+    assert not found, "runtime import cycles:\n" + "\n".join(f"{len(c)}: {' '.join(c)}" for c in found)

@@ -25,8 +25,11 @@ from orchestrator.output import Output
 
 if TYPE_CHECKING:
     from orchestrator.config.workloads import Workload
-    from orchestrator.qualify.checks.registry import Registry
-    from orchestrator.qualify.config import QualifyConfig
+    from orchestrator.qualify.config import ChosenSuite
+    from orchestrator.qualify.expected import Expected
+    from orchestrator.qualify.fleet import FleetPlan
+    from orchestrator.qualify.node import NodePlan
+    from orchestrator.qualify.references import OperatorReferences
     from orchestrator.results.qualification import QualificationRecord
 
 
@@ -67,11 +70,29 @@ def qualify(
     qualify.yaml sets warn_exit_code: 0)."""
     if ctx.invoked_subcommand is not None:
         return
-    _qualify(output(ctx), Asked(
-        suite=suite, runner=runner, nodes=nodes, partition=partition, references=references, data=data, junit=junit,
-        prometheus=prometheus, strict=strict, gpus=gpus, base_image=base_image, node_name=node_name, results=results,
-        as_json=as_json, expect_gpus=expect_gpus,
-    ))
+    out = output(ctx)
+    chosen, workload = _choose(suite)
+    data = _data_folder(data)
+    outputs = Outputs(junit=junit, prometheus=prometheus)
+    folder = _checked_results(results, outputs, references)
+    if runner is RunnerName.slurm:
+        from orchestrator.qualify.fleet import FleetPlan
+        from orchestrator.runners.slurm import SlurmOptions
+
+        SlurmOptions(gpus=gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
+        loaded = _references(out, references, chosen)  # bad input stops here
+        plan = FleetPlan(suite_name=chosen.name, nodes=nodes or "all", partition=partition, gpus=gpus,
+                         references=references.resolve() if references else None, data=data,
+                         policy=chosen.config.fleet, strict=strict, warn_exit_code=chosen.config.warn_exit_code,
+                         suite=chosen.suite, probe=chosen.config.probe, checks=chosen.checks,
+                         expect_gpus=expect_gpus)
+        _fleet(out, plan, workload, loaded, folder, outputs, as_json)
+        return
+    if nodes or partition:
+        raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
+    plan = _node_plan(out, chosen, workload, node=node_name, data=data, references=references, strict=strict,
+                      gpus=gpus, expected=_expected(expect_gpus))
+    _node(out, plan, runner, base_image, folder, outputs, as_json)
 
 
 def order(
@@ -82,141 +103,133 @@ def order(
     from orchestrator.results.qualifications import load_order
 
     o = load_order(path)
-    _qualify(output(ctx), Asked(
-        suite=o.suite, runner=RunnerName.local, nodes=None, partition=None, references=o.references, data=o.data,
-        junit=None, prometheus=None, strict=o.strict, gpus=o.gpus, base_image=None, node_name=o.node,
-        results=o.results, as_json=False, record=o.record, order=path, expect_gpus=o.expect_gpus,
-        expect_source=o.expect_gpus_source,
-    ))
-
-
-def _qualify(out: Output, asked: Asked) -> None:
-    from orchestrator.qualify.checks.registry import default_registry
-    from orchestrator.qualify.config import load_config, qualify_file
-    from orchestrator.qualify.inference import check_suites
-
-    config = load_config()
-    checks = default_registry()  # the checks there are, for every plan below
-    suite = config.suite(asked.suite)
-    check_suites(config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
-    name = suite.workload or config.workload
-    if name is None:
-        raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
-    workload = registry().get(name)
-    if asked.data is not None and not asked.data.is_dir():
-        raise UsageError(f"--data {asked.data}: not a folder")
-    folder = results_dir(asked.results)
-    from orchestrator.results.outputs import check_distinct, check_output_file
-
-    # checked now: a path that cannot be written fails before the qualification (the order's record is
-    # the fleet's own: its node jobs leave it in the store, on purpose)
-    outputs = {"--junit": (asked.junit, folder), "--prometheus": (asked.prometheus, folder),
-               "the order's record": (asked.record, None)}
-    for flag, (given, store) in outputs.items():
-        if given is not None:
-            check_output_file(given, option=flag, results=store)
-    check_distinct({flag: given for flag, (given, _) in outputs.items()},
-                   {"the qualify.yaml in use": qualify_file(), "--references": asked.references,
-                    "the fleet's order": asked.order})
-    if asked.runner is RunnerName.slurm:
-        _fleet(out, asked, config, checks, workload, folder)
-    elif asked.nodes or asked.partition:
-        raise UsageError("--nodes and --partition pick Slurm nodes: add --runner slurm")
-    else:
-        _node(out, asked, config, checks, workload, folder)
+    out = output(ctx)
+    chosen, workload = _choose(o.suite)
+    data = _data_folder(o.data)
+    outputs = Outputs(record=o.record)
+    folder = _checked_results(o.results, outputs, o.references, order=path)
+    plan = _node_plan(out, chosen, workload, node=o.node, data=data, references=o.references,
+                      strict=o.strict, gpus=o.gpus, expected=_expected(o.expect_gpus, o.expect_gpus_source))
+    _node(out, plan, RunnerName.local, None, folder, outputs, False)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Asked:
-    """The options of one `mltrain qualify`, as given."""
+class Outputs:
+    """The files a qualification writes besides the store, each checked before anything runs."""
 
-    suite: str
-    runner: RunnerName
-    nodes: str | None
-    partition: str | None
-    references: Path | None
-    data: Path | None
-    junit: Path | None
-    prometheus: Path | None
-    strict: bool
-    gpus: str | None
-    """As given; None: the node's GPUs (every runner's default for a qualification)."""
-    base_image: str | None
-    node_name: str | None
-    results: Path | None
-    as_json: bool
+    junit: Path | None = None
+    prometheus: Path | None = None
     record: Path | None = None
-    """Also write the record here: a fleet's node job (`order`), whose fleet gathers it."""
-    order: Path | None = None
-    """The fleet's order file this node job reads (`order`)."""
-    expect_gpus: int | None = None
-    """--expect-gpus (a fleet's order: the node's Slurm gres); None: the node's history says, or nothing."""
-    expect_source: str = ""
-    """What says so, where it is not --expect-gpus (a fleet's order)."""
+    """The record, for its fleet: a fleet's node job (`order`)."""
 
 
-def _node(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, workload: Workload, folder: Path
-          ) -> None:
+def _choose(name: str) -> tuple[ChosenSuite, Workload]:
+    """``--suite`` resolved once: the checks built once, qualify.yaml read and checked once, the suite and
+    its workload found (an unknown one is bad input, found now)."""
+    from orchestrator.qualify.catalog import default_registry
+    from orchestrator.qualify.config import choose_suite, qualify_file
+    from orchestrator.qualify.inference import check_suites
+
+    chosen = choose_suite(name, default_registry())
+    check_suites(chosen.config, registry().roots, str(qualify_file()))  # an unknown model is bad input, found now
+    return chosen, registry().get(chosen.workload)
+
+
+def _expected(count: int | None, source: str = "") -> Expected:
+    """The GPUs the node is expected to have: --expect-gpus (or the fleet's order, saying why); none given:
+    its history says, or nobody."""
+    from orchestrator.qualify.expected import Expected
+
+    return Expected(count=count, source=source or f"--expect-gpus {count}") if count is not None else Expected()
+
+
+def _data_folder(data: Path | None) -> Path | None:
+    """--data, resolved (not a folder: bad input)."""
+    if data is not None and not data.is_dir():
+        raise UsageError(f"--data {data}: not a folder")
+    return data.resolve() if data is not None else None
+
+
+def _checked_results(results: Path | None, outputs: Outputs, references: Path | None, order: Path | None = None
+                     ) -> Path:
+    """The results folder; every output file checked now: a path that cannot be written fails before the
+    qualification (the order's record is the fleet's own: its node jobs leave it in the store, on purpose)."""
+    from orchestrator.qualify.config import qualify_file
+    from orchestrator.results.outputs import check_distinct, check_output_file
+
+    folder = results_dir(results)
+    named = {"--junit": (outputs.junit, folder), "--prometheus": (outputs.prometheus, folder),
+             "the order's record": (outputs.record, None)}
+    for flag, (given, store) in named.items():
+        if given is not None:
+            check_output_file(given, option=flag, results=store)
+    check_distinct({flag: given for flag, (given, _) in named.items()},
+                   {"the qualify.yaml in use": qualify_file(), "--references": references, "the fleet's order": order})
+    return folder
+
+
+def _references(out: Output, path: Path | None, chosen: ChosenSuite) -> OperatorReferences | None:
+    """--references, loaded once; a metric no check measures is warned of."""
+    from orchestrator.qualify.references import load_references, unmatched_metrics
+
+    references = load_references(path) if path else None
+    for warning in unmatched_metrics(references, chosen.checks.declarations) if references else []:
+        out.warning(warning)
+    return references
+
+
+def _node_plan(out: Output, chosen: ChosenSuite, workload: Workload, *, node: str | None, data: Path | None,
+               references: Path | None, strict: bool, gpus: str | None, expected: Expected) -> NodePlan:
     from orchestrator.commands.common import seeds_file
     from orchestrator.config.profiles import load_profiles
-    from orchestrator.insight.gpus import gpu_count
-    from orchestrator.qualify.expected import Expected
-    from orchestrator.qualify.node import NodePlan, Watch, default_node_name, qualify_node
-    from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
-    from orchestrator.results.outputs import write_output
+    from orchestrator.qualify.node import NodePlan, default_node_name
     from orchestrator.results.paths import check_node_name
-    from orchestrator.runners.select import RunnerOptions, make_runner
 
-    suite = config.suite(asked.suite)
-    references = load_references(asked.references) if asked.references else None
-    for warning in unmatched_metrics(references, checks.declarations) if references else []:
-        out.warning(warning)
-    plan = NodePlan(
-        node=check_node_name(asked.node_name or default_node_name()), suite_name=asked.suite, suite=suite,
-        config=config, workload=workload, data=asked.data.resolve() if asked.data else None,
-        references=references, strict=asked.strict, checks=checks,
-        expect_gpus=Expected(count=asked.expect_gpus,
-                             source=asked.expect_source or f"--expect-gpus {asked.expect_gpus}")
-        if asked.expect_gpus is not None else Expected(),
-        profiles=load_profiles(seeds_file()) if suite.time_to_train is not None else None, gpus=asked.gpus,
+    suite = chosen.suite
+    loaded = _references(out, references, chosen)
+    return NodePlan(
+        node=check_node_name(node or default_node_name()), checks=chosen.checks, suite_name=chosen.name,
+        suite=suite, config=chosen.config, workload=workload, data=data,
+        references=loaded, strict=strict, expect_gpus=expected,
+        profiles=load_profiles(seeds_file()) if suite.wants("time_to_train") else None, gpus=gpus,
         inference_roots=tuple(registry().roots) if suite.wants("inference") else (),
     )
+
+
+def _node(out: Output, plan: NodePlan, runner: RunnerName, base_image: str | None, folder: Path, outputs: Outputs,
+          as_json: bool) -> None:
+    from orchestrator.insight.gpus import gpu_count
+    from orchestrator.qualify.node import Watch, qualify_node
+    from orchestrator.qualify.references import unmatched_models
+    from orchestrator.results.outputs import write_output
+    from orchestrator.runners.select import RunnerOptions, make_runner
+
     default = "all" if gpu_count() else "none"  # a GPU node is qualified on its GPUs, whatever the runner
-    backend = make_runner(RunnerOptions(name=asked.runner.value, gpus=asked.gpus, default_gpus=default,
-                                        base_image=asked.base_image), out.status)
+    backend = make_runner(RunnerOptions(name=runner.value, gpus=plan.gpus, default_gpus=default,
+                                        base_image=base_image), out.status)
     result = qualify_node(plan, backend, folder, Watch(status=out.status, detail=out.detail))
-    for warning in unmatched_models(references, [result.hardware]) if references else []:
+    for warning in unmatched_models(plan.references, [result.hardware]) if plan.references else []:
         out.warning(warning)
-    _write_outputs(out, [result], asked.junit, asked.prometheus)
-    if asked.record is not None:
-        write_output(asked.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n",
+    _write_outputs(out, [result], outputs.junit, outputs.prometheus)
+    if outputs.record is not None:
+        write_output(outputs.record, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n",
                      option="the order's record")
-    _show(out, result, folder, asked.as_json)
+    _show(out, result, folder, as_json)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
 
-def _fleet(out: Output, asked: Asked, config: QualifyConfig, checks: Registry, workload: Workload, folder: Path
-           ) -> None:
-    from orchestrator.qualify.fleet import FleetPlan, qualify_fleet
-    from orchestrator.qualify.references import load_references, unmatched_metrics, unmatched_models
+def _fleet(out: Output, plan: FleetPlan, workload: Workload, references: OperatorReferences | None, folder: Path,
+           outputs: Outputs, as_json: bool) -> None:
+    from orchestrator.qualify.fleet import qualify_fleet
+    from orchestrator.qualify.references import unmatched_models
     from orchestrator.render.qualification import fleet_lines, fleet_table
-    from orchestrator.runners.slurm import SlurmOptions
 
-    SlurmOptions(gpus=asked.gpus)  # a --gpus Slurm cannot carry stops here, before a job is submitted
-    references = load_references(asked.references) if asked.references else None  # bad input stops here
-    for warning in unmatched_metrics(references, checks.declarations) if references else []:
-        out.warning(warning)
-    plan = FleetPlan(suite_name=asked.suite, nodes=asked.nodes or "all", partition=asked.partition, gpus=asked.gpus,
-                     references=asked.references.resolve() if asked.references else None,
-                     data=asked.data.resolve() if asked.data else None, policy=config.fleet, strict=asked.strict,
-                     warn_exit_code=config.warn_exit_code, suite=config.suite(asked.suite), probe=config.probe,
-                     checks=checks, expect_gpus=asked.expect_gpus)
     fleet, records = qualify_fleet(plan, workload, folder.resolve(), out.status)
     for warning in unmatched_models(references, [r.hardware for r in records]) if references and records else []:
         out.warning(warning)
-    _write_outputs(out, records, asked.junit, asked.prometheus)
-    if asked.as_json:
+    _write_outputs(out, records, outputs.junit, outputs.prometheus)
+    if as_json:
         out.json({"fleet": fleet.to_json(), "nodes": [r.to_json() for r in records]})
     else:
         out.table(fleet_table(fleet))

@@ -4,9 +4,11 @@ runs, each check's sanity kept apart from its numbers, the numbers judged agains
 (the operator's file or the node's own history), one verdict per node, and the fleet on Slurm.
 
     checks/        the checks as objects, each declared once (what it needs, its sanity rule, its units,
-                   its timeout, whether the quorum repeats it, what a FAIL asks for), and their registry
-    config.py      qualify.yaml: suites per device kind (each check's settings, typed by its declaration),
-                   history and fleet policies
+                   its own floor, its timeout, whether the quorum repeats it, what a FAIL asks for, its
+                   settings' model), and the `Registry` type
+    catalog.py     mltrain's checks, registered above them, one line each (`default_registry`)
+    config.py      qualify.yaml: suites per device kind (each check's settings, typed by the registry it
+                   is given), history and fleet policies; --suite resolved once (`choose_suite`)
     micro.py       the probe (workloads/common/probe/: GEMM, conv, memory, storage, NCCL) as a job on
                    the runner (`runners.jobs`), its cases as checks: sanity (right results) apart from numbers
     probe_lines.py the probe's :::PROBE lines read back (protocol 2)

@@ -9,6 +9,7 @@ fleet's history, or a known GPU model's floor (``floors.yaml``, with its sources
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,13 +21,13 @@ from pydantic import (
     SerializeAsAny,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
 from orchestrator.config.files import first_problem, read_yaml, validated
 from orchestrator.config.locations import default_seeds_file
 from orchestrator.config.numbers import TimeoutMinutes
-from orchestrator.config.profiles import ProfileName
 from orchestrator.errors import UsageError
 from orchestrator.qualify.checks.declaration import CheckSettings
 
@@ -41,33 +42,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-class ThroughputSpec(CheckSettings):
-    steps: int = Field(default=20, ge=1)
-    warmup_steps: int = Field(default=5, ge=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    """The workload's model knobs (INPUT_SHAPE, FILTERS, BATCH_SIZE ...) for this device kind."""
-    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
-
-
-class InferenceSpec(CheckSettings):
-    """The inference check (`orchestrator.qualify.inference`): the harness's smoke model under LoadGen."""
-
-    model: str = Field(min_length=1)
-    """A model the inference harness declares (its inference.yaml) with a smoke model."""
-    scenario: Literal["SingleStream", "Offline"] = "SingleStream"
-    backend: Literal["onnxruntime", "torch"] = "onnxruntime"
-    device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
-    seconds: float = Field(default=5, gt=0)
-    """LoadGen's minimum duration: long enough for a few hundred queries, far below MLPerf's 10 minutes."""
-    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
-
-
 def _registry(info: ValidationInfo) -> Registry:
-    """The checks a configuration is validated against: the loader's (`load_config`), else mltrain's."""
-    from orchestrator.qualify.checks.registry import Registry, default_registry
-
+    """The checks a configuration is validated against: its loader's (`load_config`), passed in the
+    validation's context (this module names no check)."""
     given = (info.context or {}).get("checks")
-    return given if isinstance(given, Registry) else default_registry()
+    if given is None:
+        raise TypeError("qualify.yaml is validated against a registry of checks: load it with load_config")
+    return given  # type: ignore[no-any-return]
 
 
 class ProbeSettings(_Frozen):
@@ -143,10 +124,8 @@ class DeviceSuite(RootModel[dict[str, SerializeAsAny[CheckSettings]]]):
         return self.root.get(name)
 
 
-class TimeToTrainSpec(_Frozen):
-    profile: ProfileName = "smoke"
-    """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
-    seed: int = Field(default=1, ge=0)
+_SUITE_OWN = frozenset({"workload", "probe_seconds_per_case", "probe_timeout_minutes", "dcgm_level", "cpu", "cuda"})
+"""The suite's own fields; the others are settings of the checks set on the suite itself."""
 
 
 class Suite(_Frozen):
@@ -161,14 +140,40 @@ class Suite(_Frozen):
     """`dcgmi diag -r N` where DCGM is installed."""
     cpu: DeviceSuite = Field(default_factory=DeviceSuite)
     cuda: DeviceSuite = Field(default_factory=DeviceSuite)
-    time_to_train: TimeToTrainSpec | None = None
+    time_to_train: SerializeAsAny[BaseModel] | None = None
+    """The time-to-train seed's settings (the check's own type, `checks.time_to_train`): a check whose
+    settings are the suite's own (`Declaration.settings_at` ``suite``) is set here by its name."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _suite_check(cls, given: Any, info: ValidationInfo) -> Any:
+        """The settings of a check set on the suite itself (a field not the suite's own), typed by its
+        declaration."""
+        if info.field_name in _SUITE_OWN or given is None:
+            return given
+        settings = _registry(info).settings_type(str(info.field_name), "suite")
+        if settings is None:
+            raise ValueError("no check of this name is set on a suite")
+        if isinstance(given, settings):
+            return given
+        try:
+            return settings.model_validate(given, context=info.context)
+        except ValidationError as exc:
+            raise ValueError(first_problem(exc)) from None
 
     def device(self, kind: DeviceKind) -> DeviceSuite:
         return self.cuda if kind == "cuda" else self.cpu
 
     def wants(self, name: str) -> bool:
-        """Either kind of device runs check ``name`` (it has settings there)."""
-        return self.cpu.settings(name) is not None or self.cuda.settings(name) is not None
+        """Either kind of device runs check ``name`` (it has settings there), or the suite itself sets it."""
+        return (self.cpu.settings(name) is not None or self.cuda.settings(name) is not None
+                or self.suite_settings(name) is not None)
+
+    def suite_settings(self, name: str) -> BaseModel | None:
+        """The settings of check ``name`` where the suite sets it on itself (time-to-train's); None: it
+        does not."""
+        found = None if name in _SUITE_OWN else getattr(self, name, None)
+        return found if isinstance(found, BaseModel) else None
 
 
 class HistoryPolicy(_Frozen):
@@ -286,11 +291,34 @@ def qualify_file() -> Path:
     return (Path(seeds) if seeds else default_seeds_file()).with_name("qualify.yaml")
 
 
-def load_config(path: Path | None = None, checks: Registry | None = None) -> QualifyConfig:
-    """qualify.yaml (``path``, else `qualify_file`), its checks' settings typed by ``checks`` (default:
-    mltrain's, `orchestrator.qualify.checks.registry.default_registry`)."""
-    from orchestrator.qualify.checks.registry import default_registry
+@dataclass(frozen=True)
+class ChosenSuite:
+    """``--suite`` resolved once per command (`choose_suite`): its name, its settings, the file's
+    policies, and the checks that typed them, passed on as one value."""
 
+    name: str
+    suite: Suite
+    config: QualifyConfig
+    checks: Registry
+
+    @property
+    def workload(self) -> str:
+        """The workload whose throughput mode it times: the suite's, else the file's."""
+        name = self.suite.workload or self.config.workload
+        if name is None:
+            raise UsageError("qualify.yaml names no workload: set `workload:` (whose throughput mode is timed)")
+        return name
+
+
+def choose_suite(name: str, checks: Registry, path: Path | None = None) -> ChosenSuite:
+    """Suite ``name`` of qualify.yaml (`load_config`): an unknown one is bad input, named now."""
+    config = load_config(path, checks)
+    return ChosenSuite(name=name, suite=config.suite(name), config=config, checks=checks)
+
+
+def load_config(path: Path | None, checks: Registry) -> QualifyConfig:
+    """qualify.yaml (``path``, else `qualify_file`), its checks' settings typed by ``checks`` (mltrain's:
+    `orchestrator.qualify.catalog.default_registry`, built once by the caller)."""
     path = path or qualify_file()
     raw = read_yaml(path, missing=f"qualification suites file not found (set {QUALIFY_FILE_ENV})")
-    return validated(QualifyConfig, raw, label=str(path), context={"checks": checks or default_registry()})
+    return validated(QualifyConfig, raw, label=str(path), context={"checks": checks})

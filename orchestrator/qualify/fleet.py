@@ -16,14 +16,13 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError, RecordError, RunnerError
 from orchestrator.qualify import judge, pairs
 from orchestrator.qualify.checks.pairs import FleetContext
-from orchestrator.qualify.checks.registry import Registry, default_registry
 from orchestrator.qualify.config import FleetPolicy, ProbeSettings, Suite
 from orchestrator.qualify.leftovers import stop_abandoned
 from orchestrator.qualify.pairs import Finding, Pair, PairReading, SlurmPairs
@@ -44,6 +43,9 @@ from orchestrator.runners.jobs import StartedJob, start_job, stop_jobs
 from orchestrator.runners.outcome import JobOutcome
 from orchestrator.runners.select import RunnerOptions, make_runner
 from orchestrator.runners.slurm import node_gpus, node_names
+
+if TYPE_CHECKING:
+    from orchestrator.qualify.checks.registry import Registry
 
 PASSED_ENV = ("MLTRAIN_WORKLOADS", "MLTRAIN_SEEDS_FILE", "MLTRAIN_QUALIFY_FILE", "XDG_CACHE_HOME")
 """Where this orchestrator finds its files: the node's qualification must find the same."""
@@ -68,10 +70,10 @@ class FleetPlan:
     warn_exit_code: int = 0
     suite: Suite | None = None
     """The suite, for the checks the fleet runs between its nodes (None: none)."""
-    probe: ProbeSettings | None = None
+    probe: ProbeSettings
     """How the probe runs (qualify.yaml ``probe:``), for those checks."""
-    checks: Registry | None = None
-    """The checks there are (None: mltrain's)."""
+    checks: Registry
+    """The checks there are: the command's, built once."""
     expect_gpus: int | None = None
     """--expect-gpus: the GPUs every node is expected to have (None: each node's Slurm gres)."""
 
@@ -195,7 +197,7 @@ def run_fleet_checks(
     measure_pairs: Callable[[Sequence[Pair]], list[PairReading]] | None = None,
 ) -> list[tuple[CheckResult, list[Finding]]]:
     """Each check the suite runs between the fleet's nodes (those whose own qualification left a record)."""
-    registry = plan.checks or default_registry()
+    registry = plan.checks
     suite = plan.suite
     if suite is None:
         return []
@@ -209,7 +211,7 @@ def run_fleet_checks(
         declaration = check.declaration
         status(f"{declaration.name}: between {len(nodes)} node(s)")
         measure = measure_pairs or SlurmPairs(
-            declaration=declaration, suite=suite, probe=plan.probe or ProbeSettings(), workload=workload,
+            declaration=declaration, suite=suite, probe=plan.probe, workload=workload,
             run_id=fleet_id, folder=store.fleet_dir(fleet_id) / declaration.name, partition=plan.partition,
             status=status)
         ctx = FleetContext(nodes=nodes, settings=lambda kind, n=declaration.name: suite.device(kind).settings(n),

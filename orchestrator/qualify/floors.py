@@ -167,12 +167,13 @@ class Floors:
     def references(
         self, checks: Sequence[CheckResult], gpu_models: Mapping[int | None, str | None], workload: str,
         links: Mapping[int | None, tuple[int, int]] | None = None, gpu_count: int = 0,
-        settings: Callable[[str], Any] = lambda name: None,
+        settings: Callable[[str], Any] = lambda name: None, declared: Callable[[str], Any] = lambda name: None,
     ) -> dict[str, Reference]:
         """Floors of the measurements of ``checks``. ``gpu_models``: NVML index -> model of the GPU
         that made a per-GPU case, and None -> the model of the GPU the other cases ran on; ``links``
         the same for each GPU's PCIe link (generation, width: NVML's maximum for the GPU in its slot);
-        ``gpu_count``: the node's GPUs; ``settings``: a check's settings on the device its cases ran on."""
+        ``gpu_count``: the node's GPUs; ``settings``: a check's settings on the device its cases ran on;
+        ``declared``: a check's declaration (`Declaration.floor`: its own floor, where no model's applies)."""
         found: dict[str, Reference] = {}
         for check in checks:
             for m in check.measurements:
@@ -183,6 +184,8 @@ class Floors:
                     floor = (self._gemm(base, model) or self._memory(base, model)
                              or self._allreduce(base, model, gpu_count, settings(check.name))
                              or self._workload(check, base, model, workload))
+                if floor is None and declared(check.name) is not None:
+                    floor = declared(check.name).floor(m.metric, m.unit, m.better)
                 if floor is not None and floor.unit == m.unit:
                     found[m.metric] = floor
         return found

@@ -105,14 +105,14 @@ def judge_check(
     })
 
 
-def node_verdict(checks: list[CheckResult], passive: Collection[str] | None = None,
+def node_verdict(checks: list[CheckResult], passive: Collection[str],
                  gpus: GpuFinding | None = None) -> tuple[Status, tuple[str, ...]]:
     """FAIL if a check failed, else INCONCLUSIVE if one could not measure, else WARN, else PASS; the
     reasons of the checks that made it, most severe first, each prefixed with its check.
 
     A node where nothing was measured is INCONCLUSIVE, never PASS: an empty suite, every check not
     applicable, only ``passive`` checks passed (they read the node's state and load nothing: NVML's
-    health; default: those mltrain's registry declares so). Nor is a node whose GPUs could not be
+    health: those the registry declares so). Nor is a node whose GPUs could not be
     qualified (``gpus``, `expected.gpu_finding`): WARN where none was found, FAIL where some were
     expected."""
     verdict, reasons = _verdict(checks, passive)
@@ -123,7 +123,7 @@ def node_verdict(checks: list[CheckResult], passive: Collection[str] | None = No
     return verdict, (*reasons, gpus.reason)
 
 
-def _verdict(checks: list[CheckResult], passive: Collection[str] | None) -> tuple[Status, tuple[str, ...]]:
+def _verdict(checks: list[CheckResult], passive: Collection[str]) -> tuple[Status, tuple[str, ...]]:
     verdict = worst([c.status for c in checks])
     if verdict is Status.NOT_APPLICABLE:
         verdict = Status.PASS
@@ -131,7 +131,6 @@ def _verdict(checks: list[CheckResult], passive: Collection[str] | None) -> tupl
                if c.status in (Status.FAIL, Status.INCONCLUSIVE, Status.WARN) for r in c.reasons]
     reasons.sort(key=lambda item: -item[0].rank)
     found = tuple(r for _, r in reasons)
-    passive = _passive() if passive is None else passive
     measured = [c for c in checks if c.status in (Status.PASS, Status.WARN) and c.name not in passive]
     if verdict in (Status.PASS, Status.WARN) and not measured:
         skipped = "; ".join(f"{c.name}: {c.reason}" for c in checks if c.status is Status.NOT_APPLICABLE and c.reason)
@@ -140,13 +139,6 @@ def _verdict(checks: list[CheckResult], passive: Collection[str] | None) -> tupl
                                           "only the node's state was read, nothing ran on it")
         return Status.INCONCLUSIVE, (why, *found)
     return verdict, found
-
-
-def _passive() -> set[str]:
-    """The checks mltrain's registry declares passive."""
-    from orchestrator.qualify.checks.registry import default_registry
-
-    return set(default_registry().passive)
 
 
 def exit_code(verdict: Status, *, strict: bool, warn_exit_code: int = VERDICT_EXIT_CODES[Status.WARN]) -> int:

@@ -119,7 +119,8 @@ def qualify_node(
         fleet=learned_references(fleet, plan.config.history, kind="fleet"),
         floors=load_floors().references(checks, _models(gpus, on_gpus), plan.workload.name,
                                         links=_links(health.before, on_gpus), gpu_count=health.gpu_count,
-                                        settings=lambda name: plan.suite.device(ctx.kind).settings(name)),
+                                        settings=lambda name: plan.suite.device(ctx.kind).settings(name),
+                                        declared=plan.checks.declaration),
     )
     drift = Drift(passing_runs(history, hardware, software), plan.config.drift)
     judged = quorum.confirm(checks, lambda c: judge.judge_check(c, references, plan.config.history, drift),

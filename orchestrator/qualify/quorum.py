@@ -58,21 +58,14 @@ def suspects(judged: Sequence[CheckResult], repeatable: Collection[str]) -> dict
             for m in c.measurements if m.status is Status.FAIL}
 
 
-def repeatable_checks() -> set[str]:
-    """The checks whose declaration lets the quorum repeat them (mltrain's registry)."""
-    from orchestrator.qualify.checks.registry import default_registry
-
-    return set(default_registry().repeatable)
-
-
 def confirm(
     raw: Sequence[CheckResult], judge: Judge, remeasure: Remeasure, policy: QuorumPolicy,
-    status: Callable[[str], None] = lambda _: None, *, repeatable: Collection[str] | None = None,
+    status: Callable[[str], None] = lambda _: None, *, repeatable: Collection[str],
 ) -> list[CheckResult]:
-    """The checks ``raw`` (unjudged) judged, each failing number of a ``repeatable`` check (default:
-    `repeatable_checks`) put to the quorum first."""
+    """The checks ``raw`` (unjudged) judged, each failing number of a ``repeatable`` check (the
+    registry's `Registry.repeatable`) put to the quorum first."""
     judged = [judge(c) for c in raw]
-    found = suspects(judged, repeatable_checks() if repeatable is None else repeatable)
+    found = suspects(judged, repeatable)
     tallies = {key: _Tally(first) for key, first in found.items()} if policy.repeats else {}
     faults: dict[str, list[str]] = {}
     fixes: dict[str, list[Remediation]] = {}

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import text
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.mlperf import mllog
 from orchestrator.qualify.checks.base import failed_job, job_facts, overran
-from orchestrator.qualify.config import ThroughputSpec
 from orchestrator.results.qualification import CheckResult, Measurement, Status, finite
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.runners.jobs import run_job
 from orchestrator.runners.outcome import JobOutcome
+
+if TYPE_CHECKING:
+    from orchestrator.qualify.checks.throughput import ThroughputSpec
 
 THROUGHPUT_KEY = "throughput"
 RESOLVED_KEY = "resolved_settings"

@@ -9,15 +9,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
-from orchestrator.qualify.config import TimeToTrainSpec
 from orchestrator.results.qualification import CheckResult, Measurement, Status
 from orchestrator.results.records import INFRASTRUCTURE_FAULTS, ScoringRule
 from orchestrator.results.store import Store
 from orchestrator.runners.base import Runner
+
+if TYPE_CHECKING:
+    from orchestrator.qualify.checks.time_to_train import TimeToTrainSpec
 
 
 def time_to_train_check(

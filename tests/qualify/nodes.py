@@ -156,7 +156,7 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
     the test workloads'); ``checks``: the registry (else mltrain's); ``expect_gpus``: --expect-gpus."""
     from orchestrator.commands.common import registry
     from orchestrator.config.locations import python_root
-    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.catalog import default_registry
     from orchestrator.qualify.config import load_config
     from orchestrator.qualify.expected import Expected
     from orchestrator.qualify.node import NodePlan, Watch, qualify_node
@@ -176,5 +176,21 @@ def run_node(results: Path, *, nvml: Any = None, probe: str | None = None, suite
                         nvml=nvml or FakeNvml(gpu_trace()), dev=dev or results / "no-dev")
 
 
-__all__ = ["H100", "FakeNvml", "cuda_probe_source", "gpu_trace", "node_trace", "probe_source", "run_node",
-           "stand_in_config"]
+def suite_of(**given: Any) -> Any:
+    """A suite of qualify.yaml (`config.Suite`) from its keys, its checks' settings typed by mltrain's registry."""
+    from orchestrator.qualify.catalog import default_registry
+    from orchestrator.qualify.config import Suite
+
+    return Suite.model_validate(given, context={"checks": default_registry()})
+
+
+def probe_of(**given: Any) -> Any:
+    """qualify.yaml's ``probe:`` (`config.ProbeSettings`), its default checks mltrain's registry's."""
+    from orchestrator.qualify.catalog import default_registry
+    from orchestrator.qualify.config import ProbeSettings
+
+    return ProbeSettings.model_validate(given, context={"checks": default_registry()})
+
+
+__all__ = ["H100", "FakeNvml", "cuda_probe_source", "gpu_trace", "node_trace", "probe_of", "probe_source",
+           "run_node", "stand_in_config", "suite_of"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.qualify.checks.registry import default_registry
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.qualify.floors import load_floors
 from orchestrator.results.qualification import Remedy, Status
 from tests.qualify.fake_cuda import FakeGpus

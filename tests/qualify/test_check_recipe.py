@@ -1,12 +1,17 @@
 """The recipe for a new check (docs/architecture.md), followed by a toy: its one file
-(tests/qualify/toy_check.py) and one registration line, nothing else edited; it runs in the real
-probe, is judged against a reference in its declared unit, repeated by the quorum and reported in
+(tests/qualify/toy_check.py) and one registration line, nothing else edited. In a copy of the tree,
+`mltrain qualify` runs it end to end and judges it by its own declared floor; in place, it runs in the
+real probe, is judged against a reference in its declared unit, repeated by the quorum and reported in
 JSON, JUnit and Prometheus. And every check's timeout holds: one that hangs is INCONCLUSIVE, named
 with its timeout, while the rest of the suite runs."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -15,12 +20,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE
+from orchestrator.qualify.catalog import default_registry, with_probe_module
 from orchestrator.qualify.checks.base import result
 from orchestrator.qualify.checks.declaration import Declaration
-from orchestrator.qualify.checks.registry import default_registry
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.results.qualification import CheckResult, Status
+from tests.conftest import PROJECT
+from tests.qualify import toy_check
 from tests.qualify.nodes import FakeNvml, run_node
 
 TOY = "tests.qualify.toy_check"
@@ -44,10 +51,56 @@ def references(tmp_path: Path) -> Path:
     return path
 
 
+COPIED = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml")
+
+
+def tree_with_the_toy(tmp_path: Path) -> Path:
+    """A copy of the tree with the toy added as the recipe says: its file in the probe's package, its
+    name in the probe's ``registry.CHECKS``."""
+    tree = tmp_path / "tree"
+    for name in COPIED:
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tree / name)
+    probe = tree / "workloads" / "common" / "probe"
+    shutil.copy2(Path(toy_check.__file__), probe / "toy.py")  # its file
+    registration = probe / "registry.py"
+    before = registration.read_text()
+    after = before.replace('    "sdc",\n', '    "sdc",\n    "toy",\n', 1)  # its one line
+    assert after != before, "the probe's registry.CHECKS no longer lists sdc on a line of its own"
+    registration.write_text(after)
+    return tree
+
+
+@pytest.mark.timeout(600)
+def test_a_toy_check_added_to_a_copy_of_the_tree_qualifies_a_node_end_to_end(mltrain_env, tmp_path: Path):
+    tree = tree_with_the_toy(tmp_path)
+    suites = tmp_path / "qualify.yaml"
+    suites.write_text("workload: fakebench\nsuites:\n  toy:\n    probe_seconds_per_case: 0.05\n"
+                      "    cpu: {toy: {rate: 100.0}}\n")
+    env = {**os.environ, **mltrain_env, "PYTHONPATH": str(tree), "MLTRAIN_QUALIFY_FILE": str(suites),
+           "TOY_COUNTER": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "qualify", "--suite", "toy", "--results",
+                           str(tmp_path / "r"), "--node-name", "n1", "--expect-gpus", "0", "--json"],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert [c["name"] for c in record["checks"]] == ["gpu_health", "dcgm_diag", "toy"]
+    toy = next(c for c in record["checks"] if c["name"] == "toy")
+    assert toy["kind"] == "microbenchmark" and toy["status"] == "pass" and toy["sanity"] == "pass"
+    (rate,) = toy["measurements"]
+    assert rate["metric"] == "toy_rate" and rate["value"] == 100.0 and rate["status"] == "pass"
+    reference = rate["reference"]  # no --references, no history: its own declared floor judges it
+    assert reference["kind"] == "floor" and reference["lower"] == 10.0 and "toy's own" in reference["source"]
+    assert record["verdict"] == "pass" and (tmp_path / "runs").read_text() == "1"
+
+
 def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(mltrain_env, tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY)  # the one registration line
+    checks = with_probe_module(default_registry(), TOY)  # the one registration line
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 1}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
                       references=references(tmp_path), expect_gpus=0)  # a CPU node, declared so: it may PASS
@@ -74,7 +127,7 @@ def test_a_toy_check_added_by_the_recipe_runs_is_judged_repeated_and_reported(ml
 def test_a_toy_check_slow_every_time_fails_on_its_declared_reference(mltrain_env, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY)
+    checks = with_probe_module(default_registry(), TOY)
     config = suites(tmp_path, "  toy:\n    cpu: {toy: {rate: 100.0, slow_runs: 9}}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="toy", checks=checks,
                       references=references(tmp_path))
@@ -91,7 +144,7 @@ def test_a_probe_check_that_hangs_is_inconclusive_and_the_suite_runs_on(mltrain_
     comes after it; the workload's throughput still runs; the node is INCONCLUSIVE, naming the toy. (The
     probe's start counts against its first check's timeout: 9 s leaves a loaded host time to import torch.)"""
     monkeypatch.setenv("TOY_COUNTER", str(tmp_path / "runs"))
-    checks = default_registry().with_probe_module(TOY, after="dcgm_diag")  # before gemm in the probe's order
+    checks = with_probe_module(default_registry(), TOY, after="dcgm_diag")  # before gemm in the probe's order
     config = suites(tmp_path, "  hang:\n    cpu:\n      toy: {hang_s: 3600, timeout_minutes: 0.15}\n"
                               "      gemm: {dense: [[64, 64, 64]]}\n      throughput: {steps: 3, warmup_steps: 1}\n")
     record = run_node(tmp_path / "r", nvml=cpu_node(), config=config, suite="hang", checks=checks)

@@ -20,11 +20,12 @@ from tests.conftest import PROJECT, TEST_WORKLOADS
 def suite_checks(qualify_yaml: Path, suite: str) -> list[str]:
     """The checks a suite of ``qualify_yaml`` runs on a node, in the registry's order: those without
     settings always, the others where the suite sets them for a kind of device."""
-    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.catalog import default_registry
     from orchestrator.qualify.config import load_config
 
-    chosen = load_config(qualify_yaml).suite(suite)
-    return [d.name for d in default_registry().declarations if d.runs != "fleet" and (
+    checks = default_registry()
+    chosen = load_config(qualify_yaml, checks).suite(suite)
+    return [d.name for d in checks.declarations if d.runs != "fleet" and (
         d.settings_at == "none" or chosen.wants(d.name) or getattr(chosen, d.name, None) is not None)]
 
 
@@ -75,7 +76,7 @@ def test_quick_suite_writes_a_verdict_junit_prometheus_and_json(cli, tmp_path: P
     assert unjudged.endswith("number(s) without a reference or floor: " + ", ".join(
         m["metric"] for m in next(c for c in record["checks"] if c["name"] == "gemm")["measurements"]))
     # stdout held only the JSON; progress went to stderr
-    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.catalog import default_registry
 
     probed = [name for name in CHECKS if name in default_registry().probe]
     assert f"[1/{len(probed)}] gemm done" in r.err

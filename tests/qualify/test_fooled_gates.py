@@ -44,6 +44,8 @@ def qualify_yaml(tmp_path: Path, suite: str, monkeypatch: pytest.MonkeyPatch | N
      "probe_timeout_minutes: Input should be less than or equal to 10080"),
     ("    cpu: {throughput: {timeout_minutes: 1e308}}\n",
      "throughput: field timeout_minutes: Input should be less than or equal to 10080"),
+    ("    time_to_train: {profile: smoke, seed: -1}\n",
+     "time_to_train: Value error, field seed: Input should be greater than or equal to 0"),
 ])
 def test_settings_no_node_can_run_are_refused_before_anything_runs(cli, tmp_path: Path, monkeypatch, suite, words):
     """They FAILed the node (exit 1, `replace`): a GEMM of 0 or -5 rows, a sparsity of 2.0 (PASS at "0
@@ -117,7 +119,7 @@ def test_a_probe_number_outside_its_sane_range_is_no_measurement(mltrain_env, tm
 
 def test_every_number_a_check_declares_has_a_sane_range():
     """One rule per number, declared with its check once: every unit's metric has its range."""
-    from orchestrator.qualify.checks.registry import default_registry
+    from orchestrator.qualify.catalog import default_registry
 
     for declaration in default_registry().declarations:
         for metric in declaration.units:  # a metric of each unit's glob is in a range's
@@ -137,7 +139,8 @@ def test_qualify_on_slurm_without_slurm_is_an_infrastructure_fault(cli, tmp_path
 def test_the_suites_own_settings_fit_their_bounds():
     """The shipped qualify.yaml loads (its sizes within the probe's declared bounds)."""
     from orchestrator.config.locations import python_root
+    from orchestrator.qualify.catalog import default_registry
     from orchestrator.qualify.config import load_config
 
-    loaded = load_config(python_root() / "qualify.yaml")
+    loaded = load_config(python_root() / "qualify.yaml", default_registry())
     assert json.dumps(loaded.suite("quick").cpu.settings("gemm").model_dump(mode="json"))

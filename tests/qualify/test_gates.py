@@ -35,12 +35,13 @@ def test_a_key_given_twice_in_qualify_yaml_is_refused_naming_it_and_its_lines(cl
 
 
 def test_keys_a_merge_brings_in_may_be_overridden(tmp_path: Path):
+    from orchestrator.qualify.catalog import default_registry
     from orchestrator.qualify.config import load_config
 
     path = tmp_path / "qualify.yaml"
     path.write_text("workload: fakebench\nx-cpu: &cpu {gemm: {dense: [[8, 8, 8]]}, memory: {host_mb: 8}}\n"
                     "suites:\n  quick:\n    cpu: {<<: *cpu, memory: {host_mb: 4}}\n")
-    cpu = load_config(path).suite("quick").cpu
+    cpu = load_config(path, default_registry()).suite("quick").cpu
     assert cpu.settings("memory").host_mb == 4 and cpu.settings("gemm").dense == ((8, 8, 8),)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.insight import gpus as nvml_access
-from orchestrator.qualify.checks.registry import default_registry
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.qualify.config import QUALIFY_FILE_ENV
 from tests.qualify.nodes import H100, FakeNvml, cuda_probe_source, node_trace, stand_in_config
 

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator import text
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.qualify.checks.pairs import FleetContext
-from orchestrator.qualify.checks.registry import default_registry
 from orchestrator.qualify.fleet import with_findings
 from orchestrator.qualify.pairs import Pair, PairReading, ring, rounds
 from orchestrator.results.qualification import FleetRow, Reference, Remedy, Status
 from tests.conftest import TEST_WORKLOADS
+from tests.qualify.nodes import probe_of, suite_of
 
 CHECK = default_registry().get("nccl_pairs")
 SETTINGS = CHECK.declaration.settings()  # its declared defaults: slow_pct 20
@@ -127,13 +128,12 @@ def test_on_the_real_slurm_a_pair_all_reduces_with_gloo(slurm_env, mltrain_env, 
     """The CI's one node paired with itself: two Slurm jobs, the probe's pair check in each, gloo over
     the node's address; rank 0's bus bandwidth read back, the sum checked."""
     from orchestrator.commands.common import registry
-    from orchestrator.qualify.config import DeviceSuite, ProbeSettings, Suite
     from orchestrator.qualify.pairs import SlurmPairs
     from orchestrator.runners.slurm import node_names
 
     (node,) = node_names()[:1]
-    suite = Suite(cpu=DeviceSuite({"nccl_pairs": {"mb": 4, "iterations": 5, "warmup": 1}}))
-    measure = SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=ProbeSettings(),
+    suite = suite_of(cpu={"nccl_pairs": {"mb": 4, "iterations": 5, "warmup": 1}})
+    measure = SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=probe_of(),
                          workload=registry().get("fakebench"), run_id="fleet-pairs-test", folder=tmp_path / "pairs")
     (reading,) = measure([(node, node)])
     assert reading.value is not None and reading.value > 0, reading
@@ -153,7 +153,6 @@ def test_a_pairs_jobs_take_the_checks_timeout_from_the_suite_as_on_one_node(monk
     mltrain's the timeout and the time both jobs may wait to be scheduled; a hang says that limit."""
     from orchestrator.config.workloads import load_workload
     from orchestrator.qualify import pairs as pairs_module
-    from orchestrator.qualify.config import DeviceSuite, ProbeSettings, Suite
     from orchestrator.results.records import Exit
     from orchestrator.runners.outcome import JobOutcome
 
@@ -174,8 +173,8 @@ def test_a_pairs_jobs_take_the_checks_timeout_from_the_suite_as_on_one_node(monk
     monkeypatch.setattr(pairs_module, "node_address", lambda node: "127.0.0.1")
     monkeypatch.setattr(pairs_module, "start_job", start_job)
     monkeypatch.setattr(pairs_module, "make_runner", lambda options, status: type("R", (), {"options": options})())
-    suite = Suite(**suite_keys, cpu=DeviceSuite({"nccl_pairs": {"mb": 4, **check_keys}}))
-    measure = pairs_module.SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=ProbeSettings(),
+    suite = suite_of(**suite_keys, cpu={"nccl_pairs": {"mb": 4, **check_keys}})
+    measure = pairs_module.SlurmPairs(declaration=CHECK.declaration, suite=suite, probe=probe_of(),
                                       workload=load_workload(TEST_WORKLOADS / "fakebench"), run_id="t", folder=tmp_path)
     (reading,) = measure([("n1", "n2")])
     assert given == [(minutes + 5, minutes * 60 + pairs_module.QUEUE_S)] * 2

@@ -12,17 +12,18 @@ import sys
 from pathlib import Path
 
 from orchestrator.qualify import judge, micro, probe_lines
-from orchestrator.qualify.checks.registry import default_registry
-from orchestrator.qualify.config import QUALIFY_FILE_ENV, DeviceSuite, HistoryPolicy, ProbeSettings, Suite
+from orchestrator.qualify.catalog import default_registry
+from orchestrator.qualify.config import QUALIFY_FILE_ENV, HistoryPolicy
 from orchestrator.qualify.probe_lines import ProbeRun
 from orchestrator.qualify.references import References
 from orchestrator.results.qualification import Reference, Status
 from orchestrator.results.records import Exit
 from orchestrator.runners.outcome import JobOutcome
 from tests.conftest import PROJECT, TEST_WORKLOADS
+from tests.qualify.nodes import probe_of, suite_of
 from workloads.common.probe import protocol, registry, settings
 
-SUITE = Suite(cpu=DeviceSuite({"gemm": {"dense": [[256, 256, 256], [512, 512, 512]]}}))
+SUITE = suite_of(cpu={"gemm": {"dense": [[256, 256, 256], [512, 512, 512]]}})
 CHECKS = default_registry()
 
 
@@ -55,7 +56,7 @@ def test_an_unknown_check_in_qualify_yaml_is_one_line_and_exit_2(cli, tmp_path: 
 def test_the_orchestrator_speaks_the_probes_protocol_and_settings():
     assert (probe_lines.PREFIX, probe_lines.PROTOCOL) == (protocol.PREFIX, protocol.PROTOCOL)
     assert micro.CONFIG_ENV == settings.CONFIG_ENV
-    assert ProbeSettings().checks == CHECKS.probe and ProbeSettings().command == ("python", "-m",
+    assert probe_of().checks == CHECKS.probe and probe_of().command == ("python", "-m",
                                                                                   "workloads.common.probe")
     assert set(registry.CHECKS) == {*CHECKS.probe, *CHECKS.fleet}  # every registered check: a node's or a fleet's
     probe = [d for d in CHECKS.declarations if d.runs == "probe"]

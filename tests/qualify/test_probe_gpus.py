@@ -61,13 +61,13 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
     """CUDA's GPU 1 is NVML's GPU 3 here (another CUDA_VISIBLE_DEVICES): its failures name GPU3 and its slot;
     its wrong result is no measurement (nothing judges the speed of a wrong answer) but is kept in the facts."""
     from orchestrator.qualify import micro
-    from orchestrator.qualify.checks.registry import default_registry
-    from orchestrator.qualify.config import DeviceSuite, Suite
+    from orchestrator.qualify.catalog import default_registry
     from orchestrator.qualify.devices import Gpu
     from orchestrator.qualify.probe_lines import ProbeRun
     from orchestrator.results.qualification import Status
     from orchestrator.results.records import Exit
     from orchestrator.runners.outcome import JobOutcome
+    from tests.qualify.nodes import suite_of
 
     def result(metric: str, gpu: int, passed: bool, detail: str) -> str:
         return protocol.line("result", check="gemm", metric=metric, gpu=gpu,
@@ -84,7 +84,7 @@ def test_a_wrong_result_or_an_error_on_one_gpu_names_that_gpu(tmp_path):
                                error="RuntimeError: CUDA error: an illegal memory access was encountered"),
                  protocol.line("timing", check="gemm", seconds=1.0)):
         probe.observe(line)
-    suite = Suite(cuda=DeviceSuite({"gemm": {"dtypes": ["bf16"], "dense": [[5124, 9124, 2560]]}}))
+    suite = suite_of(cuda={"gemm": {"dtypes": ["bf16"], "dense": [[5124, 9124, 2560]]}})
     (gemm_check,) = micro.probe_checks(probe, suite, default_registry(), gpus)
     assert gemm_check.status is Status.FAIL and gemm_check.sanity is Status.FAIL
     assert gemm_check.reasons[0] == ("gemm_bf16_5124x9124x2560_gpu3 on GPU3 (00000000:5E:00.0): wrong result"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from orchestrator.errors import EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.qualify import quorum
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.qualify.config import HistoryPolicy, QuorumPolicy
 from orchestrator.qualify.judge import judge_check, node_verdict
 from orchestrator.qualify.references import References
@@ -21,6 +22,7 @@ from tests.qualify.nodes import probe_source, run_node
 METRIC = "gemm_fp32_256x256x256"
 REF = Reference(value=100, lower=90, upper=None, unit="TFLOP/s", kind="operator", source="refs.yaml: acceptance")
 REFS = References(operator={METRIC: REF})
+CHECKS = default_registry()
 
 
 def gemm(value: float | None, sanity: Status = Status.PASS, name: str = "gemm") -> CheckResult:
@@ -48,7 +50,8 @@ class Probe:
 
 def decide(probe: Probe, policy: QuorumPolicy = QuorumPolicy(), first: CheckResult | None = None) -> CheckResult:
     first = first if first is not None else gemm(probe.readings[0])  # type: ignore[arg-type]
-    (check,) = quorum.confirm([first], lambda c: judge_check(c, REFS, HistoryPolicy()), probe, policy)
+    (check,) = quorum.confirm([first], lambda c: judge_check(c, REFS, HistoryPolicy()), probe, policy,
+                              repeatable=CHECKS.repeatable)
     return check
 
 
@@ -95,7 +98,7 @@ def test_repeats_that_cannot_measure_leave_it_inconclusive():
     (m,) = check.measurements
     assert m.status is Status.INCONCLUSIVE and check.status is Status.INCONCLUSIVE
     assert m.quorum is not None and m.quorum.repeats == (None, None) and "could not measure it" in m.reason
-    assert node_verdict([check])[0] is Status.INCONCLUSIVE
+    assert node_verdict([check], CHECKS.passive)[0] is Status.INCONCLUSIVE
 
 
 def test_a_wrong_result_in_a_repeat_fails_the_check():
@@ -109,7 +112,8 @@ def test_health_faults_and_wrong_results_are_never_repeated():
                        reasons=("GPU1: GPU is lost",))
     wrong = gemm(50.0, sanity=Status.FAIL)
     probe = Probe([100.0])
-    checks = quorum.confirm([lost, wrong], lambda c: judge_check(c, REFS, HistoryPolicy()), probe, QuorumPolicy())
+    checks = quorum.confirm([lost, wrong], lambda c: judge_check(c, REFS, HistoryPolicy()), probe, QuorumPolicy(),
+                            repeatable=CHECKS.repeatable)
     assert [c.status for c in checks] == [Status.FAIL, Status.FAIL] and probe.asked == []
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK, EXIT_WARN
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.qualify.config import HistoryPolicy
 from orchestrator.qualify.judge import exit_code, judge_measurement, node_verdict
 from orchestrator.qualify.references import learned_references
@@ -139,7 +140,7 @@ def check(name: str, status: Status) -> CheckResult:
 ])
 def test_node_verdicts_and_exit_codes(statuses, verdict, code, strict_code):
     checks = [check(f"c{i}", s) for i, s in enumerate(statuses)]
-    got, reasons = node_verdict(checks)
+    got, reasons = node_verdict(checks, default_registry().passive)
     assert got is verdict
     assert exit_code(got, strict=False) == code and exit_code(got, strict=True) == strict_code
     if not set(statuses) - {Status.NOT_APPLICABLE}:

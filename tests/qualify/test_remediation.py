@@ -11,7 +11,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.qualify import remedies
-from orchestrator.qualify.checks.registry import default_registry
+from orchestrator.qualify.catalog import default_registry
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.render.qualification import verdict_lines
@@ -23,7 +23,7 @@ from orchestrator.results.qualification import (
     Remedy,
     Status,
 )
-from tests.qualify.nodes import FakeNvml, gpu_trace, probe_source, run_node
+from tests.qualify.nodes import FakeNvml, gpu_trace, probe_source, run_node, suite_of
 
 
 def two_faults() -> dict:
@@ -79,7 +79,6 @@ def test_a_job_that_ran_out_of_disk_asks_to_free_it():
 
 def test_a_wrong_result_on_one_gpu_asks_to_replace_that_gpu(tmp_path: Path):
     from orchestrator.qualify import micro
-    from orchestrator.qualify.config import DeviceSuite, Suite
     from orchestrator.qualify.devices import Gpu
     from orchestrator.qualify.probe_lines import ProbeRun
     from orchestrator.results.records import Exit
@@ -97,7 +96,7 @@ def test_a_wrong_result_on_one_gpu_asks_to_replace_that_gpu(tmp_path: Path):
                  protocol.line("timing", check="gemm", seconds=1.0)):
         run.observe(line)
     gpus = {0: Gpu(index=4, pci_bus_id="00000000:3B:00.0"), 1: Gpu(index=5, pci_bus_id="00000000:5E:00.0")}
-    suite = Suite(cuda=DeviceSuite({"gemm": {"dtypes": ["bf16"], "dense": [[64, 64, 64]]}}))
+    suite = suite_of(cuda={"gemm": {"dtypes": ["bf16"], "dense": [[64, 64, 64]]}})
     (gemm,) = micro.probe_checks(run, suite, default_registry(), gpus)
     assert gemm.status is Status.FAIL
     assert [(r.action, r.gpu) for r in gemm.remediation] == [(Remedy.REPLACE, 5), (Remedy.RESET_GPU, 4)]

@@ -1,5 +1,6 @@
 """A toy probe check, written by the recipe of docs/architecture.md ("A new qualification check"): this
-one file, and one registration line (in a test: `Registry.with_probe_module`). Its number is a rate
+one file, and one registration line (its name in the probe's ``registry.CHECKS``; in a test that runs
+it in place: `catalog.with_probe_module`). Its number is a rate
 that reads half its value on its first ``slow_runs`` runs (counted in the file ``$TOY_COUNTER``), so
 that the quorum has something to repeat; with ``hang_s`` it sleeps that long instead (a hang)."""
 
@@ -21,6 +22,7 @@ DECLARATION = {
     "sanity": "1 + 2 + ... + 100 is 5050",
     "units": {"toy_rate": "ops/s"},
     "sane": {"toy_rate": [0, 1e9]},
+    "floor": {"toy_rate": [10.0, "the toy's own acceptance: 1 + 2 + ... + 100 summed ten times a second"]},
     "timeout_s": 60,
     "repeat": True,
     "device_bound": False,

@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from orchestrator.config.profiles import Profiles
 from orchestrator.config.workloads import Workload
 from orchestrator.qualify import devices
-from orchestrator.qualify.checks.registry import Registry, default_registry
 from orchestrator.qualify.config import DeviceKind, QualifyConfig, Suite
 from orchestrator.qualify.expected import Expected
 from orchestrator.qualify.probe_lines import ProbeRun
@@ -26,6 +25,7 @@ from orchestrator.runners.base import Runner
 
 if TYPE_CHECKING:
     from orchestrator.qualify.checks.declaration import Declaration
+    from orchestrator.qualify.checks.registry import Registry
     from orchestrator.qualify.health import HealthMonitor
 
 
@@ -34,6 +34,8 @@ class NodePlan:
     """Everything decided before a check runs."""
 
     node: str
+    checks: Registry
+    """The checks there are (the suite picks among them): the command's, built once."""
     suite_name: str
     suite: Suite
     config: QualifyConfig
@@ -49,8 +51,6 @@ class NodePlan:
     gpus: str | None = None
     """``--gpus`` as the runner got it: None for its default (the node's GPUs), ``none`` when the
     operator kept the checks off the GPUs (the verdict then says they were not qualified)."""
-    checks: Registry = field(default_factory=default_registry)
-    """The checks there are (the suite picks among them)."""
     expect_gpus: Expected = field(default_factory=Expected)
     """The GPUs the node is expected to have, and what says so (``--expect-gpus``, Slurm's gres);
     nothing: its history says, or nobody (`qualify.expected`)."""
@@ -112,8 +112,7 @@ class NodeContext:
         if declaration.settings_at == "device":
             return self.plan.suite.device(kind or self.kind).settings(declaration.name)
         if declaration.settings_at == "suite":
-            found: Any = getattr(self.plan.suite, declaration.name, None)
-            return found if isinstance(found, BaseModel) else None
+            return self.plan.suite.suite_settings(declaration.name)
         return None
 
     def again(self, names: tuple[str, ...], attempt: int) -> NodeContext:

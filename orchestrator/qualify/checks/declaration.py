@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from orchestrator.config.numbers import TimeoutMinutes
 from orchestrator.qualify.devices import split_metric
-from orchestrator.results.qualification import CheckKind, Remedy
+from orchestrator.results.qualification import CheckKind, Reference, Remedy
 
 Runs = Literal["node", "probe", "job", "fleet"]
 """Where a check runs: on the node in mltrain's own process (NVML, dcgmi), in the probe's job with the
@@ -84,6 +84,11 @@ class Declaration:
     """Each metric it measures (a glob, as in ``units``) -> (above, at most): the range a number of it
     can have at all. Outside it (a negative rate, a zero, a rate no device reaches) it is no
     measurement, and the check is INCONCLUSIVE (`insane`), never judged, never PASS."""
+    floors: Mapping[str, tuple[float, str]] = field(default_factory=dict)
+    """The check's own default floor, on any hardware: each metric (a glob, as in ``units``) -> (its
+    bound on the bad side, in the metric's declared unit, and the source that says so). A known GPU
+    model's floor (`floors.yaml`) comes first; the operator's references and the node's history as
+    for any floor (`references.References.pick`)."""
     timeout_s: float
     """How long it may run (its settings' ``timeout_minutes`` replaces it)."""
     repeat: bool = False
@@ -102,6 +107,19 @@ class Declaration:
         """The unit of a metric this check measures (``metric`` without its ``_gpu<i>``); None when
         the check declares no such metric."""
         return next((unit for pattern, unit in self.units.items() if fnmatch.fnmatchcase(metric, pattern)), None)
+
+    def floor(self, metric: str, unit: str, better: str) -> Reference | None:
+        """The check's own floor of ``metric`` (with or without its ``_gpu<i>``) measured in ``unit``
+        (None: it declares none, or in another unit)."""
+        base = split_metric(metric)[0]
+        found = next((f for pattern, f in self.floors.items() if fnmatch.fnmatchcase(metric, pattern)
+                      or fnmatch.fnmatchcase(base, pattern)), None)
+        if found is None or self.unit(base) != unit:
+            return None
+        bound, source = found
+        lower, upper = (bound, None) if better == "higher" else (None, bound)
+        return Reference(value=bound, lower=lower, upper=upper, unit=unit, kind="floor",
+                         source=f"floor {bound:g} {unit}, {self.name}'s own; source: {source}")
 
     def insane(self, metric: str, value: float, unit: str = "") -> str:
         """Why ``value`` of ``metric`` (with or without its ``_gpu<i>``) is no measurement ("" when it

@@ -3,15 +3,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from orchestrator.qualify.checks.declaration import Declaration, Remedies
-from orchestrator.qualify.config import InferenceSpec
+from pydantic import Field
+
+from orchestrator.config.numbers import TimeoutMinutes
+from orchestrator.qualify.checks.declaration import CheckSettings, Declaration, Remedies
 from orchestrator.qualify.inference import inference_check
 from orchestrator.results.qualification import CheckResult, Remedy
 
 if TYPE_CHECKING:
     from orchestrator.qualify.checks.context import NodeContext
+
+
+class InferenceSpec(CheckSettings):
+    """The inference check (`orchestrator.qualify.inference`): the harness's smoke model under LoadGen."""
+
+    model: str = Field(min_length=1)
+    """A model the inference harness declares (its inference.yaml) with a smoke model."""
+    scenario: Literal["SingleStream", "Offline"] = "SingleStream"
+    backend: Literal["onnxruntime", "torch"] = "onnxruntime"
+    device: Literal["cpu", "cuda", "tensorrt"] = "cpu"
+    seconds: float = Field(default=5, gt=0)
+    """LoadGen's minimum duration: long enough for a few hundred queries, far below MLPerf's 10 minutes."""
+    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
 
 
 class InferenceCheck:

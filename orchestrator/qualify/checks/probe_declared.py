@@ -70,6 +70,7 @@ def declaration(module: str, root: Path | None = None) -> Declaration:
                         runners=("slurm",) if raw.get("runs") == "fleet" else ()),
             sanity=raw["sanity"], units=dict(raw.get("units", {})), timeout_s=float(raw["timeout_s"]),
             sane={str(k): (float(v[0]), float(v[1])) for k, v in raw.get("sane", {}).items()},
+            floors={str(k): (float(v[0]), str(v[1])) for k, v in raw.get("floor", {}).items()},
             repeat=bool(raw.get("repeat", False)), device_bound=bool(raw.get("device_bound", False)),
             remedies=Remedies(wrong=Remedy(remedy["wrong"]) if remedy.get("wrong") else None,
                               slow=Remedy(remedy["slow"]) if remedy.get("slow") else None),

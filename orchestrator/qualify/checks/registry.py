@@ -1,19 +1,14 @@
-"""The qualification checks there are, in the order a node's record lists them: every list of checks
+"""A registry of qualification checks, in the order a node's record lists them: every list of checks
 (qualify.yaml's settings per check, the probe's order, the device-bound checks, the quorum's repeatable
-ones, the tests') is read from here.
-
-A new check is one file and one line:
-    a probe check (it needs torch where the workload runs): its module in workloads/common/probe/ and
-        its name in that package's ``registry.CHECKS`` (read here as data, `probe_declared`);
-    an orchestrator check (NVML, a job of its own, the fleet): its module in this folder and its line
-        in `default_registry` below.
+ones, the tests') is read from one. It names no check: mltrain's are registered above the checks, in
+`orchestrator.qualify.catalog`, and the registry is passed to whatever needs it (the configuration's
+loader, a node's plan, a fleet's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import UsageError
@@ -96,12 +91,6 @@ class Registry:
         at = names.index(after) + 1 if after is not None else len(names)
         return Registry((*self.checks[:at], check, *self.checks[at:]))
 
-    def with_probe_module(self, module: str, *, root: Path | None = None, after: str | None = None) -> Registry:
-        """This registry and the probe check declared in ``module`` (a dotted name; a test's check)."""
-        from orchestrator.qualify.checks import probe_declared
-
-        return self.with_check(_probe_check(probe_declared.declaration(module, root)), after=after)
-
     def node_checks(self, names: Iterable[str]) -> list[NodeCheck]:
         """The node checks among ``names``, in this registry's order."""
         wanted = set(names)
@@ -122,31 +111,3 @@ class Registry:
             else:
                 found.append(declaration.name)
         return found
-
-
-def default_registry(root: Path | None = None) -> Registry:
-    """mltrain's checks: health, DCGM, the probe's (from its own registration), the workload's
-    throughput, inference, time-to-train. ``root``: where the probe's package is (its checkout)."""
-    from orchestrator.qualify.checks import probe_declared
-    from orchestrator.qualify.checks.dcgm_diag import DcgmCheck
-    from orchestrator.qualify.checks.gpu_health import GpuHealthCheck
-    from orchestrator.qualify.checks.inference import InferenceCheck
-    from orchestrator.qualify.checks.throughput import ThroughputCheck
-    from orchestrator.qualify.checks.time_to_train import TimeToTrainCheck
-
-    return Registry((
-        GpuHealthCheck(),
-        DcgmCheck(),
-        *(_probe_check(d) for d in probe_declared.probe_declarations(root)),
-        ThroughputCheck(),
-        InferenceCheck(),
-        TimeToTrainCheck(),
-    ))
-
-
-def _probe_check(declaration: Declaration) -> Any:
-    """The check of a probe module's declaration: run between two nodes (``runs: fleet``), else by the probe."""
-    from orchestrator.qualify.checks.pairs import PairCheck
-    from orchestrator.qualify.checks.probe import ProbeCheck
-
-    return PairCheck(declaration) if declaration.runs == "fleet" else ProbeCheck(declaration)

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
+from orchestrator.config.numbers import TimeoutMinutes
 from orchestrator.qualify.checks.base import result
-from orchestrator.qualify.checks.declaration import Declaration, Remedies
-from orchestrator.qualify.config import ThroughputSpec
+from orchestrator.qualify.checks.declaration import CheckSettings, Declaration, Remedies
 from orchestrator.qualify.throughput import throughput_check
 from orchestrator.results.qualification import CheckResult, Remedy, Status
 
 if TYPE_CHECKING:
     from orchestrator.qualify.checks.context import NodeContext
+
+
+class ThroughputSpec(CheckSettings):
+    steps: int = Field(default=20, ge=1)
+    warmup_steps: int = Field(default=5, ge=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    """The workload's model knobs (INPUT_SHAPE, FILTERS, BATCH_SIZE ...) for this device kind."""
+    timeout_minutes: TimeoutMinutes = 10  # type: ignore[assignment]
 
 
 class ThroughputCheck:

@@ -6,14 +6,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.config.profiles import ProfileName
 from orchestrator.qualify.checks.base import result
 from orchestrator.qualify.checks.declaration import Declaration, Remedies
-from orchestrator.qualify.config import TimeToTrainSpec
 from orchestrator.results.qualification import CheckResult, Remedy, Status
 from orchestrator.results.store import Store
 
 if TYPE_CHECKING:
     from orchestrator.qualify.checks.context import NodeContext
+
+
+class TimeToTrainSpec(BaseModel):
+    """The suite's ``time_to_train:`` (a setting of the suite itself, not per kind of device): no
+    timeout of its own, the profile's wall-clock limit per seed is its timeout."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    profile: ProfileName = "smoke"
+    """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
+    seed: int = Field(default=1, ge=0)
 
 
 class TimeToTrainCheck:

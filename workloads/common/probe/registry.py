@@ -12,6 +12,7 @@ as data from this file, never importing it) and ``cases(spec, context)``, which 
         "sanity": "what a right result is, in words",
         "units": {"gemm_*": "TFLOP/s"},      # each metric (a glob) and the unit of its references
         "sane": {"gemm_*": [0, 1e5]},        # each metric (a glob): (above, at most) what it can be at all
+        "floor": {"gemm_fp32_*": [0.01, "why"]},  # optional: its own floor on any hardware, with its source
         "timeout_s": 900,                    # how long it may run before it is stopped (INCONCLUSIVE)
         "repeat": True,                      # the quorum may measure a number that failed again
         "device_bound": True,                # its numbers are the device's (run on a CPU of a GPU node: FAIL)
