@@ -124,6 +124,27 @@ def test_prepare_makes_the_inference_cases_once_and_finds_them_again(raw: Path, 
         read_index(made.folder)
 
 
+
+def test_a_prepared_folder_is_found_again_without_starting_a_process(raw: Path, tmp_path: Path, monkeypatch):
+    """Every `mltrain infer 3d-unet` run asks for its folder again: the raw headers are read here, not
+    by worker processes that each import the preprocessing (about 10 s apiece on a busy 2-core host)."""
+    import shutil
+
+    import workloads.unet3d.parallel
+
+    raw = Path(shutil.copytree(raw, tmp_path / "raw"))  # its own copy: one of its files is broken below
+    made = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(workloads.unet3d.parallel, "ProcessPoolExecutor", no_pool)
+    again = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
+    assert again.folder == made.folder and not again.made
+    (raw / "case_00003" / "imaging.nii.gz").write_bytes(b"not a NIfTI")
+    with pytest.raises(DataError, match="case_00003/imaging.nii.gz: unreadable NIfTI"):
+        prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
+
 def reference_dice(prediction: np.ndarray, target: np.ndarray) -> np.ndarray:
     """accuracy_kits.py's arithmetic written out: one-hot float64 maps, background dropped."""
     def one_hot(x: np.ndarray) -> np.ndarray:
