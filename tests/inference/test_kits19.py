@@ -245,3 +245,21 @@ def test_a_volume_s_segmentation_holds_less_than_22_bytes_a_voxel_beside_the_vol
                           check=False)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 22, f"{float(done.stdout):.1f} bytes a voxel beside the volume"
+
+
+def test_the_smoke_data_is_made_without_starting_a_process(tmp_path: Path, monkeypatch):
+    """`mltrain infer 3d-unet --profile smoke` on a fresh cache makes 40 cases of 24^3 (about a second's
+    work): before, one spawned worker per CPU first imported torch and scipy (28 s on 2 busy cores)."""
+    import workloads.unet3d.parallel
+    from workloads.inference.kits19.smoke import make
+    from workloads.unet3d.smoke_profile import SMOKE_DATA
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(workloads.unet3d.parallel, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)  # any host: 4 CPUs
+    assert make(tmp_path / "smoke", with_model=False)
+    facts = json.loads((tmp_path / "smoke" / "smoke.json").read_text())
+    assert not facts["model_files"] and facts["samples"] == len(select_cases(tmp_path / "smoke" / "raw")) > 0
+    assert len(json.loads((tmp_path / "smoke" / "raw" / "kits.json").read_text())) == SMOKE_DATA["cases"]
