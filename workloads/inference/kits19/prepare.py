@@ -128,6 +128,18 @@ def check_sources(src: Path, sources: list[str]) -> None:
         raise DataError(f"{src}: {problems[0]}{more}")
 
 
+BYTES_PER_WORKER = 64 << 20
+"""Raw bytes (compressed NIfTI) a worker process is started for: about one real KiTS19 case, seconds
+to preprocess. Starting a worker costs seconds too (it imports numpy, scipy and torch), so raw cases
+smaller than this all together (a synthetic or smoke set) are made in this process."""
+
+
+def workers_for(files: Sequence[Path], workers: int) -> int:
+    """The worker processes worth starting for ``files``: at most ``workers``, one per BYTES_PER_WORKER."""
+    total = sum(path.stat().st_size for path in files)
+    return max(1, min(workers, total // BYTES_PER_WORKER))
+
+
 def prepare(src: Path, cache: Path, *, roi: Sequence[int] = ROI_SHAPE, workers: int = 1,
             on_case: Callable[[str], None] | None = None) -> Prepared:
     """The prepared folder for ``src`` (see the module docstring)."""
@@ -146,6 +158,7 @@ def prepare(src: Path, cache: Path, *, roi: Sequence[int] = ROI_SHAPE, workers: 
     cache.mkdir(parents=True, exist_ok=True)
     sources = sorted({source for _, source in chosen})
     files = [src / source / name for source in sources for name in (IMAGE_NAME, LABEL_NAME)]
+    workers = workers_for(files, workers)
     digests = file_md5s(files, cache / RAW_INDEX, workers)
     key = hashlib.sha256(json.dumps({
         "procedure_version": PROCEDURE_VERSION, "roi": roi, "overlap": OVERLAP,
