@@ -44,7 +44,7 @@ from workloads.inference.kits19.preprocess import (
     preprocess_case,
     reference_checksums,
 )
-from workloads.unet3d.parallel import map_unordered
+from workloads.unet3d.parallel import map_unordered, workers_for
 from workloads.unet3d.prepare import file_md5s, is_reference_kits19, locked
 from workloads.unet3d.raw_check import IMAGE_NAME, LABEL_NAME, check_raw_case, list_raw_cases
 
@@ -126,18 +126,6 @@ def check_sources(src: Path, sources: list[str]) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise DataError(f"{src}: {problems[0]}{more}")
-
-
-BYTES_PER_WORKER = 64 << 20
-"""Raw bytes (compressed NIfTI) a worker process is started for: about one real KiTS19 case, seconds
-to preprocess. Starting a worker costs seconds too (it imports numpy, scipy and torch), so raw cases
-smaller than this all together (a synthetic or smoke set) are made in this process."""
-
-
-def workers_for(files: Sequence[Path], workers: int) -> int:
-    """The worker processes worth starting for ``files``: at most ``workers``, one per BYTES_PER_WORKER."""
-    total = sum(path.stat().st_size for path in files)
-    return max(1, min(workers, total // BYTES_PER_WORKER))
 
 
 def prepare(src: Path, cache: Path, *, roi: Sequence[int] = ROI_SHAPE, workers: int = 1,
