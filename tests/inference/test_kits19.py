@@ -124,6 +124,28 @@ def test_prepare_makes_the_inference_cases_once_and_finds_them_again(raw: Path, 
         read_index(made.folder)
 
 
+
+def test_a_prepared_folder_is_found_again_without_starting_a_process(raw: Path, tmp_path: Path, monkeypatch):
+    """Every `mltrain infer 3d-unet` run asks for its folder again: the raw headers are read here, not
+    by worker processes that each import the preprocessing (about 10 s apiece on a busy 2-core host)."""
+    import shutil
+
+    import workloads.unet3d.parallel
+
+    raw = Path(shutil.copytree(raw, tmp_path / "raw"))  # its own copy: one of its files is broken below
+    made = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=1)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(workloads.unet3d.parallel, "ProcessPoolExecutor", no_pool)
+    again = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
+    assert again.folder == made.folder and not again.made
+    (raw / "case_00003" / "imaging.nii.gz").write_bytes(b"not a NIfTI")
+    with pytest.raises(DataError, match="case_00003/imaging.nii.gz: unreadable NIfTI"):
+        prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
+
+
 def reference_dice(prediction: np.ndarray, target: np.ndarray) -> np.ndarray:
     """accuracy_kits.py's arithmetic written out: one-hot float64 maps, background dropped."""
     def one_hot(x: np.ndarray) -> np.ndarray:
@@ -224,3 +246,35 @@ def test_a_volume_s_segmentation_holds_less_than_22_bytes_a_voxel_beside_the_vol
                           check=False)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 22, f"{float(done.stdout):.1f} bytes a voxel beside the volume"
+
+
+def test_small_raw_cases_are_prepared_without_starting_a_process(raw: Path, tmp_path: Path, monkeypatch):
+    """A worker process imports numpy, scipy and torch before its first case (seconds): one is started per
+    64 MiB of raw files (workers_for), so a small set is made here (before: 2 workers on
+    the smoke set's 2 MB took 19.6 CPU seconds, this process 4.8)."""
+    import workloads.unet3d.parallel
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(workloads.unet3d.parallel, "ProcessPoolExecutor", no_pool)
+    made = prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
+    assert made.made and len(read_index(made.folder)["cases"]) == 4
+
+
+def test_the_smoke_data_is_made_without_starting_a_process(tmp_path: Path, monkeypatch):
+    """`mltrain infer 3d-unet --profile smoke` on a fresh cache makes 40 cases of 24^3 (about a second's
+    work): before, one spawned worker per CPU first imported torch and scipy (28 s on 2 busy cores)."""
+    import workloads.unet3d.parallel
+    from workloads.inference.kits19.smoke import make
+    from workloads.unet3d.smoke_profile import SMOKE_DATA
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(workloads.unet3d.parallel, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)  # any host: 4 CPUs
+    assert make(tmp_path / "smoke", with_model=False)
+    facts = json.loads((tmp_path / "smoke" / "smoke.json").read_text())
+    assert not facts["model_files"] and facts["samples"] == len(select_cases(tmp_path / "smoke" / "raw")) > 0
+    assert len(json.loads((tmp_path / "smoke" / "raw" / "kits.json").read_text())) == SMOKE_DATA["cases"]

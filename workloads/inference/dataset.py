@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--model", type=Path, dest="model_file",
                          help="the model file whose input (C,D,H,W) the dataset is prepared for, read from it (a "
                               ".pt2 is loaded: give only one you made), instead of --input-shape")
-    prepare.add_argument("--workers", type=int, default=0, help="processes (0: the usable CPUs)")
+    prepare.add_argument("--workers", type=int, default=0,
+                         help="processes at most, one per 64 MiB of raw files (0: the usable CPUs)")
     smoke = commands.add_parser("smoke", help="make the smoke model and data in OUT (once)")
     smoke.add_argument("model", choices=models)
     smoke.add_argument("out", type=Path)

@@ -267,14 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("src", type=Path, help="training-ready folder, or raw KiTS19 layout")
     prep.add_argument("--cache", type=Path, required=True, help="where preprocessed raw data is kept")
     prep.add_argument("--min-shape", type=_positive, default=128, help="pad axes up to this (128 = closed)")
-    _add_workers(prep)
+    _add_workers(prep, " at most: one per 64 MiB of raw files")
     prep.set_defaults(run=cmd_prepare)
     return parser
 
 
-def _add_workers(parser: argparse.ArgumentParser) -> None:
+def _add_workers(parser: argparse.ArgumentParser, bound: str = "") -> None:
     parser.add_argument("--workers", type=_positive, default=usable_cpus(),
-                        help="parallel processes (default: the CPUs this process may use, cgroup quota included)")
+                        help=f"parallel processes{bound} (default: the CPUs this process may use, cgroup quota "
+                             "included)")
 
 
 def _add_generator_args(parser: argparse.ArgumentParser) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from workloads.common import atomic
 from workloads.common.errors import DataError
-from workloads.unet3d.parallel import map_unordered
+from workloads.unet3d.parallel import map_unordered, workers_for
 from workloads.unet3d.preprocess import (
     CLOSED_MIN_SHAPE,
     PROCEDURE_VERSION,
@@ -70,6 +70,8 @@ def prepare(
     except DataError as not_ready:
         if not _has_case_folders(src):
             raise not_ready from None
+    workers = workers_for((src / case / name for case in list_raw_cases(src) for name in (IMAGE_NAME, LABEL_NAME)),
+                          workers)
     cases = verify_raw(src, workers, read_data=False)  # headers only: fails in seconds, not hours in
     cache.mkdir(parents=True, exist_ok=True)
     key = content_key(src, cases, cache, min_shape, workers)
