@@ -47,8 +47,11 @@ MANIFEST_NAME = "manifest.json"
 SUMMARY_NAME = "summary.json"
 STATE_NAME = "state.json"
 RECORD_NAME = "run.json"
+TELEMETRY_NAME = "telemetry.json"
 INFERENCE_FILE = "inference.json"
 LOCK_NAME = "run.lock"
+ROWS_NAME = "rows.json"
+"""A training run's index rows, kept beside its records (`results.index_rows`)."""
 QUALIFY_LOCK = "qualify.lock"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """What mltrain names runs (`<workload>-<profile>-<stamp>-<hex>`), and all a run id may be."""
@@ -167,7 +170,7 @@ class SeedPaths(JobPaths):
 
     @property
     def telemetry(self) -> Path:
-        return self.root / "telemetry.json"
+        return self.root / TELEMETRY_NAME
 
     def attempt(self, n: int) -> Path:
         return self.root / f"attempt-{n}"

@@ -1,7 +1,8 @@
 """A results folder's index brought up to date with its run folders (`refresh`), and what a listing
 returns (`Listing`): each run folder's time taken from a few system calls (`run_mtime`), and only the
-runs that changed since their rows were written are read again; a run folder that cannot be read is
-a `BrokenRun`, named, and the others are listed."""
+runs that changed since their rows were written are read again (a run the index does not hold, from
+the rows its last write kept, `results.index_rows`, where they are up to date); a run folder that
+cannot be read is a `BrokenRun`, named, and the others are listed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RecordError, UsageError
+from orchestrator.results import index_rows
 from orchestrator.results.index import Index
 from orchestrator.results.inference_run import sync as sync_inference
 from orchestrator.results.paths import INFERENCE_FILE, MANIFEST_NAME, RECORD_NAME, STATE_NAME, SUMMARY_NAME
@@ -54,7 +56,11 @@ def refresh(store: Store, index: Index) -> list[BrokenRun]:
                 continue
             try:
                 if is_training:
-                    store.open(run_id).sync(index, mtime=stamp)
+                    rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
+                    if rows is not None:
+                        index.put(rows)  # the rows the run's last write kept: its records need no reading
+                    else:
+                        store.open(run_id).sync(index, mtime=stamp)
                 else:
                     sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
             except (RecordError, UsageError) as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from orchestrator.results import atomic
+from orchestrator.results import atomic, index_rows
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.index import Index
 from orchestrator.results.lock import RunLock
@@ -113,16 +113,15 @@ class StoredRun:
 
     def sync(self, index: Index | None = None, *, mtime: float | None = None) -> None:
         """Write this run's rows into ``index`` (a refresh's, whose errors are its caller's), or into
-        the store's index, which cannot fail the run: the folders are written, and an index another
-        process holds, or one a full disk cannot take, catches up at the next read (`Store.refresh`).
+        the store's index and the run's own `rows.json` (`results.index_rows`), neither of which can
+        fail the run: the folders are written, and an index another process holds, or one a full disk
+        cannot take, catches up at the next read (`Store.refresh`).
         ``mtime``: the run's time as the refresh found it before reading the run (`run_mtime`)."""
         telemetry = frozenset(seed for seed in self.manifest.seeds if self.paths.seed(seed).telemetry.is_file())
-
-        def write(target: Index) -> None:
-            stamp = run_mtime(self.paths.root) if mtime is None else mtime
-            target.write(self.manifest, self.summary, self.states, self.records, stamp, telemetry=telemetry)
-
+        stamp = run_mtime(self.paths.root) if mtime is None else mtime
+        rows = index_rows.build(self.manifest, self.summary, self.states, self.records, stamp, telemetry=telemetry)
         if index is not None:
-            write(index)
-        else:
-            self.index_note = self.store.index.write_or_defer(write) or self.index_note
+            index.put(rows)
+            return
+        self.index_note = index_rows.save(self.paths.root, rows) or self.index_note
+        self.index_note = self.store.index.write_or_defer(lambda target: target.put(rows)) or self.index_note
