@@ -8,6 +8,7 @@ A training run (`RunPaths`, `SeedPaths`):
     <results>/<run_id>/run.lock             held (fcntl) by the process running the run: host, PID, start
     <results>/<run_id>/summary.json         the scored result
     <results>/<run_id>/decisions.json       a sequential rule's decision after each seed (--until-decided, --seeds auto)
+    <results>/<run_id>/rows.json            its index rows as its last write left them (a first listing reads them)
     <results>/<run_id>/seeds/<seed>/state.json    lifecycle of one seed (pending ... finished)
     <results>/<run_id>/seeds/<seed>/output.log    everything the run printed, as it arrived
     <results>/<run_id>/seeds/<seed>/run.json      the run record parsed from its MLLOG lines
