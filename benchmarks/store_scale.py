@@ -189,11 +189,11 @@ def main() -> int:
             (results / "index.db").unlink()
             rows.append(("list, first, runs of an older mltrain (no rows.json)", timed(["list", "--json"], results)[0],
                          None))
-    width = max(len(name) for name, _, _ in rows)
-    print(f"{'':<{width}}  {'wall':>9}  {'CPU':>9}  {'CPU / baseline CPU':>18}  goal (CPU)")
-    for name, (seconds, cpu), wanted in rows:
-        verdict = "" if wanted is None else f"  under {wanted:g} s: {'met' if cpu < wanted else 'NOT met'}"
-        print(f"{name:<{width}}  {seconds:7.2f} s  {cpu:7.2f} s  {cpu / base[1]:17.1f}x{verdict}")
+        width = max(len(name) for name, _, _ in rows)  # printed before the folder is removed (minutes of it)
+        print(f"{'':<{width}}  {'wall':>9}  {'CPU':>9}  {'CPU / baseline CPU':>18}  goal (CPU)")
+        for name, (seconds, cpu), wanted in rows:
+            verdict = "" if wanted is None else f"  under {wanted:g} s: {'met' if cpu < wanted else 'NOT met'}"
+            print(f"{name:<{width}}  {seconds:7.2f} s  {cpu:7.2f} s  {cpu / base[1]:17.1f}x{verdict}", flush=True)
     return 0
 
 
