@@ -172,12 +172,14 @@ class Index:
         with self._db() as db:
             return dict(_tuples(db, "SELECT run_id, synced_mtime FROM runs"))
 
-    def put(self, rows: IndexRows) -> None:
-        """Replace one training run's rows (`results.index_rows.build`)."""
+    def put(self, *rows: IndexRows) -> None:
+        """Replace training runs' rows (`results.index_rows.build`), all in one statement a table."""
         with self._db() as db:
-            db.execute("DELETE FROM seeds WHERE run_id = ?", (rows.run[0],))
-            db.execute(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * RUN_COLUMNS)})", rows.run)
-            db.executemany(f"INSERT INTO seeds VALUES ({','.join('?' * SEED_COLUMNS)})", rows.seeds)
+            db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run[0],) for run in rows])
+            db.executemany(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * RUN_COLUMNS)})",
+                           [run.run for run in rows])
+            db.executemany(f"INSERT INTO seeds VALUES ({','.join('?' * SEED_COLUMNS)})",
+                           [seed for run in rows for seed in run.seeds])
 
     def write_inference(self, run: InferenceRun, mtime: float) -> None:
         """Replace one inference run's row: the model as its workload, the scenario's metric as its score."""

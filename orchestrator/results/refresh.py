@@ -50,6 +50,7 @@ def refresh(store: Store, index: Index) -> list[BrokenRun]:
         synced = index.synced()
         training, inference, unreadable = _stamps(store.root, index.seed_numbers())
         broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
+        kept: list[index_rows.IndexRows] = []
         for run_id, stamp in [*training.items(), *inference.items()]:
             is_training = run_id in training
             if synced.get(run_id) == stamp:
@@ -57,8 +58,8 @@ def refresh(store: Store, index: Index) -> list[BrokenRun]:
             try:
                 if is_training:
                     rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
-                    if rows is not None:
-                        index.put(rows)  # the rows the run's last write kept: its records need no reading
+                    if rows is not None:  # the rows the run's last write kept: its records need no reading
+                        kept.append(rows)
                     else:
                         store.open(run_id).sync(index, mtime=stamp)
                 else:
@@ -67,8 +68,10 @@ def refresh(store: Store, index: Index) -> list[BrokenRun]:
                 broken.append(BrokenRun(run_id, str(exc)))
             except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
                 broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
+        index.put(*kept)
         index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
     return broken
+
 
 def _stamps(root: Path, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
     """Each run folder's time (`run_mtime`), training runs and inference runs apart, and the
