@@ -14,8 +14,9 @@ process as a user runs them:
 - ``compare --label a --label b`` (every run of both setups, from the index);
 - ``report --label a --label b --out FILE`` (the HTML page: every run counted, the newest drawn);
 - and, as the baseline measured in the same run, ``mltrain --version`` (interpreter and import time);
-- last, ``list`` of the same runs as an older mltrain left them (no ``rows.json``, no index): every
-  file of every run read once (``--no-older`` skips it).
+- then ``list`` of the same runs as an older mltrain left them (no ``rows.json``, no index): every
+  file of every run read once (``--no-older`` skips it);
+- last, ``compare`` and ``report`` of a store of 40 runs: what the commands cost at any size.
 
 Each copy's ``rows.json`` (the index rows a run's last write keeps, `orchestrator.results.index_rows`)
 is rewritten for its id, label and files, as its manifest and summary are.
@@ -56,6 +57,9 @@ from orchestrator.results.refresh import run_mtime  # noqa: E402
 from orchestrator.results.store import Store, now_iso  # noqa: E402
 
 TARGET = 0.908
+SMALL = 40
+"""Runs of the small store timed beside the large one: compare and report there are what the commands
+cost at any size (interpreter, scipy and matplotlib, eight PNGs), the rest is what the size adds."""
 
 
 def mllog_text(seed: int, epochs: int) -> str:
@@ -189,6 +193,15 @@ def main() -> int:
             (results / "index.db").unlink()
             rows.append(("list, first, runs of an older mltrain (no rows.json)", timed(["list", "--json"], results)[0],
                          None))
+        small = Path(scratch) / "small"  # what compare and report cost whatever the store's size
+        populate(small, SMALL, args.seeds)
+        timed(["list", "--json"], small)
+        rows.append((f"compare, a store of {SMALL} runs (its cost at any size)",
+                     timed(["compare", "--label", "a", "--label", "b", "--json"], small)[0], None))
+        if not args.no_report:
+            rows.append((f"report, a store of {SMALL} runs (its cost at any size)",
+                         timed(["report", "--label", "a", "--label", "b", "--out", str(Path(scratch) / "small.html")],
+                               small)[0], None))
         width = max(len(name) for name, _, _ in rows)  # printed before the folder is removed (minutes of it)
         print(f"{'':<{width}}  {'wall':>9}  {'CPU':>9}  {'CPU / baseline CPU':>18}  goal (CPU)")
         for name, (seconds, cpu), wanted in rows:
