@@ -20,7 +20,8 @@ from orchestrator.commands.common import (
 
 if TYPE_CHECKING:
     from orchestrator.output import Output
-    from orchestrator.results.store import Store, StoredRun
+    from orchestrator.results.store import Store
+    from orchestrator.results.stored_run import StoredRun
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,8 @@ from orchestrator.errors import UsageError
 from orchestrator.insight.runs import hardware_summary
 from orchestrator.insight.statistics import Interval, Test, mean_interval, ratio_interval, welch
 from orchestrator.results.inference import InferenceRun
-from orchestrator.results.store import Listing, Store
+from orchestrator.results.refresh import Listing
+from orchestrator.results.store import Store
 
 SETTINGS = ("backend", "batch", "threads", "workers")
 """The harness settings a comparison shows, in order."""

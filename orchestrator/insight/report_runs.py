@@ -13,7 +13,8 @@ from typing import Any
 from orchestrator.insight.compare import Setup
 from orchestrator.insight.runs import RunView, load_setups, view_of
 from orchestrator.results.records import IMPORTED_RUNNER
-from orchestrator.results.store import Listing, Store
+from orchestrator.results.refresh import Listing
+from orchestrator.results.store import Store
 
 SHOWN_PER_SETUP = 20
 """The runs of a setup whose seeds a report draws and tables (its newest)."""

@@ -23,7 +23,9 @@ from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.mlperf import benchmarks
 from orchestrator.mlperf.layout import accelerators as described_accelerators
 from orchestrator.results.records import Manifest, RunRecord, RunStatus
-from orchestrator.results.store import Listing, Store, StoredRun
+from orchestrator.results.refresh import Listing
+from orchestrator.results.store import Store
+from orchestrator.results.stored_run import StoredRun
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from orchestrator.mlperf import benchmarks, checkers, system_desc
 from orchestrator.mlperf.mllog import mllog_lines
 from orchestrator.results import atomic
 from orchestrator.results.records import ExportedRun, Manifest, RunRecord
-from orchestrator.results.store import StoredRun
+from orchestrator.results.stored_run import StoredRun
 
 USAGE = checkers.USAGE
 

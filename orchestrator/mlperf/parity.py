@@ -29,7 +29,7 @@ from orchestrator.mlperf import benchmarks, checkers, export
 from orchestrator.mlperf.layout import RESULT_FILE
 from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results.records import MlcommonsCheck, PackageCheck, RcpCheck, RunRecord, ScoringRule
-from orchestrator.results.store import StoredRun
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.units import minutes
 
 RELATIVE_TOLERANCE = 1e-9

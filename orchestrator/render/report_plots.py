@@ -59,6 +59,26 @@ NARROW_FONT = 14.0
 """Points of a phone plot's type: about 12 px once the image is scaled to the screen."""
 NARROW_SCREEN = "(max-width: 700px)"
 PLOT_DPI = 110
+MAX_POINTS = 400
+"""Dots a scatter plot draws per setup: a setup of more seeds is drawn by this many, spread evenly
+over its sorted values (its least and greatest among them), so that a report of thousands of runs
+draws in a blink (drawing all of 2 x 15,000 seeds took seconds); the boxes count every seed."""
+
+
+def spread(values: Sequence, limit: int = MAX_POINTS) -> list:
+    """``values`` sorted, or, where there are more than ``limit``, ``limit`` of them at evenly spaced
+    ranks, the first and last included."""
+    ordered = sorted(values)
+    if len(ordered) <= limit:
+        return ordered
+    return [ordered[int(i)] for i in np.linspace(0, len(ordered) - 1, limit).round()]
+
+
+def _drawn_note(counts: Sequence[int]) -> str:
+    """What a plot says where a setup's dots are a spread of its seeds, not each of them."""
+    if all(count <= MAX_POINTS for count in counts):
+        return ""
+    return f" (a setup of more than {MAX_POINTS} seeds: {MAX_POINTS} dots at evenly spaced ranks of its values)"
 
 
 def draw(setups: Sequence[comparing.Setup], runs: Sequence[RunView], colors: dict[str, str]) -> list[Plot]:
@@ -90,7 +110,8 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Si
     axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
     jitter = np.random.default_rng(0)
     for index, (setup, values) in enumerate(zip(setups, data, strict=True), start=1):
-        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(values)), values, color=colors[setup.name], s=18, zorder=3)
+        dots = values if len(values) <= MAX_POINTS else spread(values)
+        axes.scatter(index + jitter.uniform(-0.15, 0.15, len(dots)), dots, color=colors[setup.name], s=18, zorder=3)
         failed = len(setup.seeds) - len(values)
         if failed:
             axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
@@ -98,7 +119,8 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Si
     axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
     axes.set_ylabel("time-to-train (s)")
     axes.grid(axis="y", alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="box: quartiles of converged runs; dots: one per seed")
+    return Plot(title=title, png=_png(figure),
+                note="box: quartiles of converged runs; dots: one per seed" + _drawn_note([len(d) for d in data]))
 
 
 def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:
@@ -106,11 +128,13 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: 
     figure = Figure(figsize=size)
     axes = figure.add_subplot()
     drawn = False
+    counts = []
     for setup in setups:
         points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
                   if s.seconds_per_epoch is not None and s.epochs_to_target]
+        counts.append(len(points))
         if points:
-            x, y = zip(*points, strict=True)
+            x, y = zip(*(points if len(points) <= MAX_POINTS else spread(points)), strict=True)
             axes.scatter(x, y, color=colors[setup.name], label=setup.name, s=20)
             drawn = True
     if not drawn:
@@ -120,7 +144,8 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: 
     axes.legend()
     axes.grid(alpha=0.3)
     return Plot(title=title, png=_png(figure),
-                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck")
+                note="setups that differ left-right differ in hardware speed; up-down spread is convergence luck"
+                + _drawn_note(counts))
 
 
 def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLOT_SIZE) -> Plot:

@@ -23,7 +23,7 @@ from orchestrator.results.records import (
     ScoringRule,
     Summary,
 )
-from orchestrator.results.store import StoredRun
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.text import minutes, number, seconds, summarizer_minutes
 
 if TYPE_CHECKING:

@@ -22,12 +22,10 @@ from typing import Any
 
 from orchestrator.errors import StoreError, StoreWriteError
 from orchestrator.results import atomic
+from orchestrator.results.index_rows import RUN_COLUMNS, SCHEMA_VERSION, SEED_COLUMNS, IndexRows
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
-from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
-SCHEMA_VERSION = 6
-"""Bumped whenever the tables change: an index of another version is dropped and rebuilt."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, workload TEXT, benchmark TEXT, profile TEXT, label TEXT, runner TEXT,
@@ -48,9 +46,6 @@ _LISTED = ("run_id, workload, benchmark, profile, label, runner, host, started_a
            " valid, score_ms, scaled_score_ms, reason, kind, scenario, metric, metric_unit, drop_per_end,"
            " max_non_converged, scaling_factor")
 """The runs table's columns as a listing shows them (all but `synced_mtime`), in the table's order."""
-_RUN_COLUMNS = 24
-_SEED_COLUMNS = 14
-_INT64_MAX = 2**63 - 1
 READ_WAIT_S = 5.0
 """How long a reader or a run's write waits for another process's write lock before giving up."""
 
@@ -177,36 +172,14 @@ class Index:
         with self._db() as db:
             return dict(_tuples(db, "SELECT run_id, synced_mtime FROM runs"))
 
-    def write(
-        self,
-        manifest: Manifest,
-        summary: Summary | None,
-        states: dict[int, SeedState],
-        records: dict[int, RunRecord],
-        mtime: float,
-        *,
-        telemetry: frozenset[int] = frozenset(),
-    ) -> None:
-        """Replace one run's rows (``telemetry``: the seeds that have a telemetry series)."""
-        m, s = manifest, summary
-        scaling = s.mlcommons.scaling_factor if s is not None and s.mlcommons is not None else 1.0
+    def put(self, *rows: IndexRows) -> None:
+        """Replace training runs' rows (`results.index_rows.build`), all in one statement a table."""
         with self._db() as db:
-            db.execute("DELETE FROM seeds WHERE run_id = ?", (m.run_id,))
-            db.execute(
-                f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * _RUN_COLUMNS)})",
-                (
-                    m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
-                    m.ended_at, m.state, len(m.seeds), s.converged if s else None,
-                    None if s is None else int(s.valid), s.score_ms if s else None,
-                    s.scaled_score_ms if s else None, s.reason if s else None, "training", None, None, None,
-                    m.rule.drop_per_end, m.rule.max_non_converged, scaling, mtime,
-                ),
-            )
-            db.executemany(
-                f"INSERT INTO seeds VALUES ({','.join('?' * _SEED_COLUMNS)})",
-                [_seed_row(m.run_id, seed, states.get(seed), records.get(seed), seed in telemetry)
-                 for seed in m.seeds],
-            )
+            db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run[0],) for run in rows])
+            db.executemany(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * RUN_COLUMNS)})",
+                           [run.run for run in rows])
+            db.executemany(f"INSERT INTO seeds VALUES ({','.join('?' * SEED_COLUMNS)})",
+                           [seed for run in rows for seed in run.seeds])
 
     def write_inference(self, run: InferenceRun, mtime: float) -> None:
         """Replace one inference run's row: the model as its workload, the scenario's metric as its score."""
@@ -216,7 +189,7 @@ class Index:
         with self._db() as db:
             db.execute("DELETE FROM seeds WHERE run_id = ?", (run.run_id,))
             db.execute(
-                f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * _RUN_COLUMNS)})",
+                f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * RUN_COLUMNS)})",
                 (
                     run.run_id, run.model, run.model, run.profile, run.label, run.runner, run.host, run.started_at,
                     run.ended_at, run.state, None, None, None if result is None else int(run.passed), None, None,
@@ -280,30 +253,3 @@ def _dicts(db: sqlite3.Connection, query: str, parameters: tuple[Any, ...] = ())
     rows = cursor.execute(query, parameters).fetchall()
     names = [column[0] for column in cursor.description or ()]
     return [dict(zip(names, row, strict=True)) for row in rows]
-
-
-def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,
-              telemetry: bool) -> tuple[Any, ...]:
-    """A seed's row. ``judged``: its record holds the verdict on its host and, where it has telemetry,
-    its energy (a record of an older mltrain does not: its run is read whole to compare it)."""
-    host = record.quiet_host if record else None
-    energy = record.energy if record else None
-    return (
-        run_id, seed, (state.state if state else SeedStateName.PENDING).value,
-        record.status.value if record else None,
-        _integer(record.time_to_train_ms) if record else None,
-        record.epochs_to_target if record else None,
-        record.reason if record else None,
-        record.samples_per_epoch if record else None,
-        _integer(record.global_batch_size) if record else None,
-        int(telemetry),
-        host.verdict if host else None,
-        host.reason if host else None,
-        energy.joules if energy else None,
-        int(record is not None and host is not None and (energy is not None or not telemetry)),
-    )
-
-
-def _integer(value: int | float | None) -> int | float | None:
-    """SQLite holds 64-bit integers; a larger value (a hostile log) is kept out of the cache."""
-    return value if value is None or abs(value) <= _INT64_MAX else None

@@ -8,6 +8,7 @@ A training run (`RunPaths`, `SeedPaths`):
     <results>/<run_id>/run.lock             held (fcntl) by the process running the run: host, PID, start
     <results>/<run_id>/summary.json         the scored result
     <results>/<run_id>/decisions.json       a sequential rule's decision after each seed (--until-decided, --seeds auto)
+    <results>/<run_id>/rows.json            its index rows as its last write left them (a first listing reads them)
     <results>/<run_id>/seeds/<seed>/state.json    lifecycle of one seed (pending ... finished)
     <results>/<run_id>/seeds/<seed>/output.log    everything the run printed, as it arrived
     <results>/<run_id>/seeds/<seed>/run.json      the run record parsed from its MLLOG lines
@@ -47,8 +48,11 @@ MANIFEST_NAME = "manifest.json"
 SUMMARY_NAME = "summary.json"
 STATE_NAME = "state.json"
 RECORD_NAME = "run.json"
+TELEMETRY_NAME = "telemetry.json"
 INFERENCE_FILE = "inference.json"
 LOCK_NAME = "run.lock"
+ROWS_NAME = "rows.json"
+"""A training run's index rows, kept beside its records (`results.index_rows`)."""
 QUALIFY_LOCK = "qualify.lock"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """What mltrain names runs (`<workload>-<profile>-<stamp>-<hex>`), and all a run id may be."""
@@ -167,7 +171,7 @@ class SeedPaths(JobPaths):
 
     @property
     def telemetry(self) -> Path:
-        return self.root / "telemetry.json"
+        return self.root / TELEMETRY_NAME
 
     def attempt(self, n: int) -> Path:
         return self.root / f"attempt-{n}"

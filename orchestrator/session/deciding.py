@@ -37,7 +37,8 @@ from orchestrator.results.decisions import (
     Verdict,
 )
 from orchestrator.results.records import RunRecord
-from orchestrator.results.store import Store, StoredRun
+from orchestrator.results.store import Store
+from orchestrator.results.stored_run import StoredRun
 
 if TYPE_CHECKING:
     from orchestrator.session.plan import BenchmarkPlan

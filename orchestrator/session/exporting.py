@@ -12,7 +12,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.mlperf import export as exporting
 from orchestrator.mlperf import parity
 from orchestrator.results.records import Score, ScoringRule
-from orchestrator.results.store import StoredRun
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.session.scoring import exit_code, score_run
 
 

@@ -35,7 +35,8 @@ from orchestrator.results.records import (
     SeedState,
     SeedStateName,
 )
-from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
+from orchestrator.results.store import Store, new_run_id, now_iso
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.session.loop import finish
 
 STAGING_PREFIX = ".import-"

@@ -39,7 +39,8 @@ from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import Manifest, RunRecord, RunState, Score, SeedState, SeedStateName
-from orchestrator.results.store import Store, StoredRun, new_run_id, now_iso
+from orchestrator.results.store import Store, new_run_id, now_iso
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.runners.base import JobSpec, Runner
 from orchestrator.session import datasets
 from orchestrator.session.plan import BenchmarkPlan, never_valid, resume_command

@@ -17,7 +17,8 @@ from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import ScoringRule
-from orchestrator.results.store import Store, StoredRun
+from orchestrator.results.store import Store
+from orchestrator.results.stored_run import StoredRun
 from orchestrator.session import datasets
 
 if TYPE_CHECKING:

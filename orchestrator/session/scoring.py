@@ -8,7 +8,7 @@ from __future__ import annotations
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_RESULT, EXIT_OK
 from orchestrator.mlperf.scoring import score_runs
 from orchestrator.results.records import INFRASTRUCTURE_FAULTS, MlcommonsCheck, Score, Summary
-from orchestrator.results.store import StoredRun
+from orchestrator.results.stored_run import StoredRun
 
 
 def score_run(run: StoredRun, mlcommons: MlcommonsCheck | None = None) -> Score:

@@ -239,3 +239,34 @@ def test_a_report_of_many_runs_counts_them_all_and_draws_the_newest_of_each_setu
     assert "a: the newest 2 of its 5 runs; every run counts in the verdict" in text
     assert "seeds converged</dt><dd>15 of 15" in page and "over 5 runs" in text
     assert ids["a"][0] not in text.split("<h2>Seeds</h2>")[1]  # the oldest run is counted, not tabled
+
+
+def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seeds(monkeypatch) -> None:
+    """A report of 2 x 15,000 seeds drew every one of them, twice a plot (wide and narrow): seconds
+    of drawing. A setup of more than MAX_POINTS seeds is drawn by MAX_POINTS dots at evenly spaced
+    ranks, its least and greatest among them; a smaller one, each seed as before."""
+    from matplotlib.axes import Axes
+
+    from orchestrator.insight.compare import SeedResult, Setup
+    from orchestrator.render import report_plots
+
+    rng = np.random.default_rng(3)
+    epochs = rng.uniform(20, 40, 15_000)
+    def setup(name: str, epochs: np.ndarray, seconds_per_epoch: float) -> Setup:
+        return Setup(name=name, seeds=tuple(SeedResult(seed=i, converged=True, epochs_to_target=e,
+                                                       time_to_train_ms=e * seconds_per_epoch * 1000)
+                                            for i, e in enumerate(epochs)))
+
+    big, small = setup("big", epochs, 60), setup("small", epochs[:9], 50)
+    drawn: list[np.ndarray] = []
+    real = Axes.scatter
+    monkeypatch.setattr(Axes, "scatter", lambda self, x, y, **kw: drawn.append(np.asarray(y)) or real(self, x, y, **kw))
+    colors = {"big": "#000", "small": "#00f"}
+    ttt = report_plots.ttt_plot([big, small], colors)
+    split = report_plots.split_plot([big, small], colors)
+    assert [len(y) for y in drawn] == [report_plots.MAX_POINTS, 9] * 2
+    times = np.sort(epochs * 60)
+    assert drawn[0][0] == times[0] and drawn[0][-1] == times[-1]
+    assert list(drawn[1]) == list(epochs[:9] * 50)  # each seed, in its order
+    assert "400 dots at evenly spaced ranks" in ttt.note and "400 dots" in split.note
+    assert report_plots.ttt_plot([small], colors).note == "box: quartiles of converged runs; dots: one per seed"

@@ -1,0 +1,124 @@
+"""A training run's index rows (one row for the run, one per seed), built from its records, and
+kept beside them in its folder (`rows.json`, written with every write of the run), stamped with the
+time of the files they were built from (`results.refresh.run_mtime`).
+
+A listing of a folder with no index (the first, or after the index was deleted) reads this one
+file a run instead of every record of every seed: at 10,000 runs, 10,000 small files, not 80,000.
+The rows are a cache, as the index is: they are used only where their stamp is the run's time now,
+they name the run's own folder, neither the run folder nor a seed folder is a link (a link's target
+is checked by reading the run whole), and each seed's telemetry series is where they say; rows that
+are missing (a run of an older mltrain), of another index schema, damaged, or older than the files,
+leave the run to be read whole."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import RecordError, StoreError, StoreWriteError
+from orchestrator.results import atomic
+from orchestrator.results.paths import ROWS_NAME, TELEMETRY_NAME
+from orchestrator.results.record_base import Record
+from orchestrator.results.record_reader import read_record
+from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
+
+SCHEMA_VERSION = 6
+"""The index's tables' version (`results.index`), bumped whenever they change: an index of another
+version is dropped and rebuilt, and rows of another version are not used."""
+RUN_COLUMNS = 24
+SEED_COLUMNS = 14
+_INT64_MAX = 2**63 - 1
+_TELEMETRY = 9
+"""A seed row's column saying it has a telemetry series."""
+
+Value = str | int | float | None
+"""A value of an index cell."""
+
+
+class IndexRows(Record):
+    """`rows.json`: a training run's rows as the index holds them."""
+
+    schema_version: int
+    stamp: float
+    """The run's time (`run_mtime`) when the rows were built."""
+    run: tuple[Value, ...]
+    seeds: tuple[tuple[Value, ...], ...]
+
+    def fits(self, run_id: str, stamp: float) -> bool:
+        """Rows of this schema, of the run ``run_id`` as it stands at ``stamp``."""
+        return (self.schema_version == SCHEMA_VERSION and self.stamp == stamp and len(self.run) == RUN_COLUMNS
+                and self.run[0] == run_id
+                and all(len(row) == SEED_COLUMNS and row[0] == run_id for row in self.seeds))
+
+
+def build(manifest: Manifest, summary: Summary | None, states: dict[int, SeedState], records: dict[int, RunRecord],
+          stamp: float, *, telemetry: frozenset[int] = frozenset()) -> IndexRows:
+    """A run's rows (``telemetry``: the seeds that have a telemetry series)."""
+    m, s = manifest, summary
+    scaling = s.mlcommons.scaling_factor if s is not None and s.mlcommons is not None else 1.0
+    run = (
+        m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
+        m.ended_at, m.state, len(m.seeds), s.converged if s else None,
+        None if s is None else int(s.valid), s.score_ms if s else None,
+        s.scaled_score_ms if s else None, s.reason if s else None, "training", None, None, None,
+        m.rule.drop_per_end, m.rule.max_non_converged, scaling, stamp,
+    )
+    seeds = tuple(_seed_row(m.run_id, seed, states.get(seed), records.get(seed), seed in telemetry)
+                  for seed in m.seeds)
+    return IndexRows(schema_version=SCHEMA_VERSION, stamp=stamp, run=run, seeds=seeds)
+
+
+def save(folder: Path, rows: IndexRows) -> str:
+    """Keep ``rows`` in the run's folder; a cache, so a write that fails does not fail the run (it
+    is read whole at the next first listing). Returns why it could not be written, or ''."""
+    try:
+        atomic.write_json(folder / ROWS_NAME, rows.to_json())
+    except (StoreError, StoreWriteError) as exc:  # a full disk; a link or a folder where the file belongs
+        return f"{exc}: the run is read whole at the next listing without an index"
+    return ""
+
+
+def cached(folder: str, run_id: str, stamp: float) -> IndexRows | None:
+    """The rows kept in a run's ``folder``, where they may stand for it (see the module's text);
+    None where the run must be read whole."""
+    try:
+        if os.path.islink(folder) or os.path.lexists(f"{folder}/decisions.json"):
+            return None  # a link's target, a decided run's seed order: checked by reading the run whole
+        rows = read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
+        if rows is None or not rows.fits(run_id, stamp):
+            return None
+        for row in rows.seeds:  # as `StoredRun.sync` finds them: a telemetry series is no file of the run's time
+            seed = f"{folder}/seeds/{row[1]}"
+            if os.path.islink(seed) or os.path.isfile(f"{seed}/{TELEMETRY_NAME}") != bool(row[_TELEMETRY]):
+                return None
+    except (RecordError, OSError):
+        return None
+    return rows
+
+
+def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,
+              telemetry: bool) -> tuple[Any, ...]:
+    """A seed's row. ``judged``: its record holds the verdict on its host and, where it has telemetry,
+    its energy (a record of an older mltrain does not: its run is read whole to compare it)."""
+    host = record.quiet_host if record else None
+    energy = record.energy if record else None
+    return (
+        run_id, seed, (state.state if state else SeedStateName.PENDING).value,
+        record.status.value if record else None,
+        _integer(record.time_to_train_ms) if record else None,
+        record.epochs_to_target if record else None,
+        record.reason if record else None,
+        record.samples_per_epoch if record else None,
+        _integer(record.global_batch_size) if record else None,
+        int(telemetry),
+        host.verdict if host else None,
+        host.reason if host else None,
+        energy.joules if energy else None,
+        int(record is not None and host is not None and (energy is not None or not telemetry)),
+    )
+
+
+def _integer(value: int | float | None) -> int | float | None:
+    """SQLite holds 64-bit integers; a larger value (a hostile log) is kept out of the cache."""
+    return value if value is None or abs(value) <= _INT64_MAX else None

@@ -1,0 +1,124 @@
+"""A results folder's index brought up to date with its run folders (`refresh`), and what a listing
+returns (`Listing`): each run folder's time taken from a few system calls (`run_mtime`), and only the
+runs that changed since their rows were written are read again (a run the index does not hold, from
+the rows its last write kept, `results.index_rows`, where they are up to date); a run folder that
+cannot be read is a `BrokenRun`, named, and the others are listed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import RecordError, UsageError
+from orchestrator.results import index_rows
+from orchestrator.results.index import Index
+from orchestrator.results.inference_run import sync as sync_inference
+from orchestrator.results.paths import INFERENCE_FILE, MANIFEST_NAME, RECORD_NAME, STATE_NAME, SUMMARY_NAME
+
+if TYPE_CHECKING:
+    from orchestrator.results.store import Store
+
+
+@dataclass(frozen=True)
+class BrokenRun:
+    """A run folder that cannot be read, and why."""
+
+    run_id: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    rows: list[dict[str, Any]]
+    """One row per readable run, newest first."""
+    broken: list[BrokenRun]
+    """Run folders that could not be read."""
+    index: Index | None = None
+    """The refreshed index the rows came from (its seed rows answer comparisons without opening runs)."""
+    note: str = ""
+    """Why the rows came from an index built in memory where a saved one would have served."""
+
+
+def refresh(store: Store, index: Index) -> list[BrokenRun]:
+    """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
+    runs that changed, drop rows of runs whose folder is gone or damaged, all in one transaction.
+    Returns the damaged ones. Training runs and inference runs alike."""
+    with index.batch():
+        synced = index.synced()
+        training, inference, unreadable = _stamps(store.root, index.seed_numbers())
+        broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
+        kept: list[index_rows.IndexRows] = []
+        for run_id, stamp in [*training.items(), *inference.items()]:
+            is_training = run_id in training
+            if synced.get(run_id) == stamp:
+                continue
+            try:
+                if is_training:
+                    rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
+                    if rows is not None:  # the rows the run's last write kept: its records need no reading
+                        kept.append(rows)
+                    else:
+                        store.open(run_id).sync(index, mtime=stamp)
+                else:
+                    sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
+            except (RecordError, UsageError) as exc:
+                broken.append(BrokenRun(run_id, str(exc)))
+            except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
+                broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
+        index.put(*kept)
+        index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
+    return broken
+
+
+def _stamps(root: Path, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+    """Each run folder's time (`run_mtime`), training runs and inference runs apart, and the
+    folders that cannot be read, each with its problem (named, the others listed): one pass
+    over the folder, a few system calls per run (thousands of runs are listed in a blink).
+    ``seeds``: each indexed run's seeds (a run that gains a seed rewrites its manifest, so the
+    seed folders of a run the index knows need no listing)."""
+    training: dict[str, float] = {}
+    inference: dict[str, float] = {}
+    unreadable: dict[str, str] = {}
+    with os.scandir(root) as entries:
+        names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+    folder_of = str(root)
+    for name in names:
+        folder = f"{folder_of}/{name}"  # (not os.path.join: thousands of runs)
+        try:
+            try:
+                manifest_mtime = os.stat(f"{folder}/{MANIFEST_NAME}").st_mtime
+            except FileNotFoundError:
+                with contextlib.suppress(FileNotFoundError):
+                    inference[name] = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
+                continue
+            training[name] = run_mtime(folder, manifest_mtime, seeds.get(name))
+        except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
+            unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
+    return training, inference, unreadable
+
+
+def run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: list[int] | None = None) -> float:
+    """The newest modification time of the files a run's index rows come from (its manifest and
+    summary, each seed's state and record): one stat each; the seed folders are listed unless
+    ``seeds`` names them."""
+    stamps = [manifest_mtime] if manifest_mtime is not None else []
+    names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
+    files = [f"{folder}/{name}" for name in names]  # (not os.path.join: thousands of runs, a few each)
+    seeds_folder = f"{folder}/seeds"
+    if seeds is not None:
+        folders = [f"{seeds_folder}/{seed}" for seed in seeds]
+    else:
+        folders = []
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
+            folders = [entry.path for entry in entries if entry.is_dir()]
+    files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
+    stat = os.stat
+    for path in files:  # a try per file, not a context manager: eight files a run, thousands of runs
+        try:
+            stamps.append(stat(path).st_mtime)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return max(stamps, default=0.0)
