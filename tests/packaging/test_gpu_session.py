@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import PROJECT, SOURCES, TORCH, make_venv, run, user_env
+from tests.installs import PROJECT, SOURCES, make_venv, preinstalled, run, user_env
 
 SESSION = PROJECT / "benchmarks" / "gpu_session.sh"
 SUMMARY = PROJECT / "benchmarks" / "gpu_session_summary.py"
@@ -70,7 +70,7 @@ def test_the_parts_limits_fit_one_command_of_480_s():
 
 @pytest.mark.slow
 def test_the_gpu_session_dry_runs_offline_from_its_kit_alone_to_its_summary_table(tmp_path: Path):
-    bin_dir = make_venv(tmp_path / "bare", [TORCH, "numpy"])
+    bin_dir = make_venv(tmp_path / "bare", base=preinstalled(tmp_path / "machine", "torch", "numpy"))
     python = bin_dir / "python"
     project = checkout_copy(tmp_path / "project")
     env = user_env(bin_dir, XDG_CACHE_HOME=str(tmp_path / "cache"), HOME=str(tmp_path / "home"))
