@@ -68,6 +68,14 @@ def test_the_parts_limits_fit_one_command_of_480_s():
     assert functions == set(limits)
 
 
+def test_every_test_marked_cuda_is_in_a_module_the_session_collects():
+    """The cuda_tests part collects tests/*/test_cuda.py alone: a cuda test anywhere else would never run."""
+    marked = {path.relative_to(PROJECT).as_posix() for path in (PROJECT / "tests").rglob("*.py")
+              if re.search(r"\bmark\.cuda\b|add_marker\(\s*[\"']cuda\b", path.read_text())}
+    assert marked and all(re.fullmatch(r"tests/[^/]+/test_cuda\.py", name) for name in marked), sorted(marked)
+    assert "tests/*/test_cuda.py -m cuda" in SESSION.read_text()
+
+
 @pytest.mark.slow
 def test_the_gpu_session_dry_runs_offline_from_its_kit_alone_to_its_summary_table(tmp_path: Path):
     bin_dir = make_venv(tmp_path / "bare", base=preinstalled(tmp_path / "machine", "torch", "numpy"))
