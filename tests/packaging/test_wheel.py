@@ -16,8 +16,14 @@ from tests.installs import PROJECT, build_wheel, make_venv, preinstalled, run, u
 pytestmark = pytest.mark.slow
 
 
-def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
-    names = set(zipfile.ZipFile(build_wheel(tmp_path)).namelist())
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mltrain's wheel, built once for the module's tests."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+def test_the_wheel_carries_profiles_workloads_and_dockerfiles(wheel: Path):
+    names = set(zipfile.ZipFile(wheel).namelist())
     data_files = [path.relative_to(PROJECT).as_posix() for root in ("orchestrator", "workloads")
                   for path in (PROJECT / root).rglob("*")
                   if path.is_file() and path.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in path.parts]
@@ -34,8 +40,7 @@ def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
     assert not [n for n in names if n.startswith("orchestrator/bundled/") and n.endswith(".py")]
 
 
-def test_an_installed_wheel_runs_a_smoke_seed_from_an_empty_folder(tmp_path: Path):
-    wheel = build_wheel(tmp_path / "dist")
+def test_an_installed_wheel_runs_a_smoke_seed_from_an_empty_folder(wheel: Path, tmp_path: Path):
     bin_dir = make_venv(tmp_path / "venv", [f"{wheel}[workloads]"], base=preinstalled(tmp_path / "machine", "torch"))
     here = tmp_path / "somewhere"
     here.mkdir()
