@@ -7,13 +7,17 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 PROJECT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "seeds.yaml", "orchestrator", "workloads", "docker")
 """What a wheel is built from (a copy, so the build leaves nothing in the checkout)."""
 TORCH = "torch==2.13.0"
 """The local CPU wheel (any other torch spec may download gigabytes)."""
+TORCH_VERSION = TORCH.split("==")[1]
 
 
 def build_wheel(folder: Path) -> Path:
@@ -32,10 +36,41 @@ def build_wheel(folder: Path) -> Path:
     return wheel
 
 
-def make_venv(folder: Path, *installs: list[str]) -> Path:
-    """A fresh virtual environment with each ``pip install`` argument list applied in turn; its bin/."""
+def preinstalled(folder: Path, *names: str) -> Path:
+    """A site directory holding ``names`` and everything they require, linked from this interpreter's
+    installs (torch is the local wheel, TORCH): what a machine's Python holds before mltrain comes, as
+    a GPU image's CUDA torch sits outside any venv. A venv made with it (``make_venv(..., base=)``)
+    sees these packages as installed, and pip neither installs nor removes them (they lie outside
+    its environment); linking them costs nothing, where pip unpacking torch's wheel again costs a minute."""
+    folder.mkdir(parents=True)
+    wanted, seen = [Requirement(name) for name in names], set()
+    while wanted:
+        requirement = wanted.pop()
+        dist = metadata.distribution(requirement.name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        if key == "torch" and dist.version.split("+")[0] != TORCH_VERSION:
+            raise AssertionError(f"this interpreter has torch {dist.version}, not {TORCH}")
+        tops = {Path(str(file)).parts[0] for file in dist.files or () if not str(file).startswith("..")}
+        for top in tops - {"__pycache__"}:
+            origin = Path(dist.locate_file(top))
+            if origin.exists() and not (folder / top).exists():
+                (folder / top).symlink_to(origin)
+        wanted += [r for r in map(Requirement, dist.requires or ())
+                   if r.marker is None or r.marker.evaluate({"extra": ""})]
+    return folder
+
+
+def make_venv(folder: Path, *installs: list[str], base: Path | None = None) -> Path:
+    """A fresh virtual environment, reading ``base`` (made by ``preinstalled``) after its own
+    site-packages when given, with each ``pip install`` argument list applied in turn; its bin/."""
     run([sys.executable, "-m", "venv", str(folder)], cwd=folder.parent)
     bin_dir = folder / "bin"
+    if base is not None:
+        site = folder / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+        (site / "preinstalled.pth").write_text(f"{base}\n")
     env = user_env(bin_dir)  # with this session's PYTHONPATH, pip would take the checkout for installed
     for args in installs:
         run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *args], cwd=folder.parent, env=env, timeout=900)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import PROJECT, SOURCES, TORCH, make_venv, run, user_env
+from tests.installs import PROJECT, SOURCES, make_venv, preinstalled, run, user_env
 
 SESSION = PROJECT / "benchmarks" / "gpu_session.sh"
 SUMMARY = PROJECT / "benchmarks" / "gpu_session_summary.py"
@@ -68,9 +68,17 @@ def test_the_parts_limits_fit_one_command_of_480_s():
     assert functions == set(limits)
 
 
+def test_every_test_marked_cuda_is_in_a_module_the_session_collects():
+    """The cuda_tests part collects tests/*/test_cuda.py alone: a cuda test anywhere else would never run."""
+    marked = {path.relative_to(PROJECT).as_posix() for path in (PROJECT / "tests").rglob("*.py")
+              if re.search(r"\bmark\.cuda\b|add_marker\(\s*[\"']cuda\b", path.read_text())}
+    assert marked and all(re.fullmatch(r"tests/[^/]+/test_cuda\.py", name) for name in marked), sorted(marked)
+    assert "tests/*/test_cuda.py -m cuda" in SESSION.read_text()
+
+
 @pytest.mark.slow
 def test_the_gpu_session_dry_runs_offline_from_its_kit_alone_to_its_summary_table(tmp_path: Path):
-    bin_dir = make_venv(tmp_path / "bare", [TORCH, "numpy"])
+    bin_dir = make_venv(tmp_path / "bare", base=preinstalled(tmp_path / "machine", "torch", "numpy"))
     python = bin_dir / "python"
     project = checkout_copy(tmp_path / "project")
     env = user_env(bin_dir, XDG_CACHE_HOME=str(tmp_path / "cache"), HOME=str(tmp_path / "home"))

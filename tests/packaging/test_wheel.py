@@ -1,6 +1,7 @@
-"""The wheel, installed into a fresh venv, runs a one-seed unet3d smoke run from an empty folder
-outside the checkout: profiles, workload folders and Dockerfiles come from the package, results
-land in ./results of that folder, nothing in site-packages."""
+"""The wheel, installed into a fresh venv on a machine that has torch, runs a one-seed unet3d smoke
+run from an empty folder outside the checkout: profiles, workload folders and Dockerfiles come from
+the package, every other requirement from the index, results land in ./results of that folder,
+nothing in site-packages."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import PROJECT, TORCH, build_wheel, make_venv, run, user_env
+from tests.installs import PROJECT, build_wheel, make_venv, preinstalled, run, user_env
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
-    names = set(zipfile.ZipFile(build_wheel(tmp_path)).namelist())
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mltrain's wheel, built once for the module's tests."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+def test_the_wheel_carries_profiles_workloads_and_dockerfiles(wheel: Path):
+    names = set(zipfile.ZipFile(wheel).namelist())
     data_files = [path.relative_to(PROJECT).as_posix() for root in ("orchestrator", "workloads")
                   for path in (PROJECT / root).rglob("*")
                   if path.is_file() and path.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in path.parts]
@@ -33,9 +40,8 @@ def test_the_wheel_carries_profiles_workloads_and_dockerfiles(tmp_path: Path):
     assert not [n for n in names if n.startswith("orchestrator/bundled/") and n.endswith(".py")]
 
 
-def test_an_installed_wheel_runs_a_smoke_seed_from_an_empty_folder(tmp_path: Path):
-    wheel = build_wheel(tmp_path / "dist")
-    bin_dir = make_venv(tmp_path / "venv", [TORCH], [f"{wheel}[workloads]"])
+def test_an_installed_wheel_runs_a_smoke_seed_from_an_empty_folder(wheel: Path, tmp_path: Path):
+    bin_dir = make_venv(tmp_path / "venv", [f"{wheel}[workloads]"], base=preinstalled(tmp_path / "machine", "torch"))
     here = tmp_path / "somewhere"
     here.mkdir()
     env = user_env(bin_dir, XDG_CACHE_HOME=str(tmp_path / "cache"))
