@@ -107,6 +107,10 @@ def test_seeds_across_two_nodes_converge_with_world_size_two(cli, slurm_env, tmp
     assert line.count("scaling: ") == 1, line
     assert "on 2 nodes (world size 2) runs an epoch in 1 s against 1 s on 1 node(s)" in line, line
     assert "speedup 1.00x of an ideal 2x, scaling efficiency 50.0%" in line, line
+    facts = json.loads(cli("compare", "--label", "one-node", "--label", "two-nodes", "--results", results,
+                           "--json").out)["facts"]  # the node count tells the setups apart
+    assert [facts[s][f] for s, f in (("one-node", "nodes"), ("two-nodes", "nodes"), ("two-nodes", "world size"))] \
+        == ["1", "2", "2"], facts
 
 
 def _launcher_of(node_rank: int, results: Path) -> psutil.Process | None:
