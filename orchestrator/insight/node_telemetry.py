@@ -12,7 +12,7 @@ so the series is whole before the step ends.
 The seed's own processes on a node are this process's tree and every process carrying the run's mark
 (`runners.proc.MARK_ENV`, which the batch script exports): where nodes share one host (the CI's
 cluster), each node's ranks are the seed's too, never another's work. Anything else is, and
-`quiet.judge` judges each node's series (`quiet.judge_nodes` makes the seed's verdict of them).
+`quiet.node_evidence` judges each node's series (`quiet.judge_nodes` makes the seed's verdict of them).
 A stop signal is passed on to the launcher; its end is still awaited and the series written.
 """
 
@@ -26,11 +26,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from orchestrator.errors import RecordError
-from orchestrator.insight import quiet
-from orchestrator.insight.telemetry import TelemetrySampler, load_series
+from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.results import atomic
-from orchestrator.results.records import QuietHost
 from orchestrator.runners import proc
 
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -49,20 +46,6 @@ def visible_gpus(env: dict[str, str]) -> tuple[str, ...] | None:
     """The GPUs Slurm gave the task (CUDA_VISIBLE_DEVICES; None: not set, every GPU of the node)."""
     visible = env.get("CUDA_VISIBLE_DEVICES")
     return None if visible is None else tuple(d.strip() for d in visible.split(",") if d.strip())
-
-
-def evidence(folder: Path, nodes: tuple[str, ...], start_ms: float | None, stop_ms: float | None,
-             ) -> dict[str, QuietHost]:
-    """Each node's verdict from the series it wrote into ``folder`` (the seed's `node_telemetry`),
-    ``nodes`` the nodes the seed ran on as far as its launchers said: one of them without a series is
-    not judged, and says why."""
-    judged = {node: quiet.unknown("the node wrote no series (its task did not end on its own)") for node in nodes}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            judged[path.stem] = quiet.judge(load_series(path), start_ms, stop_ms)
-        except RecordError as exc:
-            judged[path.stem] = quiet.unknown(f"its series cannot be read: {exc}")
-    return judged
 
 
 def main(argv: list[str]) -> int:

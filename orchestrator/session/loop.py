@@ -31,7 +31,7 @@ from typing import Any
 
 from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import Interrupted
-from orchestrator.insight import node_telemetry, quiet, sysinfo
+from orchestrator.insight import quiet, sysinfo
 from orchestrator.insight.telemetry import TelemetrySampler
 from orchestrator.insight.telemetry_summary import seed_energy
 from orchestrator.mlperf import compliance, parity
@@ -224,7 +224,7 @@ def judged_host(paths: SeedPaths, series: dict[str, Any] | None, record: RunReco
     `insight.node_telemetry`), each node is judged on its own series (its verdict kept beside its
     facts in the record's placement) and the seed's verdict is theirs; else this host's series is judged."""
     nodes = tuple(n.name for n in record.placement.nodes) if record.placement is not None else ()
-    judged = node_telemetry.evidence(paths.node_telemetry, nodes, record.run_start_ms, record.run_stop_ms)
+    judged = quiet.node_evidence(paths.node_telemetry, nodes, record.run_start_ms, record.run_stop_ms)
     if not judged:
         return record, quiet.judge(series, record.run_start_ms, record.run_stop_ms)
     if record.placement is not None:
