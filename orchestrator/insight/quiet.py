@@ -24,11 +24,14 @@ What is sampled (`telemetry`), and why each matters:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from orchestrator import text
+from orchestrator.errors import RecordError
+from orchestrator.insight.telemetry import load_series
 from orchestrator.insight.telemetry_summary import as_array
 from orchestrator.insight.throttle import CLOCKS_EVENT_REASONS, throttle_reasons
 from orchestrator.results.records import HostCause, QuietHost
@@ -61,17 +64,17 @@ MIN_SAMPLES = 3
 def judge(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float | None) -> QuietHost:
     """The verdict on one seed's host, from its telemetry series between run_start and run_stop."""
     if series is None:
-        return _unknown("no telemetry was sampled")
+        return unknown("no telemetry was sampled")
     host = series.get("host") or {}
     if not any(host.get(name) is not None for name in HOST_EVIDENCE_COLUMNS):
-        return _unknown("its telemetry predates the quiet-host evidence (steal, other processes, pressure)")
+        return unknown("its telemetry predates the quiet-host evidence (steal, other processes, pressure)")
     if start_ms is None or stop_ms is None or stop_ms <= start_ms:
-        return _unknown("the log has no run_start and run_stop to cut the telemetry with")
+        return unknown("the log has no run_start and run_stop to cut the telemetry with")
     t = np.asarray(host.get("t_ms") or [], dtype=float)
     window = (t >= start_ms) & (t <= stop_ms)
     samples = int(window.sum())
     if samples < MIN_SAMPLES:
-        return _unknown(f"only {samples} telemetry sample(s) between run_start and run_stop", samples)
+        return unknown(f"only {samples} telemetry sample(s) between run_start and run_stop", samples)
     notes = dict(series.get("evidence_notes") or {})
     measured: dict[str, float | None] = {}
     not_measured: dict[str, str] = {}
@@ -118,6 +121,49 @@ def judge(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float 
                                 + (not_measured.get("other_cpu_pct") or "not sampled"))
     return QuietHost(verdict="quiet", samples=samples, measured=measured, not_measured=not_measured,
                      reason=_quiet_reason(measured, not_measured, samples))
+
+
+def node_evidence(folder: Path, nodes: tuple[str, ...], start_ms: float | None, stop_ms: float | None,
+                  ) -> dict[str, QuietHost]:
+    """Each node's verdict from the series it wrote into ``folder`` (the seed's `node_telemetry`,
+    written by `insight.node_telemetry`), ``nodes`` the nodes the seed ran on as far as its launchers
+    said: one of them without a series is not judged, and says why."""
+    judged = {node: unknown("the node wrote no series (its task did not end on its own)") for node in nodes}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            judged[path.stem] = judge(load_series(path), start_ms, stop_ms)
+        except RecordError as exc:
+            judged[path.stem] = unknown(f"its series cannot be read: {exc}")
+    return judged
+
+
+def judge_nodes(judged: dict[str, QuietHost]) -> QuietHost:
+    """A seed's verdict from each node's own (a seed a batch system ran: each node sampled itself,
+    `node_telemetry`): disturbed when any node was, naming it and each cause; quiet only when every
+    node was; else unknown, naming the nodes not judged. ``measured`` holds each signal's worst node."""
+    if not judged:
+        return unknown("no node's telemetry was written")
+    causes = tuple(c.model_copy(update={"node": node, "sentence": f"node {node}: {c.sentence}"})
+                   for node, verdict in sorted(judged.items()) for c in verdict.causes)
+    samples = min(v.samples for v in judged.values())
+    measured: dict[str, float | None] = {}
+    for verdict in judged.values():
+        for name, value in verdict.measured.items():
+            if value is not None:
+                measured[name] = max(value, measured.get(name) or value)
+    not_measured = {f"{node}: {name}": why
+                    for node, v in sorted(judged.items()) for name, why in v.not_measured.items()}
+    if causes:
+        return QuietHost(verdict="disturbed", samples=samples, causes=causes, measured=measured,
+                         not_measured=not_measured, reason="disturbed: " + "; ".join(c.sentence for c in causes))
+    unjudged = {node: v for node, v in sorted(judged.items()) if v.verdict != "quiet"}
+    if unjudged:
+        return QuietHost(verdict="unknown", samples=samples, measured=measured, not_measured=not_measured,
+                         reason="not judged on every node: " + "; ".join(
+                             f"node {node}: {v.reason.removeprefix('not judged: ')}" for node, v in unjudged.items()))
+    return QuietHost(verdict="quiet", samples=samples, measured=measured, not_measured=not_measured,
+                     reason=f"quiet on every node ({len(judged)}): " + "; ".join(
+                         f"node {node}: {v.reason.removeprefix('quiet: ')}" for node, v in sorted(judged.items())))
 
 
 _NOTE = {"memory_pressure_pct": "memory_pressure", "other_cpu_pct": "own_processes"}
@@ -181,7 +227,7 @@ def _quiet_reason(measured: dict[str, float | None], not_measured: dict[str, str
     return f"quiet: {', '.join(parts)} on average over {samples} samples{missing}"
 
 
-def _unknown(why: str, samples: int = 0) -> QuietHost:
+def unknown(why: str, samples: int = 0) -> QuietHost:
     return QuietHost(verdict="unknown", reason=f"not judged: {why}", samples=samples)
 
 

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from orchestrator.insight.compare import Setup
 
 UNKNOWN = "?"
-FACTS = ("GPU", "GPU count", "driver", "CUDA", "torch", "framework", "image", "runner", "host CPU",
-         "dataset storage", "mltrain")
+FACTS = ("GPU", "GPU count", "nodes", "world size", "driver", "CUDA", "torch", "framework", "image", "runner",
+         "host CPU", "dataset storage", "mltrain")
 """The facts, in the order tables show them."""
-HARDWARE = frozenset({"GPU", "GPU count", "host CPU"})
+HARDWARE = frozenset({"GPU", "GPU count", "nodes", "host CPU"})
 """The facts that are the hardware: a difference is the hardware's only when these are what differ."""
 DIGEST_SHOWN = 12
 """Hex digits of an image digest shown (as `docker images` does)."""
@@ -55,6 +55,7 @@ def facts_of(manifest: Manifest) -> dict[str, str]:
         "torch": torch,
         "framework": UNKNOWN if torch == UNKNOWN else f"PyTorch {torch}",
         "image": _image(provenance, manifest.runner),
+        **_nodes(provenance),
         "runner": manifest.runner or UNKNOWN,
         "host CPU": _cpu(host),
         "dataset storage": _storage(_known(system.get("storage"))),
@@ -79,6 +80,7 @@ def imported_facts(description: Mapping[str, Any] | None) -> dict[str, str]:
         "driver": _text(software.get("nvidia_kernel_driver") or software.get("cuda_driver_version")),
         "CUDA": _text(software.get("cuda_version")),
         "framework": _text(said.get("framework")),
+        "nodes": str(whole_number(said.get("number_of_nodes"), 0) or UNKNOWN),
         "runner": "imported (made elsewhere)",
         "host CPU": f"{processors}x {cpu}" if processors and cpu != UNKNOWN else cpu,
         "dataset storage": _text(said.get("host_storage_type")),
@@ -87,6 +89,16 @@ def imported_facts(description: Mapping[str, Any] | None) -> dict[str, str]:
         known["driver"] = known["driver"] if known["driver"] != UNKNOWN else _from_text(stack, "driver")
         known["CUDA"] = known["CUDA"] if known["CUDA"] != UNKNOWN else _from_text(stack, "cuda")
     return {name: known.get(name, UNKNOWN) for name in FACTS}
+
+
+def _nodes(provenance: Mapping[str, Any]) -> dict[str, str]:
+    """The nodes one seed ran on (a runner's seeds run on one unless it says more: ``--nodes N`` on
+    Slurm) and its world size where the run fixes it (across nodes: the ranks of each node, one per
+    GPU requested; on one node the workload decides, unknown here)."""
+    nodes = whole_number(provenance.get("nodes"), 1) or 1
+    if nodes == 1:
+        return {"nodes": "1", "world size": UNKNOWN}
+    return {"nodes": str(nodes), "world size": str(nodes * (whole_number(provenance.get("gpus_per_node"), 1) or 1))}
 
 
 def _from_text(stack: str, word: str) -> str:

@@ -337,6 +337,8 @@ def _classify(
     if exit is not None and exit.oom_killed:
         return RunStatus.OOM, exit.detail or "killed for lack of memory"
     if exit is not None and exit.code not in (0, None):
+        if exit.failed_node:  # one node of a seed across nodes failed: the seed crashed there, whatever the signal
+            return RunStatus.CRASHED, exit.detail or f"node {exit.failed_node} failed (exit {exit.code})"
         if exit.code < 0 or exit.code in (137, 143):
             return RunStatus.KILLED, exit.detail or f"killed by a signal (exit {exit.code})"
         return RunStatus.CRASHED, exit.detail or f"exited with status {exit.code}"

@@ -173,13 +173,19 @@ class SeedPaths(JobPaths):
     def telemetry(self) -> Path:
         return self.root / TELEMETRY_NAME
 
+    @property
+    def node_telemetry(self) -> Path:
+        """The folder of each node's own series, ``<node>.json``, of a seed a batch system ran."""
+        return self.root / "nodes"
+
     def attempt(self, n: int) -> Path:
         return self.root / f"attempt-{n}"
 
     @property
     def attempt_files(self) -> tuple[Path, ...]:
         """What one attempt of the seed leaves (archived under attempt-<n>/ before the next)."""
-        return (self.output, self.results, self.record, self.telemetry, self.slurm_script, self.slurm_output)
+        return (self.output, self.results, self.record, self.telemetry, self.node_telemetry, self.slurm_script,
+                self.slurm_output)
 
 
 @dataclass(frozen=True)

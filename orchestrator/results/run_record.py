@@ -47,6 +47,8 @@ class Exit(Record):
     oom_killed: bool = False
     """The kernel or the engine killed it for memory."""
     detail: str = ""
+    failed_node: str = ""
+    """Of a job across nodes: the node whose part failed first ('' when none did, or one node ran it)."""
 
 
 class EvalPoint(Record):
@@ -85,6 +87,8 @@ class HostCause(Record):
     time stalled; processes on the GPUs)."""
     sentence: str
     """What happened, in a sentence a person reads ('the host ran other work in 78% of the seed's time ...')."""
+    node: str = ""
+    """The node it happened on, of a seed a batch system ran ('': the host that ran the seed)."""
 
 
 class QuietHost(Record):
@@ -119,6 +123,8 @@ class NodeFacts(Record):
     """InfiniBand devices (/sys/class/infiniband); empty where there are none."""
     socket_ifname: str | None = None
     """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME as the job set it (None: the library chose)."""
+    quiet_host: QuietHost | None = None
+    """Was this node quiet while the seed ran, judged from its own series (None: not judged)."""
 
 
 class Placement(Record):

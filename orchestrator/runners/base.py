@@ -87,6 +87,9 @@ class JobSpec:
     seed: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     """More marks for shared infrastructure, beside those `marks` always gives."""
+    node_wrapper: tuple[str, ...] = ()
+    """Words that start the job's part on each node of a batch system, its command after them (a
+    seed's: the sampler of each node's own telemetry). Runners that run the job on this host ignore them."""
 
     def __post_init__(self) -> None:
         # The one rule for the paths a job is handed, whatever the command: absolute, as this process

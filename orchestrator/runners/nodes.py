@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -28,11 +29,18 @@ from orchestrator.runners.node_launch import NODE_LINE
 PORT_BASE = 29400
 PORT_SPAN = 20000
 """The rendezvous port is PORT_BASE + job id mod PORT_SPAN: two jobs sharing a node do not collide."""
+_LAUNCH_FAILED = re.compile(r"^srun: error: Task launch for \S+ failed on node (?P<node>[^\s:]+): (?P<what>.+)$",
+                            re.MULTILINE)
+RENDEZVOUS_TIMEOUT = "RendezvousTimeoutError"
+"""What torchrun's traceback names when its nodes did not all join the rendezvous within its join timeout."""
+_KILLED = {"Killed", "Terminated"}
+"""How srun reports a task it ended itself (--kill-on-bad-exit), not one that ended on its own."""
 _SRUN_ERROR = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<task>[\d\-,]+): (?P<what>.+)$", re.MULTILINE)
 
 
-def body(argv: list[str], *, nodes: int, processes: int) -> list[str]:
-    """The lines of a batch script that start ``argv`` once per node (after its environment is exported)."""
+def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] = ()) -> list[str]:
+    """The lines of a batch script that start ``argv`` once per node (after its environment is exported),
+    each node's launcher under ``wrapper`` (the job's `node_wrapper`)."""
     q = shlex.quote
     return [
         f"export NNODES={nodes} NPROC={processes} RDZV_ID=\"$SLURM_JOB_ID\"",
@@ -40,15 +48,27 @@ def body(argv: list[str], *, nodes: int, processes: int) -> list[str]:
         'rdzv_node=${rdzv_node%%$\'\\n\'*}',
         'rdzv_addr=$(scontrol show node -o "$rdzv_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
         f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"',
-        f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 python -m "
-        "orchestrator.runners.node_launch " + " ".join(q(a) for a in argv),
+        f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
+        + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]),
     ]
 
 
-def failed_node(text: str) -> str:
-    """'node NAME (task N: what srun said)' of the first task srun saw fail, '' when none did."""
-    found = _SRUN_ERROR.search(text)
-    return f"node {found['node']} (task {found['task']}: {found['what'].strip()})" if found else ""
+def failed_node(text: str) -> tuple[str, str]:
+    """(NAME, 'node NAME (...)') of the node that failed the job across nodes; ('', '') when none did.
+
+    A node whose tasks could not be started (its slurmd down or not answering) is named by srun's
+    launch error. After a rendezvous timed out, the nodes that did join fail first, on their own;
+    the node at fault is one srun then had to kill (it never joined). Else the first task srun saw fail."""
+    if launch := _LAUNCH_FAILED.search(text):
+        return launch["node"], f"node {launch['node']} (its task could not be started: {launch['what'].strip()})"
+    failed = list(_SRUN_ERROR.finditer(text))
+    if not failed:
+        return "", ""
+    if RENDEZVOUS_TIMEOUT in text and (stuck := [f for f in failed if f["what"].strip() in _KILLED]):
+        node = stuck[0]["node"]
+        return node, f"node {node} (task {stuck[0]['task']}: did not join the rendezvous in time; the others gave up)"
+    first = failed[0]
+    return first["node"], f"node {first['node']} (task {first['task']}: {first['what'].strip()})"
 
 
 def placement_of(log: Path) -> Placement | None:

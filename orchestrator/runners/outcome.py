@@ -47,10 +47,11 @@ def explain_exit(exit: Exit, tail: str) -> Exit:
     errors = resource_errors.classify(tail)
     if errors:
         detail = "; ".join(f"{e.summary}: {e.line[:160]}" for e in errors[:MAX_ERRORS])
-        return Exit(code=exit.code, oom_killed=resource_errors.is_out_of_memory(errors), detail=detail)
+        detail = f"{exit.detail}: {detail}" if exit.failed_node else detail  # the node that failed stays named
+        return exit.model_copy(update={"oom_killed": resource_errors.is_out_of_memory(errors), "detail": detail})
     said = exit.detail or f"exited with status {exit.code}"
     last = last_line(tail)
-    return Exit(code=exit.code, detail=f"{said}: {last[:200]}" if last else said)
+    return exit.model_copy(update={"detail": f"{said}: {last[:200]}" if last else said})
 
 
 @dataclass(frozen=True, kw_only=True)

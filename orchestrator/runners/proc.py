@@ -123,6 +123,13 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subproce
         return process
 
 
+def inheriting(argv: Sequence[str], *, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start a child that shares this process's output and session (a node's launcher under the
+    process that samples its node: what the batch system signals reaches both)."""
+    with _starting(argv):
+        return subprocess.Popen(resolve_argv(argv), env=dict(env), stdin=subprocess.DEVNULL)
+
+
 @contextlib.contextmanager
 def _started(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
     """The process started in a session of its own, whole: a stop signal that arrives during the start

@@ -40,6 +40,10 @@ TERMINAL_STATES = {
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
     "DEADLINE",
 }
+COMPLETING_GRACE_S = 10.0
+"""A job whose script has ended while one of its nodes has not confirmed the end (COMPLETING: that
+node's slurmd is down or does not answer) is taken as ended this long after, its end read from its
+exit code: a node lost never holds a seed beyond it."""
 _ENDED_BY = {"CANCELLED": 15, "TIMEOUT": 15, "DEADLINE": 15, "PREEMPTED": 15, "NODE_FAIL": 9, "BOOT_FAIL": 9}
 """Terminal states in which something outside the job ended it, and the signal that stands for it."""
 _WHY = {"NODE_FAIL": "the node was lost", "BOOT_FAIL": "the node failed to boot", "PREEMPTED": "preempted",
@@ -156,6 +160,7 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
         "DATADIR": str(job.data_dir),
         "RESULTS_DIR": str(job.results_dir),
         "PYTHONPATH": str(project_root),
+        proc.MARK_ENV: job.run_id,  # each node tells the seed's processes from others' by it (telemetry)
         **({CUDA_VISIBLE_DEVICES: ""} if options.gpus == "none" else {}),
     }
     lines.append("set -euo pipefail")
@@ -167,10 +172,11 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
                              " (letters, digits, '_')")
         lines.append(f"export {key}={q(no_control_characters(f'environment variable {key}', value))}")
     argv = [no_control_characters("the workload's run command", a) for a in proc.resolve_argv(job.argv())]
+    wrapper = [no_control_characters("the node's wrapper", a) for a in job.node_wrapper]
     if options.nodes > 1:
-        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1)
+        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1, wrapper=wrapper)
     else:
-        lines.append("exec " + " ".join(q(a) for a in argv))
+        lines.append("exec " + " ".join(q(a) for a in [*wrapper, *argv]))
     return "\n".join(lines) + "\n"
 
 
@@ -244,12 +250,18 @@ class SlurmJob(Job):
         self.job_id = job_id
         self.output = output
         self._final: tuple[str, str] | None = None
+        self._completing: float | None = None
+        """When the job was first seen COMPLETING."""
 
     def _finished(self) -> bool:
         if self._final is None:
             state = job_state(self.job_id)
             if state is not None and state[0] in TERMINAL_STATES:
                 self._final = state
+            elif state is not None and state[0] == "COMPLETING":
+                self._completing = self._completing or time.monotonic()
+                if time.monotonic() - self._completing >= COMPLETING_GRACE_S:
+                    self._final = ("COMPLETED" if state[1] == "0:0" else "FAILED", state[1])
         return self._final is not None
 
     def stream(self) -> Iterator[bytes]:
@@ -276,10 +288,11 @@ class SlurmJob(Job):
         if exit_code == 0 and state in _ENDED_BY:
             exit_code = -_ENDED_BY[state]  # ended from outside: a kill, whatever the job's own status
         why = _WHY.get(state, "")
-        if state != "COMPLETED" and (failed := nodes.failed_node(read_tail(self.output))):
+        node, failed = nodes.failed_node(read_tail(self.output)) if state != "COMPLETED" else ("", "")
+        if failed:
             why = f"{why + '; ' if why else ''}{failed} failed first"
         detail = f"slurm job {self.job_id} {state}{': ' + why if why else ''}" if state != "COMPLETED" else ""
-        return Exit(code=exit_code, oom_killed=state == "OUT_OF_MEMORY", detail=detail)
+        return Exit(code=exit_code, oom_killed=state == "OUT_OF_MEMORY", detail=detail, failed_node=node)
 
     def cancel(self) -> None:
         _slurm(["scancel", self.job_id])

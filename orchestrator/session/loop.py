@@ -38,7 +38,15 @@ from orchestrator.mlperf import compliance, parity
 from orchestrator.results import atomic
 from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
-from orchestrator.results.records import Manifest, RunRecord, RunState, Score, SeedState, SeedStateName
+from orchestrator.results.records import (
+    Manifest,
+    QuietHost,
+    RunRecord,
+    RunState,
+    Score,
+    SeedState,
+    SeedStateName,
+)
 from orchestrator.results.store import Store, new_run_id, now_iso
 from orchestrator.results.stored_run import StoredRun
 from orchestrator.runners.base import JobSpec, Runner
@@ -208,7 +216,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
             warning=watch.warning,
         )
-    evidence = quiet.judge(sampler.written, record.run_start_ms, record.run_stop_ms)
+    record, evidence = judged_host(paths, sampler.written, record)
     energy = seed_energy(sampler.written, record.run_start_ms, record.run_stop_ms)
     record = record.model_copy(update={"quiet_host": evidence, "energy": energy})
     if plan.workload.compliance:  # else it opted out: it implements no MLPerf benchmark's rules
@@ -217,6 +225,20 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
                                        synthetic_data=plan.profile.dataset.source == "synthetic")
     run.save_seed(SeedState(seed=seed, state=SeedStateName.FINISHED, status=record.status, started_at=started_at,
                             ended_at=now_iso()), record)
+
+
+def judged_host(paths: SeedPaths, series: dict[str, Any] | None, record: RunRecord) -> tuple[RunRecord, QuietHost]:
+    """Was the seed's host quiet? Where its nodes sampled themselves (a batch system ran it:
+    `insight.node_telemetry`), each node is judged on its own series (its verdict kept beside its
+    facts in the record's placement) and the seed's verdict is theirs; else this host's series is judged."""
+    nodes = tuple(n.name for n in record.placement.nodes) if record.placement is not None else ()
+    judged = quiet.node_evidence(paths.node_telemetry, nodes, record.run_start_ms, record.run_stop_ms)
+    if not judged:
+        return record, quiet.judge(series, record.run_start_ms, record.run_stop_ms)
+    if record.placement is not None:
+        placed = tuple(n.model_copy(update={"quiet_host": judged.get(n.name)}) for n in record.placement.nodes)
+        record = record.model_copy(update={"placement": record.placement.model_copy(update={"nodes": placed})})
+    return record, quiet.judge_nodes(judged)
 
 
 def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:

@@ -15,6 +15,7 @@ from mlperf_logging.mllog import constants as C
 
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import LogError
+from orchestrator.insight import node_telemetry
 from orchestrator.mlperf import mllog
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.paths import SeedPaths
@@ -74,7 +75,8 @@ def seed_spec(*, run_id: str, seed: int, workload: Workload, data_dir: Path, pat
     """The job of one seed: the workload's ``run`` and the seed, in the seed's folder."""
     return JobSpec(kind="seed", name=f"seed{seed}", run_id=run_id, bundle=workload, command=workload.run,
                    args=(str(seed),), env=env, data_dir=data_dir, folder=paths.root, seed=seed,
-                   declared=f"{workload.folder / 'workload.yaml'} field run")
+                   declared=f"{workload.folder / 'workload.yaml'} field run",
+                   node_wrapper=("python", "-m", node_telemetry.__name__, str(paths.node_telemetry), "--"))
 
 
 def run_seed(

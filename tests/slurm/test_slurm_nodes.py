@@ -34,10 +34,13 @@ def test_a_seed_on_two_nodes_is_one_job_with_one_launcher_per_node():
     script = _script(SlurmOptions(nodes=2, gpus_per_node=4))
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script and "#SBATCH --gres=gpu:4\n" in script
     assert "export NNODES=2 NPROC=4 " in script
-    assert ("exec srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=1 python -m orchestrator.runners.node_launch"
-            " bash run_and_time.sh 7") in script.replace(f"{TESTS}/workloads/fakebench/", "")
+    assert ("exec srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=1 python -m orchestrator.insight.node_telemetry"
+            " /results/run/seeds/7/nodes -- python -m orchestrator.runners.node_launch bash run_and_time.sh 7"
+            ) in script.replace(f"{TESTS}/workloads/fakebench/", "")
+    assert "export MLTRAIN_RUN_ID=fakebench-qualify-1\n" in script  # each node tells the seed's processes by it
     one = _script(SlurmOptions())
     assert "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n" in one and "srun" not in one and "NNODES" not in one
+    assert "exec python -m orchestrator.insight.node_telemetry /results/run/seeds/7/nodes -- bash " in one
 
 
 @pytest.mark.parametrize(("given", "message"), [
@@ -54,8 +57,8 @@ def test_bad_node_options_are_one_line_errors(cli, tmp_path: Path, given, messag
 def test_the_first_node_srun_saw_fail_is_named():
     text = ("fakebench: seed 1\nsrun: error: vm-2: task 1: Exited with exit code 137\n"
             "srun: error: vm-1: task 0: Terminated\n")
-    assert nodes.failed_node(text) == "node vm-2 (task 1: Exited with exit code 137)"
-    assert nodes.failed_node("srun: Job step aborted\n") == ""
+    assert nodes.failed_node(text) == ("vm-2", "node vm-2 (task 1: Exited with exit code 137)")
+    assert nodes.failed_node("srun: Job step aborted\n") == ("", "")
 
 
 def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
@@ -104,6 +107,10 @@ def test_seeds_across_two_nodes_converge_with_world_size_two(cli, slurm_env, tmp
     assert line.count("scaling: ") == 1, line
     assert "on 2 nodes (world size 2) runs an epoch in 1 s against 1 s on 1 node(s)" in line, line
     assert "speedup 1.00x of an ideal 2x, scaling efficiency 50.0%" in line, line
+    facts = json.loads(cli("compare", "--label", "one-node", "--label", "two-nodes", "--results", results,
+                           "--json").out)["facts"]  # the node count tells the setups apart
+    assert [facts[s][f] for s, f in (("one-node", "nodes"), ("two-nodes", "nodes"), ("two-nodes", "world size"))] \
+        == ["1", "2", "2"], facts
 
 
 def _launcher_of(node_rank: int, results: Path) -> psutil.Process | None:
@@ -142,8 +149,8 @@ def test_a_node_killed_mid_seed_ends_that_seed_naming_it_and_the_next_runs(
     out, err = child.communicate(timeout=120)
     assert child.returncode == 3, err
     seeds = json.loads(out)["per_seed"]
-    # its launcher SIGKILLed: exit 137 through srun, an infrastructure fault (killed), not a workload's crash
-    assert seeds["1"]["status"] == "killed" and seeds["2"]["status"] == "converged"
+    # its launcher SIGKILLed: one node of the seed failed, so the seed crashed there (an infrastructure fault)
+    assert seeds["1"]["status"] == "crashed" and seeds["2"]["status"] == "converged"
     record = json.loads(next(results.glob("*/seeds/1/run.json")).read_text())
     assert f"node {names[1]} (task 1" in record["reason"], record["reason"]
     assert ended_in < 120

@@ -13,8 +13,9 @@ export PATH=@PYTHON_BIN@:"$PATH"
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 export DATADIR=/data/fake
 export MLTRAIN_PROFILE=qualify
+export MLTRAIN_RUN_ID=fakebench-qualify-1
 export ODD='a b'"'"'c;$(rm -rf /)'
 export PYTHONPATH=/repo
 export QUALITY_THRESHOLD=0.908
 export RESULTS_DIR=/results/run/seeds/7/results
-exec bash run_and_time.sh 7
+exec python -m orchestrator.insight.node_telemetry /results/run/seeds/7/nodes -- bash run_and_time.sh 7

@@ -11,6 +11,7 @@ Variables (all optional):
                      drawn from s (default 0: every seed alike)
   FAKE_INIT_MS       logged milliseconds between init_start and run_start (default 500)
   FAKE_SLEEP_S       real seconds slept per epoch (default 0.005)
+  FAKE_SPIN          1: spend each epoch's FAKE_SLEEP_S busy on a CPU, not asleep (every rank: the seed's own load)
   FAKE_MAX_EPOCHS    epoch cap; reaching it stops with status aborted (default 100)
   FAKE_MODE          converge | no_converge | diverge | crash | hang | oom | no_run_start | stop_before_start
                      | duplicate_run_start (a second run_start after the first epoch)
@@ -136,7 +137,12 @@ def main() -> int:
         )
         log.event("block_start", **block)
         log.event("epoch_start", **epoch_tag(epoch))
-        time.sleep(sleep_s)
+        if env.get("FAKE_SPIN") == "1":
+            until = time.monotonic() + sleep_s
+            while time.monotonic() < until:
+                pass
+        else:
+            time.sleep(sleep_s)
         log.advance(epoch_ms)
         log.event("epoch_stop", **epoch_tag(epoch))
         log.event("block_stop", **block)

@@ -4,6 +4,9 @@ set -euo pipefail
 seed="${1:?usage: run_and_time.sh SEED}"
 cd "$(dirname "$0")"
 start=$(date +%s)
+if [[ -n ${FAKE_HANG_NODE_RANK:-} && ${FAKE_HANG_NODE_RANK} == "${NODE_RANK:-}" ]]; then
+    sleep infinity  # this node never reaches the rendezvous (a hung filesystem, a stuck launcher)
+fi
 if [[ ${NNODES:-1} != 1 ]]; then  # a seed across nodes: the workloads' own launcher (torchrun, c10d rendezvous)
     NPROC=${NPROC:-1}
     PYTHON=python3
