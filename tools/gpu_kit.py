@@ -30,6 +30,8 @@ holds only what the target lacks:
 A kit over ``--limit-mib`` (60 by default: the 64 MiB carried less room for the project) is not
 written: the line names the largest wheels and what to do. The kit appears whole or not at all.
 Exit 0 when the kit is complete, 2 on bad input (one line), 3 when pip or git failed (their output).
+Beside this file: kit_target.py (what the target holds), kit_wheels.py (resolving and downloading the
+wheels), kit_reference.py (checking and copying the reference).
 """
 
 from __future__ import annotations
