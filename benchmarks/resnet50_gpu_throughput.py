@@ -42,7 +42,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from workloads.common.devices import device_facts
 from workloads.common.distributed import Context
-from workloads.common.throughput import synchronize, timed_steps
+from workloads.common.nvml import gpu_state
+from workloads.common.timing import synchronize, timed_region, timed_steps, warm_up
 from workloads.resnet50.config import build
 from workloads.resnet50.data_loader import DeviceBatch, Normalizer
 from workloads.resnet50.engine import Precision, train_step
@@ -85,14 +86,8 @@ def matmul_rate(device: torch.device, n: int, dtype: torch.dtype, repeats: int =
     """Dense FLOP/s of an n x n x n product in ``dtype``."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    synchronize(device)
-    started = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    synchronize(device)
-    return 2 * n**3 * repeats / (time.perf_counter() - started)
+    warm_up(lambda: a @ b, 3, device)
+    return 2 * n**3 * repeats / timed_region(lambda: a @ b, repeats, device)
 
 
 def training_flops_per_image(factory: Callable[[], nn.Module], crop: int) -> tuple[float, float]:
@@ -215,30 +210,6 @@ def pipeline_rates(data: Path, decode: str, run: Trainer | None, shape: Shapes, 
     return rate
 
 
-def nvml_state(index: int) -> dict:
-    """Name, clocks, power and temperature of GPU ``index`` through nvidia-ml-py (empty without it)."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        state = {
-            "name": pynvml.nvmlDeviceGetName(handle),
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
-            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-        }
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError as error:
-        return {"nvml_error": str(error)}
-    return {key: value.decode() if isinstance(value, bytes) else value for key, value in state.items()}
-
-
 def free(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -267,7 +238,7 @@ def main() -> None:
     print(f"ResNet-50 v1.5 training on {facts.name} (torch {torch.__version__}), batch {shape.batch}, "
           f"{shape.crop}x{shape.crop}, {shape.steps} timed steps after {shape.warmup}; best precision here: {best}")
     if device.type == "cuda":
-        report["gpu_idle"] = nvml_state(device.index)
+        report["gpu_idle"] = gpu_state(device)
         print(f"GPU before: {report['gpu_idle']}")
 
     # the bound is the bf16 rate on a GPU; on a CPU, the rate of the precision that runs (bf16 may be emulated)
@@ -308,7 +279,7 @@ def main() -> None:
             del run
             free(device)
     if device.type == "cuda":
-        report["gpu_loaded"] = nvml_state(device.index)
+        report["gpu_loaded"] = gpu_state(device)
         print(f"GPU after the model-bound runs: {report['gpu_loaded']}")
 
     if not args.no_pipeline:

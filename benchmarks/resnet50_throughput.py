@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from workloads.common.timing import timed_region
 from workloads.resnet50.data_loader import Normalizer
 from workloads.resnet50.engine import Precision
 from workloads.resnet50.model import ModelConfig, ResNet50
@@ -53,13 +53,6 @@ def make_step(precision: Precision, *, compile_model: bool, batch: int, size: in
     return step
 
 
-def timed(step: Callable[[], None], steps: int) -> float:
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return time.perf_counter() - started
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=16)
@@ -89,7 +82,7 @@ def main() -> None:
     best = {name: float("inf") for name in runners}
     for round_index in range(args.rounds):
         for name, step in runners.items():
-            seconds = timed(step, args.steps)
+            seconds = timed_region(step, args.steps, torch.device("cpu"))
             best[name] = min(best[name], seconds)
             print(f"  round {round_index + 1}: {name:38s} {args.batch * args.steps / seconds:7.2f} images/s",
                   flush=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
 
 import torch
 
+from workloads.common.timing import timed_region, warm_up
 from workloads.unet3d.losses import DiceCELoss
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 
@@ -26,6 +26,7 @@ MODES = {  # name: (autocast dtype, channels_last_3d, torch.compile)
     "bf16-compile": (torch.bfloat16, False, True),
     "bf16-cl-compile": (torch.bfloat16, True, True),
 }
+CPU = torch.device("cpu")
 
 
 def measure(mode: str, size: int, warmup: int, steps: int) -> tuple[float, float]:
@@ -49,14 +50,8 @@ def measure(mode: str, size: int, warmup: int, steps: int) -> tuple[float, float
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    start = time.perf_counter()
-    for _ in range(warmup):
-        step()
-    warm = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps / (time.perf_counter() - start), warm
+    warm = warm_up(step, warmup, CPU)
+    return steps / timed_region(step, steps, CPU), warm
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """The kit's throughput mode parts (workloads/common/throughput.py): which DATADIR holds data, the
-timed steps, the percentiles and the metadata of the final event, one definition for every workload
+percentiles and the metadata of the final event, one definition for every workload
 (resnet50 took the nearest rank for step_ms_p10/p90, unet3d interpolated)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from workloads.common import throughput
 
@@ -31,14 +30,6 @@ def test_percentiles_interpolate_as_numpy(values, q):
 def test_a_percentile_of_nothing_is_refused():
     with pytest.raises(ValueError):
         throughput.percentile([], 50)
-
-
-def test_timed_steps_time_each_call():
-    calls = []
-    seconds, per_step = throughput.timed_steps(lambda: calls.append(torch.ones(64, 64) @ torch.ones(64, 64)), 4,
-                                               torch.device("cpu"))
-    assert len(calls) == 4 and len(per_step) == 4
-    assert all(ms >= 0 for ms in per_step) and sum(per_step) <= seconds * 1000 + 1e-6
 
 
 def test_the_metadata_of_the_final_event():

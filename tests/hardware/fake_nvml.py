@@ -172,6 +172,13 @@ class FakeNvml:
                 return index
         raise NVMLError_NotFound("Not Found")
 
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id: str) -> int:  # noqa: N802
+        for index, device in enumerate(self.trace["devices"]):
+            if pci_bus_id(device, index).upper() == bus_id.upper():
+                self._fault(index, "handle")
+                return index
+        raise NVMLError_NotFound("Not Found")
+
     def nvmlDeviceGetPciInfo(self, h: int) -> SimpleNamespace:  # noqa: N802
         bus_id = pci_bus_id(self.trace["devices"][h], h)
         domain, bus, rest = bus_id.split(":")
@@ -338,7 +345,8 @@ def _guarded(call):  # noqa: ANN001, ANN202 - wraps the per-device queries below
 
 
 for _name in [n for n in vars(FakeNvml) if n.startswith("nvmlDevice") and n not in (
-        "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID")]:
+        "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID",
+        "nvmlDeviceGetHandleByPciBusId")]:
     setattr(FakeNvml, _name, _guarded(getattr(FakeNvml, _name)))
 
 

@@ -8,11 +8,12 @@ reads ``meta/`` from there), through this file run as a script:
     python kits19_reference.py preprocess RAW OUT CASE...   # its Preprocessor: OUT/<case>.pkl, nifti/ ...
     python kits19_reference.py segment MODEL OUT CASE.pkl...  # its ONNX Runtime SUT's sliding window: OUT/<case>.npy
     python kits19_reference.py accuracy LOG PREPROCESSED POSTPROCESSED  # its accuracy_kits.py, as __main__
+    python kits19_reference.py offline MODEL PREPROCESSED LOGS USER_CONF  # its run.py: an Offline performance test
 
 Three shims let its code run on today's libraries, each named where it is applied: SciPy 1.13 moved
-``scipy.signal.gaussian`` to ``scipy.signal.windows.gaussian``; pandas 2.0 removed ``DataFrame.append``
-(its ``concat`` equivalent stands in) and pandas 3.0 ``float()`` of a one-row column (its value stands
-in). Its preprocessing driver runs without its process pool (the
+``scipy.signal.gaussian`` to ``scipy.signal.windows.gaussian`` (`workloads.common.mlcommons`'s shim);
+pandas 2.0 removed ``DataFrame.append`` (its ``concat`` equivalent stands in) and pandas 3.0 ``float()``
+of a one-row column (its value stands in). Its preprocessing driver runs without its process pool (the
 same calls, one case after the other): forking a process that has loaded torch gains nothing here.
 
 Used by tests/inference/test_kits19_reference.py and benchmarks/kits19_inference_parity.py.
@@ -166,11 +167,10 @@ def compare(folder: Path, raw: Path, model: Path, work: Path) -> Parity:
 
 def _shims() -> None:
     import pandas
-    import scipy.signal
-    from scipy.signal import windows
 
-    if not hasattr(scipy.signal, "gaussian"):  # SciPy >= 1.13: inference_utils.gaussian_kernel calls it
-        scipy.signal.gaussian = windows.gaussian
+    from workloads.common.mlcommons import shim_scipy_gaussian
+
+    shim_scipy_gaussian()  # SciPy >= 1.13: inference_utils.gaussian_kernel calls scipy.signal.gaussian
     if not hasattr(pandas.DataFrame, "append"):  # pandas >= 2.0: accuracy_kits.save_evaluation_summary calls it
         def append(self: pandas.DataFrame, row: dict, ignore_index: bool = False) -> pandas.DataFrame:
             return pandas.concat([self, pandas.DataFrame([row])], ignore_index=ignore_index)
@@ -225,6 +225,11 @@ def main(argv: list[str]) -> None:
         sys.argv = ["accuracy_kits.py", f"--log_file={args[0]}", f"--preprocessed_data_dir={args[1]}",
                     f"--postprocessed_data_dir={args[2]}", "--num_proc=1"]
         runpy.run_path("accuracy_kits.py", run_name="__main__")
+    elif command == "offline":  # its run.py as its Makefile runs it, ONNX Runtime on the CPU (its USE_GPU=no)
+        os.environ.update(LOG_PATH=args[2], USE_GPU="no")
+        sys.argv = ["run.py", "--backend=onnxruntime", "--scenario=Offline", f"--model={args[0]}",
+                    f"--preprocessed_data_dir={args[1]}", f"--mlperf_conf={args[3]}", f"--user_conf={args[3]}"]
+        runpy.run_path("run.py", run_name="__main__")
     else:
         raise SystemExit(f"unknown step {command!r}")
 

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.installs import PROJECT, run, user_env
 
@@ -89,7 +90,7 @@ def fake_project(tmp_path: Path, monkeypatch) -> tuple[Path, object]:
     fake_wheel(wheels, "wheel", "0.44")
     roots = ["app-core[fast]", "setuptools>=68", "wheel"]
     monkeypatch.setattr(gpu_kit, "project_requirements",
-                        lambda: [gpu_kit.requirement(r, "test") for r in roots])
+                        lambda: [Requirement(r) for r in roots])
     return wheels, gpu_kit
 
 
@@ -118,7 +119,7 @@ def test_the_kit_carries_what_the_target_lacks_with_markers_extras_and_late_pins
 def test_a_kit_over_its_limit_is_refused_naming_the_largest_wheels_and_nothing_is_written(tmp_path, fake_project,
                                                                                            capsys, monkeypatch):
     wheels, gpu_kit = fake_project
-    monkeypatch.setattr(gpu_kit, "project_requirements", lambda: [gpu_kit.requirement("big", "test")])
+    monkeypatch.setattr(gpu_kit, "project_requirements", lambda: [Requirement("big")])
     have = tmp_path / "have.txt"
     have.write_text("# python: 3.12\nsix\n")
     out = tmp_path / "kit"

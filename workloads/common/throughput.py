@@ -1,17 +1,13 @@
 """What every workload's throughput mode shares (the contract's ``throughput``): which DATADIR
-holds data, timing steps with the device synchronised around the timed region only, and the
-metadata of the final ``throughput`` event.
+holds data and the metadata of the final ``throughput`` event (its steps are timed by ``timing``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-import torch
 
 
 def holds_data(data_dir: str | Path | None) -> bool:
@@ -21,34 +17,6 @@ def holds_data(data_dir: str | Path | None) -> bool:
         return False
     folder = Path(data_dir)
     return not folder.is_dir() or any(folder.iterdir())
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for ``device``'s queued work (nothing to wait for on a CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed_steps(step: Callable[[], object], steps: int, device: torch.device) -> tuple[float, list[float]]:
-    """(seconds for ``steps`` calls of ``step``, each call's milliseconds). On CUDA the host waits
-    for the device only before and after the timed region; CUDA events time each step."""
-    if device.type == "cuda":
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        synchronize(device)
-        started = time.perf_counter()
-        marks[0].record()
-        for index in range(steps):
-            step()
-            marks[index + 1].record()
-        synchronize(device)
-        return time.perf_counter() - started, [marks[i].elapsed_time(marks[i + 1]) for i in range(steps)]
-    per_step = []
-    started = time.perf_counter()
-    for _ in range(steps):
-        begun = time.perf_counter()
-        step()
-        per_step.append((time.perf_counter() - begun) * 1000)
-    return time.perf_counter() - started, per_step
 
 
 def percentile(values: Sequence[float], q: float) -> float:

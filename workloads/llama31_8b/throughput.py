@@ -30,7 +30,7 @@ from workloads.common.cli import Parser, run_main
 from workloads.common.devices import pick_device
 from workloads.common.errors import SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
-from workloads.common.throughput import timed_steps
+from workloads.common.timing import timed_steps
 from workloads.llama31_8b import engine, sequences
 from workloads.llama31_8b.config import PRESETS, TrainConfig, build, env_assignments, env_count, preset_from
 from workloads.llama31_8b.runtime import resolve_setup

@@ -28,7 +28,7 @@ from workloads.common.cli import Parser, run_main
 from workloads.common.devices import pick_device
 from workloads.common.errors import SettingsError
 from workloads.common.mllog import RESOLVED_SETTINGS, THROUGHPUT, MlperfLog
-from workloads.common.throughput import synchronize, timed_steps
+from workloads.common.timing import synchronize, timed_steps
 from workloads.resnet50.config import (
     INPUT_SHAPE_ENV,
     PRESETS,

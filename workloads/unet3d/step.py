@@ -35,6 +35,7 @@ from torch import nn
 
 from workloads.common.distributed import Context, wrap
 from workloads.common.sgd import ZeroMomentumSGD
+from workloads.common.timing import synchronize
 from workloads.unet3d import device_augment
 from workloads.unet3d.augment import N_PARAMS, SCALE_COLUMN
 from workloads.unet3d.config import TrainConfig, learning_rate
@@ -169,5 +170,4 @@ def warm_up(trainer: Trainer, config: TrainConfig, steps: int = WARMUP_STEPS) ->
             window = torch.randn((settings.eval_batch, 1, *config.val_input_shape), device=settings.device)
             trainer.eval_model(window.contiguous(memory_format=settings.memory_format))
     trainer.model.train()
-    if settings.device.type == "cuda":
-        torch.cuda.synchronize(settings.device)
+    synchronize(settings.device)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from workloads.common import throughput
+from workloads.common import throughput, timing
 from workloads.common.cli import Parser, run_main
 from workloads.common.devices import pick_device
 from workloads.common.distributed import Context, all_reduce_sum, env_rank, joined
@@ -79,7 +79,7 @@ def timed_steps(trainer: Trainer, batch: tuple[torch.Tensor, torch.Tensor], step
 
     for _ in range(warmup):
         step()
-    return throughput.timed_steps(step, steps, settings.device)
+    return timing.timed_steps(step, steps, settings.device)
 
 
 def loader_rate(data_dir: Path, config: TrainConfig, settings: RunSettings, ctx: Context, steps: int,
