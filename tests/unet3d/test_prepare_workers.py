@@ -4,6 +4,7 @@ seconds, in one process 3.4)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ import workloads.unet3d.parallel
 from workloads.unet3d.dataset import main
 from workloads.unet3d.parallel import BYTES_PER_WORKER, workers_for
 from workloads.unet3d.prepare import prepare
+from workloads.unet3d.synthesize import VOXELS_PER_WORKER, SynthesizeConfig, _useful_workers
+from workloads.unet3d.synthetic import parse_size
 
 
 def test_a_small_raw_set_is_prepared_without_starting_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -35,3 +38,13 @@ def test_one_worker_per_share_of_raw_bytes(tmp_path: Path):
     assert [workers_for(big[:k], 8) for k in (1, 2, 3)] == [1, 2, 3]
     assert workers_for(big, 2) == 2 and workers_for([], 8) == 1
     assert workers_for([*big, tmp_path / "missing.nii.gz"], 8) == 3  # its own check names what is missing
+
+
+def test_synthesis_starts_workers_by_the_same_rule_in_voxels():
+    small = SynthesizeConfig(cases=4, size="tiny", seed=1, workers=8)
+    voxels = math.prod(parse_size("tiny").preprocessed_shape) * 4
+    assert voxels < VOXELS_PER_WORKER and _useful_workers(small) == 1
+    per_case = math.prod(parse_size("small").preprocessed_shape)
+    cases = 3 * VOXELS_PER_WORKER // per_case + 1
+    assert _useful_workers(SynthesizeConfig(cases=cases, size="small", seed=1, workers=8)) == 3
+    assert _useful_workers(SynthesizeConfig(cases=cases, size="small", seed=1, workers=2)) == 2

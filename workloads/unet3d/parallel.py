@@ -25,7 +25,14 @@ def workers_for(files: Iterable[Path], workers: int) -> int:
     for path in files:
         with contextlib.suppress(OSError):
             total += path.stat().st_size
-    return max(1, min(workers, total // BYTES_PER_WORKER))
+    return worth_starting(total, BYTES_PER_WORKER, workers)
+
+
+def worth_starting(work: int, work_per_worker: int, workers: int) -> int:
+    """The one rule for how many worker processes a job is worth: at most ``workers``, one per
+    ``work_per_worker`` of ``work`` (bytes to read, voxels to make), and always at least one (this
+    process: starting a worker costs its imports, some 4 CPU seconds)."""
+    return max(1, min(workers, work // work_per_worker))
 
 
 def map_unordered(

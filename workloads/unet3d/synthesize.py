@@ -21,13 +21,14 @@ from pathlib import Path
 from workloads.common import atomic
 from workloads.common.cpus import usable_cpus
 from workloads.common.errors import DataError
+from workloads.unet3d.parallel import worth_starting
 from workloads.unet3d.preprocess import CaseResult, PreprocessConfig, preprocess_dataset
 from workloads.unet3d.split import case_name, choose_eval_cases, write_split
 from workloads.unet3d.synthetic import parse_size
 from workloads.unet3d.synthetic_raw import check_case_count, check_tumour_contrast, generate_raw
 
 READY_MARKER = ".mltrain-ready"
-SMALL_SET_VOXELS = 16 * 96**3  # below this, one process is faster than a pool
+VOXELS_PER_WORKER = 16 * 96**3  # preprocessed voxels a worker process is started for
 FORMAT = "unet3d-synthetic-3"  # bump when the generator or the layout changes what a dataset holds
 
 
@@ -132,7 +133,7 @@ def _useful_workers(config: SynthesizeConfig) -> int:
     """One process for small sets: starting workers (importing torch) costs more than it saves."""
     shape = parse_size(config.size).preprocessed_shape
     voxels_per_case = math.prod(shape) if shape is not None else 200 * 512 * 512
-    return config.workers if voxels_per_case * config.cases >= SMALL_SET_VOXELS else 1
+    return worth_starting(voxels_per_case * config.cases, VOXELS_PER_WORKER, config.workers)
 
 
 def _same_arguments(record: dict, wanted: dict) -> bool:
