@@ -93,8 +93,8 @@ def test_imported_systems_carry_their_own_facts_not_this_hosts(imported, cli):
     text = _said(cli("compare", "--label", "h100", "--label", "h200", "--results", str(imported)).out)
     assert "torch 2.13.0" not in text and "CPU build" not in text and "nothing known differs" not in text
     assert "what differs between the setups" in text and "driver 535.129.03 550.54.09" in text
-    assert "the same in both: GPU count 8, CUDA 12.4.1.003, framework MxNet NVIDIA Release 24.04" in text
-    assert "unknown for any setup: torch, image, mltrain" in text
+    assert "the same in both: GPU count 8, nodes 1, CUDA 12.4.1.003, framework MxNet NVIDIA Release 24.04" in text
+    assert "unknown for any setup: world size, torch, image, mltrain" in text
 
 
 def test_a_fact_one_side_does_not_know_is_never_the_same(imported, cli):
@@ -104,7 +104,7 @@ def test_a_fact_one_side_does_not_know_is_never_the_same(imported, cli):
     assert facts["rows"][1]["differs"] == []  # unknown is not different either
     text = _said(cli("compare", "--label", "h100", "--label", "bare", "--results", str(imported)).out)
     assert "nothing known differs between the setups; the same in both: runner imported" in text
-    assert "unknown for bare: GPU, GPU count, driver, CUDA, framework, host CPU, dataset storage" in text
+    assert "unknown for bare: GPU, GPU count, nodes, driver, CUDA, framework, host CPU, dataset storage" in text
 
 
 def test_the_report_says_imported_and_what_each_system_states(imported, cli, tmp_path):
