@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.config.profiles import Profiles
+from orchestrator.config.seedspec import SeedSpec
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import MltrainError
 from orchestrator.results.qualification import CheckResult, Measurement, Status
@@ -39,7 +40,8 @@ def time_to_train_check(
                            duration_s=time.monotonic() - started, **extra)  # type: ignore[arg-type]
 
     try:
-        plan = plan_new(workload, profiles, seeds=str(spec.seed), profile=spec.profile, data=data,
+        plan = plan_new(workload, profiles, seeds=SeedSpec(listed=(spec.seed,), text=str(spec.seed)),
+                        profile=spec.profile, data=data,
                         label="qualify-time-to-train")
         one_seed = plan.profile.model_copy(update={"drop_per_end": 0, "max_non_converged": 0, "runs": None})
         plan = BenchmarkPlan(**{**plan.__dict__, "profile": one_seed})
