@@ -4,31 +4,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "slurm-cluster.sh"
+from tests.slurm.cluster import started_cluster
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[str]:
-    """SLURM_CONF of a running cluster; skips where none can be started (not root, no apt)."""
+    """SLURM_CONF of a running cluster (the CI's, or one started here); skips where none can be started."""
     if os.environ.get("SLURM_CONF") and shutil.which("sinfo"):
         yield os.environ["SLURM_CONF"]
         return
-    if os.geteuid() != 0:
-        pytest.skip("starting a Slurm cluster needs root")
-    started = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
-    if started.returncode != 0:
-        pytest.skip(f"no Slurm cluster: {started.stderr.strip().splitlines()[-1:]}")
-    exports = dict(item.split("=", 1) for item in started.stdout.split()[1:])
-    try:
-        yield exports["SLURM_CONF"]
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", exports["MLTRAIN_SLURM_DIR"]], timeout=60)
+    with started_cluster() as conf:
+        yield conf
 
 
 @pytest.fixture
