@@ -162,6 +162,7 @@ def test_the_difference_table_names_runner_and_image_when_only_they_differ(hw_cl
     assert table.startswith("what differs between the setups") and differing == ["image", "runner"], table
     assert "sha256:abababababab" in table and "none (local)" in table
     said = _said(r.out)
-    assert "the same in both: GPU none, GPU count 0, nodes 1, driver none" in said and "host CPU Test CPU (2 CPUs)" in said
+    assert "the same in both: GPU none, GPU count 0, nodes 1, driver none" in said
+    assert "host CPU Test CPU (2 CPUs)" in said
     line = _verdict(r.out, "docker is ")
     assert "per epoch than cpu-b [" in line and "(image, runner)" in line and "hardware" not in line
