@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,23 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 PROJECT = TESTS.parent
+
+TREE = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml")
+"""What a copy of the project needs to run mltrain from it (the recipes' tests add their toy to one)."""
+
+
+def copy_of_the_tree(tree: Path, names: tuple[str, ...] = TREE) -> Path:
+    """``names`` (folders or files, relative to the project) copied into ``tree``, caches left out."""
+    for name in names:
+        source, copy = PROJECT / name, tree / name
+        if source.is_dir():
+            shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy)
+    return tree
+
+
 TEST_WORKLOADS = TESTS / "workloads"
 
 

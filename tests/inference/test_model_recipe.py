@@ -12,20 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import PROJECT
+from tests.conftest import copy_of_the_tree
 from tests.inference import toy_model
-
-COPIED = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml")
 
 
 def tree_with_the_toy(tmp_path: Path) -> Path:
-    tree = tmp_path / "tree"
-    for name in COPIED:
-        source = PROJECT / name
-        if source.is_dir():
-            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, tree / name)
+    tree = copy_of_the_tree(tmp_path / "tree")
     shutil.copy2(Path(toy_model.__file__), tree / "workloads" / "inference" / "models" / "toy.py")  # its file
     declaration = tree / "workloads" / "inference" / "inference.yaml"
     declaration.write_text(declaration.read_text().rstrip("\n") + "\n" + toy_model.ENTRY)  # its entry

@@ -26,7 +26,7 @@ from orchestrator.qualify.checks.declaration import Declaration
 from orchestrator.render.junit import junit_xml
 from orchestrator.render.prometheus import textfile
 from orchestrator.results.qualification import CheckResult, Status
-from tests.conftest import PROJECT
+from tests.conftest import copy_of_the_tree
 from tests.qualify import toy_check
 from tests.qualify.nodes import FakeNvml, run_node
 
@@ -51,19 +51,10 @@ def references(tmp_path: Path) -> Path:
     return path
 
 
-COPIED = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml")
-
-
 def tree_with_the_toy(tmp_path: Path) -> Path:
     """A copy of the tree with the toy added as the recipe says: its file in the probe's package, its
     name in the probe's ``registry.CHECKS``."""
-    tree = tmp_path / "tree"
-    for name in COPIED:
-        source = PROJECT / name
-        if source.is_dir():
-            shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, tree / name)
+    tree = copy_of_the_tree(tmp_path / "tree")
     probe = tree / "workloads" / "common" / "probe"
     shutil.copy2(Path(toy_check.__file__), probe / "toy.py")  # its file
     registration = probe / "registry.py"

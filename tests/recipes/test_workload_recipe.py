@@ -21,10 +21,10 @@ from orchestrator.config.workloads import load_workload
 from orchestrator.errors import UsageError
 from orchestrator.results.store import Store
 from orchestrator.session.plan import profile_for
-from tests.conftest import PROJECT
+from tests.conftest import TREE, copy_of_the_tree
 
 TOY = Path(__file__).resolve().parent / "toy_workload"
-COPIED = ("orchestrator", "workloads", "docker", "seeds.yaml", "pyproject.toml", "tests/packaging/test_package_list.py")
+COPIED = (*TREE, "tests/packaging/test_package_list.py")
 PROFILES = """\
   toy:
     qualify:
@@ -43,14 +43,7 @@ PACKAGE = '"workloads.toy",'
 
 
 def tree_with_the_toy(tmp_path: Path) -> Path:
-    tree = tmp_path / "tree"
-    for name in COPIED:
-        source, copy = PROJECT / name, tree / name
-        if source.is_dir():
-            shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy)
+    tree = copy_of_the_tree(tmp_path / "tree", COPIED)
     shutil.copytree(TOY, tree / "workloads" / "toy", ignore=shutil.ignore_patterns("__pycache__"))  # its folder
     seeds = tree / "seeds.yaml"
     seeds.write_text(seeds.read_text().rstrip("\n") + "\n" + PROFILES)  # its profile block
