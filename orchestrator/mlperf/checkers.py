@@ -29,6 +29,7 @@ from orchestrator import signals
 from orchestrator.config.reading import SMALL_BYTES, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
+from orchestrator.mlperf.line_prefix import stripped_in_linear_time
 
 USAGE = benchmarks.USAGE
 
@@ -48,7 +49,8 @@ def quiet_tools() -> Iterator[Collected]:
     """Run mlperf_logging with its log records collected and its prints swallowed: the root
     logger's handlers (a stderr handler that `logging.basicConfig` or an earlier `logging.info`
     installed, say) are set aside for the call and put back after it. A stop signal is held until
-    the tool returns (`signals.held`): its bare ``except:`` clauses would take it for a failed rule."""
+    the tool returns (`signals.held`): its bare ``except:`` clauses would take it for a failed rule.
+    Its log parser strips line prefixes in linear time (`line_prefix`), its output unchanged."""
     collected = Collected()
 
     class _Keep(logging.Handler):
@@ -60,7 +62,7 @@ def quiet_tools() -> Iterator[Collected]:
     root.handlers = [_Keep(level=logging.INFO)]
     root.setLevel(logging.INFO)
     try:
-        with signals.held(), contextlib.redirect_stdout(io.StringIO()):
+        with signals.held(), contextlib.redirect_stdout(io.StringIO()), stripped_in_linear_time():
             yield collected
     finally:
         root.handlers = saved_handlers

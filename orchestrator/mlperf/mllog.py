@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import strip_and_dedup
+from mlperf_logging.compliance_checker.mlp_parser.ruleset_400 import TOKEN
 from mlperf_logging.mllog import constants as C
 
 from orchestrator import text
 from orchestrator.config.reading import open_regular, parse_json
 from orchestrator.errors import LogError
+from orchestrator.mlperf.line_prefix import linear_prefix_strip
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import MAX_RUN_MS, EvalPoint, Exit, RunRecord, RunStatus
 
@@ -50,8 +51,7 @@ MAX_TIME_MS = 2.0**53
 MAX_SEED = 2**63 - 1
 MAX_LINE_CHARS = 64 * 1024
 """The longest MLLOG line taken (events are a few hundred characters; resolved_settings a few kB).
-Longer ones are refused before mlperf_logging's `strip_and_dedup`, whose regex is quadratic in the
-line's length (a 20 MB line kept an import busy for minutes)."""
+Longer ones are refused (one is a bad value), before anything parses them."""
 EPOCH_FIELDS = (C.EPOCH_NUM, C.FIRST_EPOCH_NUM, C.EPOCH_COUNT, C.SAMPLES_COUNT)
 """Metadata that count epochs or samples: numbers, or the line is a bad value."""
 _METADATA_KEYS = ("submission_", "opt_", "lars_", "sgd_", "model_", "oversampling", "training_input_shape",
@@ -166,8 +166,8 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
                 errors.append(LineError(number, raw[:80], f"an MLLOG line of {len(raw):,} characters (at most"
                                         f" {MAX_LINE_CHARS:,})", bad_value=True))
             continue
-        for stripped in strip_and_dedup([raw]):  # mlperf_logging's own prefix rule, per line
-            text = stripped.strip()
+        if TOKEN in raw:  # mlperf_logging's own rule (`strip_and_dedup`: its token), in linear time
+            text = linear_prefix_strip(raw, TOKEN).strip()
             try:
                 events.append(parse_line(text, number))
             except BadValue as exc:
