@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -72,6 +73,26 @@ def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
     assert placement.nodes[0].ib_devices == ("mlx5_0",)
     log.write_text(":::MLLOG {}\n")
     assert nodes.placement_of(log) is None
+
+
+@pytest.mark.parametrize("workload", ["unet3d", "resnet50", "llama31_8b"])
+def test_each_workloads_seed_joins_the_nodes_through_torchrun_rendezvous(workload: str, tmp_path: Path):
+    """What a node's launcher runs (`runners.node_launch` -> run_and_time.sh with NNODES, NODE_RANK and
+    RDZV_ENDPOINT): each workload's trainer under torchrun's c10d rendezvous, node 0 its host."""
+    python = tmp_path / "python"  # the interpreter the script would start, saying what it was given
+    python.write_text('#!/bin/sh\necho "started: $*"\n')
+    python.chmod(0o755)
+    script = TESTS.parent / "workloads" / workload / "run_and_time.sh"
+    for rank, host in (("0", "1"), ("1", "0")):
+        env = {**os.environ, "PYTHON": str(python), "NNODES": "2", "NODE_RANK": rank, "NPROC": "2",
+               "RDZV_ENDPOINT": "vm-1:29411", "RDZV_ID": "17", "DATADIR": str(tmp_path), "RESULTS_DIR": str(tmp_path)}
+        done = subprocess.run(["bash", str(script), "7"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        (line,) = [x for x in done.stdout.splitlines() if x.startswith("started: ")]
+        assert line.startswith("started: -m torch.distributed.run --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d"
+                               f" --rdzv_endpoint vm-1:29411 --rdzv_id 17 --rdzv_conf is_host={host} -m workloads."
+                               f"{workload}.train "), line
+        assert line.endswith(" 7") or " --seed 7 " in f"{line} ", line
 
 
 def _two_nodes() -> list[str]:
