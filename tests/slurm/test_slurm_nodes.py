@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.config.workloads import load_workload
 from orchestrator.results.paths import SeedPaths
-from orchestrator.runners import nodes
+from orchestrator.runners import node_launch, nodes
 from orchestrator.runners.node_launch import NODE_LINE
 from orchestrator.runners.slurm import SlurmOptions, batch_script, node_names
 from orchestrator.session.seed import seed_spec
@@ -73,6 +73,19 @@ def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
     assert placement.nodes[0].ib_devices == ("mlx5_0",)
     log.write_text(":::MLLOG {}\n")
     assert nodes.placement_of(log) is None
+
+
+def test_a_node_says_its_infiniband_devices_where_it_has_them(tmp_path: Path):
+    for name in ("mlx5_1", "mlx5_0"):
+        (tmp_path / name).mkdir()
+    assert node_launch.ib_devices(tmp_path) == ["mlx5_0", "mlx5_1"]
+    assert node_launch.ib_devices(tmp_path / "absent") == []  # no InfiniBand: none, not an error
+    said = node_launch.facts({"SLURMD_NODENAME": "vm-2", "SLURM_NODEID": "1", "NPROC": "4", "NNODES": "2",
+                              "CUDA_VISIBLE_DEVICES": "0,1,2,3", "NCCL_SOCKET_IFNAME": "ib0",
+                              "RDZV_ENDPOINT": "vm-1:29411"})
+    assert {k: said[k] for k in ("name", "node_rank", "processes", "gpus", "socket_ifname", "rendezvous")} == {
+        "name": "vm-2", "node_rank": 1, "processes": 4, "gpus": 4, "socket_ifname": "ib0", "rendezvous": "vm-1:29411"}
+    assert "lo" in said["interfaces"]
 
 
 @pytest.mark.parametrize("workload", ["unet3d", "resnet50", "llama31_8b"])
