@@ -81,13 +81,14 @@ def _over_nodes(nodes: Mapping[str, NodeSeries], start_ms: float, stop_ms: float
     peak = _peak_of_sum(present, start_ms, stop_ms) if len(present) == len(nodes) else None
     unknown = [f"node {node}: {e.method if e is not None else nodes[node].missing}"
                for node, e in each.items() if e is None or e.joules is None]
+    count = f"{len(each)} nodes" if len(each) > 1 else "1 node"  # a one-node seed a batch system ran
     if unknown:
-        return Energy(joules=None, method=f"unknown on {len(unknown)} of {len(each)} nodes: " + "; ".join(unknown),
+        return Energy(joules=None, method=f"unknown on {len(unknown)} of {count}: " + "; ".join(unknown),
                       mean_power_w=None, peak_power_w=peak, coverage=coverage)
     joules = sum(e.joules for e in each.values() if e is not None and e.joules is not None)
     methods = {e.method for e in each.values() if e is not None}
-    how = (f"{methods.pop()}, summed over {len(each)} nodes" if len(methods) == 1 else
-           f"summed over {len(each)} nodes: " + "; ".join(f"node {node}: {e.method}" for node, e in each.items() if e))
+    how = (f"{methods.pop()}, summed over {count}" if len(methods) == 1 else
+           f"summed over {count}: " + "; ".join(f"node {node}: {e.method}" for node, e in each.items() if e))
     return Energy(joules=joules, method=how, mean_power_w=joules / ((stop_ms - start_ms) / 1000), peak_power_w=peak,
                   coverage=coverage)
 

@@ -323,6 +323,8 @@ def test_a_seed_across_nodes_has_the_sum_of_its_nodes_energy_each_from_its_own_s
     assert summarize(host, 2000, 8000, gpu_nodes).energy == energy
     assert seed_energy(host, 2000, 8000, gpu_nodes).joules == pytest.approx(4800.0)
     assert energy_to_train(host, 2000, 8000).joules == pytest.approx(10000 * 6.0)  # a seed run here: the host's
+    one = energy_to_train(host, 2000, 8000, {"n2": gpu_nodes["n2"]})  # one node a batch system ran
+    assert one.joules == pytest.approx(200 * 6.0) and one.method == "integrated power, summed over 1 node"
 
     cpu_node = series([0.0] * 11, gpus=0)
     cpu_node["gpu_source"] = {"available": False, "reason": "NVML not available"}
