@@ -12,7 +12,8 @@ so the series is whole before the step ends.
 The seed's own processes on a node are this process's tree and every process carrying the run's mark
 (`runners.proc.MARK_ENV`, which the batch script exports): where nodes share one host (the CI's
 cluster), each node's ranks are the seed's too, never another's work. Anything else is, and
-`quiet.node_evidence` judges each node's series (`quiet.judge_nodes` makes the seed's verdict of them).
+`quiet.node_evidence` judges each node's series (`quiet.judge_nodes` makes the seed's verdict of them)
+and the seed's energy is the sum of theirs (`telemetry_summary.energy_to_train`).
 A stop signal is passed on to the launcher; its end is still awaited and the series written.
 """
 

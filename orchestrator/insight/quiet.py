@@ -23,15 +23,13 @@ What is sampled (`telemetry`), and why each matters:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from orchestrator import text
-from orchestrator.errors import RecordError
-from orchestrator.insight.telemetry import load_series
+from orchestrator.insight.telemetry import NodeSeries
 from orchestrator.insight.telemetry_summary import as_array
 from orchestrator.insight.throttle import CLOCKS_EVENT_REASONS, throttle_reasons
 from orchestrator.results.records import HostCause, QuietHost
@@ -123,18 +121,12 @@ def judge(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float 
                      reason=_quiet_reason(measured, not_measured, samples))
 
 
-def node_evidence(folder: Path, nodes: tuple[str, ...], start_ms: float | None, stop_ms: float | None,
+def node_evidence(nodes: Mapping[str, NodeSeries], start_ms: float | None, stop_ms: float | None,
                   ) -> dict[str, QuietHost]:
-    """Each node's verdict from the series it wrote into ``folder`` (the seed's `node_telemetry`,
-    written by `insight.node_telemetry`), ``nodes`` the nodes the seed ran on as far as its launchers
-    said: one of them without a series is not judged, and says why."""
-    judged = {node: unknown("the node wrote no series (its task did not end on its own)") for node in nodes}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            judged[path.stem] = judge(load_series(path), start_ms, stop_ms)
-        except RecordError as exc:
-            judged[path.stem] = unknown(f"its series cannot be read: {exc}")
-    return judged
+    """Each node's verdict from its own series (`telemetry.load_node_series`: the seed's
+    `node_telemetry`, written by `insight.node_telemetry`): a node without one is not judged, and says why."""
+    return {node: judge(n.series, start_ms, stop_ms) if n.series is not None else unknown(n.missing)
+            for node, n in nodes.items()}
 
 
 def judge_nodes(judged: dict[str, QuietHost]) -> QuietHost:

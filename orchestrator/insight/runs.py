@@ -17,7 +17,7 @@ from orchestrator.errors import RecordError, UsageError
 from orchestrator.insight import convergence, quiet
 from orchestrator.insight.compare import SeedResult, Setup
 from orchestrator.insight.setup_facts import facts_of
-from orchestrator.insight.telemetry import load_series
+from orchestrator.insight.telemetry import load_node_series, load_series
 from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.mlperf import benchmarks
@@ -151,7 +151,8 @@ def view_of(run: StoredRun) -> RunView:
         telemetry = None
         if series is not None and record.run_start_ms is not None and record.run_stop_ms is not None \
                 and record.run_stop_ms > record.run_start_ms:
-            telemetry = summarize(series, record.run_start_ms, record.run_stop_ms)
+            nodes = load_node_series(paths.node_telemetry, record.node_names)
+            telemetry = summarize(series, record.run_start_ms, record.run_stop_ms, nodes)
         seeds.append(SeedView(seed, record, telemetry, series, paths.output))
     return RunView(run, tuple(seeds))
 

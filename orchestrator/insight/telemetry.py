@@ -237,3 +237,25 @@ def load_series(path: Path) -> dict[str, Any]:
     if series is None:
         raise RecordError(f"{path}: missing")
     return series.model_dump(mode="python")
+
+
+@dataclass(frozen=True)
+class NodeSeries:
+    """One node's own series of a seed a batch system ran (`node_telemetry`), or why there is none."""
+
+    series: dict[str, Any] | None
+    missing: str = ""
+    """Why there is no series ('' where there is one)."""
+
+
+def load_node_series(folder: Path, nodes: tuple[str, ...]) -> dict[str, NodeSeries]:
+    """Each node's series from ``folder`` (the seed's `node_telemetry`, one ``<node>.json`` each),
+    ``nodes`` the nodes the seed ran on as far as its launchers said: one of them that wrote none,
+    or whose file cannot be read, says why. Empty: no node sampled itself (a seed run here)."""
+    found = {node: NodeSeries(None, "the node wrote no series (its task did not end on its own)") for node in nodes}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            found[path.stem] = NodeSeries(load_series(path))
+        except RecordError as exc:
+            found[path.stem] = NodeSeries(None, f"its series cannot be read: {exc}")
+    return found

@@ -4,18 +4,23 @@ utilisation and a bottleneck hint. Pure functions over the series `telemetry.Tel
 Energy-to-train is the GPUs' board power integrated over [run_start, run_stop] (trapezoids,
 the series cut by linear interpolation at both ends). When every GPU reports NVML's total-energy
 counter at both ends, the counter's difference is used instead: it is measured by the board,
-not sampled at 1 Hz.
+not sampled at 1 Hz. A seed a batch system ran across nodes sampled each node on the node itself
+(`node_telemetry`): its energy is the sum of its nodes', each from the node's own series over the
+same window, and unknown (naming the node) when any node's is; the submitting host's series is not
+the seed's then.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from scipy import integrate
 
+from orchestrator.insight.telemetry import NodeSeries
 from orchestrator.insight.throttle import REAL_THROTTLING, throttle_reasons
 from orchestrator.results.records import SeedEnergy
 
@@ -34,11 +39,13 @@ class Energy:
     joules: float | None
     """Energy of all GPUs between run_start and run_stop; None when unknown."""
     method: str
-    """'energy counter', 'integrated power' or why there is no value."""
+    """'energy counter', 'integrated power' or why there is no value (a seed across nodes: each
+    node's, or which node's is unknown and why)."""
     mean_power_w: float | None
-    """Mean total GPU power over the window."""
+    """Mean total GPU power over the window (of every node)."""
     peak_power_w: float | None
-    """Highest total GPU power sampled in the window."""
+    """Highest total GPU power sampled in the window (of every node: their series summed, each
+    interpolated at the others' sample times)."""
     coverage: float
     """Share of the window covered by samples (0..1)."""
 
@@ -51,10 +58,61 @@ class Energy:
         return self.joules / 3.6e6 if self.joules is not None else None
 
 
-def energy_to_train(series: dict[str, Any], start_ms: int, stop_ms: int) -> Energy:
-    """GPU energy between run_start and run_stop (Unix ms, as MLLOG logs them)."""
+def energy_to_train(series: dict[str, Any] | None, start_ms: float, stop_ms: float,
+                    nodes: Mapping[str, NodeSeries] | None = None) -> Energy:
+    """GPU energy between run_start and run_stop (Unix ms, as MLLOG logs them), from ``series``; for
+    a seed whose nodes sampled themselves (``nodes``: `telemetry.load_node_series`), the sum over its
+    nodes, each from its own series, ``series`` (the submitting host's) not counted: unknown where any
+    node's is, naming it, never a partial sum."""
     if stop_ms <= start_ms:
         raise ValueError(f"run_stop {stop_ms} is not after run_start {start_ms}")
+    if nodes:
+        return _over_nodes(nodes, start_ms, stop_ms)
+    if series is None:
+        raise ValueError("no series to cut")
+    return _of_series(series, start_ms, stop_ms)
+
+
+def _over_nodes(nodes: Mapping[str, NodeSeries], start_ms: float, stop_ms: float) -> Energy:
+    each = {node: _of_series(n.series, start_ms, stop_ms) if n.series is not None else None
+            for node, n in sorted(nodes.items())}
+    coverage = min(e.coverage if e is not None else 0.0 for e in each.values())
+    present = [n.series for n in nodes.values() if n.series is not None]
+    peak = _peak_of_sum(present, start_ms, stop_ms) if len(present) == len(nodes) else None
+    unknown = [f"node {node}: {e.method if e is not None else nodes[node].missing}"
+               for node, e in each.items() if e is None or e.joules is None]
+    count = f"{len(each)} nodes" if len(each) > 1 else "1 node"  # a one-node seed a batch system ran
+    if unknown:
+        return Energy(joules=None, method=f"unknown on {len(unknown)} of {count}: " + "; ".join(unknown),
+                      mean_power_w=None, peak_power_w=peak, coverage=coverage)
+    joules = sum(e.joules for e in each.values() if e is not None and e.joules is not None)
+    methods = {e.method for e in each.values() if e is not None}
+    how = (f"{methods.pop()}, summed over {count}" if len(methods) == 1 else
+           f"summed over {count}: " + "; ".join(f"node {node}: {e.method}" for node, e in each.items() if e))
+    return Energy(joules=joules, method=how, mean_power_w=joules / ((stop_ms - start_ms) / 1000), peak_power_w=peak,
+                  coverage=coverage)
+
+
+def _peak_of_sum(every: list[dict[str, Any]], start_ms: float, stop_ms: float) -> float | None:
+    """Highest total GPU power of several nodes in the window: each node's sampled power interpolated
+    at every node's sample times there (None where a node reported none)."""
+    curves = []
+    for series in every:
+        t, gpus = np.asarray(series["host"]["t_ms"], dtype=float), series.get("gpus", [])
+        power = _total(gpus, "power_w") if gpus else np.full(t.shape, np.nan)
+        known = ~np.isnan(power)
+        if not known.any():
+            return None
+        curves.append((t[known], power[known]))
+    lo, hi = max(start_ms, *(t[0] for t, _ in curves)), min(stop_ms, *(t[-1] for t, _ in curves))
+    grid = np.unique(np.concatenate([t[(t >= lo) & (t <= hi)] for t, _ in curves]))
+    if grid.size == 0:
+        return None
+    return float(np.sum([np.interp(grid, t, p) for t, p in curves], axis=0).max())
+
+
+def _of_series(series: dict[str, Any], start_ms: float, stop_ms: float) -> Energy:
+    """One series' GPU energy in the window (a host's, or one node's)."""
     t = np.asarray(series["host"]["t_ms"], dtype=float)
     gpus = series.get("gpus", [])
     coverage = _coverage(t, start_ms, stop_ms)
@@ -85,12 +143,13 @@ def energy_to_train(series: dict[str, Any], start_ms: int, stop_ms: int) -> Ener
                   coverage=coverage)
 
 
-def seed_energy(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float | None) -> SeedEnergy | None:
-    """What a seed's record keeps of `energy_to_train` (what `summarize` finds, from the same series);
-    None where there is no series or no window to cut it with."""
-    if series is None or start_ms is None or stop_ms is None or stop_ms <= start_ms:
+def seed_energy(series: dict[str, Any] | None, start_ms: float | None, stop_ms: float | None,
+                nodes: Mapping[str, NodeSeries] | None = None) -> SeedEnergy | None:
+    """What a seed's record keeps of `energy_to_train` (what `summarize` finds, from the same series,
+    its nodes' where they sampled themselves); None where there is no series or no window to cut it with."""
+    if (series is None and not nodes) or start_ms is None or stop_ms is None or stop_ms <= start_ms:
         return None
-    energy = energy_to_train(series, start_ms, stop_ms)  # type: ignore[arg-type]
+    energy = energy_to_train(series, start_ms, stop_ms, nodes)
     if energy.joules is not None and not math.isfinite(energy.joules):
         return SeedEnergy(joules=None, method=f"not a finite energy ({energy.joules})")
     return SeedEnergy(joules=energy.joules, method=energy.method)
@@ -125,7 +184,10 @@ class SeedTelemetry:
         return data
 
 
-def summarize(series: dict[str, Any], start_ms: int, stop_ms: int) -> SeedTelemetry:
+def summarize(series: dict[str, Any], start_ms: float, stop_ms: float,
+              nodes: Mapping[str, NodeSeries] | None = None) -> SeedTelemetry:
+    """The seed's telemetry in the window: its energy and power over ``nodes`` where they sampled
+    themselves (`energy_to_train`), the rest from ``series``."""
     t = np.asarray(series["host"]["t_ms"], dtype=float)
     window = (t >= start_ms) & (t <= stop_ms)
     host = {name: as_array(series["host"][name])[window] for name in
@@ -133,7 +195,7 @@ def summarize(series: dict[str, Any], start_ms: int, stop_ms: int) -> SeedTeleme
     gpus = series.get("gpus", [])
     util = np.vstack([as_array(g["util_pct"])[window] for g in gpus]) if gpus else np.empty((0, int(window.sum())))
     return SeedTelemetry(
-        energy=energy_to_train(series, start_ms, stop_ms),
+        energy=energy_to_train(series, start_ms, stop_ms, nodes),
         gpu_util_mean_pct=_mean(util),
         gpu_memory_peak_bytes=_peak_int([as_array(g["memory_used_bytes"])[window] for g in gpus]),
         temperature_peak_c=_peak([as_array(g["temperature_c"])[window] for g in gpus]),

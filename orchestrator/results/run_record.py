@@ -197,6 +197,11 @@ class RunRecord(Record):
     """The nodes, world size and fabric of a seed run across nodes (`--nodes N`); None: one node."""
 
     @property
+    def node_names(self) -> tuple[str, ...]:
+        """The nodes its placement names (none for a seed on one node)."""
+        return tuple(n.name for n in self.placement.nodes) if self.placement is not None else ()
+
+    @property
     def converged(self) -> bool:
         return self.status.converged
 

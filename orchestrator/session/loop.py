@@ -32,7 +32,7 @@ from typing import Any
 from orchestrator.config.profiles import MLPERF
 from orchestrator.errors import Interrupted
 from orchestrator.insight import quiet, sysinfo
-from orchestrator.insight.telemetry import TelemetrySampler
+from orchestrator.insight.telemetry import NodeSeries, TelemetrySampler, load_node_series
 from orchestrator.insight.telemetry_summary import seed_energy
 from orchestrator.mlperf import compliance, parity
 from orchestrator.results import atomic
@@ -40,7 +40,6 @@ from orchestrator.results.decisions import DecisionLog
 from orchestrator.results.paths import SeedPaths
 from orchestrator.results.records import (
     Manifest,
-    QuietHost,
     RunRecord,
     RunState,
     Score,
@@ -216,9 +215,7 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
             samples_per_epoch=plan.workload.samples_per_epoch, progress=watch.seeds[seed], on_update=watch.update,
             warning=watch.warning,
         )
-    record, evidence = judged_host(paths, sampler.written, record)
-    energy = seed_energy(sampler.written, record.run_start_ms, record.run_stop_ms)
-    record = record.model_copy(update={"quiet_host": evidence, "energy": energy})
+    record = with_host_facts(record, sampler.written, load_node_series(paths.node_telemetry, record.node_names))
     if plan.workload.compliance:  # else it opted out: it implements no MLPerf benchmark's rules
         record = compliance.check_seed(record, paths.output, profile=plan.profile.name, goal=plan.goal,
                                        reference_target=plan.workload.quality.target, ruleset=plan.ruleset,
@@ -227,18 +224,20 @@ def run_one_seed(run: StoredRun, seed: int, plan: BenchmarkPlan, runner: Runner,
                             ended_at=now_iso()), record)
 
 
-def judged_host(paths: SeedPaths, series: dict[str, Any] | None, record: RunRecord) -> tuple[RunRecord, QuietHost]:
-    """Was the seed's host quiet? Where its nodes sampled themselves (a batch system ran it:
-    `insight.node_telemetry`), each node is judged on its own series (its verdict kept beside its
-    facts in the record's placement) and the seed's verdict is theirs; else this host's series is judged."""
-    nodes = tuple(n.name for n in record.placement.nodes) if record.placement is not None else ()
-    judged = quiet.node_evidence(paths.node_telemetry, nodes, record.run_start_ms, record.run_stop_ms)
-    if not judged:
-        return record, quiet.judge(series, record.run_start_ms, record.run_stop_ms)
+def with_host_facts(record: RunRecord, series: dict[str, Any] | None, nodes: Mapping[str, NodeSeries]) -> RunRecord:
+    """The record with its host's verdict and its energy. Where its nodes sampled themselves (a batch
+    system ran it: `insight.node_telemetry`, ``nodes``), each node is judged on its own series (its
+    verdict kept beside its facts in the record's placement), the seed's verdict is theirs and its
+    energy their sum; else this host's series (``series``) gives both."""
+    start, stop = record.run_start_ms, record.run_stop_ms
+    energy = seed_energy(series, start, stop, nodes)
+    if not nodes:
+        return record.model_copy(update={"quiet_host": quiet.judge(series, start, stop), "energy": energy})
+    judged = quiet.node_evidence(nodes, start, stop)
     if record.placement is not None:
         placed = tuple(n.model_copy(update={"quiet_host": judged.get(n.name)}) for n in record.placement.nodes)
         record = record.model_copy(update={"placement": record.placement.model_copy(update={"nodes": placed})})
-    return record, quiet.judge_nodes(judged)
+    return record.model_copy(update={"quiet_host": quiet.judge_nodes(judged), "energy": energy})
 
 
 def archive_attempt(run: StoredRun, seed: SeedPaths) -> None:

@@ -12,8 +12,8 @@ import pytest
 from orchestrator.insight.gpu_source import GPU_FIELDS, NoGpuSource, NvmlGpuSource, open_gpu_source
 from orchestrator.insight.gpu_trace import TraceGpuSource, record_gpu_trace
 from orchestrator.insight.host_probe import HostProbe
-from orchestrator.insight.telemetry import TelemetrySampler, load_series
-from orchestrator.insight.telemetry_summary import energy_to_train, summarize
+from orchestrator.insight.telemetry import TelemetrySampler, load_node_series, load_series
+from orchestrator.insight.telemetry_summary import energy_to_train, seed_energy, summarize
 from orchestrator.insight.throttle import throttle_reasons
 from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace, node_trace
 
@@ -303,6 +303,39 @@ def test_energy_without_gpus_says_why() -> None:
     data["gpu_source"] = {"available": False, "reason": "NVIDIA driver not loaded"}
     energy = energy_to_train(data, 0, 4000)
     assert energy.joules is None and "NVIDIA driver not loaded" in energy.method
+
+
+def test_a_seed_across_nodes_has_the_sum_of_its_nodes_energy_each_from_its_own_series(tmp_path: Path) -> None:
+    """Each node sampled itself (`node_telemetry`): the seed's energy is the sum of theirs over its window,
+    the submitting host's series not counted; a node without GPU power makes it unknown, naming the node."""
+    def nodes(**written: dict) -> dict:
+        for name, data in written.items():
+            (tmp_path / name / f"{name}.json").parent.mkdir(exist_ok=True)
+            (tmp_path / name / f"{name}.json").write_text(json.dumps(data))
+        return {name: node for folder in written for name, node in load_node_series(tmp_path / folder, ()).items()}
+
+    host = series([5000.0] * 11)  # the submitting host: not the seed's
+    gpu_nodes = nodes(n1=series([300.0] * 11, counter=True), n2=series([100.0] * 13, t0=-500, step_ms=900))
+    energy = energy_to_train(host, 2000, 8000, gpu_nodes)
+    assert energy.joules == pytest.approx((600 + 200) * 6.0)
+    assert energy.method == "summed over 2 nodes: node n1: energy counter; node n2: integrated power"
+    assert energy.mean_power_w == pytest.approx(800.0) and energy.peak_power_w == pytest.approx(800.0)
+    assert summarize(host, 2000, 8000, gpu_nodes).energy == energy
+    assert seed_energy(host, 2000, 8000, gpu_nodes).joules == pytest.approx(4800.0)
+    assert energy_to_train(host, 2000, 8000).joules == pytest.approx(10000 * 6.0)  # a seed run here: the host's
+    one = energy_to_train(host, 2000, 8000, {"n2": gpu_nodes["n2"]})  # one node a batch system ran
+    assert one.joules == pytest.approx(200 * 6.0) and one.method == "integrated power, summed over 1 node"
+
+    cpu_node = series([0.0] * 11, gpus=0)
+    cpu_node["gpu_source"] = {"available": False, "reason": "NVML not available"}
+    mixed = nodes(n1=series([300.0] * 11), n3=cpu_node)
+    unknown = seed_energy(host, 2000, 8000, mixed)
+    assert unknown.joules is None
+    assert unknown.method == "unknown on 1 of 2 nodes: node n3: no GPU power: NVML not available"
+    assert energy_to_train(host, 2000, 8000, mixed).mean_power_w is None
+    silent = load_node_series(tmp_path / "n1", ("n1", "n4"))  # n4's launcher ran, its series never came
+    assert seed_energy(None, 2000, 8000, silent).method == (
+        "unknown on 1 of 2 nodes: node n4: the node wrote no series (its task did not end on its own)")
 
 
 def test_energy_rejects_a_window_that_runs_backwards() -> None:

@@ -14,8 +14,12 @@ import psutil
 import pytest
 
 from orchestrator.insight import quiet
-from orchestrator.results.records import HostCause, QuietHost
+from orchestrator.insight.telemetry import load_node_series
+from orchestrator.results.records import HostCause, QuietHost, RunRecord, RunStatus
+from orchestrator.results.run_record import NodeFacts, Placement
 from orchestrator.runners.slurm import node_names
+from orchestrator.session.loop import with_host_facts
+from tests.hardware.test_telemetry import series
 
 
 def _two_nodes() -> list[str]:
@@ -39,6 +43,26 @@ def test_the_seeds_verdict_is_its_nodes_each_named():
     assert missing.verdict == "unknown"
     assert missing.reason == "not judged on every node: node n2: the node wrote no series"
     assert quiet.judge_nodes({}).verdict == "unknown"
+
+
+def test_the_seeds_energy_is_its_nodes_summed_never_the_submitting_hosts(tmp_path: Path):
+    placement = Placement(nodes=tuple(NodeFacts(name=n, node_rank=k, processes=1) for k, n in enumerate(("n1", "n2"))),
+                          world_size=2, backend="nccl", rendezvous="n1:29500")
+    record = RunRecord(status=RunStatus.CRASHED, reason="node n2 failed", run_start_ms=1000, run_stop_ms=9000,
+                       placement=placement)
+    for name, watts in (("n1", 250.0), ("n2", 150.0)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(series([watts] * 11)))
+    host = series([5000.0] * 11)
+    nodes = load_node_series(tmp_path, record.node_names)
+    done = with_host_facts(record, host, nodes)
+    assert done.energy is not None and done.energy.joules == pytest.approx((500 + 300) * 8.0)
+    assert done.energy.method == "integrated power, summed over 2 nodes"
+    assert [n.quiet_host is not None for n in done.placement.nodes] == [True, True]
+    (tmp_path / "n2.json").unlink()  # n2's task never ended on its own: no partial sum
+    gone = with_host_facts(record, host, load_node_series(tmp_path, record.node_names)).energy
+    assert gone is not None and gone.joules is None and gone.method.startswith("unknown on 1 of 2 nodes: node n2: ")
+    here = with_host_facts(record.model_copy(update={"placement": None}), host, {}).energy  # a seed run here
+    assert here is not None and here.joules == pytest.approx(10000 * 8.0)
 
 
 def _ranks(results: Path) -> dict[str, str]:
@@ -92,5 +116,8 @@ def test_each_node_is_judged_on_its_own_the_seeds_ranks_are_its_own_a_busy_proce
         assert "other_processes" in {c["cause"] for c in per_node[name]["causes"]}
         assert any(c["node"] == name and c["cause"] == "other_processes" for c in verdict["causes"])
         assert f"node {name}: the host ran other work" in verdict["reason"]
-        series = json.loads((seed / "nodes" / f"{name}.json").read_text())
-        assert f"marked MLTRAIN_RUN_ID={run_id}" in series["evidence_notes"]["own_processes"]
+        written = json.loads((seed / "nodes" / f"{name}.json").read_text())
+        assert f"marked MLTRAIN_RUN_ID={run_id}" in written["evidence_notes"]["own_processes"]
+    # no NVML on these nodes: the seed's energy is unknown on each, never the submitting host's
+    assert record["energy"]["joules"] is None
+    assert record["energy"]["method"].startswith(f"unknown on 2 of 2 nodes: node {names[0]}: no GPU power: ")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from orchestrator.config.workloads import load_workload
 from orchestrator.results.paths import SeedPaths
-from orchestrator.runners import nodes
+from orchestrator.runners import node_launch, nodes
 from orchestrator.runners.node_launch import NODE_LINE
 from orchestrator.runners.slurm import SlurmOptions, batch_script, node_names
 from orchestrator.session.seed import seed_spec
@@ -72,6 +73,39 @@ def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
     assert placement.nodes[0].ib_devices == ("mlx5_0",)
     log.write_text(":::MLLOG {}\n")
     assert nodes.placement_of(log) is None
+
+
+def test_a_node_says_its_infiniband_devices_where_it_has_them(tmp_path: Path):
+    for name in ("mlx5_1", "mlx5_0"):
+        (tmp_path / name).mkdir()
+    assert node_launch.ib_devices(tmp_path) == ["mlx5_0", "mlx5_1"]
+    assert node_launch.ib_devices(tmp_path / "absent") == []  # no InfiniBand: none, not an error
+    said = node_launch.facts({"SLURMD_NODENAME": "vm-2", "SLURM_NODEID": "1", "NPROC": "4", "NNODES": "2",
+                              "CUDA_VISIBLE_DEVICES": "0,1,2,3", "NCCL_SOCKET_IFNAME": "ib0",
+                              "RDZV_ENDPOINT": "vm-1:29411"})
+    assert {k: said[k] for k in ("name", "node_rank", "processes", "gpus", "socket_ifname", "rendezvous")} == {
+        "name": "vm-2", "node_rank": 1, "processes": 4, "gpus": 4, "socket_ifname": "ib0", "rendezvous": "vm-1:29411"}
+    assert "lo" in said["interfaces"]
+
+
+@pytest.mark.parametrize("workload", ["unet3d", "resnet50", "llama31_8b"])
+def test_each_workloads_seed_joins_the_nodes_through_torchrun_rendezvous(workload: str, tmp_path: Path):
+    """What a node's launcher runs (`runners.node_launch` -> run_and_time.sh with NNODES, NODE_RANK and
+    RDZV_ENDPOINT): each workload's trainer under torchrun's c10d rendezvous, node 0 its host."""
+    python = tmp_path / "python"  # the interpreter the script would start, saying what it was given
+    python.write_text('#!/bin/sh\necho "started: $*"\n')
+    python.chmod(0o755)
+    script = TESTS.parent / "workloads" / workload / "run_and_time.sh"
+    for rank, host in (("0", "1"), ("1", "0")):
+        env = {**os.environ, "PYTHON": str(python), "NNODES": "2", "NODE_RANK": rank, "NPROC": "2",
+               "RDZV_ENDPOINT": "vm-1:29411", "RDZV_ID": "17", "DATADIR": str(tmp_path), "RESULTS_DIR": str(tmp_path)}
+        done = subprocess.run(["bash", str(script), "7"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        (line,) = [x for x in done.stdout.splitlines() if x.startswith("started: ")]
+        assert line.startswith("started: -m torch.distributed.run --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d"
+                               f" --rdzv_endpoint vm-1:29411 --rdzv_id 17 --rdzv_conf is_host={host} -m workloads."
+                               f"{workload}.train "), line
+        assert line.endswith(" 7") or " --seed 7 " in f"{line} ", line
 
 
 def _two_nodes() -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from orchestrator.config.workloads import load_workload
 from orchestrator.errors import UsageError
 from orchestrator.results.paths import SeedPaths
-from orchestrator.runners.slurm import SlurmJob, SlurmOptions, batch_script
+from orchestrator.runners.slurm import SlurmJob, SlurmOptions, batch_script, node_names
 from orchestrator.session.seed import seed_spec
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -159,7 +159,8 @@ def test_jobs_a_killed_mltrain_left_are_cancelled_on_resume(cli, cli_process, sl
                         " dataset: {source: synthetic}, env: {FAKE_MODE: hang, FAKE_MODE_SEEDS: '1'}}\n")
     monkeypatch.setenv("MLTRAIN_SEEDS_FILE", str(profiles))
     results = tmp_path / "results"
-    child = cli_process("run", "fakebench", "--runner", "slurm", "--results", str(results),
+    nodes = "2" if len(node_names()) > 1 else "1"  # a seed across nodes where the cluster has them
+    child = cli_process("run", "fakebench", "--runner", "slurm", "--nodes", nodes, "--results", str(results),
                         extra_env={"MLTRAIN_SEEDS_FILE": str(profiles)})
 
     def running_jobs() -> list[str]:
@@ -182,6 +183,8 @@ def test_jobs_a_killed_mltrain_left_are_cancelled_on_resume(cli, cli_process, sl
     assert r.code == 3  # seed 1 hangs again and meets the wall-clock limit
     assert not running_jobs()
     assert (results / run_id / "seeds" / "1" / "attempt-1" / "slurm-job.out").is_file()
+    placed = json.loads((results / run_id / "seeds" / "1" / "run.json").read_text())["placement"]
+    assert (len(placed["nodes"]) if placed else 1) == int(nodes), placed  # resumed on as many nodes
 
 
 @pytest.mark.parametrize(
