@@ -45,8 +45,8 @@ def test_a_seed_on_two_nodes_is_one_job_with_one_launcher_per_node():
 
 @pytest.mark.parametrize(("given", "message"), [
     (["--nodes", "0"], "--nodes 0: give the nodes of one seed, a whole number >= 1"),
-    (["--nodes", "2", "--runner", "local"], "--nodes is for the slurm runner"),
-    (["--gpus-per-node", "2", "--runner", "local"], "--gpus-per-node is for the slurm runner"),
+    (["--nodes", "2", "--runner", "local"], "--nodes is for the slurm or slurm-docker runner"),
+    (["--gpus-per-node", "2", "--runner", "local"], "--gpus-per-node is for the slurm or slurm-docker runner"),
 ])
 def test_bad_node_options_are_one_line_errors(cli, tmp_path: Path, given, message):
     r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path / "r"), *given)
