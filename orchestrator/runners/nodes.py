@@ -1,7 +1,7 @@
 """A seed across nodes on Slurm: where rank, node and rendezvous live.
 
 One seed is one Slurm job on N nodes. Its batch script (`body`) finds the first node's address,
-sets the rendezvous there (RDZV_ENDPOINT host:port, the port drawn from the job id, RDZV_ID the job
+sets the rendezvous there (RDZV_ENDPOINT host:port, a port free there, RDZV_ID the job
 id), and ``srun`` starts one launcher per node (`orchestrator.runners.node_launch`), which prints the
 node's facts and becomes the workload's run command with NODE_RANK set from SLURM_NODEID. The
 workload's own launcher (workloads/common/launcher.sh) starts torchrun there with c10d rendezvous at
@@ -26,9 +26,10 @@ from pydantic import ValidationError
 from orchestrator.results.records import NodeFacts, Placement
 from orchestrator.runners.node_launch import NODE_LINE
 
-PORT_BASE = 29400
-PORT_SPAN = 20000
-"""The rendezvous port is PORT_BASE + job id mod PORT_SPAN: two jobs sharing a node do not collide."""
+FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+"""The rendezvous port: one the first node's kernel says is free, asked on that node (the batch script
+runs there). A port drawn from the job id collided where two clusters share hosts (the CI's, each
+numbering its jobs from 1), and torchrun then joined the other job's rendezvous and waited."""
 _LAUNCH_FAILED = re.compile(r"^srun: error: Task launch for \S+ failed on node (?P<node>[^\s:]+): (?P<what>.+)$",
                             re.MULTILINE)
 RENDEZVOUS_TIMEOUT = "RendezvousTimeoutError"
@@ -47,7 +48,7 @@ def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] 
         'rdzv_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'rdzv_node=${rdzv_node%%$\'\\n\'*}',
         'rdzv_addr=$(scontrol show node -o "$rdzv_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
-        f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"',
+        f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(python -c {shlex.quote(FREE_PORT)})"',
         f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
         + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]),
     ]

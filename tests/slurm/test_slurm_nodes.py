@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ def test_a_seed_on_two_nodes_is_one_job_with_one_launcher_per_node():
     script = _script(SlurmOptions(nodes=2, gpus_per_node=4))
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script and "#SBATCH --gres=gpu:4\n" in script
     assert "export NNODES=2 NPROC=4 " in script
+    assert f":$(python -c {shlex.quote(nodes.FREE_PORT)})\"\n" in script  # a port free on the first node
     assert ("exec srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=1 python -m orchestrator.insight.node_telemetry"
             " /results/run/seeds/7/nodes -- python -m orchestrator.runners.node_launch bash run_and_time.sh 7"
             ) in script.replace(f"{TESTS}/workloads/fakebench/", "")
