@@ -9,7 +9,11 @@ becomes the first form. The spec (`NodeContainer`, written into the seed's folde
 `orchestrator.runners.slurm_docker`) says everything but the node's place in the job: that (NNODES,
 NPROC, NODE_RANK, RDZV_ENDPOINT, RDZV_ID) is read here from the task's environment and handed to the
 container, which runs on the host's network, so that torchrun's c10d rendezvous and the ranks'
-gloo or NCCL reach the other nodes as they would without a container.
+gloo or NCCL reach the other nodes as they would without a container, and in the host's process
+namespace: torchrun names each node in its rendezvous by host name and PID, and with the host's
+network every container has its host's name, while in namespaces of their own two containers'
+launchers have the same PID (seen where two nodes share a host: the rendezvous then waited for a
+second node forever).
 
 The container is named for its run, seed and node (``mltrain-<run>-seed<n>-<node>``) and carries the
 job's marks and the node as labels; it runs as the submitting user (what it writes into /results is
@@ -124,7 +128,7 @@ def run(spec: NodeContainer) -> int:
                 working_dir=spec.working_dir, user=spec.user,
                 mounts=[Mount(CONTAINER_DATA, spec.data_dir, type="bind", read_only=True),
                         Mount(CONTAINER_RESULTS, spec.results_dir, type="bind")],
-                network_mode="host", ipc_mode=spec.ipc, shm_size=spec.shm_size,
+                network_mode="host", pid_mode="host", ipc_mode=spec.ipc, shm_size=spec.shm_size,
                 ulimits=[Ulimit(name=k, soft=v, hard=v) for k, v in spec.ulimits.items()],
                 device_requests=[DeviceRequest(device_ids=visible, capabilities=[["gpu"]])]
                 if spec.gpus and visible else [],
