@@ -167,3 +167,31 @@ def test_a_node_killed_mid_seed_ends_that_seed_naming_it_and_the_next_runs(
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "converged"  # again on both nodes, as the run ran
     (again,) = results.glob("*/seeds/1/run.json")
     assert len(json.loads(again.read_text())["placement"]["nodes"]) == 2
+
+
+def test_under_slurm_docker_each_node_runs_the_seeds_container_on_one_node_too():
+    workload = load_workload(TESTS / "workloads" / "fakebench")
+    job = seed_spec(run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),
+                    paths=SeedPaths(Path("/results/run/seeds/7")), env={})
+    for count in (1, 2):
+        script = batch_script(job, SlurmOptions(nodes=count), project_root=Path("/repo"),
+                              output=job.paths.slurm_output, container=job.paths.container_spec)
+        assert (f"exec srun --kill-on-bad-exit=1 --nodes={count} --ntasks-per-node=1 python -m"
+                " orchestrator.insight.node_telemetry /results/run/seeds/7/nodes -- python -m"
+                " orchestrator.runners.node_launch python -m orchestrator.runners.node_container"
+                " /results/run/seeds/7/container.json\n") in script, script
+        assert f"export NNODES={count} NPROC=1 " in script and "run_and_time.sh" not in script
+
+
+def test_nodes_without_the_image_are_named_in_one_line():
+    from orchestrator.errors import RunnerError, UsageError
+    from orchestrator.runners.slurm_docker import missing_said
+
+    said = missing_said("mltrain/x:1", {"n2": ""}, ["n1", "n2"])
+    assert isinstance(said, UsageError) and str(said).startswith("image mltrain/x:1 is not on node n2 (of n1, n2): ")
+    said = missing_said("mltrain/x:1", {"n1": "", "n2": "", "n3": "no engine"}, ["n1", "n2", "n3"])
+    assert isinstance(said, UsageError) and "is not on nodes n1, n2 (of n1, n2, n3)" in str(said)
+    said = missing_said("mltrain/x:1", {"n3": "cannot reach the Docker engine"}, ["n1", "n3"])
+    assert isinstance(said, RunnerError) and str(said) == (
+        "node n3 cannot say whether it holds image mltrain/x:1: cannot reach the Docker engine")
+    assert "\n" not in str(said)
