@@ -3,6 +3,7 @@ workload's image, on the node's own Docker engine.
 
     python -m orchestrator.runners.node_container SPEC.json       # the seed's part on this node
     python -m orchestrator.runners.node_container --has-image TAG  # whether this node's engine holds TAG
+    python -m orchestrator.runners.node_container --remove SPEC.json  # after the launchers, whatever ended them
 
 srun starts `orchestrator.runners.node_launch` once per node (the node's facts line, NODE_RANK), which
 becomes the first form. The spec (`NodeContainer`, written into the seed's folder by
@@ -19,8 +20,10 @@ The container is named for its run, seed and node (``mltrain-<run>-seed<n>-<node
 job's marks and the node as labels; it runs as the submitting user (what it writes into /results is
 theirs). It is removed when it ends and when this launcher is stopped (scancel, the wall-clock limit,
 srun's --kill-on-bad-exit after another node failed: each a SIGTERM), so whatever ends the seed, no
-container of it stays on the node; one of the same name an earlier attempt left (its launcher
-SIGKILLed) is removed before the new one starts.
+container of it stays on the node. A launcher killed outright (SIGKILL, the OOM killer) cannot remove
+its container: the batch script then runs ``--remove`` on every node of the job once the launchers
+have ended (`orchestrator.runners.nodes.body`'s ``after``), and one of the same name an earlier
+attempt left is removed before the new one starts.
 """
 
 from __future__ import annotations
@@ -156,15 +159,36 @@ def run(spec: NodeContainer) -> int:
                 container.remove(force=True, v=True)
 
 
+def remove(spec: NodeContainer) -> int:
+    """Remove this node's container of the spec, if any is left (its launcher was killed outright:
+    SIGKILL, the OOM killer); said in one line."""
+    import docker.errors
+
+    node = node_name(dict(os.environ))
+    name = container_of(spec, node)
+    try:
+        client = _connect(node)
+        client.containers.get(name).remove(force=True, v=True)
+    except docker.errors.NotFound:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - said, and the job's status stays its launchers'
+        sys.stderr.write(f"node_container: node {node} could not remove container {name}: {exc}\n")
+        return 1
+    sys.stderr.write(f"node_container: node {node}: removed container {name}, which its launcher left\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--has-image":
         return has_image(argv[1])
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m orchestrator.runners.node_container SPEC.json | --has-image TAG\n")
+    if len(argv) not in (1, 2) or (len(argv) == 2 and argv[0] != "--remove"):
+        sys.stderr.write("usage: python -m orchestrator.runners.node_container [--remove] SPEC.json"
+                         " | --has-image TAG\n")
         return 2
     from orchestrator.config.reading import read_json
 
-    return run(NodeContainer.model_validate(read_json(Path(argv[0]))))
+    spec = NodeContainer.model_validate(read_json(Path(argv[-1])))
+    return remove(spec) if argv[0] == "--remove" else run(spec)
 
 
 if __name__ == "__main__":

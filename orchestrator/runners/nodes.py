@@ -39,18 +39,28 @@ _KILLED = {"Killed", "Terminated"}
 _SRUN_ERROR = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<task>[\d\-,]+): (?P<what>.+)$", re.MULTILINE)
 
 
-def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] = ()) -> list[str]:
+def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] = (),
+         after: Sequence[str] = ()) -> list[str]:
     """The lines of a batch script that start ``argv`` once per node (after its environment is exported),
-    each node's launcher under ``wrapper`` (the job's `node_wrapper`)."""
+    each node's launcher under ``wrapper`` (the job's `node_wrapper`); ``after``: a command run once per
+    node when the launchers have ended, however they ended (what a launcher killed outright left there
+    is removed), the job's exit status still theirs."""
     q = shlex.quote
+    launch = (f"srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
+              + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]))
+    if after:
+        end = ["status=0", f"{launch} || status=$?",
+               f"srun --nodes={nodes} --ntasks-per-node=1 --quiet " + " ".join(q(a) for a in after) + " || true",
+               'exit "$status"']
+    else:
+        end = [f"exec {launch}"]
     return [
         f"export NNODES={nodes} NPROC={processes} RDZV_ID=\"$SLURM_JOB_ID\"",
         'rdzv_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'rdzv_node=${rdzv_node%%$\'\\n\'*}',
         'rdzv_addr=$(scontrol show node -o "$rdzv_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
         f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(python -c {shlex.quote(FREE_PORT)})"',
-        f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
-        + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]),
+        *end,
     ]
 
 

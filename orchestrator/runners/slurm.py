@@ -174,13 +174,16 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
             raise UsageError(f"environment variable {key!r} of the profile is not a shell variable name"
                              " (letters, digits, '_')")
         lines.append(f"export {key}={q(no_control_characters(f'environment variable {key}', value))}")
+    after: list[str] = []
     if container is None:
         argv = [no_control_characters("the workload's run command", a) for a in proc.resolve_argv(job.argv())]
     else:
         argv = ["python", "-m", node_container.__name__, no_control_characters("the job folder", str(container))]
+        after = ["python", "-m", node_container.__name__, "--remove", argv[-1]]
     wrapper = [no_control_characters("the node's wrapper", a) for a in job.node_wrapper]
     if options.nodes > 1 or container is not None:
-        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1, wrapper=wrapper)
+        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1, wrapper=wrapper,
+                            after=after)
     else:
         lines.append("exec " + " ".join(q(a) for a in [*wrapper, *argv]))
     return "\n".join(lines) + "\n"

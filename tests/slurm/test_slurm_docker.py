@@ -1,7 +1,7 @@
 """`--runner slurm-docker`: a seed across nodes whose launcher on each node runs in a container of the
 workload's image, on the CI's two-node Slurm cluster and its Docker engine (the nodes share this host
 and its one engine): the rendezvous over the host network, the record naming both nodes and the image,
-no container left when a node's container dies or the job is cancelled, a missing image named by node."""
+no container left when a node's launcher is killed or the job is cancelled, a missing image named by node."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import docker
+import psutil
 import pytest
 
 from orchestrator.runners.node_container import LABEL_NODE, NodeContainer
@@ -42,14 +43,33 @@ def _wait(condition, timeout_s: float, what: str, child=None):  # noqa: ANN001, 
     return value
 
 
+def _training(results: Path, seed: int) -> bool:
+    """Whether ``seed``'s ranks have met and trained up to the epoch where fakebench's hang mode stops."""
+    return any('"epoch_num": 3}' in log.read_text() for log in results.glob(f"*/seeds/{seed}/output.log"))
+
+
+def _launcher(results: Path, seed: int, node: str) -> psutil.Process:
+    """The launcher of ``seed``'s container on ``node`` (`orchestrator.runners.node_container`)."""
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if argv[1:3] == ["-m", "orchestrator.runners.node_container"] and argv[3:] and argv[-1].startswith(
+                f"{results}") and f"/seeds/{seed}/" in argv[-1] and "--remove" not in argv:  # not its sampler
+            try:
+                if process.environ().get("SLURMD_NODENAME") == node:
+                    return process
+            except psutil.Error:
+                continue
+    raise AssertionError(f"no launcher of seed {seed} on node {node}")
+
+
 def test_seeds_in_containers_on_two_nodes_converge_and_leave_no_container_however_they_end(
         cli, cli_process, slurm_env, docker_engine: docker.DockerClient, torch_base_image: str,
         tmp_path: Path):
     names = _two_nodes()
-    profiles = tmp_path / "seeds.yaml"  # seed 1 converges, seed 2 loses a node's container, seed 3 is cancelled
+    profiles = tmp_path / "seeds.yaml"  # seed 1 converges; seeds 2 and 3 train until a node is lost or mltrain stops
     profiles.write_text("workloads:\n  fakebench:\n    qualify: {seeds: '1-3', timeout_minutes: 3,"
-                        " dataset: {source: synthetic}, env: {FAKE_SLEEP_S: '0.25', FAKE_BASE_EPOCHS: '12',"
-                        " FAKE_MODE: hang, FAKE_MODE_SEEDS: '3'}}\n")
+                        " dataset: {source: synthetic}, env: {FAKE_SLEEP_S: '0.05', FAKE_BASE_EPOCHS: '12',"
+                        " FAKE_MODE: hang, FAKE_MODE_SEEDS: '2,3'}}\n")
     results = tmp_path / "results"
     child = cli_process("run", "fakebench", "--runner", "slurm-docker", "--nodes", "2", "--base-image",
                         torch_base_image, "--results", str(results), "--json",
@@ -59,21 +79,22 @@ def test_seeds_in_containers_on_two_nodes_converge_and_leave_no_container_howeve
         return [c for c in mltrain_containers(docker_engine) if c.labels.get("mltrain.seed") == str(seed)
                 and c.labels.get(LABEL_NODE) == node and c.status == "running"]
 
-    # seed 2: the second node's container is killed mid-seed (a node fails); srun ends the first node's
-    (killed,) = _wait(lambda: running(2, names[1]), 240, "seed 2's container on the second node", child)
-    time.sleep(1.5)
-    docker_engine.containers.get(killed.id).kill()
+    # seed 2: the second node's launcher is SIGKILLed mid-seed (a node fails): srun ends the first node's,
+    # which removes its container; the second's, which nobody stopped, is removed after them
+    _wait(lambda: running(2, names[1]) and _training(results, 2), 240, "seed 2 training on both nodes", child)
+    os.kill(_launcher(results / "", 2, names[1]).pid, signal.SIGKILL)
     # seed 3 hangs in training; mltrain is stopped: its job is cancelled (scancel) with both containers up
-    _wait(lambda: running(3, names[0]) and running(3, names[1]), 120, "seed 3's containers on both nodes", child)
+    _wait(lambda: running(3, names[0]) and running(3, names[1]) and _training(results, 3), 120,
+          "seed 3 training on both nodes", child)
     (up,) = running(3, names[0])
     attrs = docker_engine.containers.get(up.id).attrs  # as the submitting user, on the host's network
     assert attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}" and attrs["HostConfig"]["NetworkMode"] == "host"
     assert up.name.endswith(f"-seed3-{names[0]}")
-    time.sleep(1.0)
     os.kill(child.pid, signal.SIGTERM)
     out, err = child.communicate(timeout=120)
     assert child.returncode == 143, err
     (run,) = [p.parent for p in results.glob("*/manifest.json")]
+    killed_name = f"mltrain-{run.name}-seed2-{names[1]}"
     assert mltrain_containers(docker_engine, run.name) == [], "a container of the run was left behind"
 
     first = json.loads((run / "seeds" / "1" / "run.json").read_text())
@@ -95,6 +116,8 @@ def test_seeds_in_containers_on_two_nodes_converge_and_leave_no_container_howeve
 
     second = json.loads((run / "seeds" / "2" / "run.json").read_text())
     assert second["status"] == "crashed" and f"node {names[1]} (task 1" in second["reason"], second["reason"]
+    assert f"node {names[1]}: removed container {killed_name}, which its launcher left" in (
+        run / "seeds" / "2" / "output.log").read_text()
     third = json.loads((run / "seeds" / "3" / "state.json").read_text())
     assert third["state"] == "interrupted", third
 

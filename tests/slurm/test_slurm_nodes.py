@@ -176,10 +176,12 @@ def test_under_slurm_docker_each_node_runs_the_seeds_container_on_one_node_too()
     for count in (1, 2):
         script = batch_script(job, SlurmOptions(nodes=count), project_root=Path("/repo"),
                               output=job.paths.slurm_output, container=job.paths.container_spec)
-        assert (f"exec srun --kill-on-bad-exit=1 --nodes={count} --ntasks-per-node=1 python -m"
+        assert (f"\nsrun --kill-on-bad-exit=1 --nodes={count} --ntasks-per-node=1 python -m"
                 " orchestrator.insight.node_telemetry /results/run/seeds/7/nodes -- python -m"
                 " orchestrator.runners.node_launch python -m orchestrator.runners.node_container"
-                " /results/run/seeds/7/container.json\n") in script, script
+                " /results/run/seeds/7/container.json || status=$?\n"
+                f"srun --nodes={count} --ntasks-per-node=1 --quiet python -m orchestrator.runners.node_container"
+                ' --remove /results/run/seeds/7/container.json || true\nexit "$status"\n') in script, script
         assert f"export NNODES={count} NPROC=1 " in script and "run_and_time.sh" not in script
 
 
