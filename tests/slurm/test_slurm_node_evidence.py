@@ -5,6 +5,7 @@ node, a real other process is another's work on the node it runs on, and the see
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -94,3 +95,11 @@ def test_each_node_is_judged_on_its_own_the_seeds_ranks_are_its_own_a_busy_proce
         assert f"node {name}: the host ran other work" in verdict["reason"]
         series = json.loads((seed / "nodes" / f"{name}.json").read_text())
         assert f"marked MLTRAIN_RUN_ID={run_id}" in series["evidence_notes"]["own_processes"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_launcher_ended_by_a_signal_ends_its_sampler_by_that_signal(tmp_path: Path, signum: int):
+    ended = subprocess.run([sys.executable, "-m", "orchestrator.insight.node_telemetry", str(tmp_path / "nodes"), "--",
+                            "sh", "-c", f"kill -{int(signum)} $$"], capture_output=True, text=True, timeout=60)
+    assert ended.returncode == -signum, ended.stderr  # as srun would have seen the launcher end: Killed, not exit 1
+    assert "Traceback" not in ended.stderr
