@@ -38,6 +38,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 LABEL_NODE = "mltrain.node"
+CONTAINER_LINE = ":::MLTRAIN_CONTAINER "
+"""The start of the line each node says its container in (JSON: node, container: the image's tag@id),
+read back into the seed's `Placement` (`orchestrator.runners.nodes.placement_of`)."""
 IMAGE_LINE = ":::MLTRAIN_IMAGE "
 """The start of a node's answer to ``--has-image`` (JSON: node, image, present, error)."""
 NODE_ENGINE_ENV = "MLTRAIN_NODE_DOCKER_HOST"
@@ -144,6 +147,9 @@ def run(spec: NodeContainer) -> int:
                              f" {short_error(exc)}\n")
             return 125
         try:
+            said = {"node": node, "name": name, "container": f"{spec.image}@{container.image.id}"}
+            sys.stdout.write(CONTAINER_LINE + json.dumps(said, sort_keys=True) + "\n")
+            sys.stdout.flush()
             container.start()
             for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
                 sys.stdout.buffer.write(chunk)

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.results.records import NodeFacts, Placement
+from orchestrator.runners.node_container import CONTAINER_LINE
 from orchestrator.runners.node_launch import NODE_LINE
 
 FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
@@ -86,28 +87,41 @@ def placement_of(log: Path) -> Placement | None:
     """The nodes a seed ran on, from the facts lines its launchers printed (None: none printed, or
     the lines do not make a placement: the seed did not run across nodes, or did not start)."""
     said: dict[int, dict[str, object]] = {}
+    containers: dict[str, str] = {}
     try:
         with log.open(encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 if line.startswith(NODE_LINE):
-                    try:
-                        fact = json.loads(line[len(NODE_LINE):])
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(fact, dict) and isinstance(fact.get("node_rank"), int):
-                        said.setdefault(fact["node_rank"], fact)
+                    fact = _json(line[len(NODE_LINE):])
+                    if isinstance(fact.get("node_rank"), int):
+                        said.setdefault(fact["node_rank"], fact)  # type: ignore[arg-type]
+                elif line.startswith(CONTAINER_LINE):
+                    ran = _json(line[len(CONTAINER_LINE):])
+                    if isinstance(ran.get("node"), str) and isinstance(ran.get("container"), str):
+                        containers.setdefault(ran["node"], ran["container"])  # type: ignore[arg-type]
     except OSError:
         return None
     if not said:
         return None
     try:
-        nodes = tuple(NodeFacts.model_validate({k: v for k, v in said[rank].items()
-                                                if k in NodeFacts.model_fields}) for rank in sorted(said))
+        nodes = tuple(NodeFacts.model_validate({k: v for k, v in said[rank].items() if k in NodeFacts.model_fields}
+                                               | ({"container": ran} if (ran := containers.get(str(said[rank].get(
+                                                   "name")))) else {}))
+                      for rank in sorted(said))
     except ValidationError:
         return None
     first = said[min(said)]
     return Placement(nodes=nodes, world_size=sum(n.processes for n in nodes), backend=backend_of(first),
                      rendezvous=str(first.get("rendezvous", "")))
+
+
+def _json(text: str) -> dict[str, object]:
+    """A facts line's JSON object ({} for anything else)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def backend_of(fact: dict[str, object]) -> str:

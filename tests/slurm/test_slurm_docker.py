@@ -109,13 +109,15 @@ def test_seeds_in_containers_on_two_nodes_converge_and_leave_no_container_howeve
     assert manifest["runner"] == "slurm-docker" and provenance["nodes"] == 2
     assert provenance["image"]["tag"].startswith("mltrain/fakebench:") and provenance["image_on_nodes"] == names
     assert provenance["base_image"]["ref"] == torch_base_image
+    image = f"{provenance['image']['tag']}@{provenance['image']['id']}"
+    assert [n["container"] for n in placement["nodes"]] == [image, image]  # each node says the image it ran
     spec = NodeContainer.model_validate_json((run / "seeds" / "1" / "container.json").read_text())
     assert spec.image == provenance["image"]["tag"] and spec.user == f"{os.getuid()}:{os.getgid()}"
     written = list((run / "seeds" / "1" / "results").iterdir())
     assert written and all(p.stat().st_uid == os.getuid() for p in written)  # the submitting user's files
 
     second = json.loads((run / "seeds" / "2" / "run.json").read_text())
-    assert second["status"] == "crashed" and f"node {names[1]} (task 1" in second["reason"], second["reason"]
+    assert second["status"] == "crashed" and f"node {names[1]} (task 1: Killed)" in second["reason"], second["reason"]
     assert f"node {names[1]}: removed container {killed_name}, which its launcher left" in (
         run / "seeds" / "2" / "output.log").read_text()
     third = json.loads((run / "seeds" / "3" / "state.json").read_text())

@@ -17,6 +17,7 @@ import pytest
 from orchestrator.config.workloads import load_workload
 from orchestrator.results.paths import SeedPaths
 from orchestrator.runners import nodes
+from orchestrator.runners.node_container import CONTAINER_LINE
 from orchestrator.runners.node_launch import NODE_LINE
 from orchestrator.runners.slurm import SlurmOptions, batch_script, node_names
 from orchestrator.session.seed import seed_spec
@@ -67,9 +68,12 @@ def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
     log = tmp_path / "output.log"
     facts = [{"name": f"n{i}", "node_rank": i, "processes": 2, "gpus": 2, "interfaces": {"ib0": ["10.0.0.1"]},
               "ib_devices": ["mlx5_0"], "rendezvous": "10.0.0.1:29401", "socket_ifname": None} for i in (1, 0)]
-    log.write_text("".join(NODE_LINE + json.dumps(f) + "\n" for f in facts) + f"{NODE_LINE}{{broken\n")
+    ran = {"node": "n1", "name": "mltrain-r-seed7-n1", "container": "mltrain/w:1@sha256:ab"}
+    log.write_text("".join(NODE_LINE + json.dumps(f) + "\n" for f in facts) + f"{NODE_LINE}{{broken\n"
+                   + CONTAINER_LINE + json.dumps(ran) + f"\n{CONTAINER_LINE}[]\n")
     placement = nodes.placement_of(log)
     assert placement is not None and [n.name for n in placement.nodes] == ["n0", "n1"]
+    assert [n.container for n in placement.nodes] == [None, "mltrain/w:1@sha256:ab"]  # n1 said its container
     assert placement.world_size == 4 and placement.backend == "nccl" and placement.rendezvous == "10.0.0.1:29401"
     assert placement.nodes[0].ib_devices == ("mlx5_0",)
     log.write_text(":::MLLOG {}\n")
