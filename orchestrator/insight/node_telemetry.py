@@ -78,7 +78,8 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # noqa: BLE001
             sys.stderr.write(f"node_telemetry: node {node}'s series not written: {type(exc).__name__}: {exc}\n")
     if code < 0:  # ended by a signal: end so too, as srun would have seen the launcher end
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # their handlers cannot be set (EINVAL)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
 

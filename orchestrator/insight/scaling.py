@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from orchestrator import text
 from orchestrator.insight.runs import RunView, view_of
 from orchestrator.results.store import Store
+from orchestrator.runners.kinds import ACROSS_NODES
 
 SMOKE = "smoke"
-SLURM = "slurm"
-"""The one runner whose seeds may span nodes (`--nodes N`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +104,7 @@ def sentences_for(store: Store, run_ids: Sequence[str], runners: Mapping[str, st
     runner, from the index). Runs are opened only where their node counts differ: a run on a runner
     other than Slurm ran on one node, a Slurm run's count is in its manifest (read alone), so a
     comparison of thousands of one-node runs opens none for this."""
-    counts = {(store.manifest(run_id).runner_provenance.get("nodes", 1) if runners.get(run_id) == SLURM else 1)
+    counts = {(store.manifest(run_id).runner_provenance.get("nodes", 1) if runners.get(run_id) in ACROSS_NODES else 1)
               for run_id in run_ids}
     if len(counts) < 2:
         return []

@@ -152,6 +152,11 @@ class JobPaths:
     def slurm_output(self) -> Path:
         return self.root / "slurm-job.out"
 
+    @property
+    def container_spec(self) -> Path:
+        """The container each node of a Slurm job starts (``--runner slurm-docker``)."""
+        return self.root / "container.json"
+
 
 @dataclass(frozen=True)
 class SeedPaths(JobPaths):

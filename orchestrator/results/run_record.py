@@ -125,6 +125,9 @@ class NodeFacts(Record):
     """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME as the job set it (None: the library chose)."""
     quiet_host: QuietHost | None = None
     """Was this node quiet while the seed ran, judged from its own series (None: not judged)."""
+    container: str | None = None
+    """The image its launcher's container ran, as the node's engine held it (``tag@sha256:...``;
+    ``--runner slurm-docker``); None: no container."""
 
 
 class Placement(Record):

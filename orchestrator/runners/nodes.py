@@ -1,7 +1,7 @@
 """A seed across nodes on Slurm: where rank, node and rendezvous live.
 
 One seed is one Slurm job on N nodes. Its batch script (`body`) finds the first node's address,
-sets the rendezvous there (RDZV_ENDPOINT host:port, the port drawn from the job id, RDZV_ID the job
+sets the rendezvous there (RDZV_ENDPOINT host:port, a port free there, RDZV_ID the job
 id), and ``srun`` starts one launcher per node (`orchestrator.runners.node_launch`), which prints the
 node's facts and becomes the workload's run command with NODE_RANK set from SLURM_NODEID. The
 workload's own launcher (workloads/common/launcher.sh) starts torchrun there with c10d rendezvous at
@@ -24,11 +24,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.results.records import NodeFacts, Placement
+from orchestrator.runners.node_container import CONTAINER_LINE
 from orchestrator.runners.node_launch import NODE_LINE
 
-PORT_BASE = 29400
-PORT_SPAN = 20000
-"""The rendezvous port is PORT_BASE + job id mod PORT_SPAN: two jobs sharing a node do not collide."""
+FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+"""The rendezvous port: one the first node's kernel says is free, asked on that node (the batch script
+runs there). A port drawn from the job id collided where two clusters share hosts (the CI's, each
+numbering its jobs from 1), and torchrun then joined the other job's rendezvous and waited."""
 _LAUNCH_FAILED = re.compile(r"^srun: error: Task launch for \S+ failed on node (?P<node>[^\s:]+): (?P<what>.+)$",
                             re.MULTILINE)
 RENDEZVOUS_TIMEOUT = "RendezvousTimeoutError"
@@ -38,18 +40,28 @@ _KILLED = {"Killed", "Terminated"}
 _SRUN_ERROR = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<task>[\d\-,]+): (?P<what>.+)$", re.MULTILINE)
 
 
-def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] = ()) -> list[str]:
+def body(argv: list[str], *, nodes: int, processes: int, wrapper: Sequence[str] = (),
+         after: Sequence[str] = ()) -> list[str]:
     """The lines of a batch script that start ``argv`` once per node (after its environment is exported),
-    each node's launcher under ``wrapper`` (the job's `node_wrapper`)."""
+    each node's launcher under ``wrapper`` (the job's `node_wrapper`); ``after``: a command run once per
+    node when the launchers have ended, however they ended (what a launcher killed outright left there
+    is removed), the job's exit status still theirs."""
     q = shlex.quote
+    launch = (f"srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
+              + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]))
+    if after:
+        end = ["status=0", f"{launch} || status=$?",
+               f"srun --nodes={nodes} --ntasks-per-node=1 --quiet " + " ".join(q(a) for a in after) + " || true",
+               'exit "$status"']
+    else:
+        end = [f"exec {launch}"]
     return [
         f"export NNODES={nodes} NPROC={processes} RDZV_ID=\"$SLURM_JOB_ID\"",
         'rdzv_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'rdzv_node=${rdzv_node%%$\'\\n\'*}',
         'rdzv_addr=$(scontrol show node -o "$rdzv_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
-        f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"',
-        f"exec srun --kill-on-bad-exit=1 --nodes={nodes} --ntasks-per-node=1 "
-        + " ".join(q(a) for a in [*wrapper, "python", "-m", "orchestrator.runners.node_launch", *argv]),
+        f'export RDZV_ENDPOINT="${{rdzv_addr:-$rdzv_node}}:$(python -c {shlex.quote(FREE_PORT)})"',
+        *end,
     ]
 
 
@@ -75,28 +87,41 @@ def placement_of(log: Path) -> Placement | None:
     """The nodes a seed ran on, from the facts lines its launchers printed (None: none printed, or
     the lines do not make a placement: the seed did not run across nodes, or did not start)."""
     said: dict[int, dict[str, object]] = {}
+    containers: dict[str, str] = {}
     try:
         with log.open(encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 if line.startswith(NODE_LINE):
-                    try:
-                        fact = json.loads(line[len(NODE_LINE):])
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(fact, dict) and isinstance(fact.get("node_rank"), int):
-                        said.setdefault(fact["node_rank"], fact)
+                    fact = _json(line[len(NODE_LINE):])
+                    if isinstance(fact.get("node_rank"), int):
+                        said.setdefault(fact["node_rank"], fact)  # type: ignore[arg-type]
+                elif line.startswith(CONTAINER_LINE):
+                    ran = _json(line[len(CONTAINER_LINE):])
+                    if isinstance(ran.get("node"), str) and isinstance(ran.get("container"), str):
+                        containers.setdefault(ran["node"], ran["container"])  # type: ignore[arg-type]
     except OSError:
         return None
     if not said:
         return None
     try:
-        nodes = tuple(NodeFacts.model_validate({k: v for k, v in said[rank].items()
-                                                if k in NodeFacts.model_fields}) for rank in sorted(said))
+        nodes = tuple(NodeFacts.model_validate({k: v for k, v in said[rank].items() if k in NodeFacts.model_fields}
+                                               | ({"container": ran} if (ran := containers.get(str(said[rank].get(
+                                                   "name")))) else {}))
+                      for rank in sorted(said))
     except ValidationError:
         return None
     first = said[min(said)]
     return Placement(nodes=nodes, world_size=sum(n.processes for n in nodes), backend=backend_of(first),
                      rendezvous=str(first.get("rendezvous", "")))
+
+
+def _json(text: str) -> dict[str, object]:
+    """A facts line's JSON object ({} for anything else)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def backend_of(fact: dict[str, object]) -> str:

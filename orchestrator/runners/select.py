@@ -12,9 +12,10 @@ from orchestrator.runners.kinds import AUTO, NAMES, RUNNERS
 from orchestrator.runners.local import LocalRunner
 
 RUNNER_NAMES = NAMES
-RUNNER_FLAGS = {option: (flag, kind.name) for kind in RUNNERS for option, flag in zip(kind.options, kind.flags,
-                                                                                       strict=True)}
-"""The options a user gives that only one runner takes: (its flag, that runner)."""
+RUNNER_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    option: (flag, tuple(k.name for k in RUNNERS if option in k.options))
+    for kind in RUNNERS for option, flag in zip(kind.options, kind.flags, strict=True)}
+"""The options a user gives that only some runners take: (its flag, those runners)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,14 +58,15 @@ class RunnerOptions:
         """UsageError naming every option given for another runner than ``runner`` (they were
         dropped without a word: `run --runner local --partition gpu --shm-size 2g` exited 0)."""
         defaults = RunnerOptions()
-        stray = [(flag, owner) for field, (flag, owner) in RUNNER_FLAGS.items()
-                 if owner != runner and getattr(self, field) != getattr(defaults, field)]
+        stray = [(flag, owners) for field, (flag, owners) in RUNNER_FLAGS.items()
+                 if runner not in owners and getattr(self, field) != getattr(defaults, field)]
         if not stray:
             return
         parts = []
-        for owner in sorted({owner for _, owner in stray}):
-            flags = [flag for flag, o in stray if o == owner]
-            parts.append(f"{', '.join(flags)} {'is' if len(flags) == 1 else 'are'} for the {owner} runner")
+        for owners in sorted({owners for _, owners in stray}):
+            flags = [flag for flag, o in stray if o == owners]
+            parts.append(f"{', '.join(flags)} {'is' if len(flags) == 1 else 'are'} for the {' or '.join(owners)}"
+                         " runner")
         chose = f" (--runner {AUTO} chose it)" if self.name == AUTO else ""
         raise UsageError(f"{'; '.join(parts)}: this command runs on the {runner} runner{chose}; drop "
                          f"{'it' if len(stray) == 1 else 'them'}, or pick the runner with --runner")
@@ -88,13 +90,19 @@ def _local(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
 
 
 def _slurm(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
-    from orchestrator.runners.slurm import SlurmOptions, SlurmRunner
+    from orchestrator.runners.slurm import SlurmRunner
 
-    return SlurmRunner(python_root(), SlurmOptions(
+    return SlurmRunner(python_root(), _slurm_options(options))
+
+
+def _slurm_options(options: RunnerOptions):  # noqa: ANN202 - SlurmOptions, imported with its runner
+    from orchestrator.runners.slurm import SlurmOptions
+
+    return SlurmOptions(
         partition=options.partition, gpus=options.gpus, time_limit_minutes=options.time_limit_minutes,
         nodelist=options.nodelist, exclusive=options.exclusive, nodes=options.nodes,
         gpus_per_node=options.gpus_per_node,
-    ))
+    )
 
 
 def _docker(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
@@ -106,6 +114,14 @@ def _docker(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
     )
 
 
+def _slurm_docker(options: RunnerOptions, on_status: Callable[[str], None]) -> Runner:
+    from orchestrator.runners.slurm_docker import SlurmDockerRunner
+
+    return SlurmDockerRunner(python_root(), _slurm_options(options), files_root=project_files(),
+                             shm_size=options.shm_size, ipc=options.ipc, base_image=options.base_image,
+                             rebuild=options.rebuild, on_status=on_status)
+
+
 MAKERS: dict[str, Callable[[RunnerOptions, Callable[[str], None]], Runner]] = {
-    "local": _local, "docker": _docker, "slurm": _slurm}
+    "local": _local, "docker": _docker, "slurm": _slurm, "slurm-docker": _slurm_docker}
 """How each runner of the table (`kinds.RUNNERS`, but auto) is made."""

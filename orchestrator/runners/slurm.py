@@ -29,7 +29,7 @@ from typing import Any
 from orchestrator.errors import RunnerError, UsageError
 from orchestrator.results import atomic
 from orchestrator.results.records import Exit
-from orchestrator.runners import nodes, proc
+from orchestrator.runners import node_container, nodes, proc
 from orchestrator.runners.base import LABEL_RUN_ID, Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner, host_argv
 from orchestrator.runners.gpus import CUDA_VISIBLE_DEVICES, device_order_env
 from orchestrator.runners.outcome import read_tail
@@ -130,9 +130,12 @@ class SlurmOptions:
             sbatch_value("--partition", self.partition, name=_PARTITIONS)
 
 
-def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, output: Path) -> str:
+def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, output: Path,
+                 container: Path | None = None) -> str:
     """The sbatch script of one job. ``#SBATCH`` values are checked to read back as given; values
-    in the body are shell-quoted; no value holds a control character (UsageError naming it)."""
+    in the body are shell-quoted; no value holds a control character (UsageError naming it).
+    ``container``: each node's launcher runs the container this file describes
+    (`orchestrator.runners.node_container`), on one node too, in place of the job's command."""
     q = shlex.quote
     lines = [
         "#!/bin/bash",
@@ -171,10 +174,16 @@ def batch_script(job: JobSpec, options: SlurmOptions, *, project_root: Path, out
             raise UsageError(f"environment variable {key!r} of the profile is not a shell variable name"
                              " (letters, digits, '_')")
         lines.append(f"export {key}={q(no_control_characters(f'environment variable {key}', value))}")
-    argv = [no_control_characters("the workload's run command", a) for a in proc.resolve_argv(job.argv())]
+    after: list[str] = []
+    if container is None:
+        argv = [no_control_characters("the workload's run command", a) for a in proc.resolve_argv(job.argv())]
+    else:
+        argv = ["python", "-m", node_container.__name__, no_control_characters("the job folder", str(container))]
+        after = ["python", "-m", node_container.__name__, "--remove", argv[-1]]
     wrapper = [no_control_characters("the node's wrapper", a) for a in job.node_wrapper]
-    if options.nodes > 1:
-        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1, wrapper=wrapper)
+    if options.nodes > 1 or container is not None:
+        lines += nodes.body(argv, nodes=options.nodes, processes=options.gpus_per_node or 1, wrapper=wrapper,
+                            after=after)
     else:
         lines.append("exec " + " ".join(q(a) for a in [*wrapper, *argv]))
     return "\n".join(lines) + "\n"

@@ -265,12 +265,13 @@ CASES: dict[str, Bad] = {
     "run options of other runners": Bad(
         ("run", "fakebench", "--runner", "local", "--partition", "gpu", "--shm-size", "2g", "--ipc", "private",
          "--base-image", "foo:1", "--drop-caches"),
-        "--shm-size, --ipc, --base-image, --drop-caches are for the docker runner; --partition is for the slurm "
-        "runner: this command runs on the local runner; drop them, or pick the runner with --runner"),
+        "--drop-caches is for the docker runner; --shm-size, --ipc, --base-image are for the docker or slurm-docker"
+        " runner; --partition is for the slurm or slurm-docker runner: this command runs on the local runner; drop"
+        " them, or pick the runner with --runner"),
     "run a docker option locally": Bad(("run", "fakebench", "--runner", "local", "--rebuild"),
-                                        "--rebuild is for the docker runner: this command runs on the local runner"),
+                                        "--rebuild is for the docker or slurm-docker runner: this command runs on"),
     "qualify a docker option locally": Bad(("qualify", "--base-image", "foo:1"),
-                                           "--base-image is for the docker runner: this command runs on the local"),
+                                           "--base-image is for the docker or slurm-docker runner: this command"),
     "run label with a newline": Bad(("run", "fakebench", "--label", "a\nb"), "--label"),
     "run empty label": Bad(("run", "fakebench", "--label", ""), "--label"),
     "run retry-failed without resume": Bad(("run", "fakebench", "--retry-failed"), "--retry-failed"),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.docker.conftest import docker_engine, test_base_image, torch_base_image  # noqa: F401 - fixtures
 from tests.slurm.cluster import started_cluster
 
 

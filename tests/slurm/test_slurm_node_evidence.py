@@ -5,6 +5,7 @@ node, a real other process is another's work on the node it runs on, and the see
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -121,3 +122,11 @@ def test_each_node_is_judged_on_its_own_the_seeds_ranks_are_its_own_a_busy_proce
     # no NVML on these nodes: the seed's energy is unknown on each, never the submitting host's
     assert record["energy"]["joules"] is None
     assert record["energy"]["method"].startswith(f"unknown on 2 of 2 nodes: node {names[0]}: no GPU power: ")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_launcher_ended_by_a_signal_ends_its_sampler_by_that_signal(tmp_path: Path, signum: int):
+    ended = subprocess.run([sys.executable, "-m", "orchestrator.insight.node_telemetry", str(tmp_path / "nodes"), "--",
+                            "sh", "-c", f"kill -{int(signum)} $$"], capture_output=True, text=True, timeout=60)
+    assert ended.returncode == -signum, ended.stderr  # as srun would have seen the launcher end: Killed, not exit 1
+    assert "Traceback" not in ended.stderr

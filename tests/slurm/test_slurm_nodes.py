@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ import pytest
 from orchestrator.config.workloads import load_workload
 from orchestrator.results.paths import SeedPaths
 from orchestrator.runners import node_launch, nodes
+from orchestrator.runners.node_container import CONTAINER_LINE
 from orchestrator.runners.node_launch import NODE_LINE
 from orchestrator.runners.slurm import SlurmOptions, batch_script, node_names
 from orchestrator.session.seed import seed_spec
@@ -35,6 +37,7 @@ def test_a_seed_on_two_nodes_is_one_job_with_one_launcher_per_node():
     script = _script(SlurmOptions(nodes=2, gpus_per_node=4))
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script and "#SBATCH --gres=gpu:4\n" in script
     assert "export NNODES=2 NPROC=4 " in script
+    assert f":$(python -c {shlex.quote(nodes.FREE_PORT)})\"\n" in script  # a port free on the first node
     assert ("exec srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=1 python -m orchestrator.insight.node_telemetry"
             " /results/run/seeds/7/nodes -- python -m orchestrator.runners.node_launch bash run_and_time.sh 7"
             ) in script.replace(f"{TESTS}/workloads/fakebench/", "")
@@ -46,8 +49,8 @@ def test_a_seed_on_two_nodes_is_one_job_with_one_launcher_per_node():
 
 @pytest.mark.parametrize(("given", "message"), [
     (["--nodes", "0"], "--nodes 0: give the nodes of one seed, a whole number >= 1"),
-    (["--nodes", "2", "--runner", "local"], "--nodes is for the slurm runner"),
-    (["--gpus-per-node", "2", "--runner", "local"], "--gpus-per-node is for the slurm runner"),
+    (["--nodes", "2", "--runner", "local"], "--nodes is for the slurm or slurm-docker runner"),
+    (["--gpus-per-node", "2", "--runner", "local"], "--gpus-per-node is for the slurm or slurm-docker runner"),
 ])
 def test_bad_node_options_are_one_line_errors(cli, tmp_path: Path, given, message):
     r = cli("run", "fakebench", "--seeds", "1", "--results", str(tmp_path / "r"), *given)
@@ -66,9 +69,12 @@ def test_the_placement_is_read_from_each_nodes_facts(tmp_path: Path):
     log = tmp_path / "output.log"
     facts = [{"name": f"n{i}", "node_rank": i, "processes": 2, "gpus": 2, "interfaces": {"ib0": ["10.0.0.1"]},
               "ib_devices": ["mlx5_0"], "rendezvous": "10.0.0.1:29401", "socket_ifname": None} for i in (1, 0)]
-    log.write_text("".join(NODE_LINE + json.dumps(f) + "\n" for f in facts) + f"{NODE_LINE}{{broken\n")
+    ran = {"node": "n1", "name": "mltrain-r-seed7-n1", "container": "mltrain/w:1@sha256:ab"}
+    log.write_text("".join(NODE_LINE + json.dumps(f) + "\n" for f in facts) + f"{NODE_LINE}{{broken\n"
+                   + CONTAINER_LINE + json.dumps(ran) + f"\n{CONTAINER_LINE}[]\n")
     placement = nodes.placement_of(log)
     assert placement is not None and [n.name for n in placement.nodes] == ["n0", "n1"]
+    assert [n.container for n in placement.nodes] == [None, "mltrain/w:1@sha256:ab"]  # n1 said its container
     assert placement.world_size == 4 and placement.backend == "nccl" and placement.rendezvous == "10.0.0.1:29401"
     assert placement.nodes[0].ib_devices == ("mlx5_0",)
     log.write_text(":::MLLOG {}\n")
@@ -199,3 +205,33 @@ def test_a_node_killed_mid_seed_ends_that_seed_naming_it_and_the_next_runs(
     assert json.loads(r.out)["per_seed"]["1"]["status"] == "converged"  # again on both nodes, as the run ran
     (again,) = results.glob("*/seeds/1/run.json")
     assert len(json.loads(again.read_text())["placement"]["nodes"]) == 2
+
+
+def test_under_slurm_docker_each_node_runs_the_seeds_container_on_one_node_too():
+    workload = load_workload(TESTS / "workloads" / "fakebench")
+    job = seed_spec(run_id="fakebench-qualify-1", seed=7, workload=workload, data_dir=Path("/data/fake"),
+                    paths=SeedPaths(Path("/results/run/seeds/7")), env={})
+    for count in (1, 2):
+        script = batch_script(job, SlurmOptions(nodes=count), project_root=Path("/repo"),
+                              output=job.paths.slurm_output, container=job.paths.container_spec)
+        assert (f"\nsrun --kill-on-bad-exit=1 --nodes={count} --ntasks-per-node=1 python -m"
+                " orchestrator.insight.node_telemetry /results/run/seeds/7/nodes -- python -m"
+                " orchestrator.runners.node_launch python -m orchestrator.runners.node_container"
+                " /results/run/seeds/7/container.json || status=$?\n"
+                f"srun --nodes={count} --ntasks-per-node=1 --quiet python -m orchestrator.runners.node_container"
+                ' --remove /results/run/seeds/7/container.json || true\nexit "$status"\n') in script, script
+        assert f"export NNODES={count} NPROC=1 " in script and "run_and_time.sh" not in script
+
+
+def test_nodes_without_the_image_are_named_in_one_line():
+    from orchestrator.errors import RunnerError, UsageError
+    from orchestrator.runners.slurm_docker import missing_said
+
+    said = missing_said("mltrain/x:1", {"n2": ""}, ["n1", "n2"])
+    assert isinstance(said, UsageError) and str(said).startswith("image mltrain/x:1 is not on node n2 (of n1, n2): ")
+    said = missing_said("mltrain/x:1", {"n1": "", "n2": "", "n3": "no engine"}, ["n1", "n2", "n3"])
+    assert isinstance(said, UsageError) and "is not on nodes n1, n2 (of n1, n2, n3)" in str(said)
+    said = missing_said("mltrain/x:1", {"n3": "cannot reach the Docker engine"}, ["n1", "n3"])
+    assert isinstance(said, RunnerError) and str(said) == (
+        "node n3 cannot say whether it holds image mltrain/x:1: cannot reach the Docker engine")
+    assert "\n" not in str(said)

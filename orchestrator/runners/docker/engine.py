@@ -179,6 +179,12 @@ def _follow_lines(chunks: Iterable[bytes], on_line: Callable[[str], None]) -> No
         on_line(pending)
 
 
+def invoking_user() -> str:
+    """``uid:gid`` of this process: containers run as the user who asked, so that what they write into
+    /results is that user's (the image's own user, often root, would own it)."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
 def engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 

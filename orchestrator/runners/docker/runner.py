@@ -27,7 +27,7 @@ from docker.types import Mount
 from orchestrator.errors import DataError, RunnerError, UsageError
 from orchestrator.results.records import Exit
 from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
-from orchestrator.runners.docker.engine import connect, engine_address, remove_leftovers, short_error
+from orchestrator.runners.docker.engine import connect, engine_address, invoking_user, remove_leftovers, short_error
 from orchestrator.runners.docker.gpus import check_gpu_support, device_requests
 from orchestrator.runners.docker.images import BuiltImage, build_spec, ensure_image, image_present
 from orchestrator.runners.docker.probes import Ulimits, clear_caches, image_env_versions, probe_versions
@@ -63,6 +63,20 @@ def check_base_image(base_image: str | None) -> str | None:
     return base_image
 
 
+def check_ipc_and_shm(ipc: str, shm_size: str) -> None:
+    """``--ipc`` and ``--shm-size`` refused unless the engine takes them."""
+    if ipc not in IPC_MODES:
+        raise UsageError(f"--ipc {ipc!r}: use host (NVIDIA's harness; the host's /dev/shm) or private")
+    if not _SHM_SIZE.match(shm_size):
+        raise UsageError(f"--shm-size {shm_size!r}: use a size like 1g, 512m or 65536")
+
+
+def image_record(image: BuiltImage, attrs: dict[str, Any]) -> dict[str, Any]:
+    """A workload image as a run's provenance names it (``attrs``: the engine's inspection of it)."""
+    return {"tag": image.tag, "id": image.image_id, "digest": (attrs.get("RepoDigests") or [None])[0],
+            "content_hash": image.content_hash, "reused": image.reused}
+
+
 class DockerRunner(Runner):
     """Runs each job in a fresh container of its bundle's image."""
 
@@ -80,10 +94,7 @@ class DockerRunner(Runner):
         on_status: Callable[[str], None] = lambda s: None,
         ipc: str = "host",
     ) -> None:
-        if ipc not in IPC_MODES:
-            raise UsageError(f"--ipc {ipc!r}: use host (NVIDIA's harness; the host's /dev/shm) or private")
-        if not _SHM_SIZE.match(shm_size):
-            raise UsageError(f"--shm-size {shm_size!r}: use a size like 1g, 512m or 65536")
+        check_ipc_and_shm(ipc, shm_size)
         base_image = check_base_image(base_image)
         self.project_root = project_root
         self.gpus = parse_gpus(gpus)
@@ -95,7 +106,7 @@ class DockerRunner(Runner):
         self.drop_caches = drop_caches
         self.base_image = base_image
         self.on_status = on_status
-        self.user = f"{os.getuid()}:{os.getgid()}"
+        self.user = invoking_user()
         self._client: docker.DockerClient | None = None
         self._image: BuiltImage | None = None
         self._drop_method: str | None = None
@@ -130,13 +141,7 @@ class DockerRunner(Runner):
                 "host": engine_address(),
                 "runtimes": sorted(info.get("Runtimes") or {}),
             },
-            "image": {
-                "tag": image.tag,
-                "id": image.image_id,
-                "digest": (attrs.get("RepoDigests") or [None])[0],
-                "content_hash": image.content_hash,
-                "reused": image.reused,
-            },
+            "image": image_record(image, attrs),
             "base_image": {"ref": image.base_image, "id": image.base_image_id},
             "versions": versions,
             "container": {
@@ -163,10 +168,7 @@ class DockerRunner(Runner):
         spec.results_dir.mkdir(parents=True, exist_ok=True)
         if self.drop_caches:
             self._drop_method = clear_caches(self.client, self._image.tag, self.on_status)
-        environment = {**device_order_env(), **spec.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS,
-                       MARK_ENV: spec.run_id}  # the host tells the seed's processes from others' by it (telemetry)
-        if not self.user.startswith("0:"):
-            environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
+        environment = container_environment(spec, self.user)
         name = container_name(spec.run_id, spec.name)
         options: dict[str, Any] = {
             "image": self._image.tag,
@@ -241,9 +243,24 @@ def container_argv(bundle: Bundle, command: Sequence[str] | None = None) -> list
     return argv
 
 
+def container_environment(spec: JobSpec, user: str) -> dict[str, str]:
+    """What a job's container is told: the job's environment, DATADIR and RESULTS_DIR as the container
+    sees them, and the run's mark, by which the host tells the job's processes from others' (telemetry)."""
+    environment = {**device_order_env(), **spec.env, "DATADIR": CONTAINER_DATA, "RESULTS_DIR": CONTAINER_RESULTS,
+                   MARK_ENV: spec.run_id}
+    if not user.startswith("0:"):
+        environment.setdefault("HOME", "/tmp")  # the image has no home for an arbitrary uid
+    return environment
+
+
 def container_name(run_id: str, job: str) -> str:
     """``mltrain-<run id>-<job name>`` (a seed's: ``...-seed7``), in the characters Docker takes."""
-    return _NAME_UNSAFE.sub("_", f"mltrain-{run_id}-{job}")
+    return docker_name(f"mltrain-{run_id}-{job}")
+
+
+def docker_name(text: str) -> str:
+    """``text`` as a container's name: each character Docker refuses there as ``_``."""
+    return _NAME_UNSAFE.sub("_", text)
 
 
 def _said(spec: JobSpec) -> str:

@@ -10,7 +10,9 @@ fi
 if [[ ${NNODES:-1} != 1 ]]; then  # a seed across nodes: the workloads' own launcher (torchrun, c10d rendezvous)
     NPROC=${NPROC:-1}
     PYTHON=python3
-    source ../../../workloads/common/launcher.sh
+    kit=../../../workloads/common  # in a checkout; in its image, the kit is beside the workload
+    [[ -d $kit ]] || kit=../common
+    source "$kit/launcher.sh"
 else
     launcher=(python3)
 fi
