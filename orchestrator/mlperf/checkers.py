@@ -29,7 +29,7 @@ from orchestrator import signals
 from orchestrator.config.reading import SMALL_BYTES, read_json
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import benchmarks
-from orchestrator.mlperf.line_prefix import stripped_in_linear_time
+from orchestrator.mlperf.tool_speed import faster_tools
 
 USAGE = benchmarks.USAGE
 
@@ -50,7 +50,7 @@ def quiet_tools() -> Iterator[Collected]:
     logger's handlers (a stderr handler that `logging.basicConfig` or an earlier `logging.info`
     installed, say) are set aside for the call and put back after it. A stop signal is held until
     the tool returns (`signals.held`): its bare ``except:`` clauses would take it for a failed rule.
-    Its log parser strips line prefixes in linear time (`line_prefix`), its output unchanged."""
+    Two of its steps run faster, their output unchanged (`tool_speed`)."""
     collected = Collected()
 
     class _Keep(logging.Handler):
@@ -62,7 +62,7 @@ def quiet_tools() -> Iterator[Collected]:
     root.handlers = [_Keep(level=logging.INFO)]
     root.setLevel(logging.INFO)
     try:
-        with signals.held(), contextlib.redirect_stdout(io.StringIO()), stripped_in_linear_time():
+        with signals.held(), contextlib.redirect_stdout(io.StringIO()), faster_tools():
             yield collected
     finally:
         root.handlers = saved_handlers

@@ -32,8 +32,8 @@ from mlperf_logging.mllog import constants as C
 from orchestrator import text
 from orchestrator.config.reading import open_regular, parse_json
 from orchestrator.errors import LogError
-from orchestrator.mlperf.line_prefix import linear_prefix_strip
 from orchestrator.mlperf.quality import Goal
+from orchestrator.mlperf.tool_speed import linear_prefix_strip
 from orchestrator.results.records import MAX_RUN_MS, EvalPoint, Exit, RunRecord, RunStatus
 
 MLLOG_PREFIX = ":::MLLOG"
