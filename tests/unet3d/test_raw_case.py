@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -127,6 +129,18 @@ def test_a_spacing_that_cannot_be_resampled_is_refused_from_the_header(tmp_path:
     assert_refused(capsys, raw, words, tmp_path=tmp_path, data=False)
     with pytest.raises(DataError, match="imaging.nii.gz: spacing "):
         inference_preprocess_case(raw / "case_00000", (8, 8, 8))
+
+
+def test_a_zero_or_negative_spacing_is_one_line_on_the_terminal_not_nibabel_s_fix_beside_it(tmp_path: Path) -> None:
+    # nibabel logs its "fix" of such a header (abs, or 1) through a handler of its own, which capsys
+    # does not see: the user's stderr is the process's
+    raw = raw_case(tmp_path)
+    patch_pixdim(raw / "case_00000" / "imaging.nii.gz", [-1.6, 0.0, 1.2])
+    done = subprocess.run([sys.executable, "-m", "workloads.unet3d.dataset", "verify-raw", str(raw), "--workers", "1",
+                           "--headers-only"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"error: {raw}: case_00000/imaging.nii.gz: spacing (pixdim[1:4]) "
+        "[-1.600000023841858, 0.0, 1.2000000476837158]: each must be a finite, positive number of mm"], done.stderr
 
 
 def _with(value: float, dtype: str = "float32") -> np.ndarray:

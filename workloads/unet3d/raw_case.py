@@ -17,9 +17,12 @@ others take too, and a case one refuses is refused by each in the same words:
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import stat
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nibabel
@@ -103,6 +106,20 @@ def _header_problem(path: Path, volume: nibabel.Nifti1Image, spacing_used: bool)
     return None
 
 
+@contextmanager
+def header_fixes_unsaid() -> Iterator[None]:
+    """nibabel's log of what it "fixes" in a header it loads (a zero or negative spacing made 1 or
+    positive) kept off stderr: the checks here name the problem, in one line. (nibabel's own
+    LoggingOutputSuppressor leaves the logger without a handler, so Python's last resort prints it.)"""
+    logger = nibabel.imageglobals.logger
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def open_pair(case_dir: Path) -> tuple[nibabel.Nifti1Image, nibabel.Nifti1Image]:
     """The case's image and label, their files and headers checked (no voxel read yet); DataError
     naming the case and the file."""
@@ -110,7 +127,8 @@ def open_pair(case_dir: Path) -> tuple[nibabel.Nifti1Image, nibabel.Nifti1Image]
     volumes = []
     for name in (IMAGE_NAME, LABEL_NAME):
         try:
-            volume = nibabel.load(case_dir / name)
+            with header_fixes_unsaid():
+                volume = nibabel.load(case_dir / name)
         except READ_ERRORS as err:
             raise DataError(f"{case_dir.name}/{name}: unreadable NIfTI ({type(err).__name__}: {err})") from None
         try:
