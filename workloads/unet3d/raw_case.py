@@ -16,10 +16,8 @@ others take too, and a case one refuses is refused by each in the same words:
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
-import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +27,7 @@ import nibabel
 import numpy as np
 
 from workloads.common.errors import DataError
+from workloads.common.files import file_problem
 
 IMAGE_NAME = "imaging.nii.gz"
 LABEL_NAME = "segmentation.nii.gz"
@@ -43,23 +42,6 @@ READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, nibabel.filebasedimage
 def resampled_shape(spacing: list[float], shape: tuple[int, ...]) -> list[int]:
     """``int(spacing / target * shape)`` per spatial axis."""
     return (np.array(spacing) / np.array(TARGET_SPACING) * np.array(shape)).astype(int).tolist()
-
-
-def file_problem(path: Path) -> str | None:
-    """Why ``path`` is not a regular file to read, or None."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "missing file"
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return "a symbolic link loop, not a file"
-        return f"cannot be read ({err.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a folder" if stat.S_ISDIR(mode) else "a socket or other special file")
-    return f"{kind}, not a file"
 
 
 def check_files(case_dir: Path) -> None:
