@@ -532,8 +532,11 @@ CASES: dict[str, Bad] = {
     "import label with a newline": Bad(("import", "{T}/logs", "--benchmark", "unet3d", "--label", "a\nb"),
                                        "--label 'a\\nb': give a name", prepare=_logs(lambda n, log: log)),
     "infer model file missing": Bad(("infer", "resnet50", "--model", "{T}/none.onnx", "--data", "{T}"), "none.onnx"),
-    "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"), "m.onnx",
-                                prepare=_a_file("m.onnx")),
+    "infer model not ONNX": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"),
+                                "m.onnx: not an ONNX model", prepare=_a_file("m.onnx")),
+    "infer model empty": Bad(("infer", "resnet50", "--model", "{T}/m.onnx", "--data", "{T}"),
+                             "m.onnx: not an ONNX model (no graph and no opset in it)",
+                             prepare=lambda box: _write(box.tmp / "m.onnx", "")),
     # data, build, clean, sysinfo
     "data unknown workload": Bad(("data", "nosuch", "check", "/tmp"), "unknown workload or inference model 'nosuch'",
                                  results_option=False),
