@@ -1,5 +1,6 @@
 """What a path the workloads read is, when it is not a regular file: one wording for every reader
-(a raw KiTS19 case, its kits.json, a seed's trained weights)."""
+(a raw KiTS19 case, its kits.json, a seed's trained weights, an inference dataset's lists and images, a
+model file)."""
 
 from __future__ import annotations
 
