@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from workloads.common.errors import DataError
+from workloads.inference.kits19.prepare import check_sources, select_cases
 from workloads.inference.kits19.preprocess import preprocess_case as inference_preprocess_case
 from workloads.unet3d.dataset import main
 from workloads.unet3d.prepare import is_reference_kits19
@@ -197,6 +198,11 @@ def test_a_file_that_is_not_a_file_is_named_as_what_it_is_and_never_read(tmp_pat
     words = {"symlink loop": "a symbolic link loop, not a file", "fifo": "a FIFO, not a file",
              "device": "a device, not a file", "folder": "a folder, not a file", "dangling link": "missing file"}
     assert_refused(capsys, raw, f"case_00000/imaging.nii.gz: {words[kind]}", tmp_path=tmp_path, data=False)
+    # the inference harness takes the case, and its check names the file (before: a case whose files are
+    # not regular files was left out without a word, the test run on the others)
+    assert select_cases(raw) == [("case_00000", "case_00000")]
+    with pytest.raises(DataError, match=f"case_00000/imaging.nii.gz: {words[kind]}"):
+        check_sources(raw, ["case_00000"])
 
 
 def test_a_kits_json_nested_deep_is_one_line(tmp_path: Path, capsys) -> None:
