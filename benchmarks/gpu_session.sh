@@ -38,6 +38,7 @@
 # 128+N when stopped by signal N.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+exec 3>&2  # the caller's stderr: a stop is said there even while a block's stderr goes to a file
 # The parts, in the order they run, with their default limits in seconds (480 in all): adding a part is a line
 # here and its function part_NAME below.
 PART_LIMITS=(
@@ -105,7 +106,7 @@ stop() {
     trap '' TERM INT HUP
     [[ -n $running ]] && kill -TERM "$running" 2>/dev/null && wait "$running" 2>/dev/null
     echo "gpu_session: stopped by SIG$1 after $((SECONDS - started)) s: what the parts wrote is in $OUT" \
-        | tee -a "$summary" >&2
+        | tee -a "$summary" >&3
     rm -rf "$WORK"
     exit $((128 + $2))
 }

@@ -46,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 from kit_reference import REFERENCE_PATH, check_reference, copy_reference
-from kit_target import HAVE_MAX_BYTES, KitError, Target, read_have, read_small_file
+from kit_target import HAVE_MAX_BYTES, KitError, Target, folder_problem, read_have, read_small_file
 from kit_wheels import (
     BUILD_REQUIREMENTS,
     NEVER_CARRIED,
@@ -158,8 +158,8 @@ def skipped_names(text: str, always: set[str]) -> set[str]:
 def build(args: argparse.Namespace) -> list[str]:
     out: Path = args.out
     replaces_kit = check_out(out)
-    if args.wheels is not None and not args.wheels.is_dir():
-        raise KitError(f"--wheels {args.wheels}: no such folder", 2)
+    if args.wheels is not None and (problem := folder_problem(args.wheels)) is not None:
+        raise KitError(f"--wheels {args.wheels}: {problem}", 2)
     target = load_target(args)
     reference = check_reference(args.reference) if args.reference else None  # before anything is downloaded
     always = {canonicalize_name(Requirement(r).name) for r in BUILD_REQUIREMENTS}

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kit_target import KitError
+from kit_target import KitError, folder_problem
 
 REFERENCE_PATH = "retired_benchmarks/unet3d/pytorch"
 
@@ -31,8 +31,8 @@ def check_reference(source: str) -> tuple[Path, str]:
     if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source):
         raise KitError(f"--reference {source}: a URL; {how}", 2)
     repo = Path(source).expanduser()
-    if not repo.is_dir():
-        raise KitError(f"--reference {source}: no such folder; {how}", 2)
+    if (problem := folder_problem(repo)) is not None:
+        raise KitError(f"--reference {source}: {problem}; {how}", 2)
     probe = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "HEAD^{commit}"], capture_output=True,
                            text=True)
     if probe.returncode != 0:

@@ -57,6 +57,23 @@ HAVE_MAX_BYTES = 4 * 2**20
 """A pip list is some kilobytes; more is not one."""
 
 
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, in words: the one wording of the kit's refusals."""
+    return ("a file" if stat.S_ISREG(mode) else "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` is not a folder ('no such folder', 'a FIFO, not a folder'), None when it is one."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such folder"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None if stat.S_ISDIR(mode) else f"{kind_of(mode)}, not a folder"
+
+
 def read_small_file(path: Path, max_bytes: int) -> bytes:
     """A regular file's bytes, at most ``max_bytes``: a FIFO or a device is refused unopened for reading
     (opened without blocking), a larger file by its size (OSError, with the reason as its strerror)."""
@@ -64,9 +81,7 @@ def read_small_file(path: Path, max_bytes: int) -> bytes:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
-            else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise OSError(errno.EINVAL, f"{kind}, not a file")
+        raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a file")
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:

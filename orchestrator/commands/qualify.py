@@ -20,6 +20,7 @@ from orchestrator.commands.common import (
     registry,
     results_dir,
 )
+from orchestrator.config.reading import not_a_folder
 from orchestrator.errors import UsageError
 from orchestrator.output import Output
 
@@ -145,8 +146,8 @@ def _expected(count: int | None, source: str = "") -> Expected:
 
 def _data_folder(data: Path | None) -> Path | None:
     """--data, resolved (not a folder: bad input)."""
-    if data is not None and not data.is_dir():
-        raise UsageError(f"--data {data}: not a folder")
+    if data is not None and (wrong := not_a_folder(data)) is not None:
+        raise UsageError(f"--data {data}: {wrong}")
     return data.resolve() if data is not None else None
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from orchestrator.commands.common import JSON_OPTION, output
+from orchestrator.config.reading import not_a_folder
 from orchestrator.errors import UsageError
 
 
@@ -56,8 +57,8 @@ def show_sysinfo(
         else:
             out.data(str(record_gpu_trace))
         return
-    if data is not None and not data.exists():
-        raise UsageError(f"--data {data}: no such folder")
+    if data is not None and (wrong := not_a_folder(data)) is not None:
+        raise UsageError(f"--data {data}: {wrong}")
     system = sysinfo.capture(data)
     if system_desc_dir is not None:
         name = system_desc.safe_name(system_name) if system_name else system_desc.default_system_name(system)

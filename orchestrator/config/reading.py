@@ -121,6 +121,18 @@ def not_a_file(path: Path) -> str | None:
     return None
 
 
+def not_a_folder(path: Path) -> str | None:
+    """Why ``path`` is not a folder ('no such folder', 'a file, not a folder', 'a character device,
+    not a folder', a loop of links), None when it is one: what a folder given as input is called."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such folder"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None if stat.S_ISDIR(mode) else f"{what_is(mode, NOT_PLAIN)}, not a folder"
+
+
 @contextlib.contextmanager
 def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[bytes]]:
     """``path`` opened for reading in binary, once it is known to be a regular file (at most

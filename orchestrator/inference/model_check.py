@@ -64,6 +64,8 @@ def _check_onnx(path: Path, expected: InputFacts) -> CheckedModel:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - onnx raises DecodeError, ValueError, OSError for a bad file
         raise UsageError(f"--model {path}: not an ONNX model ({' '.join(str(exc).split())[:160]})") from None
+    if not model.HasField("graph") and not model.opset_import:  # protobuf reads an empty file, and many others
+        raise UsageError(f"--model {path}: not an ONNX model (no graph and no opset in it)")
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     newest = defs.onnx_opset_version()
     if opset is None or not expected.min_opset <= opset <= newest:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.config.labels import check_label
-from orchestrator.config.reading import not_a_file
+from orchestrator.config.reading import not_a_file, not_a_folder
 from orchestrator.errors import DataError, UsageError
 from orchestrator.inference.declaration import Harness, InputFacts, ModelFacts, ProfileRules, find_model
 from orchestrator.inference.model_check import MAX_BATCH, CheckedModel, check_model
@@ -226,8 +226,8 @@ def missing_inputs(o: InferenceOptions, facts: ModelFacts, *, model_given: bool 
         how.append(f"The {o.model} model: {facts.how_to_get.model.strip()}")
     if o.data is None:
         problems.append(f"--profile {o.profile} needs the dataset: --data DIR")
-    elif not o.data.is_dir():
-        problems.append(f"--data {o.data}: {'not a folder' if o.data.exists() else 'no such folder'}")
+    elif (wrong := not_a_folder(o.data)) is not None:
+        problems.append(f"--data {o.data}: {wrong}")
     if len(problems) > len(how):
         how.append(f"The {o.model} data: {facts.how_to_get.data.strip()}")
     if problems:

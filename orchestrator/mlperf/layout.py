@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.config.reading import SMALL_BYTES, check_regular, read_json, read_regular
+from orchestrator.config.reading import SMALL_BYTES, check_regular, not_a_folder, read_json, read_regular
 from orchestrator.errors import UsageError
 from orchestrator.mlperf import checkers
 from orchestrator.results.records import ExportedRun
@@ -51,8 +51,8 @@ def locate(folder: Path, benchmark: str) -> Path:
     """The benchmark folder meant by ``folder``: itself when it holds logs, else its
     ``<benchmark>/`` (a system folder), else the one ``results/<system>/<benchmark>/`` below it
     (a submission folder)."""
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: not a folder")
+    if (wrong := not_a_folder(folder)) is not None:
+        raise UsageError(f"{folder}: {wrong}")
     if _logs(folder):
         return folder
     if (folder / benchmark).is_dir():

@@ -20,6 +20,7 @@ from typing import Any
 
 from orchestrator.config.locations import data_cache_dir
 from orchestrator.config.profiles import Profile
+from orchestrator.config.reading import not_a_folder
 from orchestrator.config.workloads import Workload
 from orchestrator.errors import ConfigError, DataError
 from orchestrator.runners.base import DatasetArg, DatasetResult, HostPath, Runner
@@ -75,9 +76,9 @@ def prepared_cache_dir(workload: Workload) -> Path:
 def resolve_data_dir(workload: Workload, profile: Profile, given: Path | None) -> Path:
     """The folder the run starts from: the user's, else the profile's synthetic one."""
     if given is not None:
-        if not given.is_dir():
+        if (wrong := not_a_folder(given)) is not None:
             how = workload.data.how_to_get.strip()
-            raise DataError(f"data folder {given} does not exist", details=f"How to get {workload.name}'s data:\n{how}"
+            raise DataError(f"data folder {given}: {wrong}", details=f"How to get {workload.name}'s data:\n{how}"
                             if how else f"See `mltrain data {workload.name} --help`.")
         return given.resolve()
     if profile.dataset.source == "synthetic":

@@ -104,7 +104,7 @@ def _nothing_written(folder: Path) -> bool:
         (["run", "fakebench", "--seeds", "a"], "is not a seed or range"),
         (["run", "fakebench", "--seeds", ""], "empty seed spec"),
         (["run", "fakebench", "--seeds", "1,1"], "given twice"),
-        (["run", "fakebench", "--data", "/nonexistent/kits19"], "data folder /nonexistent/kits19 does not exist"),
+        (["run", "fakebench", "--data", "/nonexistent/kits19"], "data folder /nonexistent/kits19: no such folder"),
         (["run", "fakebench", "--profile", "fast"], "'fast' is not one of 'qualify', 'mlperf', 'smoke'"),
         (["run", "fakebench", "--runner", "cloud"], "'cloud' is not one of 'local', 'docker', 'slurm', 'auto'"),
         (["show", "no-such-run"], "no run 'no-such-run'"),
@@ -121,7 +121,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path: Path, ar
 
 def test_a_missing_data_folder_is_followed_by_the_whole_how_to(cli, tmp_path: Path):
     r = cli("run", "fakebench", "--data", str(tmp_path / "none"), "--results", str(tmp_path / "results"))
-    assert r.code == 2 and r.err.splitlines() == [f"error: data folder {tmp_path / 'none'} does not exist",
+    assert r.code == 2 and r.err.splitlines() == [f"error: data folder {tmp_path / 'none'}: no such folder",
                                                    "  How to get fakebench's data:",
                                                    "  make one with: mltrain data fakebench synthesize DIR"]
 

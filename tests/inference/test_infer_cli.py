@@ -6,6 +6,7 @@ verbs (list, show, compare, report, export) on inference runs."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -291,6 +292,25 @@ def test_a_val_map_with_a_bom_reads_and_one_not_utf8_is_named(cli, assets, tmp_p
         assert r.code in (0, 1), r.err
     else:
         assert r.code == 2 and said in r.err and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("fifo", "val_map.txt: the val_map.txt: a FIFO, not a file"),  # never opened: it would block
+    ("loop", "val_map.txt: the val_map.txt: a symbolic link loop, not a file"),
+    ("image folder", "img_003.jpg: image listed in val_map.txt: a folder, not a file"),
+])
+def test_a_val_map_or_image_that_is_no_file_is_named_as_what_it_is_not_missing(cli, assets, tmp_path: Path,
+                                                                                  kind: str, said: str):
+    data = tiny.dataset(tmp_path / "data")
+    listing = data / "val_map.txt"
+    if kind == "image folder":
+        (data / "img_003.jpg").unlink()
+        (data / "img_003.jpg").mkdir()
+    else:
+        listing.unlink()
+        os.mkfifo(listing) if kind == "fifo" else listing.symlink_to(listing)
+    r = infer(cli, (assets[0], data), tmp_path / "r", "--time", "0.2")
+    assert r.code == 2 and r.err.strip().splitlines() == [f"error: resnet50 data in {data}: {data}/{said}"], r.err
 
 
 def test_the_reference_accuracy_off_the_cpu_is_the_file_s_own_on_the_cpu(cli, assets, tmp_path: Path):

@@ -6,6 +6,8 @@ test_smoke_3d_unet.py, slow.)"""
 from __future__ import annotations
 
 import json
+import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -58,7 +60,8 @@ class _Runs:
         return (os.system, ("touch pwned",))
 
 
-@pytest.mark.parametrize("damage", ["json-text", "json-list", "json-deep", "json-window", "pickle-runs-code"])
+@pytest.mark.parametrize("damage", ["json-text", "json-list", "json-deep", "json-window", "pickle-runs-code",
+                                    "pt-fifo", "json-loop"])
 def test_a_damaged_or_hostile_seed_folder_is_one_line_and_exit_2(damage: str, tmp_path: Path, capsys,
                                                                  monkeypatch):
     """The export reads model.json checked and model.pt as tensors only: a damaged file or a pickle
@@ -81,13 +84,26 @@ def test_a_damaged_or_hostile_seed_folder_is_one_line_and_exit_2(damage: str, tm
         (seed / "model.json").write_text("[" * 100_000 + "]" * 100_000)
     elif damage == "json-window":
         (seed / "model.json").write_text(json.dumps({**facts, "window": [16, "x"]}))
+    elif damage == "pt-fifo":  # named as what it is, never "no trained weights", never opened
+        (seed / "model.pt").unlink()
+        os.mkfifo(seed / "model.pt")
+    elif damage == "json-loop":
+        (seed / "model.json").unlink()
+        (seed / "model.json").symlink_to(seed / "model.json")
     else:
         (seed / "model.pt").write_bytes(pickle.dumps({"weight": _Runs()}))
     monkeypatch.chdir(tmp_path)
-    code = main([str(seed), str(tmp_path / "m.onnx")])
+    with warnings.catch_warnings(record=True) as warned:  # a warning is a line on the user's stderr too
+        warnings.simplefilter("always")
+        code = main([str(seed), str(tmp_path / "m.onnx")])
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("unet3d export: ") and "Traceback" not in err
+    assert [str(w.message) for w in warned] == []
+    if damage == "pt-fifo":
+        assert err == f"unet3d export: {seed / 'model.pt'}: a FIFO, not a file\n"
+    if damage == "json-loop":
+        assert err == f"unet3d export: {seed / 'model.json'}: a symbolic link loop, not a file\n"
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "m.onnx").exists()
 
 

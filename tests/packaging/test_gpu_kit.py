@@ -133,6 +133,8 @@ def test_a_kit_over_its_limit_is_refused_naming_the_largest_wheels_and_nothing_i
 @pytest.mark.parametrize(("args", "words"), [
     (["--reference", "https://github.com/mlcommons/training"], "a URL; give a local checkout or bare mirror"),
     (["--reference", "/no/such/repo"], "no such folder"),
+    (["--reference", "{tmp}/fifo"], "fifo: a FIFO, not a folder"),  # named as what it is, not "no such folder"
+    (["--wheels", "/dev/null"], "--wheels /dev/null: a device, not a folder"),
     (["--python-version", "3.11"], "lists a Python 3.12: give the list read on the machine the kit is for"),
     (["--python-version", "three"], "give major.minor"),
     (["--have", "/no/such/list"], "--have /no/such/list: cannot read it"),

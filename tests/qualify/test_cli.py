@@ -121,7 +121,8 @@ def test_a_damaged_record_is_named_skipped_and_exit_2_as_list_does(cli, tmp_path
     (["--suite", "weekly"], "unknown suite 'weekly': choose one of full, gemm_only, inference_only,"
                             " inference_refused, quick, throughput_only"),
     (["--references", "/nonexistent.yaml"], "--references /nonexistent.yaml: file not found"),
-    (["--data", "/nonexistent"], "--data /nonexistent: not a folder"),
+    (["--data", "/nonexistent"], "--data /nonexistent: no such folder"),
+    (["--data", "/dev/null"], "--data /dev/null: a character device, not a folder"),
     (["--nodes", "all"], "--nodes and --partition pick Slurm nodes: add --runner slurm"),
     (["--node-name", "a/b"], "node name 'a/b': use letters, digits"),
 ])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 
 from workloads.common.errors import DataError
+from workloads.inference.kits19.prepare import check_sources, select_cases
 from workloads.inference.kits19.preprocess import preprocess_case as inference_preprocess_case
 from workloads.unet3d.dataset import main
 from workloads.unet3d.prepare import is_reference_kits19
@@ -129,6 +132,18 @@ def test_a_spacing_that_cannot_be_resampled_is_refused_from_the_header(tmp_path:
         inference_preprocess_case(raw / "case_00000", (8, 8, 8))
 
 
+def test_a_zero_or_negative_spacing_is_one_line_on_the_terminal_not_nibabel_s_fix_beside_it(tmp_path: Path) -> None:
+    # nibabel logs its "fix" of such a header (abs, or 1) through a handler of its own, which capsys
+    # does not see: the user's stderr is the process's
+    raw = raw_case(tmp_path)
+    patch_pixdim(raw / "case_00000" / "imaging.nii.gz", [-1.6, 0.0, 1.2])
+    done = subprocess.run([sys.executable, "-m", "workloads.unet3d.dataset", "verify-raw", str(raw), "--workers", "1",
+                           "--headers-only"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"error: {raw}: case_00000/imaging.nii.gz: spacing (pixdim[1:4]) "
+        "[-1.600000023841858, 0.0, 1.2000000476837158]: each must be a finite, positive number of mm"], done.stderr
+
+
 def _with(value: float, dtype: str = "float32") -> np.ndarray:
     image = volumes()[0].astype(dtype)
     image[1, 2, 3] = value
@@ -183,6 +198,11 @@ def test_a_file_that_is_not_a_file_is_named_as_what_it_is_and_never_read(tmp_pat
     words = {"symlink loop": "a symbolic link loop, not a file", "fifo": "a FIFO, not a file",
              "device": "a device, not a file", "folder": "a folder, not a file", "dangling link": "missing file"}
     assert_refused(capsys, raw, f"case_00000/imaging.nii.gz: {words[kind]}", tmp_path=tmp_path, data=False)
+    # the inference harness takes the case, and its check names the file (before: a case whose files are
+    # not regular files was left out without a word, the test run on the others)
+    assert select_cases(raw) == [("case_00000", "case_00000")]
+    with pytest.raises(DataError, match=f"case_00000/imaging.nii.gz: {words[kind]}"):
+        check_sources(raw, ["case_00000"])
 
 
 def test_a_kits_json_nested_deep_is_one_line(tmp_path: Path, capsys) -> None:

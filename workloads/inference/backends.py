@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from workloads.common.cli import one_line
+from workloads.common.files import file_problem
 from workloads.inference.errors import BackendError, HarnessError
 from workloads.inference.operators import OperatorTime, onnxruntime_operators, torch_operators
 
@@ -167,8 +168,8 @@ UNTRUSTED_PROGRAM = ("a torch.export program runs code its author chose as it lo
 
 def load(name: str, model: Path, *, device: str, threads: int, trace_dir: Path | None,
          trust_model: bool = False) -> Backend:
-    if not model.is_file():
-        raise HarnessError(f"{model}: no such model file")
+    if (problem := file_problem(model)) is not None:
+        raise HarnessError(f"{model}: {'no such model file' if problem == 'missing file' else problem}")
     backends = {"onnxruntime": OnnxRuntime, "torch": Torch}
     if name not in backends:
         raise HarnessError(f"unknown backend {name!r}: onnxruntime or torch")

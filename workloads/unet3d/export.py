@@ -27,6 +27,7 @@ import torch
 from workloads.common import atomic
 from workloads.common.cli import Parser, one_line, run_main
 from workloads.common.errors import DataError
+from workloads.common.files import file_problem
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 
 WEIGHTS = "model.pt"
@@ -52,12 +53,18 @@ def load(results: Path) -> tuple[UNet3D, dict[str, Any]]:
     """The trained net (CPU, eval mode) and its facts; DataError naming what is missing or damaged. The
     weights are read as tensors only (``weights_only``): a pickle that would run code is refused, one line."""
     weights, facts_file = results / WEIGHTS, results / FACTS
-    if not weights.is_file() or not facts_file.is_file():
+    problems = {path: file_problem(path) for path in (weights, facts_file)}
+    if "missing file" in problems.values():
         raise DataError(f"{results}: no trained weights ({WEIGHTS}, {FACTS}): the seed did not finish, or ran "
                         "with SAVE_MODEL=0")
+    for path, problem in problems.items():
+        if problem:
+            raise DataError(f"{path}: {problem}")
     facts, config = read_facts(facts_file)
     try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's words about a pickle it refuses: the refusal below says it
+            state = torch.load(weights, map_location="cpu", weights_only=True)
         network = UNet3D(config)
         network.load_state_dict(state)
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile file: torch raises UnpicklingError, RuntimeError ...

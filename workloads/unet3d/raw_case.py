@@ -16,16 +16,18 @@ others take too, and a case one refuses is refused by each in the same words:
 
 from __future__ import annotations
 
-import errno
+import logging
 import math
-import stat
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nibabel
 import numpy as np
 
 from workloads.common.errors import DataError
+from workloads.common.files import file_problem
 
 IMAGE_NAME = "imaging.nii.gz"
 LABEL_NAME = "segmentation.nii.gz"
@@ -40,23 +42,6 @@ READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, nibabel.filebasedimage
 def resampled_shape(spacing: list[float], shape: tuple[int, ...]) -> list[int]:
     """``int(spacing / target * shape)`` per spatial axis."""
     return (np.array(spacing) / np.array(TARGET_SPACING) * np.array(shape)).astype(int).tolist()
-
-
-def file_problem(path: Path) -> str | None:
-    """Why ``path`` is not a regular file to read, or None."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "missing file"
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return "a symbolic link loop, not a file"
-        return f"cannot be read ({err.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a folder" if stat.S_ISDIR(mode) else "a socket or other special file")
-    return f"{kind}, not a file"
 
 
 def check_files(case_dir: Path) -> None:
@@ -103,6 +88,20 @@ def _header_problem(path: Path, volume: nibabel.Nifti1Image, spacing_used: bool)
     return None
 
 
+@contextmanager
+def header_fixes_unsaid() -> Iterator[None]:
+    """nibabel's log of what it "fixes" in a header it loads (a zero or negative spacing made 1 or
+    positive) kept off stderr: the checks here name the problem, in one line. (nibabel's own
+    LoggingOutputSuppressor leaves the logger without a handler, so Python's last resort prints it.)"""
+    logger = nibabel.imageglobals.logger
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def open_pair(case_dir: Path) -> tuple[nibabel.Nifti1Image, nibabel.Nifti1Image]:
     """The case's image and label, their files and headers checked (no voxel read yet); DataError
     naming the case and the file."""
@@ -110,7 +109,8 @@ def open_pair(case_dir: Path) -> tuple[nibabel.Nifti1Image, nibabel.Nifti1Image]
     volumes = []
     for name in (IMAGE_NAME, LABEL_NAME):
         try:
-            volume = nibabel.load(case_dir / name)
+            with header_fixes_unsaid():
+                volume = nibabel.load(case_dir / name)
         except READ_ERRORS as err:
             raise DataError(f"{case_dir.name}/{name}: unreadable NIfTI ({type(err).__name__}: {err})") from None
         try:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from workloads.common.errors import DataError
+from workloads.common.files import file_problem
 from workloads.unet3d.parallel import map_unordered
-from workloads.unet3d.raw_case import IMAGE_NAME, LABEL_NAME, READ_ERRORS, check_voxels, file_problem, open_pair
+from workloads.unet3d.raw_case import IMAGE_NAME, LABEL_NAME, READ_ERRORS, check_voxels, open_pair
 from workloads.unet3d.split import MAX_CASE_ID, case_index, case_name
 
 KITS_JSON = "kits.json"

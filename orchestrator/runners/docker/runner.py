@@ -24,6 +24,7 @@ import requests.exceptions
 from docker.models.containers import Container
 from docker.types import Mount
 
+from orchestrator.config.reading import not_a_folder
 from orchestrator.errors import DataError, RunnerError, UsageError
 from orchestrator.results.records import Exit
 from orchestrator.runners.base import Bundle, DatasetArg, DatasetResult, Job, JobSpec, Runner
@@ -163,8 +164,8 @@ class DockerRunner(Runner):
     def submit(self, spec: JobSpec) -> Job:
         if self._image is None:
             raise RunnerError("DockerRunner.submit before prepare: the image is not built")
-        if not spec.data_dir.is_dir():
-            raise DataError(f"data folder {spec.data_dir} does not exist")
+        if (wrong := not_a_folder(spec.data_dir)) is not None:
+            raise DataError(f"data folder {spec.data_dir}: {wrong}")
         spec.results_dir.mkdir(parents=True, exist_ok=True)
         if self.drop_caches:
             self._drop_method = clear_caches(self.client, self._image.tag, self.on_status)

@@ -101,8 +101,8 @@ def read_index(folder: Path) -> dict:
 
 def select_cases(src: Path) -> list[tuple[str, str]]:
     """(inference case, the raw case folder it is made from) for each inference case ``src`` holds."""
-    def present(case: str) -> bool:
-        return (src / case / IMAGE_NAME).is_file() and (src / case / LABEL_NAME).is_file()
+    def present(case: str) -> bool:  # something under both names: a FIFO or a loop of links is named by the check
+        return all(os.path.lexists(src / case / name) for name in (IMAGE_NAME, LABEL_NAME))
 
     chosen = []
     for case in inference_cases():

@@ -21,6 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from workloads.common.files import file_problem
 from workloads.inference.errors import HarnessError
 
 ACCURACY_FILE = "mlperf_log_accuracy.json"
@@ -76,7 +77,10 @@ def resized_rgb(image: np.ndarray, height: int, width: int) -> np.ndarray:
 def read_text_file(path: Path, what: str) -> str:
     """A dataset's text file (a list, an annotation file) as UTF-8 text, a byte-order mark dropped (an
     editor's "UTF-8 with BOM" made the first image name unfindable); HarnessError naming the file,
-    the line and the byte where it is not UTF-8."""
+    the line and the byte where it is not UTF-8, or what it is where it is no file (never read: a FIFO
+    would block)."""
+    if (problem := file_problem(path)) is not None:
+        raise HarnessError(f"{path}: the {what}: {problem}")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -105,7 +109,8 @@ def read_accuracy_log(path: Path) -> list[tuple[int, bytes]]:
 def require_files(paths: list[Path], what: str) -> None:
     """Every one of ``paths`` is a file (a stat each: 50,000 take well under a second on a local
     disk), so that a missing one is bad input found before LoadGen starts, never inside it."""
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise HarnessError(f"{missing[0]}: missing {what}{more}")
+    problems = [(p, problem) for p in paths if not p.is_file() and (problem := file_problem(p)) is not None]
+    if problems:
+        (first, problem), more = problems[0], len(problems) - 1
+        said = f"missing {what}" if problem == "missing file" else f"{what}: {problem}"
+        raise HarnessError(f"{first}: {said}{f' (and {more} more)' if more else ''}")

@@ -31,7 +31,7 @@ class Image:
 
 
 def read_annotations(path: Path) -> dict:
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise HarnessError(f"{path}: missing annotation file")
     try:
         data = json.loads(read_text_file(path, "annotation file"))

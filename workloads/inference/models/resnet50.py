@@ -37,7 +37,7 @@ VAL_MAP = "val_map.txt"
 def read_val_map(data: Path) -> list[tuple[str, int]]:
     """(relative image path, label) per line of ``DIR/val_map.txt``; HarnessError naming the line."""
     path = data / VAL_MAP
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise HarnessError(f"{path}: missing (resnet50 data is DIR/val_map.txt listing '<image> <label>' per line)")
     items = []
     for number, line in enumerate(read_text_file(path, VAL_MAP).splitlines(), start=1):
