@@ -17,8 +17,9 @@ once per count, ``auto`` being its own choice); the reference runs its run.py as
 tests/inference/kits19_reference.py says how it is run). ``--repeats N`` runs the whole set N times,
 interleaved (a busy host slows whichever runs at the time). Prints per test its peak, the samples its
 query held, LoadGen's samples/s and verdict, and the ratios to the reference's peak and samples/s in
-the same round. For samples/s to say anything the query must hold a few samples per worker
-(``--target-qps`` x ``--time``).
+the same round, and our warm-up's samples/s (one volume per worker at once, through the workers: what
+sizes the auto target). For the test's samples/s to say anything the query must hold a few samples per
+worker (``--target-qps`` x ``--time``).
 
     python benchmarks/kits19_inference_memory.py --reference DIR --workers 1,2 --repeats 3 --target-qps 0.2 --time 30
 """
@@ -139,9 +140,10 @@ def main() -> int:
                            "--mode", "performance", "--device", "cpu", "--time", f"{args.time:g}",
                            "--min-query-count", "1", "--target-qps", f"{args.target_qps:g}",
                            *([] if workers == "auto" else ["--workers", workers])]
-                tests[f"ours, workers {workers}"] = {
-                    **measured(harness, PROJECT, "our harness", out / "performance" / "run_1"),
-                    "workers": json.loads((out / "harness.json").read_text()).get("workers")}
+                test = measured(harness, PROJECT, "our harness", out / "performance" / "run_1")
+                facts = json.loads((out / "harness.json").read_text())
+                tests[f"ours, workers {workers}"] = {**test, "workers": facts.get("workers"),
+                                                     "warm_up_qps": facts["warm_up"]["throughput_qps"]}
             logs_dir = work / f"logs-{round_}"
             tests["reference"] = measured([sys.executable, str(REFERENCE_SCRIPT), "offline", str(model),
                                            str(work / "theirs"), str(logs_dir), str(conf)], folder,
@@ -155,10 +157,11 @@ def main() -> int:
             rate, their_rate = test["samples_per_second"], theirs["samples_per_second"]
             speed = f"{rate / their_rate:.2f}x" if rate and their_rate else "?"
             ran = f" (ran {test['workers']})" if test.get("workers") is not None else ""
+            warm = f"; warm-up {test['warm_up_qps']:.4g} samples/s" if "warm_up_qps" in test else ""
             print(f"round {number}  {name + ran:26s} peak {test['peak_mib']:8,.0f} MiB = "
                   f"{test['peak_mib'] / theirs['peak_mib']:.2f}x the reference's; {test['samples']} samples in the "
                   f"query, {rate if rate is not None else float('nan'):.4g} samples/s = {speed} "
-                  f"(LoadGen {test['loadgen']})")
+                  f"(LoadGen {test['loadgen']}){warm}")
     if args.json:
         args.json.write_text(json.dumps({"cases": cases, "shapes": shapes, "filters": args.filters,
                                          "rounds": rounds}, indent=2) + "\n")
