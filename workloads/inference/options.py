@@ -28,7 +28,7 @@ class Options:
     max_batch: int | None = None
     threads: int = 0
     workers: int = 0
-    """Threads answering Offline and Server queries; 0: chosen (`workloads.inference.run.worker_count`)."""
+    """Threads answering Offline and Server queries; 0: chosen (`workloads.inference.run.worker_count`), recorded."""
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None

@@ -78,20 +78,18 @@ def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
 
 def worker_count(options: Options, *, per_sample: bool, cpus: int) -> tuple[int, str]:
     """The threads answering Offline and Server queries, and why. Given; or one where LoadGen's own
-    thread answers (SingleStream, MultiStream); or, on the CPU, one for a model that answers a sample
-    with many backend calls of its own (``per_sample``: 3D-UNet's windows over a whole volume), each
-    call's intra-op threads already on every usable CPU: a second worker there holds a second volume
-    and a second set of the backend's activations at once (full-size 3D-UNet, 6 cases: peak 4,095 MiB
-    with two workers, 2,903 with one) for no more samples/s (README, `mltrain infer`); else two, whose calls
-    in flight keep the device busy while the other's inputs and outputs move."""
+    thread answers (SingleStream, MultiStream); else two, whose calls in flight keep the device busy
+    while the other's inputs and outputs move. A model that answers a whole volume per sample
+    (``per_sample``: 3D-UNet) keeps two on the CPU too, though each holds a volume and the backend's
+    activations at once: one worker, its windows on every CPU as the reference runs them, cut the peak
+    by a third and the samples/s by as much, to 0.75x the reference's (quarter-width model, 2 busy
+    CPUs, two rounds; README, `mltrain infer`)."""
     if options.workers:
         return options.workers, "given"
     if options.scenario in INLINE_SCENARIOS:
         return 1, "LoadGen's thread answers each query"
-    if per_sample and options.device == "cpu":
-        return 1, (f"auto: one volume at a time, its windows' intra-op threads on the {cpus} usable "
-                   f"CPU{'s' * (cpus != 1)}")
-    return 2, "auto: two backend calls in flight"
+    what = "a whole volume each" if per_sample and options.device == "cpu" else "backend calls"
+    return 2, f"auto: two workers in flight, {what} ({cpus} usable CPU{'s' * (cpus != 1)})"
 
 
 def intra_op_threads(options: Options, cpus: int, host_cpus: int, workers: int) -> tuple[int, str]:
