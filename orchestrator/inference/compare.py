@@ -34,8 +34,14 @@ def harness_settings(run: InferenceRun) -> dict[str, str]:
     inline = run.scenario in ("SingleStream", "MultiStream")  # answered in LoadGen's thread: no workers
     return {"backend": f"{h.backend} on {h.providers[0] if h.providers else h.device}",
             "batch": f"up to {h.max_batch}",
-            "threads": f"{h.threads or 'default'}" + (f" ({how})" if (how := h.threads_source.split(":")[0]) else ""),
-            "workers": "-" if inline else str(h.workers or "?")}
+            "threads": f"{h.threads or 'default'}{_how(h.threads_source)}",
+            "workers": "-" if inline else f"{h.workers or '?'}{_how(h.workers_source)}"}
+
+
+def _how(source: str) -> str:
+    """' (auto)', ' (given)' ... from a recorded reason ('auto: ...'); '' where none was recorded."""
+    how = source.split(":")[0]
+    return f" ({how})" if how else ""
 
 
 @dataclass(frozen=True, kw_only=True)

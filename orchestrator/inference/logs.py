@@ -64,7 +64,7 @@ def read_facts(results: Path) -> dict[str, Any]:
 def harness_record(facts: dict[str, Any], where: Path) -> Harness:
     fields = {name: facts.get(name) for name in ("backend", "device", "providers", "versions", "model_sha256",
                                                    "model_load_s", "total_inference_s", "preprocess_s", "max_batch",
-                                                   "threads", "threads_source", "workers",
+                                                   "threads", "threads_source", "workers", "workers_source",
                                                    "samples", "user_conf", "user_conf_sources", "overrides",
                                                    "official")}
     try:

@@ -54,7 +54,8 @@ def result_lines(run: InferenceRun, folder: Path) -> list[str]:
                                                                                     "mlcommons-loadgen"))
     threads = f"{h.threads or 'default'} intra-op thread{'s' * (h.threads != 1)} per call" + (
         f" ({h.threads_source})" if h.threads_source else "")
-    workers = f", {h.workers} workers" if h.workers and run.scenario in ("Offline", "Server") else ""
+    workers = (f", {h.workers} worker{'s' * (h.workers != 1)}" + (f" ({h.workers_source})" if h.workers_source else "")
+               if h.workers and run.scenario in ("Offline", "Server") else "")
     lines.append(f"backend {h.backend} on {', '.join(h.providers)} ({versions}); batch up to {h.max_batch}, {threads}"
                  f"{workers}")
     lines.append(f"tests: {TESTS_TEXT.get(tuple(run.tests), ', then '.join(run.tests))}")

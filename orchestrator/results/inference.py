@@ -130,6 +130,8 @@ class Harness(Record):
     """Why that many ('given', 'auto: ...'); empty in runs stored before it was recorded."""
     workers: int = Field(default=0, ge=0)
     """Threads calling the backend at once in Offline and Server (0: not recorded)."""
+    workers_source: str = ""
+    """Why that many ('given', 'auto: ...'); empty in runs stored before it was recorded."""
     samples: int = Field(ge=1)
     user_conf: dict[str, Positive] = Field(default_factory=dict)
     user_conf_sources: dict[str, str] = Field(default_factory=dict)

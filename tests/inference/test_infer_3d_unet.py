@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from workloads.common.cpus import threads_per_process, usable_cpus
 from workloads.unet3d.export import export, save
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.synthetic import parse_size
@@ -48,3 +49,7 @@ def test_offline_from_raw_kits19_with_the_accuracy_run(cli, mltrain_env, assets,
     gaps = " ".join(result["official_gaps"])
     assert "accuracy over 4 samples, not the 43 of KiTS19 inference cases" in gaps
     assert "not the real KiTS19" in gaps and not result["valid"]
+    # the record says how many workers ran and why: a whole volume each on the CPU
+    harness = result["harness"]
+    assert harness["workers"] == 2 and harness["workers_source"].startswith("auto: two workers in flight, a whole")
+    assert harness["threads"] == threads_per_process(usable_cpus(), 2)

@@ -173,7 +173,7 @@ def test_list_show_compare_report_and_export_know_inference_runs(cli, assets, tm
     assert rows["a"]["runs"] == rows["b"]["runs"] == 2 and rows["a"]["ratio"] is None
     assert rows["b"]["ratio"] > 0 and rows["b"]["ci_low"] is not None and rows["b"]["ratio_low"] is not None
     assert rows["a"]["harness"]["threads"] == "1 (given)" and rows["b"]["harness"]["threads"] == "2 (given)"
-    assert rows["a"]["harness"]["workers"] == rows["b"]["harness"]["workers"] == "2"
+    assert rows["a"]["harness"]["workers"] == rows["b"]["harness"]["workers"] == "2 (auto)"
     table = cli("compare", "--label", "a", "--label", "b", "--results", str(results))
     said = " ".join(table.out.split())
     assert "the harness ran the setups differently" in said and "threads differs: a 1 (given); b 2 (given)" in said

@@ -68,9 +68,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0,
                    help="backend intra-op threads per call (0: chosen: on the CPU, the usable CPUs shared by the "
                         "workers in Offline and Server; else the backend's default)")
-    p.add_argument("--workers", type=positive(int), default=2,
+    p.add_argument("--workers", type=positive(int), default=0,
                    help="threads answering Offline and Server queries, each calling the backend (default 2: "
-                        "two calls in flight keep the device busy while the other's inputs and outputs move)")
+                        "two calls in flight keep the device busy while the other's inputs and outputs move; 1 "
+                        "holds one 3D volume at a time, for fewer samples/s)")
     p.add_argument("--trace", action="store_true",
                    help="record the backend's per-operator profile and LoadGen's trace (mlperf_log_trace.json)")
     p.add_argument("--image-size", type=image_size, help="model input side N or H,W (default: the reference's)")

@@ -42,8 +42,8 @@ def round_facts(conf_round: Any, scenario: str) -> dict[str, Any]:
 def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[str, Any], user_conf: dict[str, float],
             user_conf_sources: dict[str, str], overrides: dict[str, Any], warm_up: dict[str, float],
             tests: dict[str, Any], preprocess_s: float, accuracy: Accuracy | None, max_batch: int,
-            batch_source: str, threads: int,
-            threads_source: str, samples: int, trace_file: Path | None, operators: list[OperatorTime],
+            batch_source: str, threads: int, threads_source: str, workers: int, workers_source: str,
+            samples: int, trace_file: Path | None, operators: list[OperatorTime],
             dataset: dict[str, Any] | None = None, conf_round: Any = None,
             audit: dict[str, Any] | None = None) -> dict[str, Any]:
     """The facts of one invocation as plain JSON values."""
@@ -72,7 +72,8 @@ def collect(*, options: Any, backend: Loaded, conf_model: str, official: dict[st
         "batch_source": batch_source,
         "threads": threads,
         "threads_source": threads_source,
-        "workers": options.workers,
+        "workers": workers,
+        "workers_source": workers_source,
         "samples": samples,
         "versions": {**backend.versions, "mlcommons-loadgen": version("mlcommons-loadgen"),
                      "numpy": version("numpy"), "opencv": version("opencv-python-headless"),

@@ -27,7 +27,8 @@ class Options:
     target_latency_ms: str | None = None
     max_batch: int | None = None
     threads: int = 0
-    workers: int = 2
+    workers: int = 0
+    """Threads answering Offline and Server queries; 0: chosen (`workloads.inference.run.worker_count`), recorded."""
     trace: bool = False
     image_size: tuple[int, int] | None = None
     label_offset: int | None = None

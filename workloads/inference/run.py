@@ -27,7 +27,15 @@ from workloads.inference.errors import HarnessError
 from workloads.inference.models import find
 from workloads.inference.models.common import ACCURACY_FILE, read_accuracy_log
 from workloads.inference.options import Options
-from workloads.inference.sut import INLINE_SCENARIOS, Batching, Samples, Server, batch_axis, from_loadgen
+from workloads.inference.sut import (
+    INLINE_SCENARIOS,
+    Batching,
+    Samples,
+    Server,
+    answers_per_sample,
+    batch_axis,
+    from_loadgen,
+)
 from workloads.inference.targets import RUNS_LONG, auto_targets, cut_short, expected_seconds, fitted, user_values
 from workloads.inference.warmup import WARM_UP_CALLS, Rehearsal, warm_up, warm_up_seconds
 
@@ -68,9 +76,25 @@ def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
                            f"here: give --max-batch from 1 to {most:,}")
 
 
-def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, str]:
-    """The backend's intra-op threads per call, and why. Given; or, on the CPU, where the workers call
-    the backend at once (Offline, Server), the ``cpus`` this process may use shared among them (two
+def worker_count(options: Options, *, per_sample: bool, cpus: int) -> tuple[int, str]:
+    """The threads answering Offline and Server queries, and why. Given; or one where LoadGen's own
+    thread answers (SingleStream, MultiStream); else two, whose calls in flight keep the device busy
+    while the other's inputs and outputs move. A model that answers a whole volume per sample
+    (``per_sample``: 3D-UNet) keeps two on the CPU too, though each holds a volume and the backend's
+    activations at once: one worker, its windows on every CPU as the reference runs them, cut the peak
+    by a third and the samples/s by as much, to 0.75x the reference's (quarter-width model, 2 busy
+    CPUs, two rounds; README, `mltrain infer`)."""
+    if options.workers:
+        return options.workers, "given"
+    if options.scenario in INLINE_SCENARIOS:
+        return 1, "LoadGen's thread answers each query"
+    what = "a whole volume each" if per_sample and options.device == "cpu" else "backend calls"
+    return 2, f"auto: two workers in flight, {what} ({cpus} usable CPU{'s' * (cpus != 1)})"
+
+
+def intra_op_threads(options: Options, cpus: int, host_cpus: int, workers: int) -> tuple[int, str]:
+    """The backend's intra-op threads per call, and why. Given; or, on the CPU, where the ``workers``
+    call the backend at once (Offline, Server), the ``cpus`` this process may use shared among them (two
     ONNX Runtime thread pools of the default size, spinning on the same 2 CPUs, ran Offline 20%
     slower than one thread each); or, one call at a time, the backend's own default unless the
     process may use fewer CPUs than the host has (a container's quota, a binding), then those."""
@@ -82,8 +106,8 @@ def intra_op_threads(options: Options, cpus: int, host_cpus: int) -> tuple[int, 
     if options.device != "cpu":
         return 0, "the backend's default (the model runs on the device)"
     if options.scenario not in INLINE_SCENARIOS:
-        return threads_per_process(cpus, options.workers), f"auto: {cpus} usable CPU{'s' * (cpus != 1)} shared by " \
-            f"{options.workers} workers"
+        return threads_per_process(cpus, workers), f"auto: {cpus} usable CPU{'s' * (cpus != 1)} shared by " \
+            f"{workers} worker{'s' * (workers != 1)}"
     if cpus < host_cpus:
         return cpus, f"auto: the {cpus} CPUs this process may use (of {host_cpus})"
     return 0, "the backend's default (one call at a time)"
@@ -178,14 +202,16 @@ def run(options: Options) -> dict[str, Any]:
     model = module.Model(options.data, **kwargs)
     options.out.mkdir(parents=True, exist_ok=True)
     trace_dir = options.out / "trace" if options.trace else None
-    threads, threads_source = intra_op_threads(options, usable_cpus(), os.cpu_count() or 1)
+    cpus = usable_cpus()
+    workers, workers_source = worker_count(options, per_sample=answers_per_sample(model), cpus=cpus)
+    threads, threads_source = intra_op_threads(options, cpus, os.cpu_count() or 1, workers)
     backend = backends.load(options.backend, options.model, device=options.device, threads=threads,
                             trace_dir=trace_dir, trust_model=options.trust_model)
     if hasattr(model, "check_input"):
         model.check_input(backend.loaded.input_shape)
     batches, batch_source = batching(options, module, backend.loaded.input_shape, options.model.name)
     samples = Samples(model)
-    check_batch(samples, batches.max_batch, options.workers)
+    check_batch(samples, batches.max_batch, workers)
     official = lg_settings.official(lg, module.CONF_MODEL, options.scenario, module.ROUND)
     test_s = options.time_s if options.time_s is not None else official["min_duration_ms"] / 1000
 
@@ -199,7 +225,7 @@ def run(options: Options) -> dict[str, Any]:
 
     given = None if auto_targets(options) else settled(None)  # a target given is refused before the warm-up
     measured = warm_up(model, backend, samples, batches, scenario=options.scenario, count=model.count,
-                       workers=options.workers,
+                       workers=workers,
                        seconds=warm_up_seconds(test_s), calls=getattr(module, "WARM_UP_CALLS", WARM_UP_CALLS))
     settings, overrides, plan, values, sources = given or settled(measured)
     if "performance" in MODES[options.mode]:
@@ -214,7 +240,7 @@ def run(options: Options) -> dict[str, Any]:
         if short:
             sys.stderr.write(f"inference: warning: {short}\n")
             sys.stderr.flush()
-    server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=options.workers)
+    server = Server(lg, model, backend, samples, scenario=options.scenario, batching=batches, workers=workers)
     try:
         sample_count = settings.performance_sample_count_override or model.count
         if sample_count > model.count:  # LoadGen would load the same samples again to make up the number
@@ -251,7 +277,7 @@ def run(options: Options) -> dict[str, Any]:
                            user_conf=values, user_conf_sources=sources, overrides=overrides, warm_up=measured,
                            tests=tests, preprocess_s=samples.preprocess_s, accuracy=accuracy,
                            max_batch=batches.max_batch, batch_source=batch_source, threads=threads,
-                           threads_source=threads_source,
+                           threads_source=threads_source, workers=workers, workers_source=workers_source,
                            samples=model.count, trace_file=trace_file, operators=operators,
                            dataset=model.dataset_facts() if hasattr(model, "dataset_facts") else None,
                            audit=audited)

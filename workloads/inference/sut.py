@@ -102,6 +102,12 @@ class Batching:
         return [np.asarray(output)[:count] for output in backend.predict(np.concatenate([batch, filler]))]
 
 
+def answers_per_sample(model: Any) -> bool:
+    """The model answers one sample at a time and calls the backend itself (``Model.infer``: 3D-UNet's
+    sliding window over a whole volume), where others answer a batch of samples in one backend call."""
+    return callable(getattr(model, "infer", None))
+
+
 def batch_axis(input_shape: Sequence[Any]) -> int | None:
     """The model's fixed batch size (its input's first axis is a number), None when the axis is free."""
     first = input_shape[0] if input_shape else None
@@ -151,7 +157,7 @@ class Server:
                  batching: Batching, workers: int) -> None:
         self.lg, self.model, self.backend, self.samples = lg, model, backend, samples
         self.batching = batching
-        self.per_sample = callable(getattr(model, "infer", None))
+        self.per_sample = answers_per_sample(model)
         self.inline = scenario in INLINE_SCENARIOS
         self.gather_ahead = scenario == "Offline" and not self.per_sample
         self.max_batch = 1 if self.per_sample else batching.max_batch
