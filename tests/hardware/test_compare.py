@@ -386,7 +386,6 @@ def test_too_few_seeds_for_an_olympic_score_still_lead_with_the_hardware() -> No
 def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with_the_bootstrap(monkeypatch) -> None:
     """Above LARGE_SAMPLE runs the bootstrap (seconds per interval: 20 s a comparison of 2 x 5,000
     runs) gives way to the normal approximation of the olympic mean, which agrees with it."""
-    from orchestrator.insight import bootstrap as comparing
     from orchestrator.mlperf.scoring import olympic_mean_along
 
     rng = np.random.default_rng(7)
@@ -404,7 +403,7 @@ def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with
     def refused(*args, **kwargs):
         raise AssertionError("a bootstrap of thousands of runs")
 
-    monkeypatch.setattr(comparing.stats, "bootstrap", refused)
+    monkeypatch.setattr(stats, "bootstrap", refused)  # scipy.stats, as bootstrap.py imports it where it bootstraps
     for setup in (base, fast):
         interval = olympic_interval(setup)
         width = truth[setup.name].high - truth[setup.name].low
