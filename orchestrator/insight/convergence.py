@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
+from orchestrator import student_t
 from orchestrator.mlperf.scoring import olympic_kept
 
 SLOWER_ALPHA = 0.05
@@ -95,8 +95,8 @@ def check(reference: Reference, epochs: Sequence[float], non_converged: int, dro
                                 stdev_epochs=None, runs=len(chosen), p_slower=None, verdict="too_few_runs",
                                 ttt_at_reference_ms=None)
     mean, stdev = float(np.mean(chosen)), float(np.std(ordered, ddof=1))
-    _, p = stats.ttest_ind_from_stats(mean, stdev, len(chosen), reference.mean_epochs, reference.stdev_epochs,
-                                      reference.runs, equal_var=True, alternative="greater")
+    p = student_t.pooled_p_greater(mean, stdev, len(chosen), reference.mean_epochs, reference.stdev_epochs,
+                                   reference.runs)
     p_slower = float(p) if math.isfinite(p) else None
     verdict: Verdict = "as_reference"
     if mean < reference.min_mean_epochs:

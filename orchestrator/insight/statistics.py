@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
+from orchestrator import student_t
 from orchestrator.mlperf.scoring import t_interval
 
 ALPHA = 0.05
@@ -78,12 +78,12 @@ def ratio_interval(base: Sequence[float], values: Sequence[float], *, higher_is_
     if se == 0:
         return Interval(value=value, low=value, high=value)
     df = (var_b + var_s) ** 2 / (var_b**2 / (len(base) - 1) + var_s**2 / (len(values) - 1))
-    half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
+    half = student_t.t_ppf(1 - ALPHA / 2, df) * se
     return Interval(value=value, low=value * math.exp(-half), high=value * math.exp(half))
 
 
 def welch(base: Sequence[float], values: Sequence[float]) -> Test:
-    """Welch's t-test (scipy.stats.ttest_ind, equal_var=False) and the seeds it would need."""
+    """Welch's t-test (scipy.stats.ttest_ind, equal_var=False: `student_t.welch_p`) and the seeds it would need."""
     if len(base) < 2 or len(values) < 2:
         return Test(p_value=None, significant=False, seeds_needed=None)
     sd_b, sd_s = float(np.std(base, ddof=1)), float(np.std(values, ddof=1))
@@ -92,7 +92,7 @@ def welch(base: Sequence[float], values: Sequence[float]) -> Test:
         return Test(p_value=None, significant=False, seeds_needed=None)
     with warnings.catch_warnings():  # near-identical values (simulated runs) warn about precision
         warnings.simplefilter("ignore", RuntimeWarning)
-        p_value = float(stats.ttest_ind(values, base, equal_var=False).pvalue)
+        p_value = student_t.welch_p(values, base)
     return Test(p_value=p_value, significant=p_value < ALPHA, seeds_needed=seeds_needed(difference, sd_b, sd_s))
 
 
@@ -108,8 +108,8 @@ def seeds_needed(difference: float, sd_a: float, sd_b: float, alpha: float = ALP
         ncp = abs(difference) / math.sqrt(var)
         if ncp > 40:  # scipy's noncentral t returns nan far out in the tail; the power is 1 there
             return 1.0
-        critical = float(stats.t.ppf(1 - alpha / 2, df))
-        return float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
+        critical = student_t.t_ppf(1 - alpha / 2, df)
+        return student_t.nct_sf(critical, df, ncp) + student_t.nct_cdf(-critical, df, ncp)
 
     high = 2
     while power_at(high) < power:  # power grows with n: double, then bisect

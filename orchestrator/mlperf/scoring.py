@@ -13,9 +13,9 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from orchestrator.results.records import RunRecord, Score, ScoringRule, SeedScore, Spread
+from orchestrator.student_t import t_ppf
 
 
 def olympic_kept(converged: int, non_converged: int, drop_per_end: int) -> slice | None:
@@ -56,7 +56,7 @@ def t_interval(values: Sequence[float], confidence: float = 0.95, *,
     if n < 2:
         return None
     mean = statistics.fmean(values)
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    half = t_ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     low = mean - half if floor is None else max(mean - half, floor)
     return low, mean + half
 

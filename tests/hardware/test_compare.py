@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import statistics
 from pathlib import Path
 
@@ -386,7 +387,6 @@ def test_too_few_seeds_for_an_olympic_score_still_lead_with_the_hardware() -> No
 def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with_the_bootstrap(monkeypatch) -> None:
     """Above LARGE_SAMPLE runs the bootstrap (seconds per interval: 20 s a comparison of 2 x 5,000
     runs) gives way to the normal approximation of the olympic mean, which agrees with it."""
-    from orchestrator.insight import bootstrap as comparing
     from orchestrator.mlperf.scoring import olympic_mean_along
 
     rng = np.random.default_rng(7)
@@ -404,7 +404,7 @@ def test_a_setup_of_thousands_of_runs_gets_the_normal_interval_which_agrees_with
     def refused(*args, **kwargs):
         raise AssertionError("a bootstrap of thousands of runs")
 
-    monkeypatch.setattr(comparing.stats, "bootstrap", refused)
+    monkeypatch.setattr(stats, "bootstrap", refused)  # scipy.stats, as bootstrap.py imports it where it bootstraps
     for setup in (base, fast):
         interval = olympic_interval(setup)
         width = truth[setup.name].high - truth[setup.name].low
@@ -458,3 +458,37 @@ def test_the_compare_command_opens_no_run_of_one_node_runs(hw_cli, tmp_path: Pat
     r = hw_cli("compare", "--label", "a", "--label", "b", "--results", str(results))
     assert r.code == 0, r.err
     assert len(opened) <= 2 and "scaling" not in r.out  # one manifest a setup (its facts), no run opened
+
+
+def test_compare_imports_neither_matplotlib_nor_scipy_stats_where_it_bootstraps_nothing(tmp_path: Path) -> None:
+    """Their imports alone (1.3 s for scipy.stats, 0.6 s for matplotlib) cost more CPU than the rest of a
+    comparison of 10,000 runs, whose intervals are not bootstrapped (above LARGE_SAMPLE runs): compare
+    imports scipy.stats only to bootstrap, and matplotlib never. (MLCommons' RCP checker, asked for
+    the reference of a batch size, imports scipy.stats itself: here it is asked for none.)"""
+    import json
+    import subprocess
+    import sys
+
+    from tests.hardware.stored_runs import make_run
+
+    results = tmp_path / "results"
+    for label in ("a", "b"):
+        make_run(results, label=label, seeds=[1, 2, 3, 4, 5], power_w=300.0)  # 3 kept: an interval
+    code = ("import sys\nfrom orchestrator.insight import bootstrap\n"
+            "bootstrap.LARGE_SAMPLE = {large}  # 1: no interval bootstrapped, as above 2,000 runs\n"
+            "from orchestrator.mlperf import checkers\ncheckers.rcp_point = lambda *args: None\n"
+            "from orchestrator.cli import main\n"
+            "code = main(['compare', '--label', 'a', '--label', 'b', '--json'])\n"
+            "import json\nprint(json.dumps({{'code': code, 'imported': [m for m in ('matplotlib', 'scipy.stats',"
+            " 'scipy.integrate') if m in sys.modules]}}), file=sys.stderr)\n")
+
+    def imported(large: int) -> dict:
+        done = subprocess.run([sys.executable, "-c", code.format(large=large)], capture_output=True, text=True,
+                              env={**os.environ, "MLTRAIN_RESULTS": str(results)}, check=True)
+        assert json.loads(done.stdout)["rows"], done.stdout
+        return json.loads(done.stderr.strip().splitlines()[-1])
+
+    assert imported(1) == {"code": 0, "imported": []}
+    bootstrapped = imported(2000)  # a few runs: bootstrapped
+    assert bootstrapped["code"] == 0 and "scipy.stats" in bootstrapped["imported"]
+    assert "matplotlib" not in bootstrapped["imported"]

@@ -273,3 +273,27 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
     assert list(drawn[1]) == list(epochs[:9] * 50)  # each seed, in its order
     assert "400 dots at evenly spaced ranks" in ttt.note and "400 dots" in split.note
     assert report_plots.ttt_plot([small], colors).note == "box: quartiles of converged runs; dots: one per seed"
+
+
+def test_a_plot_of_lines_draws_each_seed_in_its_setups_collection_broken_where_a_sample_is_missing() -> None:
+    """The accuracy, power and CPU plots draw one line collection per setup (one Line2D per seed made
+    the page's eight PNGs take seconds): every seed's line is in it, named once in the legend, broken
+    at a missing sample as `Axes.plot` breaks a line at NaN."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    from orchestrator.render.report_plots import _add_lines
+
+    axes = Figure().add_subplot()
+    t = np.arange(6, dtype=float)
+    gap = np.column_stack([t, [1.0, 2.0, np.nan, 4.0, 5.0, 6.0]])
+    named = _add_lines(axes, {"a": [np.column_stack([t, t]), gap], "b": [np.column_stack([t, -t])]},
+                       {"a": "#f00", "b": "#00f"}, alpha=0.6, linewidth=1)
+    drawn = {c.get_label(): c.get_segments() for c in axes.collections if isinstance(c, LineCollection)}
+    assert named == {"a", "b"} and set(drawn) == {"a", "b"}
+    assert [len(segment) for segment in drawn["a"]] == [6, 2, 3]  # the gap splits the second seed's line
+    assert [text.get_text() for text in axes.legend().get_texts()] == ["a", "b"]
+    assert axes.get_ylim()[0] < -5 and axes.get_ylim()[1] > 5  # the axes take in every line
+    faint = Figure().add_subplot()
+    _add_lines(faint, {"a": [gap]}, {"a": "#f00"}, labelled={"a"}, linestyle=":")
+    assert faint.collections[0].get_label().startswith("_")  # not named twice in a legend

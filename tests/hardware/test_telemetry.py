@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from orchestrator.insight.gpu_source import GPU_FIELDS, NoGpuSource, NvmlGpuSource, open_gpu_source
@@ -291,6 +292,21 @@ def test_energy_of_the_recorded_trace_agrees_between_methods() -> None:
     assert counted.method == "energy counter" and integrated.method == "integrated power"
     assert counted.joules == pytest.approx(integrated.joules, rel=1e-9)
     assert counted.peak_power_w == 799
+
+
+def test_energy_is_scipy_integrate_trapezoid_to_the_last_bit() -> None:
+    """Energy is numpy's trapezoid (no scipy.integrate import): the same number scipy's gives."""
+    from scipy import integrate
+
+    from orchestrator.insight.telemetry_summary import TRAPEZOID
+
+    rng = np.random.default_rng(36)
+    for n in (2, 3, 17, 1000, 86_400):
+        t = np.cumsum(rng.uniform(0.2, 2.0, n)) * 1000
+        power = rng.uniform(0, 1000, n)
+        assert TRAPEZOID(power, t / 1000) == integrate.trapezoid(power, t / 1000)
+    ramp = series([100.0 + 10 * k for k in range(11)])
+    assert energy_to_train(ramp, 500, 9700).joules > 0
 
 
 def test_energy_is_unknown_when_samples_do_not_cover_the_run() -> None:
