@@ -149,9 +149,9 @@ def view_of(run: StoredRun) -> RunView:
         paths = run.paths.seed(seed)
         series = _read_series(paths.telemetry)
         telemetry = None
-        if series is not None and record.run_start_ms is not None and record.run_stop_ms is not None \
+        nodes = load_node_series(paths.node_telemetry, record.node_names)
+        if (series is not None or nodes) and record.run_start_ms is not None and record.run_stop_ms is not None \
                 and record.run_stop_ms > record.run_start_ms:
-            nodes = load_node_series(paths.node_telemetry, record.node_names)
             telemetry = summarize(series, record.run_start_ms, record.run_stop_ms, nodes)
         seeds.append(SeedView(seed, record, telemetry, series, paths.output))
     return RunView(run, tuple(seeds))

@@ -273,3 +273,33 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
     assert list(drawn[1]) == list(epochs[:9] * 50)  # each seed, in its order
     assert "400 dots at evenly spaced ranks" in ttt.note and "400 dots" in split.note
     assert report_plots.ttt_plot([small], colors).note == "box: quartiles of converged runs; dots: one per seed"
+
+
+def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, tmp_path: Path) -> None:
+    """The seeds table of a seed whose nodes sampled themselves: GPU utilisation, throttling and the hint
+    of each node, named by it, from its own series; the submitting host's (90% busy GPUs) nowhere."""
+    import json
+
+    from orchestrator.results.store import Store
+
+    results = tmp_path / "results"
+    make_run(results, label="nodes", seeds=[1, 2, 3], run_id="run-nodes", power_w=100)
+    for seed in Store(results).open("run-nodes").paths.seed_dirs():
+        host = json.loads(seed.telemetry.read_text())
+        node = json.loads(seed.telemetry.read_text())
+        node["gpus"][0]["util_pct"] = [40.0] * len(host["host"]["t_ms"])
+        node["gpus"][0]["throttle_bits"] = [0x4] * len(host["host"]["t_ms"])
+        cpu_node = {**host, "gpus": [], "gpu_source": {"available": False, "reason": "NVML not available"}}
+        seed.node_telemetry.mkdir()
+        (seed.node_telemetry / "n1.json").write_text(json.dumps(node))
+        (seed.node_telemetry / "n2.json").write_text(json.dumps(cpu_node))
+    out = tmp_path / "r.html"
+    assert hw_cli("report", "run-nodes", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    said = parsed.text
+    assert said.count("n1: 40%") == 3 and said.count("n2: unknown") == 3
+    assert said.count("n1: sw_power_cap 100%") == 3 and said.count("n2: none") == 3
+    assert said.count("n1: GPUs idle in 100% of samples without a saturated CPU or disk (synchronisation?)") == 3
+    assert said.count("n2: no GPU") == 3
+    assert "90%" not in said  # the submitting host's GPU utilisation (a cell of its own before) is no node's
