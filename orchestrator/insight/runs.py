@@ -36,7 +36,13 @@ class SeedView:
     record: RunRecord
     telemetry: SeedTelemetry | None
     series: dict[str, Any] | None
+    """The series of the host that sampled it (the submitting host's, for a seed a batch system ran)."""
     output_path: Path
+    own_series: tuple[dict[str, Any], ...] = ()
+    """The series of each system that ran the seed: the host's for a seed run here, else each node's that
+    wrote one (never the submitting host's): what a plot draws beside the setup."""
+    across_nodes: bool = False
+    """Its nodes sampled themselves (a batch system ran it)."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,9 @@ def view_of(run: StoredRun) -> RunView:
         if (series is not None or nodes) and record.run_start_ms is not None and record.run_stop_ms is not None \
                 and record.run_stop_ms > record.run_start_ms:
             telemetry = summarize(series, record.run_start_ms, record.run_stop_ms, nodes)
-        seeds.append(SeedView(seed, record, telemetry, series, paths.output))
+        own = tuple(n.series for _, n in sorted(nodes.items()) if n.series is not None) if nodes else (
+            (series,) if series is not None else ())
+        seeds.append(SeedView(seed, record, telemetry, series, paths.output, own, bool(nodes)))
     return RunView(run, tuple(seeds))
 
 

@@ -277,7 +277,8 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
 
 def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, tmp_path: Path) -> None:
     """The seeds table of a seed whose nodes sampled themselves: GPU utilisation, throttling and the hint
-    of each node, named by it, from its own series; the submitting host's (90% busy GPUs) nowhere."""
+    of each node, named by it, from its own series; the submitting host's (90% busy GPUs) nowhere, nor
+    its GPU power in the plot."""
     import json
 
     from orchestrator.results.store import Store
@@ -303,3 +304,11 @@ def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, 
     assert said.count("n1: GPUs idle in 100% of samples without a saturated CPU or disk (synchronisation?)") == 3
     assert said.count("n2: no GPU") == 3
     assert "90%" not in said  # the submitting host's GPU utilisation (a cell of its own before) is no node's
+    assert "dotted: run_start; a seed across nodes: a line per node, each from the node's own series" in said
+    for seed in Store(results).open("run-nodes").paths.seed_dirs():  # no node has a GPU: no power is plotted,
+        (seed.node_telemetry / "n1.json").write_text((seed.node_telemetry / "n2.json").read_text())  # not the host's
+    assert hw_cli("report", "run-nodes", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    assert "no GPU power to plot: NVML not available" in "".join(parsed.text)
+    assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
