@@ -36,7 +36,13 @@ class SeedView:
     record: RunRecord
     telemetry: SeedTelemetry | None
     series: dict[str, Any] | None
+    """The series of the host that sampled it (the submitting host's, for a seed a batch system ran)."""
     output_path: Path
+    own_series: tuple[dict[str, Any], ...] = ()
+    """The series of each system that ran the seed: the host's for a seed run here, else each node's that
+    wrote one (never the submitting host's): what a plot draws beside the setup."""
+    across_nodes: bool = False
+    """Its nodes sampled themselves (a batch system ran it)."""
 
 
 @dataclass(frozen=True)
@@ -149,11 +155,13 @@ def view_of(run: StoredRun) -> RunView:
         paths = run.paths.seed(seed)
         series = _read_series(paths.telemetry)
         telemetry = None
-        if series is not None and record.run_start_ms is not None and record.run_stop_ms is not None \
+        nodes = load_node_series(paths.node_telemetry, record.node_names)
+        if (series is not None or nodes) and record.run_start_ms is not None and record.run_stop_ms is not None \
                 and record.run_stop_ms > record.run_start_ms:
-            nodes = load_node_series(paths.node_telemetry, record.node_names)
             telemetry = summarize(series, record.run_start_ms, record.run_stop_ms, nodes)
-        seeds.append(SeedView(seed, record, telemetry, series, paths.output))
+        own = tuple(n.series for _, n in sorted(nodes.items()) if n.series is not None) if nodes else (
+            (series,) if series is not None else ())
+        seeds.append(SeedView(seed, record, telemetry, series, paths.output, own, bool(nodes)))
     return RunView(run, tuple(seeds))
 
 

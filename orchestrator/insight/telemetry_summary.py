@@ -1,5 +1,8 @@
 """What one seed's telemetry series says, between run_start and run_stop: energy, power, throttling,
 utilisation and a bottleneck hint. Pure functions over the series `telemetry.TelemetrySampler` writes.
+Every figure is the system's own that ran the seed: the host's for a seed run here, each node's (from
+its own series, named by the node) for a seed a batch system ran across nodes; never the submitting
+host's for a seed that ran elsewhere.
 
 Energy-to-train is the GPUs' board power integrated over [run_start, run_stop] (trapezoids,
 the series cut by linear interpolation at both ends). When every GPU reports NVML's total-energy
@@ -158,28 +161,47 @@ def seed_energy(series: dict[str, Any] | None, start_ms: float | None, stop_ms: 
     return SeedEnergy(joules=energy.joules, method=energy.method)
 
 
+HERE = ""
+"""The key of `SeedTelemetry.systems` for a seed run on the host that sampled it (no batch system's nodes)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Figures:
+    """What one system's own series says of a seed's window: the host that ran it, or one node of it.
+    A figure the series lacks is None (unknown on that system)."""
+
+    gpu_util_mean_pct: float | None
+    """Mean over the system's GPUs and samples in the window."""
+    gpu_memory_peak_bytes: int | None
+    """Highest memory use of any of its GPUs."""
+    temperature_peak_c: float | None
+    """Its hottest GPU sample."""
+    throttling: dict[str, float] | None
+    """Real throttle reason -> share of samples (any of its GPUs) in which it was active; None where its
+    GPUs reported no throttle reasons in the window."""
+    cpu_mean_pct: float | None
+    """Mean CPU busy share of the system."""
+    memory_peak_bytes: int | None
+    """Highest memory use of the system."""
+    disk_read_mean_bytes_per_s: float | None
+    """Mean read rate of its dataset device."""
+    bottleneck: str
+    """A hint: which resource saturated while the GPUs waited, or 'none seen'; 'unknown: why' where
+    the system has no series."""
+    missing: str = ""
+    """Why the system has no series ('' where it has one; every figure is unknown then)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SeedTelemetry:
     """One seed's telemetry, reduced to what a comparison shows."""
 
     energy: Energy
     """Energy-to-train and power."""
-    gpu_util_mean_pct: float | None
-    """Mean over GPUs and samples in the window."""
-    gpu_memory_peak_bytes: int | None
-    """Highest memory use of any GPU."""
-    temperature_peak_c: float | None
-    """Hottest GPU sample."""
-    throttling: dict[str, float]
-    """Real throttle reason -> share of samples (any GPU) in which it was active."""
-    cpu_mean_pct: float | None
-    """Mean host CPU busy share."""
-    memory_peak_bytes: int | None
-    """Highest host memory use."""
-    disk_read_mean_bytes_per_s: float | None
-    """Mean read rate of the dataset device."""
-    bottleneck: str
-    """A hint: which resource saturated while the GPUs waited, or 'none seen'."""
+    systems: dict[str, Figures]
+    """The figures of each system that ran the seed, each from its own series: {HERE: the host's} for a
+    seed run here; for a seed a batch system ran (its nodes sampled themselves), each node's by its
+    name, the submitting host's never among them."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -187,18 +209,30 @@ class SeedTelemetry:
         return data
 
 
-def summarize(series: dict[str, Any], start_ms: float, stop_ms: float,
+def summarize(series: dict[str, Any] | None, start_ms: float, stop_ms: float,
               nodes: Mapping[str, NodeSeries] | None = None) -> SeedTelemetry:
-    """The seed's telemetry in the window: its energy and power over ``nodes`` where they sampled
-    themselves (`energy_to_train`), the rest from ``series``."""
+    """The seed's telemetry in the window: from ``nodes`` where they sampled themselves (each node's
+    figures from its own series, its energy and power the sum of theirs: `energy_to_train`), else
+    from ``series``, the host's that ran it."""
+    if nodes:
+        systems = {node: figures(n.series, start_ms, stop_ms) if n.series is not None else _unknown(n.missing)
+                   for node, n in sorted(nodes.items())}
+    elif series is None:
+        raise ValueError("no series to summarize")
+    else:
+        systems = {HERE: figures(series, start_ms, stop_ms)}
+    return SeedTelemetry(energy=energy_to_train(series, start_ms, stop_ms, nodes), systems=systems)
+
+
+def figures(series: dict[str, Any], start_ms: float, stop_ms: float) -> Figures:
+    """One system's figures in the window, from its own series."""
     t = np.asarray(series["host"]["t_ms"], dtype=float)
     window = (t >= start_ms) & (t <= stop_ms)
     host = {name: as_array(series["host"][name])[window] for name in
             ("cpu_pct", "iowait_pct", "memory_used_bytes", "disk_read_bytes_per_s", "disk_busy_pct")}
     gpus = series.get("gpus", [])
     util = np.vstack([as_array(g["util_pct"])[window] for g in gpus]) if gpus else np.empty((0, int(window.sum())))
-    return SeedTelemetry(
-        energy=energy_to_train(series, start_ms, stop_ms, nodes),
+    return Figures(
         gpu_util_mean_pct=_mean(util),
         gpu_memory_peak_bytes=_peak_int([as_array(g["memory_used_bytes"])[window] for g in gpus]),
         temperature_peak_c=_peak([as_array(g["temperature_c"])[window] for g in gpus]),
@@ -208,6 +242,13 @@ def summarize(series: dict[str, Any], start_ms: float, stop_ms: float,
         disk_read_mean_bytes_per_s=_mean(host["disk_read_bytes_per_s"]),
         bottleneck=_bottleneck(util, host["cpu_pct"], host["iowait_pct"], host["disk_busy_pct"]),
     )
+
+
+def _unknown(missing: str) -> Figures:
+    """A system without a series: every figure unknown, and why."""
+    return Figures(gpu_util_mean_pct=None, gpu_memory_peak_bytes=None, temperature_peak_c=None, throttling=None,
+                   cpu_mean_pct=None, memory_peak_bytes=None, disk_read_mean_bytes_per_s=None,
+                   bottleneck=f"unknown: {missing}", missing=missing)
 
 
 def _bottleneck(util: np.ndarray, cpu: np.ndarray, iowait: np.ndarray, disk_busy: np.ndarray) -> str:
@@ -231,9 +272,11 @@ def _bottleneck(util: np.ndarray, cpu: np.ndarray, iowait: np.ndarray, disk_busy
     return "none seen"
 
 
-def _throttling(gpus: list[dict[str, Any]], window: np.ndarray) -> dict[str, float]:
+def _throttling(gpus: list[dict[str, Any]], window: np.ndarray) -> dict[str, float] | None:
     if not gpus or not window.any():
         return {}
+    if all(gpu["throttle_bits"][position] is None for gpu in gpus for position in np.flatnonzero(window)):
+        return None
     seen: dict[str, int] = {}
     for position in np.flatnonzero(window):
         active: set[str] = set()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from orchestrator import text
@@ -25,6 +25,7 @@ from orchestrator.insight import sysinfo
 from orchestrator.insight.published_setups import AUTO, published_beside
 from orchestrator.insight.report_runs import RunLine
 from orchestrator.insight.runs import RunView, SeedView, to_setups
+from orchestrator.insight.telemetry_summary import HERE, Figures, SeedTelemetry
 from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
 from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
@@ -290,17 +291,23 @@ def _seed_cells(view: RunView, seed: SeedView) -> list[str]:
         cells += ["-"] * 5
     else:
         energy = telemetry.energy
-        throttling = ", ".join(f"{k} {v:.0%}" for k, v in telemetry.throttling.items()) or "none"
         cells += [
             text.energy(energy.joules),
             "-" if energy.mean_power_w is None else f"{text.number(energy.mean_power_w)} W",
-            text.number(telemetry.gpu_util_mean_pct, "%"),
-            esc(throttling),
-            esc(telemetry.bottleneck),
-        ]
+            _per_system(telemetry, lambda f: "unknown" if f.gpu_util_mean_pct is None
+                        else text.number(f.gpu_util_mean_pct, "%")),
+            _per_system(telemetry, lambda f: "unknown" if f.throttling is None
+                        else ", ".join(f"{k} {v:.0%}" for k, v in f.throttling.items()) or "none"),
+            _per_system(telemetry, lambda f: f.bottleneck)]
     found = "<br>".join(esc(f"{e.kind.value}: {e.line}") for e in errors)
     cells.append(f'<span class="bad">{found}</span>' if errors else "none")
     return cells
+
+
+def _per_system(telemetry: SeedTelemetry, said: Callable[[Figures], str]) -> str:
+    """A figure of the seed's host alone, or of each node that ran it named by the node, one a line: the
+    nodes are systems of their own, and a mean of theirs would hide the one node that lagged."""
+    return "<br>".join(esc(said(f) if node == HERE else f"{node}: {said(f)}") for node, f in telemetry.systems.items())
 
 
 def systems_table(runs: Sequence[RunView]) -> str:

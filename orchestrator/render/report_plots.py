@@ -184,18 +184,16 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLO
     axes = figure.add_subplot()
     lines: dict[str, list[np.ndarray]] = {}
     reasons: set[str] = set()
-    for view in runs:
-        for seed in view.seeds:
-            series, start = seed.series, seed.record.run_start_ms
-            if series is None or start is None:
-                continue
-            gpus = series.get("gpus") or []
-            if not gpus:
-                reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
-                continue
-            t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
-            power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
-            lines.setdefault(view.setup_name, []).append(np.column_stack([t, power]))
+    drawn = [(view.setup_name, series, seed.record.run_start_ms) for view in runs for seed in view.seeds
+             for series in seed.own_series if seed.record.run_start_ms is not None]
+    for name, series, start in drawn:
+        gpus = series.get("gpus") or []
+        if not gpus:
+            reasons.add(str((series.get("gpu_source") or {}).get("reason", "no GPU in the series")))
+            continue
+        t = (np.asarray(series["host"]["t_ms"], dtype=float) - start) / 1000
+        power = np.sum([[np.nan if v is None else v for v in g["power_w"]] for g in gpus], axis=0)
+        lines.setdefault(name, []).append(np.column_stack([t, power]))
     _add_lines(axes, lines, colors, alpha=0.6, linewidth=1)
     if not lines:
         why = "; ".join(sorted(reasons)) or "no telemetry was recorded"
@@ -207,7 +205,7 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLO
     axes.set_ylabel("power (W)")
     axes.legend()
     axes.grid(alpha=0.3)
-    return Plot(title=title, png=_png(figure), note="dotted: run_start")
+    return Plot(title=title, png=_png(figure), note="dotted: run_start" + _per_node(runs))
 
 
 def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str, size: Size = PLOT_SIZE) -> Plot:
@@ -215,8 +213,8 @@ def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str, size: Si
     other than the seed's used (solid: what disturbs a result), beside all of the CPU busy (faint: a
     training seed keeps it near 100% whether or not anything else ran). A series of an older mltrain,
     without the others' share, shows the CPU busy alone."""
-    seeds = [(view.setup_name, seed.series["host"], seed.record.run_start_ms) for view in runs for seed in view.seeds
-             if seed.series is not None and seed.record.run_start_ms is not None]
+    seeds = [(view.setup_name, series["host"], seed.record.run_start_ms) for view in runs for seed in view.seeds
+             for series in seed.own_series if seed.record.run_start_ms is not None]
     with_others = any(host.get("other_cpu_pct") for _, host, _ in seeds)
     title = "Host CPU: other processes' share over time" if with_others else "Host CPU busy over time"
     figure = Figure(figsize=size)
@@ -248,7 +246,13 @@ def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str, size: Si
     how = ("solid: other processes' share of the host's CPU (what disturbs a result); faint dotted: all of the"
            " CPU busy, the seed's own included" if with_others
            else "CPU busy, the seed's own included (this mltrain did not record other processes' share)")
-    return Plot(title=title, png=_png(figure), note=f"{why}; {how}; dotted line: run_start")
+    return Plot(title=title, png=_png(figure), note=f"{why}; {how}; dotted line: run_start" + _per_node(runs))
+
+
+def _per_node(runs: Sequence[RunView]) -> str:
+    """What a plot says where a seed's nodes sampled themselves: each node is a line of its own."""
+    nodes = any(seed.across_nodes for view in runs for seed in view.seeds)
+    return "; a seed across nodes: a line per node, each from the node's own series" if nodes else ""
 
 
 def _add_lines(axes: Axes, lines: dict[str, list[np.ndarray]], colors: dict[str, str], *,

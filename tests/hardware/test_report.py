@@ -297,3 +297,42 @@ def test_a_plot_of_lines_draws_each_seed_in_its_setups_collection_broken_where_a
     faint = Figure().add_subplot()
     _add_lines(faint, {"a": [gap]}, {"a": "#f00"}, labelled={"a"}, linestyle=":")
     assert faint.collections[0].get_label().startswith("_")  # not named twice in a legend
+
+
+def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, tmp_path: Path) -> None:
+    """The seeds table of a seed whose nodes sampled themselves: GPU utilisation, throttling and the hint
+    of each node, named by it, from its own series; the submitting host's (90% busy GPUs) nowhere, nor
+    its GPU power in the plot."""
+    import json
+
+    from orchestrator.results.store import Store
+
+    results = tmp_path / "results"
+    make_run(results, label="nodes", seeds=[1, 2, 3], run_id="run-nodes", power_w=100)
+    for seed in Store(results).open("run-nodes").paths.seed_dirs():
+        host = json.loads(seed.telemetry.read_text())
+        node = json.loads(seed.telemetry.read_text())
+        node["gpus"][0]["util_pct"] = [40.0] * len(host["host"]["t_ms"])
+        node["gpus"][0]["throttle_bits"] = [0x4] * len(host["host"]["t_ms"])
+        cpu_node = {**host, "gpus": [], "gpu_source": {"available": False, "reason": "NVML not available"}}
+        seed.node_telemetry.mkdir()
+        (seed.node_telemetry / "n1.json").write_text(json.dumps(node))
+        (seed.node_telemetry / "n2.json").write_text(json.dumps(cpu_node))
+    out = tmp_path / "r.html"
+    assert hw_cli("report", "run-nodes", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    said = parsed.text
+    assert said.count("n1: 40%") == 3 and said.count("n2: unknown") == 3
+    assert said.count("n1: sw_power_cap 100%") == 3 and said.count("n2: none") == 3
+    assert said.count("n1: GPUs idle in 100% of samples without a saturated CPU or disk (synchronisation?)") == 3
+    assert said.count("n2: no GPU") == 3
+    assert "90%" not in said  # the submitting host's GPU utilisation (a cell of its own before) is no node's
+    assert "dotted: run_start; a seed across nodes: a line per node, each from the node's own series" in said
+    for seed in Store(results).open("run-nodes").paths.seed_dirs():  # no node has a GPU: no power is plotted,
+        (seed.node_telemetry / "n1.json").write_text((seed.node_telemetry / "n2.json").read_text())  # not the host's
+    assert hw_cli("report", "run-nodes", "--results", str(results), "--out", str(out)).code == 0
+    parsed = Collect()
+    parsed.feed(out.read_text())
+    assert "no GPU power to plot: NVML not available" in "".join(parsed.text)
+    assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]

@@ -14,7 +14,7 @@ from orchestrator.insight.gpu_source import GPU_FIELDS, NoGpuSource, NvmlGpuSour
 from orchestrator.insight.gpu_trace import TraceGpuSource, record_gpu_trace
 from orchestrator.insight.host_probe import HostProbe
 from orchestrator.insight.telemetry import TelemetrySampler, load_node_series, load_series
-from orchestrator.insight.telemetry_summary import energy_to_train, seed_energy, summarize
+from orchestrator.insight.telemetry_summary import HERE, energy_to_train, seed_energy, summarize
 from orchestrator.insight.throttle import throttle_reasons
 from tests.hardware.fake_nvml import TRACE, FakeNvml, LegacyFakeNvml, eight_gpu_trace, node_trace
 
@@ -166,10 +166,11 @@ def test_telemetry_samples_only_the_runs_gpus_on_an_eight_gpu_host(tmp_path: Pat
     start, stop = by_index["host"]["t_ms"][0], by_index["host"]["t_ms"][-1]
     run = summarize(by_index, start, stop)
     host = summarize(whole, whole["host"]["t_ms"][0], whole["host"]["t_ms"][-1])
-    assert run.gpu_util_mean_pct == 95.0 and run.bottleneck == "none seen"
+    assert run.systems[HERE].gpu_util_mean_pct == 95.0 and run.systems[HERE].bottleneck == "none seen"
     assert run.energy.mean_power_w == pytest.approx(800.0, rel=0.05)  # two GPUs at 400 W
     # What issue 15 saw when every GPU of the host was read: the six idle ones drown the two busy ones.
-    assert host.gpu_util_mean_pct == pytest.approx(23.75) and host.bottleneck.startswith("GPUs idle")
+    assert host.systems[HERE].gpu_util_mean_pct == pytest.approx(23.75)
+    assert host.systems[HERE].bottleneck.startswith("GPUs idle")
     assert host.energy.mean_power_w == pytest.approx(2 * 400 + 6 * 60, rel=0.05)
 
 
@@ -354,6 +355,35 @@ def test_a_seed_across_nodes_has_the_sum_of_its_nodes_energy_each_from_its_own_s
         "unknown on 1 of 2 nodes: node n4: the node wrote no series (its task did not end on its own)")
 
 
+def test_a_seed_across_nodes_has_each_nodes_own_figures_never_the_submitting_hosts(tmp_path: Path) -> None:
+    """GPU utilisation, temperature, throttling, CPU, memory and disk of a seed a batch system ran are each
+    node's, from its own series, named by it; a figure a node's series lacks is unknown on that node."""
+    host = series([5000.0] * 11, util=[5.0] * 11, cpu=[99.0] * 11)  # the submitting host: not the seed's
+    n1 = series([300.0] * 11, util=[60.0] * 11, cpu=[40.0] * 11, throttle=[0x4] * 11)
+    n1["gpus"][0]["temperature_c"] = [83.0] * 11
+    n3 = series([0.0] * 11, gpus=0, cpu=[70.0] * 11)
+    n3["gpu_source"] = {"available": False, "reason": "NVML not available"}
+    n3["host"]["memory_used_bytes"] = [2**34] * 11
+    for name, data in (("n1", n1), ("n3", n3)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    nodes = load_node_series(tmp_path, ("n1", "n3", "n4"))  # n4's launcher ran, its series never came
+    summary = summarize(host, 2000, 8000, nodes)
+    assert list(summary.systems) == ["n1", "n3", "n4"]  # the submitting host is none of them
+    one, three, four = (summary.systems[n] for n in ("n1", "n3", "n4"))
+    assert (one.gpu_util_mean_pct, one.temperature_peak_c, one.cpu_mean_pct) == (60.0, 83.0, 40.0)
+    assert one.throttling == {"sw_power_cap": 1.0} and one.gpu_memory_peak_bytes == 2**30
+    assert one.memory_peak_bytes == 2**33 and one.disk_read_mean_bytes_per_s == 1e6
+    assert one.bottleneck == "none seen"
+    assert three.gpu_util_mean_pct is None and three.temperature_peak_c is None and three.gpu_memory_peak_bytes is None
+    assert three.cpu_mean_pct == 70.0 and three.memory_peak_bytes == 2**34 and three.bottleneck == "no GPU"
+    assert four.missing == "the node wrote no series (its task did not end on its own)"
+    assert four.gpu_util_mean_pct is None and four.cpu_mean_pct is None and four.throttling is None
+    assert four.bottleneck == f"unknown: {four.missing}"
+    assert summarize(None, 2000, 8000, nodes) == summary  # a submitting host that sampled nothing
+    alone = summarize(host, 2000, 8000)  # a seed run here: the host's own
+    assert list(alone.systems) == [HERE] and alone.systems[HERE].gpu_util_mean_pct == 5.0
+
+
 def test_energy_rejects_a_window_that_runs_backwards() -> None:
     with pytest.raises(ValueError):
         energy_to_train(series([1.0] * 3), 2000, 1000)
@@ -364,17 +394,18 @@ def test_summary_reports_throttling_and_a_cpu_bottleneck() -> None:
     data = series([300.0] * n, util=[10.0] * 6 + [95.0] * 4, cpu=[97.0] * 6 + [40.0] * 4,
                   throttle=[0x4] * 2 + [0x1] * 3 + [0] * 5)
     summary = summarize(data, 0, 9000)
-    assert summary.throttling == {"sw_power_cap": 0.2}  # gpu_idle is not throttling
-    assert summary.bottleneck.startswith("CPU") and "60%" in summary.bottleneck
-    assert summary.gpu_util_mean_pct == pytest.approx(44.0)
+    assert summary.systems[HERE].throttling == {"sw_power_cap": 0.2}  # gpu_idle is not throttling
+    figures = summary.systems[HERE]
+    assert figures.bottleneck.startswith("CPU") and "60%" in figures.bottleneck
+    assert figures.gpu_util_mean_pct == pytest.approx(44.0)
     assert summary.to_json()["energy"]["kwh"] == pytest.approx(summary.energy.joules / 3.6e6)
 
 
 def test_summary_hints_at_storage_and_at_nothing() -> None:
     n = 10
     storage = summarize(series([300.0] * n, util=[5.0] * n, disk_busy=[99.0] * n), 0, 9000)
-    assert storage.bottleneck.startswith("dataset storage")
-    assert summarize(series([300.0] * n), 0, 9000).bottleneck == "none seen"
+    assert storage.systems[HERE].bottleneck.startswith("dataset storage")
+    assert summarize(series([300.0] * n), 0, 9000).systems[HERE].bottleneck == "none seen"
 
 
 def test_a_failing_source_never_fails_the_seed(tmp_path: Path) -> None:
