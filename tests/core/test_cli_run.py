@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.results.store import Store
+from orchestrator.runners import kinds
 
 # fakebench: seed s needs 20 + (7 s) % 11 epochs of 1000 logged ms each.
 EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
@@ -106,7 +107,8 @@ def _nothing_written(folder: Path) -> bool:
         (["run", "fakebench", "--seeds", "1,1"], "given twice"),
         (["run", "fakebench", "--data", "/nonexistent/kits19"], "data folder /nonexistent/kits19: no such folder"),
         (["run", "fakebench", "--profile", "fast"], "'fast' is not one of 'qualify', 'mlperf', 'smoke'"),
-        (["run", "fakebench", "--runner", "cloud"], "'cloud' is not one of 'local', 'docker', 'slurm', 'auto'"),
+        (["run", "fakebench", "--runner", "cloud"],  # the choices, as the runner table declares them
+         "'cloud' is not one of " + ", ".join(f"'{name}'" for name in kinds.NAMES)),
         (["show", "no-such-run"], "no run 'no-such-run'"),
     ],
 )
