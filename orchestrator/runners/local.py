@@ -12,6 +12,7 @@ holds the output pipe kept a converged seed waiting until its limit, then record
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import threading
@@ -132,15 +133,27 @@ class LocalRunner(Runner):
         return DatasetResult.of(result, "on this host")
 
 
-_TAKES_A_VALUE = ("-c", "-m")
-"""Options whose value is not a file (python's code and module), besides every ``--long`` option."""
+_INTERPRETER = re.compile(r"(?:ba|da|k|z)?sh|python(?:\d+(?:\.\d+)*)?")
+"""Programs whose first operand is a file they run (``bash run_and_time.sh``, ``python3 -u train.py``)."""
+_NO_FILE = ("-c", "-m")
+"""An interpreter's options after which it runs no file (code, a module)."""
+_VALUE_NEXT = ("-W", "-X", "-o", "-O")
+"""An interpreter's options whose value is the next word (python's warnings and -X, the shell's set -o)."""
 
 
 def _script(command: Sequence[str]) -> str | None:
-    """The file of the bundle's folder a declared command runs (``bash run_and_time.sh``: its last
-    word), or None where its last word is not one: a lone program, an option, an option's value."""
-    if len(command) < 2 or command[-1].startswith("-"):
+    """The file of the bundle's folder a declared command runs: the first operand of an interpreter
+    (``bash run_and_time.sh``, ``python3 -u train.py``), or None where there is none: an interpreter
+    told to run code or a module (``-c``, ``-m``), or a program that is not an interpreter, whose
+    words are its own (``sleep 1000``)."""
+    if not command or not _INTERPRETER.fullmatch(Path(command[0]).name):
         return None
-    if command[-2] in _TAKES_A_VALUE or command[-2].startswith("--"):
-        return None
-    return command[-1]
+    words = iter(command[1:])
+    for word in words:
+        if word in _NO_FILE:
+            return None
+        if word in _VALUE_NEXT:
+            next(words, None)
+        elif word == "-" or not word.startswith("-"):
+            return None if word == "-" else word
+    return None

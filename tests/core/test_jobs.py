@@ -125,6 +125,22 @@ def test_a_job_the_runner_refuses_writes_nothing(fakebench: Workload, tmp_path: 
     assert not (tmp_path / "job").exists()
 
 
+@pytest.mark.parametrize("command", [("sleep", "1000"), ("python3", "-m", "json.tool", "x"), ("bash", "-c", "true"),
+                                     ("python", "-X", "utf8", "-c", "pass"),
+                                     ("/bin/sh", "-o", "errexit", "-c", "true")])
+def test_a_programs_own_words_are_not_taken_for_a_script_of_the_folder(fakebench: Workload, tmp_path: Path,
+                                                                       command: tuple[str, ...]):
+    LocalRunner(PROJECT).check_job(spec(fakebench, tmp_path / "job", command, run_id=run_id_for(tmp_path)))
+
+
+@pytest.mark.parametrize("command", [("python3", "-u", "missing.py"), ("/usr/bin/bash", "-e", "missing.sh"),
+                                     ("python", "-W", "ignore", "missing.py", "--seed")])
+def test_an_interpreters_script_is_looked_for_past_its_options(fakebench: Workload, tmp_path: Path,
+                                                               command: tuple[str, ...]):
+    with pytest.raises(ConfigError, match="missing.(py|sh) not found"):
+        LocalRunner(PROJECT).check_job(spec(fakebench, tmp_path / "job", command, run_id=run_id_for(tmp_path)))
+
+
 def test_the_outcome_explains_an_out_of_memory_exit_from_its_tail(fakebench: Workload, tmp_path: Path):
     job = spec(fakebench, tmp_path / "job", ("bash", "throughput.sh"), run_id=run_id_for(tmp_path),
                env={"FAKE_THROUGHPUT_MODE": "oom"})
