@@ -85,7 +85,7 @@ def ensure_smoke(runner: Runner, harness: Harness, model: str, status: Callable[
         result = dataset_command(runner, harness, ["smoke", model, out, *([] if with_model else ["--data-only"])],
                                  timeout_s=SMOKE_TIMEOUT_S, on_line=lambda line: None)
         if result.returncode != 0:
-            raise DataError(f"making the smoke {model} {what} failed {result.where}: {result.last_line()}")
+            raise result.failure(f"making the smoke {model} {what}")
         took: float | None = time.monotonic() - started  # all of it: the data, the training, the export
     else:
         took = None

@@ -111,7 +111,7 @@ def export_trained(runner: Runner, trained: TrainedModel, out: Path, status: Cal
                                               HostPath(path=out, writable=True, mount=out.parent)],
                              timeout_s=EXPORT_TIMEOUT_S, on_line=lines.add)
     if result.returncode != 0:
-        raise DataError(f"exporting {trained.source} failed {result.where}: {result.last_line()}")
+        raise result.failure(f"exporting {trained.source}")
     lines.flush()
     if not out.is_file():
         raise DataError(f"exporting {trained.source}: {' '.join(trained.workload.export.cli)} wrote no {out}")

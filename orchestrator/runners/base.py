@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from orchestrator.config.workloads import DataDecl, ImageDecl
+from orchestrator.errors import EXIT_USAGE, DataError, InfrastructureError, MltrainError
 from orchestrator.results.paths import JobPaths
 from orchestrator.results.records import Exit
 
@@ -176,6 +177,14 @@ class DatasetResult:
     def host_text(self, line: str) -> str:
         """A line the command printed, with the paths it saw written as this host's."""
         return host_text(line, self.mounts)
+
+    def failure(self, what: str) -> MltrainError:
+        """The error of a command that failed, by the contract's exit codes: where it refused its input
+        (exit 2) its own line, the input's fault wherever it ran (DataError); else ``what`` failed
+        where it ran (InfrastructureError: a crash, a kill, a full disk say nothing of the input)."""
+        if self.returncode == EXIT_USAGE:
+            return DataError(f"{what}: {self.last_line()}")
+        return InfrastructureError(f"{what} failed {self.where}: {self.last_line()}")
 
     def last_line(self) -> str:
         """The command's one-line answer: its last line of standard error (as this host's paths, an

@@ -130,7 +130,7 @@ def ensure_synthetic(
     out = HostPath(path=folder, writable=True, mount=folder.parent)
     result = _call(runner, workload, ["synthesize", out, *profile.dataset.args], SYNTHESIZE_TIMEOUT_S, status)
     if result.returncode != 0:
-        raise DataError(f"making synthetic {workload.name} data failed {result.where}: {result.last_line()}")
+        raise result.failure(f"making synthetic {workload.name} data")
     for line in result.stdout.splitlines():
         if line.strip():
             status(line.strip())
