@@ -317,7 +317,7 @@ def probe_check(declaration: Declaration, probe: ProbeRun, suite: Suite, gpus: M
     failures = [f"{_on(r.metric, r.gpu, probe, gpus)}: wrong result ({r.sanity.detail})" for r in wrong]
     failures += [_error_reason(e, _on(str(e.get("metric")), e.get("gpu"), probe, gpus)) for e in errors]
     fixes = _remedies(declaration, wrong, errors, probe, gpus)
-    unmeasured = [f"{_error_reason(e, _on(str(e.get('metric')), e.get('gpu'), probe, gpus))}:"
+    unmeasured = [f"{_error_reason(e, _on(str(e.get('metric')), e.get('gpu'), probe, gpus), advice=False)}:"
                   f" {_too_big(name, suite, probe)}" for e in too_big]
     stopped = probe.overran.get(name)
     if stopped:  # a wrong answer before it hung still fails it; else it could not be measured
@@ -348,8 +348,10 @@ def _too_big(name: str, suite: Suite, probe: ProbeRun) -> str:
             f"{' {' + shown + '}' if shown else ''}): lower them; this says nothing about the node")
 
 
-def _error_reason(error: dict[str, Any], metric: str) -> str:
+def _error_reason(error: dict[str, Any], metric: str, *, advice: bool = True) -> str:
+    """The metric, what ran out (with its advice, unless the caller knows the cause: the suite's own
+    sizes) and what the probe said."""
     said = str(error.get("error", ""))
     found = resource_errors.classify(said)
-    summary = found[0].summary if found else ""
+    summary = (found[0].summary if advice else found[0].what) if found else ""
     return f"{metric}: {summary + ': ' if summary else ''}{said[:240]}"

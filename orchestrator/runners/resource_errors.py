@@ -46,6 +46,12 @@ class ResourceError:
         if self.line_number < 1 or self.count < 1:
             raise ValueError("line_number and count start at 1")
 
+    @property
+    def what(self) -> str:
+        """What ran out or broke, without the advice (the summary's head, "GPU out of memory"): for a
+        message whose cause, and so its advice, is known otherwise."""
+        return self.summary.partition(": ")[0]
+
 
 @dataclass(frozen=True)
 class _Rule:

@@ -78,7 +78,8 @@ def test_a_size_the_host_cannot_allocate_is_inconclusive_naming_the_setting(mltr
     assert check.status is Status.INCONCLUSIVE and record.verdict is Status.INCONCLUSIVE, check.reasons
     assert not record.remediation and not check.remediation
     reason = check.reasons[0]
-    assert reason.startswith(f"{metric}: host out of memory") and setting in reason, reason
+    assert reason.startswith(f"{metric}: host out of memory: ") and setting in reason, reason
+    assert "batch" not in reason and "data-loader" not in reason  # a training seed's advice, not the suite's
     assert "the suite's sizes ask more memory than this node can allocate" in reason
     assert "this says nothing about the node" in reason
 
