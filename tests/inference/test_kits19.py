@@ -146,6 +146,20 @@ def test_a_prepared_folder_is_found_again_without_starting_a_process(raw: Path, 
         prepare(raw, tmp_path / "cache", roi=(24, 24, 24), workers=2)
 
 
+def test_finding_a_prepared_folder_imports_neither_torch_nor_scipy_s_signal_processing():
+    """The dataset command `mltrain infer 3d-unet` runs on every run, its folder cached or not: the sliding
+    window's geometry and the preprocessing's steps are read without torch, scipy.signal and scipy.ndimage
+    (before: about 6 CPU seconds of import a run, for a check of a few milliseconds). SciPy's package
+    itself nibabel imports, in milliseconds."""
+    import subprocess
+    import sys
+
+    code = ("import sys, workloads.inference.dataset, workloads.inference.models.unet3d_kits19; "
+            "print(','.join(m for m in ('torch', 'scipy.signal', 'scipy.ndimage') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "", f"the inference dataset command imported {loaded}"
+
+
 def reference_dice(prediction: np.ndarray, target: np.ndarray) -> np.ndarray:
     """accuracy_kits.py's arithmetic written out: one-hot float64 maps, background dropped."""
     def one_hot(x: np.ndarray) -> np.ndarray:

@@ -11,8 +11,7 @@ the accumulators and the Dice all live on the model's device.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -20,8 +19,8 @@ import torch
 from scipy.signal.windows import gaussian
 
 from workloads.unet3d.losses import dice_score
+from workloads.unet3d.windows import PAD_VALUE, padding, trim_slices, window_starts
 
-PAD_VALUE = -2.2
 GAUSSIAN_SIGMA_SCALE = 0.125
 
 
@@ -32,33 +31,6 @@ def importance_map(window: tuple[int, int, int]) -> np.ndarray:
     weights = np.cbrt(np.einsum("i,j,k->ijk", g[0], g[1], g[2]))
     weights /= weights.max()
     return weights.astype(np.float32)
-
-
-def trim_slices(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[slice, ...]:
-    """Per axis: crop r = size % stride (r // 2 in front) when r < stride // 2, else nothing."""
-    slices = []
-    for size, stride in zip(shape, strides, strict=True):
-        r = size % stride
-        r = r if r < stride // 2 else 0
-        slices.append(slice(r // 2, size - (r - r // 2)))
-    return tuple(slices)
-
-
-def padding(shape: tuple[int, ...], window: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(before, after) per axis: up to a multiple of the stride, one stride more if below a window."""
-    pads = []
-    for size, win, stride in zip(shape, window, strides, strict=True):
-        pad = (stride - size % stride) % stride
-        if size + pad < win:
-            pad += stride
-        pads.append((pad // 2, pad - pad // 2))
-    return pads
-
-
-def window_starts(padded_shape: Sequence[int], window: Sequence[int], strides: Sequence[int]) -> list[tuple[int, ...]]:
-    """Start corner of every window, in the reference's order (last axis fastest)."""
-    ranges = [range(0, n - w + 1, s) for n, w, s in zip(padded_shape, window, strides, strict=True)]
-    return list(itertools.product(*ranges))
 
 
 def sliding_window_logits(

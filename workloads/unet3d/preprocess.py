@@ -14,6 +14,10 @@ resampling input is made C-contiguous first (same values, same weights; see ``re
 A run is resumable: ``OUT/manifest.json`` records, per finished case, its source files (size,
 mtime, md5), the parameters and the md5 of both outputs. A case whose sources and parameters
 are unchanged and whose outputs exist is skipped. Outputs are written atomically.
+
+torch is imported by the functions that resample or record its version, not with the module: the
+inference dataset's preparation reads this module's steps and would otherwise pay seconds of import
+on every run, its cached cases included.
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ from pathlib import Path
 
 import nibabel
 import numpy as np
-import torch
-from torch.nn.functional import interpolate
 
 from workloads.common import atomic
 from workloads.common.cpus import threads_per_process, usable_cpus
@@ -132,6 +134,9 @@ def resample(image: np.ndarray, label: np.ndarray, spacing: list[float]) -> tupl
     """Step 2: trilinear (image) and nearest (label) resampling to the target spacing."""
     if spacing == TARGET_SPACING:
         return image, label
+    import torch
+    from torch.nn.functional import interpolate
+
     new_shape = resampled_shape(spacing, image.shape[1:])
     # nibabel hands over Fortran-ordered arrays. Making them C-contiguous changes only where the
     # kernels read each source voxel, not which voxels or weights (tests check the bytes are
@@ -213,6 +218,8 @@ def preprocess_case(case_dir: Path, out_dir: Path, min_shape: int, torch_threads
     ``torch_threads`` sets torch's intra-op threads first (worker processes); None leaves them.
     """
     if torch_threads is not None:
+        import torch
+
         torch.set_num_threads(torch_threads)
     check_files(case_dir)  # before the md5: a FIFO would block it
     sources = {name: source_stat(case_dir / name) for name in (IMAGE_NAME, LABEL_NAME)}
@@ -274,6 +281,8 @@ def read_manifest(out_dir: Path) -> dict:
 
 
 def _write_manifest(out_dir: Path, cases: dict) -> None:
+    import torch
+
     atomic.write_json(
         out_dir / MANIFEST,
         {

@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from workloads.common.errors import DataError
-from workloads.unet3d.evaluate import PAD_VALUE, padding, trim_slices
 from workloads.unet3d.preprocess import TARGET_SPACING, load_pair, normalize, pad_to_min_shape
+from workloads.unet3d.windows import PAD_VALUE, padding, trim_slices
 
 HERE = Path(__file__).resolve().parent
 INFERENCE_CASES_FILE = HERE / "inference_cases.json"

@@ -37,6 +37,7 @@ from workloads.inference.kits19.prepare import prepare as prepare_folder
 from workloads.inference.kits19.prepare import read_index
 from workloads.inference.kits19.preprocess import OVERLAP, read_case
 from workloads.inference.models.common import Accuracy
+from workloads.unet3d.windows import padding
 
 NAME = "3d-unet"
 CONF_MODEL = "3d-unet"
@@ -128,8 +129,6 @@ class Model:
 
     def cost(self, index: int) -> float:
         """The windows the sliding window runs on the case (its index's shape): what a case costs."""
-        from workloads.unet3d.evaluate import padding
-
         shape = tuple(int(v) for v in self.cases[index]["shape"][-3:])
         strides = tuple(int(w * (1 - OVERLAP)) for w in self.roi)
         pads = padding(shape, self.roi, strides)
