@@ -83,7 +83,8 @@ def worker_count(options: Options, *, per_sample: bool, cpus: int) -> tuple[int,
     (``per_sample``: 3D-UNet) keeps two on the CPU too, though each holds a volume and the backend's
     activations at once: one worker, its windows on every CPU as the reference runs them, cut the peak
     by a third and the samples/s by as much, to 0.75x the reference's (quarter-width model, 2 busy
-    CPUs, two rounds; README, `mltrain infer`)."""
+    CPUs, two rounds; README, `mltrain infer`). One worker given answers in LoadGen's issuing thread,
+    as the reference does (`Server`)."""
     if options.workers:
         return options.workers, "given"
     if options.scenario in INLINE_SCENARIOS:
