@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 
 from orchestrator.render.report import _table, esc, page_head
-from orchestrator.render.report_plots import Plot, _png, plot_html
+from orchestrator.render.report_plots import PNG, Plot, _png, plot_html
 from orchestrator.results.qualification import QualificationRecord
 
 
@@ -67,4 +67,4 @@ def metric_trend_plot(records: Sequence[QualificationRecord], metric: str) -> Pl
     note = "dots: pass green, warn orange, fail red; dashed: bounds; dotted: rolling median"
     if sources:
         note += "; references: " + " | ".join(sources[-2:])
-    return Plot(title=title, png=_png(figure), note=note)
+    return Plot(title=title, image=_png(figure), mime=PNG, note=note)

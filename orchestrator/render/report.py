@@ -3,7 +3,7 @@ VALID or INVALID, the seeds that converged, the olympic rule, whether its hosts 
 ran and for how long; then the comparison's verdict (what differs between the setups, and whether
 a difference can be theirs). The numbers, plots, seeds and systems follow.
 
-Plots (`render.report_plots`) are embedded as base64 PNG, so the file can be mailed or archived
+Plots (`render.report_plots`) are embedded as base64 SVG, so the file can be mailed or archived
 alone; they take the page's width, drawn apart for a phone. On a phone the tables of results become
 a card per row and run ids may break after a hyphen (nothing is off-screen); the other wide tables
 scroll inside their own box. Every string that came from a log, a manifest or a host goes through

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 from pathlib import Path
 
@@ -17,4 +18,6 @@ def test_dollar_signs_in_labels_and_title_are_text(cli, tmp_path: Path):
     assert r.code == 0, r.err
     text = out.read_text()
     assert html.escape("a100 at $2/h and $3/h") in text and html.escape("$x^$ and $\\nosuchcommand$") in text
-    assert text.count("data:image/png;base64,") >= 2  # the plots that carry the labels were drawn
+    assert text.count("data:image/svg+xml;base64,") >= 2  # the plots that carry the labels were drawn
+    drawn = "".join(base64.b64decode(image.split('"', 1)[0]).decode() for image in text.split("svg+xml;base64,")[1:])
+    assert html.escape("$x^$ and $\\nosuchcommand$", quote=False) in drawn  # in a plot as its text, not mathtext

@@ -168,4 +168,4 @@ def test_real_runs_carry_system_and_telemetry_into_compare_and_report(hw_cli, tm
     assert rows[1]["seconds_per_epoch"]["ratio"]["value"] == pytest.approx(2.0)
     out = tmp_path / "report.html"
     assert hw_cli("report", "--label", "a", "--label", "b", "--results", str(results), "--out", str(out)).code == 0
-    assert "host.cpu_model" in out.read_text() and "data:image/png;base64," in out.read_text()
+    assert "host.cpu_model" in out.read_text() and "data:image/svg+xml;base64," in out.read_text()
