@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,31 +46,64 @@ class Listing:
 def refresh(store: Store, index: Index) -> list[BrokenRun]:
     """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
     runs that changed, drop rows of runs whose folder is gone or damaged, all in one transaction.
-    Returns the damaged ones. Training runs and inference runs alike."""
+    Returns the damaged ones. Training runs and inference runs alike.
+
+    Where no run folder was added, removed or written by mltrain since the last full check
+    (`Index.unchanged`: the results folder's own time), only the runs the index holds as running
+    are looked at (a few system calls each; one whose writer died between its files and its rows);
+    every other run is as the index has it, with no system call of its own."""
     with index.batch():
-        synced = index.synced()
-        training, inference, unreadable = _stamps(store.root, index.seed_numbers())
-        broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
-        kept: list[index_rows.IndexRows] = []
-        for run_id, stamp in [*training.items(), *inference.items()]:
-            is_training = run_id in training
-            if synced.get(run_id) == stamp:
-                continue
-            try:
-                if is_training:
-                    rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
-                    if rows is not None:  # the rows the run's last write kept: its records need no reading
-                        kept.append(rows)
-                    else:
-                        store.open(run_id).sync(index, mtime=stamp)
+        at_ns, folder_ns = time.time_ns(), os.stat(store.root).st_mtime_ns
+        if index.unchanged(folder_ns) and _running_unchanged(store.root, index):
+            return []
+        broken = _check_all(store, index)
+        index.checked(None if broken else folder_ns, at_ns)
+    return broken
+
+
+def _running_unchanged(root: Path, index: Index) -> bool:
+    """Each run the index holds as running has the time its rows were written from."""
+    running = index.running()
+    seeds = index.seed_numbers() if running else {}
+    for run_id, (kind, synced) in running.items():
+        folder = f"{root}/{run_id}"
+        try:
+            if kind == "inference":
+                stamp = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
+            else:
+                stamp = run_mtime(folder, os.stat(f"{folder}/{MANIFEST_NAME}").st_mtime, seeds.get(run_id))
+        except OSError:  # gone, or not readable now: the full check names it
+            return False
+        if stamp != synced:
+            return False
+    return True
+
+
+def _check_all(store: Store, index: Index) -> list[BrokenRun]:
+    """Every run folder's time (`_stamps`) against its rows'; the damaged runs."""
+    synced = index.synced()
+    training, inference, unreadable = _stamps(store.root, index.seed_numbers())
+    broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
+    kept: list[index_rows.IndexRows] = []
+    for run_id, stamp in [*training.items(), *inference.items()]:
+        is_training = run_id in training
+        if synced.get(run_id) == stamp:
+            continue
+        try:
+            if is_training:
+                rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
+                if rows is not None:  # the rows the run's last write kept: its records need no reading
+                    kept.append(rows)
                 else:
-                    sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
-            except (RecordError, UsageError) as exc:
-                broken.append(BrokenRun(run_id, str(exc)))
-            except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
-                broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
-        index.put(*kept)
-        index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
+                    store.open(run_id).sync(index, mtime=stamp)
+            else:
+                sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
+        except (RecordError, UsageError) as exc:
+            broken.append(BrokenRun(run_id, str(exc)))
+        except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
+            broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
+    index.put(*kept)
+    index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
     return broken
 
 
