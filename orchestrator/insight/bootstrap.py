@@ -2,8 +2,9 @@
 
 Above `LARGE_SAMPLE` runs, their normal approximation. The bootstrap resamples the converged runs and
 keeps the observed number of non-converged ones (the interval is conditional on it), so that every
-resample is scored by the same rule as the result. scipy.stats (its bootstrap) is imported only where
-an interval is bootstrapped: its import costs more than the rest of a comparison of 10,000 runs.
+resample is scored by the same rule as the result. The bootstrap is scipy.stats', computed without
+importing scipy.stats (`orchestrator.percentile_bootstrap`): its import costs more than the rest of a
+comparison of 10,000 runs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from orchestrator.insight.statistics import Interval
 from orchestrator.mlperf.scoring import olympic_kept, olympic_mean, olympic_mean_along
+from orchestrator.percentile_bootstrap import percentile_interval
 
 if TYPE_CHECKING:
     from orchestrator.insight.compare import Setup
@@ -51,14 +53,11 @@ def olympic_interval(setup: Setup) -> Interval:
     if len(converged) > LARGE_SAMPLE:
         half = Z_95 * _olympic_error(converged, failures, setup.drop_per_end)
         return Interval(value=value, low=_finite(value - half), high=_finite(value + half))
-    from scipy import stats
-
-    result = stats.bootstrap(
-        (converged,), lambda x, axis: olympic_mean_along(x, failures, setup.drop_per_end, axis), vectorized=True,
-        method="percentile", n_resamples=resamples(len(converged)), rng=np.random.default_rng(BOOTSTRAP_SEED),
+    low, high = percentile_interval(
+        (converged,), lambda x, axis: olympic_mean_along(x, failures, setup.drop_per_end, axis),
+        resamples(len(converged)), np.random.default_rng(BOOTSTRAP_SEED),
     )
-    return Interval(value=value, low=_finite(result.confidence_interval.low),
-                    high=_finite(result.confidence_interval.high))
+    return Interval(value=value, low=_finite(low), high=_finite(high))
 
 
 def speedup_interval(base: Setup, setup: Setup) -> Interval:
@@ -81,14 +80,9 @@ def speedup_interval(base: Setup, setup: Setup) -> Interval:
         return (olympic_mean_along(b, base_failures, base.drop_per_end, axis)
                 / olympic_mean_along(s, failures, setup.drop_per_end, axis))
 
-    from scipy import stats
-
-    result = stats.bootstrap(
-        (base_times, times), ratio, vectorized=True, paired=False, method="percentile",
-        n_resamples=resamples(len(base_times), len(times)), rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    return Interval(value=value, low=_finite(result.confidence_interval.low),
-                    high=_finite(result.confidence_interval.high))
+    low, high = percentile_interval((base_times, times), ratio, resamples(len(base_times), len(times)),
+                                    np.random.default_rng(BOOTSTRAP_SEED))
+    return Interval(value=value, low=_finite(low), high=_finite(high))
 
 
 def _olympic_error(times: np.ndarray, failures: int, drop_per_end: int) -> float:

@@ -1,7 +1,10 @@
 """The SQLite index of a results folder: one row per run and per seed, for fast listing and comparing.
 
 A cache, never the truth: every row is rebuilt from the run folders (`orchestrator.results.store`)
-whenever they are newer than what the index holds, and the file can be deleted at any time. The
+whenever they are newer than what the index holds, and the file can be deleted at any time. Whether
+they may be newer is told without a look at each run where the results folder's own time says no
+run folder came, went or was written by mltrain since the last full check (`Index.unchanged`, the
+rule in docs/architecture.md). The
 first read of a writable results folder saves the index it rebuilt, so that the next read only
 looks at what changed; a read-only folder is indexed in memory (`Index.in_memory`).
 
@@ -14,6 +17,7 @@ answers by indexing the folders in memory.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -41,7 +45,16 @@ CREATE TABLE IF NOT EXISTS seeds (
     PRIMARY KEY (run_id, seed)
 );
 CREATE INDEX IF NOT EXISTS runs_label ON runs (label);
+CREATE TABLE IF NOT EXISTS checked (folder_mtime_ns INTEGER, at_ns INTEGER);
 """
+FILE_VERSION = SCHEMA_VERSION * 1000 + 1
+"""The index file's ``user_version``: its rows' schema, and the version of its freshness record (the
+`checked` table, `Index.unchanged`). A file of another version (an older mltrain's, or one an older
+mltrain rebuilt after this one) is dropped and rebuilt from the folders."""
+SETTLE_NS = 2_000_000_000
+"""How long before a full check the results folder's time must be, for that check to stand for it
+(`Index.unchanged`): a folder changed within the same tick of its clock (coarse in the kernel, one
+or two seconds on some network and FAT file systems) would keep the time the check saw."""
 _LISTED = ("run_id, workload, benchmark, profile, label, runner, host, started_at, ended_at, state, seeds, converged,"
            " valid, score_ms, scaled_score_ms, reason, kind, scenario, metric, metric_unit, drop_per_end,"
            " max_non_converged, scaling_factor")
@@ -137,10 +150,11 @@ class Index:
         for attempt in (1, 2):
             db = sqlite3.connect(self.path, timeout=self.wait_s)
             try:
+                db.execute("PRAGMA journal_mode = TRUNCATE")  # kept: the folder's time moves with runs only
                 version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version != SCHEMA_VERSION:
-                    db.executescript("DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS seeds;" + _SCHEMA +
-                                     f"PRAGMA user_version = {SCHEMA_VERSION};")
+                if version != FILE_VERSION:
+                    db.executescript("DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS seeds; DROP TABLE IF EXISTS"
+                                     f" checked; {_SCHEMA} PRAGMA user_version = {FILE_VERSION};")
                 db.row_factory = sqlite3.Row
                 return db
             except sqlite3.DatabaseError as exc:
@@ -158,12 +172,44 @@ class Index:
     def write_or_defer(self, write: Callable[[Index], None]) -> str:
         """``write`` this index for a run whose files are written: a cache that another process holds,
         or that cannot be written (a full disk), does not fail the run; the next read catches the index
-        up from the folders. Returns why it was deferred, or ''."""
+        up from the folders. The results folder's time is set to now first (`touch`): a read checks
+        every run's files until the index has the write (`unchanged`), whether it is deferred here
+        or this process dies before it lands. Returns why it was deferred, or ''."""
+        self.touch()
         try:
             write(self)
         except (IndexBusy, IndexUnsaved) as exc:
             return f"{exc}: the index catches up at the next listing"
         return ""
+
+    def touch(self) -> None:
+        """Set the results folder's time to now: the next read checks every run (`unchanged`)."""
+        with contextlib.suppress(OSError):  # a folder gone, or not this user's: its reads check every run
+            os.utime(self.results_dir)
+
+    def unchanged(self, folder_mtime_ns: int) -> bool:
+        """No run folder was added, removed or written by mltrain (`write_or_defer`) since the last
+        full check found every run readable and saved its rows: the results folder's time is the one
+        that check saw, and was older than it by `SETTLE_NS` (a later change moves it)."""
+        if self._memory is not None or not self.path.exists():
+            return False
+        with self._db() as db:
+            found = _tuples(db, "SELECT folder_mtime_ns, at_ns FROM checked")
+        return len(found) == 1 and found[0][0] == folder_mtime_ns and folder_mtime_ns < found[0][1] - SETTLE_NS
+
+    def checked(self, folder_mtime_ns: int | None, at_ns: int) -> None:
+        """A full check that began at ``at_ns``, when the results folder's time was ``folder_mtime_ns``,
+        is saved (None: it found a run it could not read, which the next read checks again)."""
+        with self._db() as db:
+            db.execute("DELETE FROM checked")
+            if folder_mtime_ns is not None:
+                db.execute("INSERT INTO checked VALUES (?, ?)", (folder_mtime_ns, at_ns))
+
+    def running(self) -> dict[str, tuple[str, float]]:
+        """The runs the index holds as running: run id -> (kind, the time its rows were written from)."""
+        with self._db() as db:
+            return {run_id: (kind, mtime) for run_id, kind, mtime in
+                    _tuples(db, "SELECT run_id, kind, synced_mtime FROM runs WHERE state = 'running'")}
 
     def synced(self) -> dict[str, float]:
         """run id -> the folder time its rows were written from."""

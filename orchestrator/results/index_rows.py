@@ -3,7 +3,9 @@ kept beside them in its folder (`rows.json`, written with every write of the run
 time of the files they were built from (`results.refresh.run_mtime`).
 
 A listing of a folder with no index (the first, or after the index was deleted) reads this one
-file a run instead of every record of every seed: at 10,000 runs, 10,000 small files, not 80,000.
+file a run instead of every record of every seed: at 10,000 runs, 10,000 small files, not 80,000;
+the seeds it names are those whose files the run's time is taken from (`seeds_of`: no listing of
+the run's seed folders).
 The rows are a cache, as the index is: they are used only where their stamp is the run's time now,
 they name the run's own folder, neither the run folder nor a seed folder is a link (a link's target
 is checked by reading the run whole), and each seed's telemetry series is where they say; rows that
@@ -79,13 +81,36 @@ def save(folder: Path, rows: IndexRows) -> str:
     return ""
 
 
-def cached(folder: str, run_id: str, stamp: float) -> IndexRows | None:
-    """The rows kept in a run's ``folder``, where they may stand for it (see the module's text);
-    None where the run must be read whole."""
+def kept(folder: str) -> IndexRows | None:
+    """The rows kept in a run's ``folder`` as they are written there, unchecked (`cached` checks
+    them); None where there are none, or none that can be read."""
     try:
-        if os.path.islink(folder) or os.path.lexists(f"{folder}/decisions.json"):
+        return read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
+    except (RecordError, OSError):
+        return None
+
+
+def seeds_of(rows: IndexRows | None) -> list[int] | None:
+    """The seeds ``rows`` hold (the manifest's when they were built: a run that gains a seed rewrites
+    its manifest, so rows that name the wrong seeds have another stamp than the run's)."""
+    if rows is None:
+        return None
+    try:
+        return [int(row[1]) for row in rows.seeds]  # type: ignore[arg-type]
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def cached(folder: str, run_id: str, stamp: float, rows: IndexRows | None = None, *,
+           is_link: bool | None = None) -> IndexRows | None:
+    """The rows kept in a run's ``folder`` (``rows``, where `kept` has read them), where they may
+    stand for it (see the module's text); None where the run must be read whole. ``is_link``:
+    whether the folder is a link, where its parent's listing said."""
+    try:
+        if (os.path.islink(folder) if is_link is None else is_link) or os.path.lexists(f"{folder}/decisions.json"):
             return None  # a link's target, a decided run's seed order: checked by reading the run whole
-        rows = read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
+        if rows is None:
+            rows = read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
         if rows is None or not rows.fits(run_id, stamp):
             return None
         for row in rows.seeds:  # as `StoredRun.sync` finds them: a telemetry series is no file of the run's time

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,59 +46,112 @@ class Listing:
 def refresh(store: Store, index: Index) -> list[BrokenRun]:
     """Bring the index (this folder's, or ``index``) up to date with the folders: re-read only
     runs that changed, drop rows of runs whose folder is gone or damaged, all in one transaction.
-    Returns the damaged ones. Training runs and inference runs alike."""
+    Returns the damaged ones. Training runs and inference runs alike.
+
+    Where no run folder was added, removed or written by mltrain since the last full check
+    (`Index.unchanged`: the results folder's own time), only the runs the index holds as running
+    are looked at (a few system calls each; one whose writer died between its files and its rows);
+    every other run is as the index has it, with no system call of its own."""
     with index.batch():
-        synced = index.synced()
-        training, inference, unreadable = _stamps(store.root, index.seed_numbers())
-        broken = [BrokenRun(run_id, problem) for run_id, problem in unreadable.items()]
-        kept: list[index_rows.IndexRows] = []
-        for run_id, stamp in [*training.items(), *inference.items()]:
-            is_training = run_id in training
-            if synced.get(run_id) == stamp:
-                continue
-            try:
-                if is_training:
-                    rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp)
-                    if rows is not None:  # the rows the run's last write kept: its records need no reading
-                        kept.append(rows)
-                    else:
-                        store.open(run_id).sync(index, mtime=stamp)
-                else:
-                    sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
-            except (RecordError, UsageError) as exc:
-                broken.append(BrokenRun(run_id, str(exc)))
-            except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
-                broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
-        index.put(*kept)
-        index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
+        at_ns, folder_ns = time.time_ns(), os.stat(store.root).st_mtime_ns
+        if index.unchanged(folder_ns) and _running_unchanged(store.root, index):
+            return []
+        broken = _check_all(store, index)
+        index.checked(None if broken else folder_ns, at_ns)
     return broken
 
 
-def _stamps(root: Path, seeds: dict[str, list[int]]) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+def _running_unchanged(root: Path, index: Index) -> bool:
+    """Each run the index holds as running has the time its rows were written from."""
+    running = index.running()
+    seeds = index.seed_numbers() if running else {}
+    for run_id, (kind, synced) in running.items():
+        folder = f"{root}/{run_id}"
+        try:
+            if kind == "inference":
+                stamp = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
+            else:
+                stamp = run_mtime(folder, os.stat(f"{folder}/{MANIFEST_NAME}").st_mtime, seeds.get(run_id))
+        except OSError:  # gone, or not readable now: the full check names it
+            return False
+        if stamp != synced:
+            return False
+    return True
+
+
+def _check_all(store: Store, index: Index) -> list[BrokenRun]:
+    """Every run folder's time (`_stamps`) against its rows'; the damaged runs."""
+    synced = index.synced()
+    found = _stamps(store.root, index.seed_numbers())
+    training, inference = found.training, found.inference
+    broken = [BrokenRun(run_id, problem) for run_id, problem in found.unreadable.items()]
+    kept: list[index_rows.IndexRows] = []
+    for run_id, stamp in [*training.items(), *inference.items()]:
+        is_training = run_id in training
+        if synced.get(run_id) == stamp:
+            continue
+        try:
+            if is_training:
+                rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp, found.rows.get(run_id),
+                                         is_link=run_id in found.links)
+                if rows is not None:  # the rows the run's last write kept: its records need no reading
+                    kept.append(rows)
+                else:
+                    store.open(run_id).sync(index, mtime=stamp)
+            else:
+                sync_inference(store.inference_paths(run_id), store.open_inference(run_id), index)
+        except (RecordError, UsageError) as exc:
+            broken.append(BrokenRun(run_id, str(exc)))
+        except OSError as exc:  # what a record's reader does not read itself: a folder's links, its listing
+            broken.append(BrokenRun(run_id, f"{exc.filename or run_id}: {exc.strerror or exc}"))
+    index.put(*kept)
+    index.forget((set(synced) - set(training) - set(inference)) | {b.run_id for b in broken})
+    return broken
+
+
+@dataclass
+class _Stamps:
+    training: dict[str, float] = field(default_factory=dict)
+    """Each training run's time (`run_mtime`)."""
+    inference: dict[str, float] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """The folders that cannot be read, each with its problem."""
+    rows: dict[str, index_rows.IndexRows] = field(default_factory=dict)
+    """The kept rows (`index_rows.kept`) of the runs the index does not hold, read to learn their seeds."""
+    links: set[str] = field(default_factory=set)
+    """The run folders that are links."""
+
+
+def _stamps(root: Path, seeds: dict[str, list[int]]) -> _Stamps:
     """Each run folder's time (`run_mtime`), training runs and inference runs apart, and the
-    folders that cannot be read, each with its problem (named, the others listed): one pass
-    over the folder, a few system calls per run (thousands of runs are listed in a blink).
-    ``seeds``: each indexed run's seeds (a run that gains a seed rewrites its manifest, so the
-    seed folders of a run the index knows need no listing)."""
-    training: dict[str, float] = {}
-    inference: dict[str, float] = {}
-    unreadable: dict[str, str] = {}
+    folders that cannot be read (named, the others listed): one pass over the folder, a few system
+    calls per run (thousands of runs are listed in a blink). ``seeds``: each indexed run's seeds; a
+    run the index does not hold takes them from its kept rows (a run that gains a seed rewrites its
+    manifest, so named seeds need no listing of their folder), and lists them only without rows."""
+    found = _Stamps()
     with os.scandir(root) as entries:
-        names = sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+        listed = [(e.name, e.is_symlink()) for e in entries if not e.name.startswith(".") and e.is_dir()]
+    found.links = {name for name, is_link in listed if is_link}
     folder_of = str(root)
-    for name in names:
+    for name in sorted(name for name, _ in listed):
         folder = f"{folder_of}/{name}"  # (not os.path.join: thousands of runs)
         try:
             try:
                 manifest_mtime = os.stat(f"{folder}/{MANIFEST_NAME}").st_mtime
             except FileNotFoundError:
                 with contextlib.suppress(FileNotFoundError):
-                    inference[name] = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
+                    found.inference[name] = os.stat(f"{folder}/{INFERENCE_FILE}").st_mtime
                 continue
-            training[name] = run_mtime(folder, manifest_mtime, seeds.get(name))
+            named = seeds.get(name)
+            if named is None:
+                rows = index_rows.kept(folder)
+                named = index_rows.seeds_of(rows)
+                if rows is not None:
+                    found.rows[name] = rows
+            found.training[name] = run_mtime(folder, manifest_mtime, named)
         except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
-            unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
-    return training, inference, unreadable
+            found.unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
+    return found
 
 
 def run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: list[int] | None = None) -> float:

@@ -460,11 +460,11 @@ def test_the_compare_command_opens_no_run_of_one_node_runs(hw_cli, tmp_path: Pat
     assert len(opened) <= 2 and "scaling" not in r.out  # one manifest a setup (its facts), no run opened
 
 
-def test_compare_imports_neither_matplotlib_nor_scipy_stats_where_it_bootstraps_nothing(tmp_path: Path) -> None:
-    """Their imports alone (1.3 s for scipy.stats, 0.6 s for matplotlib) cost more CPU than the rest of a
-    comparison of 10,000 runs, whose intervals are not bootstrapped (above LARGE_SAMPLE runs): compare
-    imports scipy.stats only to bootstrap, and matplotlib never. (MLCommons' RCP checker, asked for
-    the reference of a batch size, imports scipy.stats itself: here it is asked for none.)"""
+def test_compare_imports_neither_matplotlib_nor_scipy_stats(tmp_path: Path) -> None:
+    """Their imports alone (1 to 2 s for scipy.stats, 0.6 s for matplotlib) cost more CPU than the rest of
+    a comparison of 10,000 runs: compare imports neither, whether its intervals are bootstrapped (a few
+    runs: `orchestrator.percentile_bootstrap`) or not (above LARGE_SAMPLE runs). (MLCommons' RCP checker,
+    asked for the reference of a batch size, imports scipy.stats itself: here it is asked for none.)"""
     import json
     import subprocess
     import sys
@@ -489,6 +489,4 @@ def test_compare_imports_neither_matplotlib_nor_scipy_stats_where_it_bootstraps_
         return json.loads(done.stderr.strip().splitlines()[-1])
 
     assert imported(1) == {"code": 0, "imported": []}
-    bootstrapped = imported(2000)  # a few runs: bootstrapped
-    assert bootstrapped["code"] == 0 and "scipy.stats" in bootstrapped["imported"]
-    assert "matplotlib" not in bootstrapped["imported"]
+    assert imported(2000) == {"code": 0, "imported": []}  # a few runs: bootstrapped
