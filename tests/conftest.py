@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +146,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = xdist_group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@contextlib.contextmanager
+def cpu_hog_lock(path: Path, hog: bool) -> Iterator[None]:
+    """Held alone by a test that keeps every CPU busy (``hog``), shared by the time-bound ones."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_hogs_apart_from_time_bounds(request: pytest.FixtureRequest,
+                                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist, a ``cpu_hog`` test (it keeps every CPU busy on purpose) never runs beside a
+    ``time_bound`` one (it asserts a wall time or a rate), nor beside another hog: ``cpu_hog_lock`` in a
+    file of this session's workers. In one process the tests run one at a time anyway."""
+    hog, timed = request.node.get_closest_marker("cpu_hog"), request.node.get_closest_marker("time_bound")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not (hog or timed):
+        yield
+        return
+    with cpu_hog_lock(tmp_path_factory.getbasetemp().parent / "cpu-hogs.lock", hog=bool(hog)):
+        yield
