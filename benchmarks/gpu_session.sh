@@ -152,7 +152,7 @@ cat "$WORK/env.txt" >>"$log"
 do_install() {
     # No index: every missing requirement comes from the kit; satisfied ones stay as installed.
     "$PYTHON" -m pip install --no-index --find-links "$KIT/wheels" --disable-pip-version-check --no-cache-dir \
-        -e '.[workloads]' 'pytest>=8' 'pytest-timeout>=2.3' 'hypothesis>=6' &&
+        -e '.[workloads]' 'pytest>=8' 'pytest-timeout>=2.3' 'pytest-xdist>=3.6' 'hypothesis>=6' &&
         "$MLTRAIN" --help >/dev/null
 }
 do_qualify() {  # the record on stdout (--json) is the file; JUnit and Prometheus stay in $WORK (8 files back)
@@ -189,7 +189,7 @@ reference="$KIT/reference/unet3d"
 no_reference="the kit holds no reference (tools/gpu_kit.py --reference)"
 part_install() { run_part install bash -c do_install || { echo "install failed: see $log" | tee -a "$summary"; }; }
 part_cuda_tests() {
-    run_part cuda_tests "$PYTHON" -m pytest tests/*/test_cuda.py -m cuda -q -rs -p no:cacheprovider \
+    run_part cuda_tests "$PYTHON" -m pytest tests/*/test_cuda.py -m cuda -n 0 -q -rs -p no:cacheprovider \
         --junitxml "$OUT/cuda_tests.xml"
 }
 part_unet3d() {

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +95,79 @@ def cli_process(mltrain_env: dict[str, str]):
 def write_profiles(path: Path, body: str) -> Path:
     path.write_text(body)
     return path
+
+
+# --- Running on several CPUs (pytest-xdist: `-n auto --dist loadgroup`, set in pyproject.toml) ---
+
+MAX_WORKERS = 4
+"""The most workers `-n auto` starts, however many CPUs the machine has. Past a few, the suite's wall time
+is bounded by its longest group (the real engines' tests run one at a time, below) and each extra worker
+only adds a Python with torch loaded and another training test beside the time-bound ones."""
+
+ENGINE_FIXTURES = frozenset({"docker_engine", "slurm_cluster"})
+"""The one Docker engine at DOCKER_HOST, the one Slurm cluster at SLURM_CONF: a test that uses either
+counts every mltrain container or job as its own (``no_leftover_containers``, a node it takes down), and
+the base images are made by a script that must not run twice at once; these tests run one at a time."""
+
+SHARED_SCOPES = frozenset({"module", "class", "package"})
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per CPU this process may use (affinity, cgroup quota), at most MAX_WORKERS;
+    none (the tests run in this process) on one CPU. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from workloads.common.cpus import usable_cpus
+
+    cpus = usable_cpus()
+    return 0 if cpus < 2 else min(cpus, MAX_WORKERS)
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group a test runs in under `--dist loadgroup` (a group's tests run on one worker, one after
+    another), unless it names its own with ``pytest.mark.xdist_group``: "engines" for a test of the real
+    Docker engine or Slurm cluster; its module for a test using a module's (class's, package's) fixture,
+    so that the fixture is made once, not once per worker; none (any worker) otherwise."""
+    if ENGINE_FIXTURES & set(item.fixturenames) or item.get_closest_marker("docker") or item.get_closest_marker(
+            "slurm"):
+        return "engines"
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is not None and any(
+            defs and defs[-1].scope in SHARED_SCOPES for defs in definitions.name2fixturedefs.values()):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        group = xdist_group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@contextlib.contextmanager
+def cpu_hog_lock(path: Path, hog: bool) -> Iterator[None]:
+    """Held alone by a test that keeps every CPU busy (``hog``), shared by the time-bound ones."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_hogs_apart_from_time_bounds(request: pytest.FixtureRequest,
+                                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist, a ``cpu_hog`` test (it keeps every CPU busy on purpose) never runs beside a
+    ``time_bound`` one (it asserts a wall time or a rate), nor beside another hog: ``cpu_hog_lock`` in a
+    file of this session's workers. In one process the tests run one at a time anyway."""
+    hog, timed = request.node.get_closest_marker("cpu_hog"), request.node.get_closest_marker("time_bound")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not (hog or timed):
+        yield
+        return
+    with cpu_hog_lock(tmp_path_factory.getbasetemp().parent / "cpu-hogs.lock", hog=bool(hog)):
+        yield

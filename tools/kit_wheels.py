@@ -25,8 +25,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 NEVER_CARRIED = ("torch", "numpy", "triton", "nvidia-cu*", "nvidia-n*", "cuda-*")
 
 
-# What gpu_session.sh installs beside the project: the test runner and its plug-ins.
-TEST_REQUIREMENTS = ("pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6")
+# What gpu_session.sh installs beside the project: the test runner and its plug-ins (pytest-xdist: pyproject's
+# addopts name its -n).
+TEST_REQUIREMENTS = ("pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "hypothesis>=6")
 
 
 # Always carried: pip's isolated build of the project finds its backend only in the kit.

@@ -46,6 +46,7 @@ def _run(cli_process, results: Path, label: str, seeds: str, env: dict[str, str]
     assert proc.returncode == 0, err
 
 
+@pytest.mark.cpu_hog
 @pytest.mark.slow
 def test_a_run_beside_a_cpu_hog_is_not_attributable_and_names_the_hogs_share(cli_process, tmp_path: Path) -> None:
     """The same fakebench setup twice, the second beside a CPU hog this test starts (one busy process per

@@ -3,7 +3,9 @@ CPU: ``gpu_count`` GPUs whose memory is host memory and whose queued work takes 
 between two synchronisations, times the GPU's factor in ``slow`` (2.0: twice as long, so a copy rate
 halved, as a link trained at half its width copies). A synchronisation waits as a real one waits for
 the GPU's queued work: until that time has passed since the last one. The rates it gives therefore do
-not depend on how loaded this machine is. No NUMA node is known; pinned memory is plain host memory."""
+not depend on how loaded this machine is, as long as the host's own part of a copy takes less than
+``work_s`` (a test comparing rates sets it well above what a loaded host takes). No NUMA node is
+known; pinned memory is plain host memory."""
 
 from __future__ import annotations
 

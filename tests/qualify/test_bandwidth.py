@@ -36,7 +36,10 @@ def test_every_gpu_is_timed_both_ways_and_to_its_peers_each_copy_verified(capsys
 
 
 def test_a_gpu_whose_copies_take_twice_as_long_measures_half_the_rate(capsys):
-    results = run_cases(capsys, FakeGpus(gpu_count=2, slow={1: 2.0}))
+    # A 2 MiB copy took 60 ms of wall time on a host at load 23 (2 cores): more than the stand-in's default
+    # 20 ms of queued work, which then no longer set the rate, and the slow GPU read 0.91x the healthy one.
+    # 100 ms of queued work per synchronisation keeps the rate the stand-in's on such a host.
+    results = run_cases(capsys, FakeGpus(gpu_count=2, slow={1: 2.0}, work_s=0.1))
     for way in ("h2d_GBps", "d2h_GBps"):
         healthy, halved = (results[f"{way}_gpu{i}"]["performance"]["value"] for i in (0, 1))
         assert halved < 0.75 * healthy, (way, healthy, halved)

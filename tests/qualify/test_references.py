@@ -34,6 +34,7 @@ def measurement(record: dict, metric: str) -> dict:
     return next(m for c in record["checks"] for m in c["measurements"] if m["metric"] == metric)
 
 
+@pytest.mark.cpu_hog
 def test_a_cpu_hog_beside_the_node_is_caught_by_its_learned_references(cli, tmp_path: Path):
     results = tmp_path / "r"
     for _ in range(3):

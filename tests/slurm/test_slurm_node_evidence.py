@@ -79,6 +79,7 @@ def _ranks(results: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.cpu_hog
 @pytest.mark.slurm
 def test_each_node_is_judged_on_its_own_the_seeds_ranks_are_its_own_a_busy_process_is_not(
         cli_process, slurm_env, tmp_path: Path):
