@@ -194,15 +194,21 @@ class Index:
         if self._memory is not None or not self.path.exists():
             return False
         with self._db() as db:
-            found = _tuples(db, "SELECT folder_mtime_ns, at_ns FROM checked")
-        return len(found) == 1 and found[0][0] == folder_mtime_ns and folder_mtime_ns < found[0][1] - SETTLE_NS
+            return _stands(_tuples(db, "SELECT folder_mtime_ns, at_ns FROM checked"), folder_mtime_ns)
 
     def checked(self, folder_mtime_ns: int | None, at_ns: int) -> None:
         """A full check that began at ``at_ns``, when the results folder's time was ``folder_mtime_ns``,
-        is saved (None: it found a run it could not read, which the next read checks again)."""
+        is saved (None: it found a run it could not read, which the next read checks again). Written
+        only where it changes what `unchanged` answers: a check within `SETTLE_NS` of the folder's time
+        stands for nothing, and one already standing needs no saving, so that a read of a settled
+        folder, or of one just written, leaves the index file as it was."""
         with self._db() as db:
-            db.execute("DELETE FROM checked")
-            if folder_mtime_ns is not None:
+            found = _tuples(db, "SELECT folder_mtime_ns, at_ns FROM checked")
+            if folder_mtime_ns is None:
+                if found:
+                    db.execute("DELETE FROM checked")
+            elif _stands([(folder_mtime_ns, at_ns)], folder_mtime_ns) and not _stands(found, folder_mtime_ns):
+                db.execute("DELETE FROM checked")
                 db.execute("INSERT INTO checked VALUES (?, ?)", (folder_mtime_ns, at_ns))
 
     def running(self) -> dict[str, tuple[str, float]]:
@@ -283,6 +289,11 @@ class Index:
             for row in _dicts(db, "SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed"):
                 found[row["run_id"]].append(row)
         return found
+
+
+def _stands(checks: list[tuple[Any, ...]], folder_mtime_ns: int) -> bool:
+    """One full check saved, of the folder's present time, made at least `SETTLE_NS` after it."""
+    return len(checks) == 1 and checks[0][0] == folder_mtime_ns and folder_mtime_ns < checks[0][1] - SETTLE_NS
 
 
 def _tuples(db: sqlite3.Connection, query: str, parameters: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

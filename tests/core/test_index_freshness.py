@@ -128,3 +128,25 @@ def test_reads_leave_the_results_folder_s_time_alone(tmp_path: Path):
     (results / run_ids[0] / "summary.json").touch()  # changed by hand: the run's rows are written again
     Store(results).list()
     assert results.stat().st_mtime_ns == before
+
+
+def test_a_read_writes_the_index_file_only_where_its_check_comes_to_stand(tmp_path: Path):
+    """A read just after a write (within SETTLE_NS of the folder's time) saves no check that could not
+    stand, and a read of a settled folder saves none again: a refused command beside a store leaves
+    its index file as it was (before: every full check rewrote it)."""
+    results, _ = _store(tmp_path)
+    index = results / "index.db"
+
+    def stamp() -> tuple[int, int]:
+        return index.stat().st_size, index.stat().st_mtime_ns
+
+    Store(results).list()  # the folder was written just now: the check cannot stand
+    before = stamp()
+    time.sleep(0.05)
+    Store(results).list()
+    assert stamp() == before
+    _settled(results)  # saves the check that stands
+    settled = stamp()
+    time.sleep(0.05)
+    Store(results).list()
+    assert stamp() == settled

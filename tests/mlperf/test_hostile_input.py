@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from orchestrator.results.index import SETTLE_NS
 from orchestrator.results.store import Store
 
 from .published_layout import Run, resnet_log, write_benchmark
@@ -104,6 +106,11 @@ def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         os.environ.pop("MLTRAIN_WORKLOADS")
     assert code == 0
+    # Settled, as a store is some seconds after its last write: the folder's time is older than the index's
+    # full check by more than SETTLE_NS, so a read of a copy (copytree keeps the folder's time) writes nothing.
+    settled = time.time_ns() - 2 * SETTLE_NS
+    os.utime(results, ns=(settled, settled))
+    assert main(["-q", "list", "--results", str(results)]) == 0
     return results
 
 
