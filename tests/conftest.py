@@ -138,14 +138,27 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        group = xdist_group_of(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A worker whose pytest-xdist did not put the groups in the test ids (its loadgroup sets
+    ``item._nodeid``, which pytest 9.2 no longer reads) would run the engines' tests on two workers at
+    once: stop, naming the cause, rather than fail them one by one."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getvalue("loadgroup"):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist's loadgroup lost the groups of {len(lost)} test(s) ({lost[0]}): this "
+                                "pytest and pytest-xdist do not work together; see the pin in pyproject.toml")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test's group, marked as it is collected: pytest-xdist reads the marks in a worker's
+    ``pytest_collection_modifyitems``, which runs before a conftest's, tryfirst or not (a group marked
+    there reached no worker: the engines' tests ran on two at once)."""
+    if item.get_closest_marker("xdist_group"):
+        return
+    group = xdist_group_of(item)
+    if group:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @contextlib.contextmanager

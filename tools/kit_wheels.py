@@ -27,7 +27,7 @@ NEVER_CARRIED = ("torch", "numpy", "triton", "nvidia-cu*", "nvidia-n*", "cuda-*"
 
 # What gpu_session.sh installs beside the project: the test runner and its plug-ins (pytest-xdist: pyproject's
 # addopts name its -n).
-TEST_REQUIREMENTS = ("pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "hypothesis>=6")
+TEST_REQUIREMENTS = ("pytest>=8,<9.2", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "hypothesis>=6")
 
 
 # Always carried: pip's isolated build of the project finds its backend only in the kit.
