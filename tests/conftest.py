@@ -138,11 +138,17 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """This pytest is a worker of pytest-xdist (its own ``workerinput``; PYTEST_XDIST_WORKER is no sign:
+    a pytest a test starts, such as the GPU session's, inherits it)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A worker whose pytest-xdist did not put the groups in the test ids (its loadgroup sets
     ``item._nodeid``, which pytest 9.2 no longer reads) would run the engines' tests on two workers at
     once: stop, naming the cause, rather than fail them one by one."""
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getvalue("loadgroup"):
+    if not is_xdist_worker(session.config) or not session.config.getvalue("loadgroup"):
         return
     lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
     if lost:
@@ -179,7 +185,7 @@ def _cpu_hogs_apart_from_time_bounds(request: pytest.FixtureRequest,
     ``time_bound`` one (it asserts a wall time or a rate), nor beside another hog: ``cpu_hog_lock`` in a
     file of this session's workers. In one process the tests run one at a time anyway."""
     hog, timed = request.node.get_closest_marker("cpu_hog"), request.node.get_closest_marker("time_bound")
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not (hog or timed):
+    if not is_xdist_worker(request.config) or not (hog or timed):
         yield
         return
     with cpu_hog_lock(tmp_path_factory.getbasetemp().parent / "cpu-hogs.lock", hog=bool(hog)):
