@@ -22,6 +22,7 @@ from orchestrator.insight.telemetry_summary import SeedTelemetry, summarize
 from orchestrator.insight.unavailable import is_unavailable
 from orchestrator.mlperf import benchmarks
 from orchestrator.mlperf.layout import accelerators as described_accelerators
+from orchestrator.results.index_rows import SeedRow
 from orchestrator.results.records import Manifest, RunRecord, RunStatus
 from orchestrator.results.refresh import Listing
 from orchestrator.results.store import Store
@@ -117,14 +118,14 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
         row, seeds = rows[run_id], seed_rows.get(run_id, [])
         if row["kind"] != "training":
             raise UsageError(f"run {run_id} is an inference run: compare it with inference runs only")
-        if any(seed["telemetry"] and not seed["judged"] for seed in seeds):  # records of an older mltrain
+        if any(seed.telemetry and not seed.judged for seed in seeds):  # records of an older mltrain
             runs.append(_pooled(view_of(store.open(run_id))))
             continue
         runs.append(PooledRun(
             run_id=run_id, setup_name=row["label"] or run_id, rule=(row["drop_per_end"], row["max_non_converged"]),
             scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
-            seeds=tuple(_indexed_seed(seed) for seed in seeds if seed["state"] == "finished" and seed["status"]),
-            batch_sizes=frozenset(seed["global_batch_size"] for seed in seeds if seed["global_batch_size"]),
+            seeds=tuple(_indexed_seed(seed) for seed in seeds if seed.state == "finished" and seed.status),
+            batch_sizes=frozenset(seed.global_batch_size for seed in seeds if seed.global_batch_size),
             profile=row["profile"],
         ))
     return setups_of(runs, lambda run_id: store.manifest(run_id))
@@ -253,17 +254,21 @@ def _seed_result(view: SeedView) -> SeedResult:
 NO_TELEMETRY = "not judged: no telemetry was sampled"
 
 
-def _indexed_seed(row: dict[str, Any]) -> SeedResult:
+def _indexed_seed(row: SeedRow) -> SeedResult:
     """A finished seed from its index row, as `seed_result` makes it from its record (and telemetry)."""
-    converged = row["status"] == RunStatus.CONVERGED.value and bool(row["time_to_train_ms"])
-    judged = row["host"] is not None
+    converged = row.status == _CONVERGED and bool(row.time_to_train_ms)
+    judged = row.host is not None
     return SeedResult(
-        seed=row["seed"], converged=converged,
-        time_to_train_ms=float(row["time_to_train_ms"]) if row["time_to_train_ms"] is not None else None,
-        epochs_to_target=row["epochs_to_target"] if converged and row["epochs_to_target"] else None,
-        samples_per_epoch=row["samples_per_epoch"], energy_j=row["energy_j"],
-        host=row["host"] if judged else "unknown", host_reason=row["host_reason"] if judged else NO_TELEMETRY,
+        seed=row.seed, converged=converged,
+        time_to_train_ms=float(row.time_to_train_ms) if row.time_to_train_ms is not None else None,
+        epochs_to_target=row.epochs_to_target if converged and row.epochs_to_target else None,
+        samples_per_epoch=row.samples_per_epoch, energy_j=row.energy_j,
+        host=row.host if judged else "unknown",
+        host_reason=row.host_reason if judged else NO_TELEMETRY,
     )
+
+
+_CONVERGED = RunStatus.CONVERGED.value
 
 
 def seed_result(seed: int, record: RunRecord, energy_j: float | None = None,

@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator.errors import StoreError, StoreWriteError
 from orchestrator.results import atomic
-from orchestrator.results.index_rows import RUN_COLUMNS, SCHEMA_VERSION, SEED_COLUMNS, IndexRows
+from orchestrator.results.index_rows import RUN_COLUMNS, SCHEMA_VERSION, SEED_COLUMNS, IndexRows, SeedRow
 from orchestrator.results.inference import InferenceRun
 from orchestrator.results.paths import INDEX_NAME
 
@@ -279,15 +279,17 @@ class Index:
             rows = db.execute("SELECT * FROM seeds WHERE run_id = ? ORDER BY seed", (run_id,)).fetchall()
         return [dict(row) for row in rows]
 
-    def seeds_of(self, run_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """The seed rows of many runs at once, by run id (in seed order)."""
-        found: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    def seeds_of(self, run_ids: list[str]) -> dict[str, list[SeedRow]]:
+        """The seed rows of many runs at once, by run id (in seed order), as typed tuples (a dict
+        each cost more than the rest of a comparison of 10,000 runs)."""
+        found: dict[str, list[SeedRow]] = {run_id: [] for run_id in run_ids}
         with self._db() as db:
             db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (run_id TEXT PRIMARY KEY)")
             db.execute("DELETE FROM wanted")
             db.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", [(r,) for r in run_ids])
-            for row in _dicts(db, "SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed"):
-                found[row["run_id"]].append(row)
+            rows = _tuples(db, "SELECT seeds.* FROM seeds JOIN wanted USING (run_id) ORDER BY run_id, seed")
+        for row in map(SeedRow._make, rows):
+            found[row.run_id].append(row)
         return found
 
 

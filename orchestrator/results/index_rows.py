@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.errors import RecordError, StoreError, StoreWriteError
 from orchestrator.results import atomic
@@ -30,12 +30,36 @@ SCHEMA_VERSION = 6
 version is dropped and rebuilt, and rows of another version are not used."""
 RUN_COLUMNS = 24
 SEED_COLUMNS = 14
+"""The seeds table's columns (`SeedRow`'s fields)."""
 _INT64_MAX = 2**63 - 1
 _TELEMETRY = 9
 """A seed row's column saying it has a telemetry series."""
 
 Value = str | int | float | None
 """A value of an index cell."""
+
+
+class SeedRow(NamedTuple):
+    """A seed's row as the index holds it (its columns, in the table's order): what a comparison
+    takes of a seed without opening its run (`Index.seeds_of`)."""
+
+    run_id: str
+    seed: int
+    state: str
+    status: str | None
+    time_to_train_ms: int | float | None
+    epochs_to_target: float | None
+    reason: str | None
+    samples_per_epoch: int | None
+    global_batch_size: int | None
+    telemetry: int
+    """1 where the seed has a telemetry series."""
+    host: str | None
+    """The verdict on its host (`insight.quiet`), as its record holds it."""
+    host_reason: str | None
+    energy_j: float | None
+    judged: int
+    """1 where its record holds the verdict on its host and, with telemetry, its energy."""
 
 
 class IndexRows(Record):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.results.index_rows import SEED_COLUMNS, SeedRow
 from orchestrator.results.paths import ROWS_NAME
 from orchestrator.results.store import Store
 from tests.hardware.stored_runs import make_run
@@ -116,3 +117,17 @@ def test_a_first_listing_takes_each_run_s_seeds_from_its_kept_rows(tmp_path: Pat
     listing = Store(results).list()
     assert sorted(r["run_id"] for r in listing.rows) == run_ids and not listing.broken
     assert [path for path in listed if path.endswith("/seeds")] == []
+
+
+def test_a_seed_row_names_the_seeds_table_s_columns_in_their_order(tmp_path: Path):
+    """`Index.seeds_of` hands out each seed's row as a `SeedRow`: a column added, dropped or moved
+    in the table would otherwise be read under another column's name."""
+    results, run_ids = _store(tmp_path)
+    listing = Store(results).list()
+    with sqlite3.connect(results / "index.db") as db:
+        columns = tuple(row[1] for row in db.execute("PRAGMA table_info(seeds)"))
+    assert SeedRow._fields == columns and len(columns) == SEED_COLUMNS
+    assert listing.index is not None
+    rows = listing.index.seeds_of([run_ids[2], run_ids[0]])
+    assert [row.seed for row in rows[run_ids[0]]] == [1, 2, 3] and rows[run_ids[0]][0].run_id == run_ids[0]
+    assert tuple(rows[run_ids[2]][1]) == _index(results)[1][7]  # run-2's second seed, as the table holds it
