@@ -153,21 +153,29 @@ def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[byt
         yield handle
 
 
-def read_regular(path: Path, *, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`). Only what the file
-    holds is allocated, never the bound: a file that grows while it is read is read on in steps."""
-    with open_regular(path, max_bytes=max_bytes) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        data = handle.read(size + 1)
-        if len(data) > size:  # it grew since it was measured
-            parts = [data]
-            read = len(data)
-            while read <= max_bytes and (part := handle.read(min(_CHUNK, max_bytes + 1 - read))):
+def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`: the same checks).
+    Only what the file holds is allocated, never the bound: a file that grows while it is read is read
+    on in steps. Four system calls for a small file (open, fstat, read, close): a first listing reads
+    one such file per run, 10,000 runs and more."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once: never waits
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(Path(path), f"{what_is(info.st_mode, NOT_PLAIN)}, not a regular file")
+        if info.st_size > max_bytes:
+            raise UnreadableFile(Path(path), f"{info.st_size:,} bytes, larger than the {max_bytes:,} read")
+        parts = [os.read(fd, info.st_size + 1)]  # a regular file's read never waits (O_NONBLOCK aside)
+        read = len(parts[0])
+        if read != info.st_size:  # a short read, or a file that changed since it was measured: read to its end
+            while read <= max_bytes and (part := os.read(fd, min(_CHUNK, max_bytes + 1 - read))):
                 parts.append(part)
                 read += len(part)
-            data = b"".join(parts)
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > max_bytes:
-        raise UnreadableFile(path, f"larger than the {max_bytes:,} bytes read")
+        raise UnreadableFile(Path(path), f"larger than the {max_bytes:,} bytes read")
     return data
 
 
@@ -186,7 +194,7 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_bytes:
         raise JsonProblem(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
 
 
-def read_json(path: Path, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:
+def read_json(path: Path | str, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:
     """A JSON file's document: a regular file (`read_regular`), parsed by `parse_json`. OSError for
     a file that cannot be read, JsonProblem for one that is not JSON within bounds (the caller names
     the file, in the words of its own error)."""

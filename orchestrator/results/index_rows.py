@@ -109,7 +109,7 @@ def kept(folder: str) -> IndexRows | None:
     """The rows kept in a run's ``folder`` as they are written there, unchecked (`cached` checks
     them); None where there are none, or none that can be read."""
     try:
-        return read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
+        return read_record(f"{folder}/{ROWS_NAME}", IndexRows)  # (no Path: one a run, thousands of runs)
     except (RecordError, OSError):
         return None
 
@@ -134,7 +134,7 @@ def cached(folder: str, run_id: str, stamp: float, rows: IndexRows | None = None
         if (os.path.islink(folder) if is_link is None else is_link) or os.path.lexists(f"{folder}/decisions.json"):
             return None  # a link's target, a decided run's seed order: checked by reading the run whole
         if rows is None:
-            rows = read_record(Path(f"{folder}/{ROWS_NAME}"), IndexRows)
+            rows = read_record(f"{folder}/{ROWS_NAME}", IndexRows)
         if rows is None or not rows.fits(run_id, stamp):
             return None
         for row in rows.seeds:  # as `StoredRun.sync` finds them: a telemetry series is no file of the run's time

@@ -16,7 +16,7 @@ from orchestrator.results.records import Record
 R = TypeVar("R", bound=Record)
 
 
-def read_record(path: Path, model: type[R], *, max_bytes: int = RECORD_BYTES) -> R | None:
+def read_record(path: Path | str, model: type[R], *, max_bytes: int = RECORD_BYTES) -> R | None:
     """A stored JSON file as its typed record; None when it does not exist. ``max_bytes``: the bound
     of its kind (`orchestrator.config.reading`: a record's, a telemetry series')."""
     try:

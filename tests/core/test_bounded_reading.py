@@ -6,6 +6,7 @@ accuracy log is read one response at a time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from orchestrator.config import reading
 from orchestrator.config.reading import RECORD_BYTES, JsonProblem, _array_items
 from orchestrator.inference.compliance import check_test01_accuracy
 
@@ -90,3 +92,21 @@ def test_an_array_read_in_steps_is_the_array_whatever_the_steps(chunk: int):
 def test_an_array_read_in_steps_refuses_what_is_not_one_within_bounds(text: str, said: str):
     with pytest.raises(JsonProblem, match=said):
         list(_array_items(_chunks(text.encode(), 7), 100 if "x" * 1000 in text else 10**6, 64))
+
+
+def test_a_file_is_read_whole_whatever_its_size_said_and_however_its_reads_come(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """`read_regular` trusts no size: a file whose size says 0 (a /proc file), reads that return a few
+    bytes at a time (a network file system), a file that grew since it was measured, all read to their
+    end; and within the bound, whatever they said."""
+    assert reading.read_regular("/proc/self/cmdline", max_bytes=RECORD_BYTES) == Path("/proc/self/cmdline").read_bytes()
+    path = tmp_path / "rows.json"
+    path.write_bytes(b"x" * 1000)
+    real_read, real_fstat = os.read, os.fstat
+    monkeypatch.setattr(reading.os, "read", lambda fd, n: real_read(fd, min(n, 7)))
+    assert reading.read_regular(path, max_bytes=1000) == b"x" * 1000
+    monkeypatch.setattr(reading.os, "read", real_read)
+    monkeypatch.setattr(reading.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 10, *real_fstat(fd)[7:])))
+    assert reading.read_regular(path, max_bytes=1000) == b"x" * 1000  # it "grew" from 10 bytes while read
+    with pytest.raises(reading.UnreadableFile, match="larger than the 999 bytes read"):
+        reading.read_regular(path, max_bytes=999)
