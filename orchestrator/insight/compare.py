@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from orchestrator import collector
 from orchestrator.config.profiles import SMOKE
 from orchestrator.insight import convergence
 from orchestrator.insight.bootstrap import olympic_interval, speedup_interval
@@ -239,8 +241,10 @@ def compare(setups: Sequence[Setup], baseline: str | None = None,
         raise ValueError(f"baseline {base_name!r} is not one of {', '.join(names)}")
     base = setups[names.index(base_name)]
     prices = cost_per_hour or {}
-    evidence = {setup.name: host_evidence(setup) for setup in setups}  # the names differ: checked above
-    rows = tuple(_row(setup, None if setup is base else base, prices.get(setup.name), evidence) for setup in setups)
+    with collector.paused():  # per-seed values of every setup, no cycle among them
+        evidence = {setup.name: host_evidence(setup) for setup in setups}  # the names differ: checked above
+        rows = tuple(_row(setup, None if setup is base else base, prices.get(setup.name), evidence)
+                     for setup in setups)
     return Comparison(baseline=base_name, rows=rows)
 
 
@@ -335,15 +339,9 @@ def per_seed_values(setup: Setup | None, name: str) -> list[float]:
     """One per-seed quantity over the converged seeds that have it."""
     if setup is None:
         return []
-    found = []
-    for seed in setup.converged():
-        if name == "time_to_train_s":
-            value = seed.time_to_train_ms / 1000 if seed.time_to_train_ms is not None else None
-        else:
-            value = getattr(seed, name)
-        if value is not None:
-            found.append(float(value))
-    return found
+    if name == "time_to_train_s":
+        return [seed.time_to_train_ms / 1000 for seed in setup.converged() if seed.time_to_train_ms is not None]
+    return [float(value) for value in map(attrgetter(name), setup.converged()) if value is not None]
 
 
 # ---------------------------------------------------------------- energy

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import collector
 from orchestrator.config.profiles import SMOKE
 from orchestrator.errors import RecordError, UsageError
 from orchestrator.insight import convergence, quiet
@@ -111,8 +112,14 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
     predate that (an older mltrain's: energy and verdict read from the telemetry), and the first
     run of each setup's manifest for its hardware. The setups ``to_setups(load_runs(...))`` makes, in a
     fraction of the reads."""
+    with collector.paused():  # a seed result per seed, no cycle among them
+        runs = _pooled_from_index(store, chosen, listing)
+    return setups_of(runs, lambda run_id: store.manifest(run_id))
+
+
+def _pooled_from_index(store: Store, chosen: Sequence[str], listing: Listing) -> list[PooledRun]:
     rows = {row["run_id"]: row for row in listing.rows}
-    seed_rows = listing.index.seeds_of(chosen) if listing.index is not None else {}
+    seed_rows = listing.index.seeds_of(list(chosen)) if listing.index is not None else {}
     runs = []
     for run_id in chosen:
         row, seeds = rows[run_id], seed_rows.get(run_id, [])
@@ -128,7 +135,7 @@ def load_setups(store: Store, chosen: Sequence[str], listing: Listing) -> list[S
             batch_sizes=frozenset(seed.global_batch_size for seed in seeds if seed.global_batch_size),
             profile=row["profile"],
         ))
-    return setups_of(runs, lambda run_id: store.manifest(run_id))
+    return runs
 
 
 @dataclass(frozen=True)

@@ -50,22 +50,24 @@ def mean_interval(values: Sequence[float]) -> Interval:
     if not values:
         return Interval(value=None, low=None, high=None)
     interval = t_interval(values, 1 - ALPHA, floor=0.0)
-    return Interval(value=float(np.mean(values)), low=interval[0] if interval else None,
+    return Interval(value=float(np.mean(np.asarray(values, dtype=float))), low=interval[0] if interval else None,
                     high=interval[1] if interval else None)
 
 
 def cv(values: Sequence[float]) -> float | None:
     if len(values) < 2:
         return None
-    mean = float(np.mean(values))
-    return float(np.std(values, ddof=1)) / mean if mean else None
+    array = np.asarray(values, dtype=float)  # once: numpy makes one of a list at each call
+    mean = float(np.mean(array))
+    return float(np.std(array, ddof=1)) / mean if mean else None
 
 
 def ratio_interval(base: Sequence[float], values: Sequence[float], *, higher_is_better: bool) -> Interval:
     """Ratio of means (oriented so >1 is better) with a 95% interval by the delta method on the log
     ratio, using Welch's degrees of freedom."""
-    if not base or not values:
+    if not len(base) or not len(values):
         return Interval(value=None, low=None, high=None)
+    base, values = np.asarray(base, dtype=float), np.asarray(values, dtype=float)
     mean_b, mean_s = float(np.mean(base)), float(np.mean(values))
     if mean_b <= 0 or mean_s <= 0:
         return Interval(value=None, low=None, high=None)
@@ -86,6 +88,7 @@ def welch(base: Sequence[float], values: Sequence[float]) -> Test:
     """Welch's t-test (scipy.stats.ttest_ind, equal_var=False: `student_t.welch_p`) and the seeds it would need."""
     if len(base) < 2 or len(values) < 2:
         return Test(p_value=None, significant=False, seeds_needed=None)
+    base, values = np.asarray(base, dtype=float), np.asarray(values, dtype=float)
     sd_b, sd_s = float(np.std(base, ddof=1)), float(np.std(values, ddof=1))
     difference = float(np.mean(values) - np.mean(base))
     if sd_b == 0 and sd_s == 0:

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
+from orchestrator import collector
 from orchestrator.config.locations import current_folder
 from orchestrator.errors import RecordError, StoreError, UsageError
 from orchestrator.results import atomic
@@ -255,15 +256,16 @@ class Store:
             return Listing([], [])
         note = ""
         index = self.index if self._may_write_index() else Index.in_memory(self.root)
-        try:
-            broken = self.refresh(index)
-        except (IndexBusy, IndexUnsaved) as exc:
-            note = f"{exc}: listed from the run folders"
-            index = Index.in_memory(self.root)
-            broken = self.refresh(index)
-        rows = index.runs(label=label, workload=workload)
-        for row in rows:
-            row["state"] = self.state(row["run_id"], row["state"])
+        with collector.paused():  # thousands of rows, no cycle among them
+            try:
+                broken = self.refresh(index)
+            except (IndexBusy, IndexUnsaved) as exc:
+                note = f"{exc}: listed from the run folders"
+                index = Index.in_memory(self.root)
+                broken = self.refresh(index)
+            rows = index.runs(label=label, workload=workload)
+            for row in rows:
+                row["state"] = self.state(row["run_id"], row["state"])
         return Listing(rows, broken, index, note)
 
     def _may_write_index(self) -> bool:
