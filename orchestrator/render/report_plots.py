@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 from orchestrator.insight import compare as comparing
 from orchestrator.insight.runs import RunView
@@ -112,8 +114,19 @@ DRAWN = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "mltr
 
 def _svg(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="svg", dpi=PLOT_DPI, bbox_inches="tight", metadata={"Date": None})
+    figure.savefig(buffer, format="svg", dpi=PLOT_DPI, bbox_inches=inked(figure), metadata={"Date": None})
     return buffer.getvalue()
+
+
+def inked(figure: Figure) -> Bbox:
+    """What ``bbox_inches="tight"`` keeps of a figure, in inches: every artist's extent (each text
+    whole), padded by ``savefig.pad_inches``, measured as savefig measures it (with the SVG renderer,
+    at its 72 dpi) but in one pass over the artists' extents: "tight" first draws the whole figure
+    with drawing disabled to measure it, then draws it again, two draws a figure where one will do."""
+    figure.set_dpi(72)
+    width, height = figure.get_size_inches() * 72
+    box = figure.get_tightbbox(RendererSVG(width, height, io.StringIO()))
+    return box.padded(matplotlib.rcParams["savefig.pad_inches"])
 
 
 def _png(figure: Figure) -> bytes:
@@ -152,8 +165,7 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: 
     drawn = False
     counts = []
     for setup in setups:
-        points = [(s.seconds_per_epoch, s.epochs_to_target) for s in setup.converged()
-                  if s.seconds_per_epoch is not None and s.epochs_to_target]
+        points = [(x, s.epochs_to_target) for s in setup.seeds if (x := s.seconds_per_epoch) is not None]
         counts.append(len(points))
         if points:
             x, y = zip(*(points if len(points) <= MAX_POINTS else spread(points)), strict=True)
