@@ -78,13 +78,15 @@ over its sorted values (its least and greatest among them), so that a report of 
 draws in a blink (drawing all of 2 x 15,000 seeds took seconds); the boxes count every seed."""
 
 
-def spread(values: Sequence, limit: int = MAX_POINTS) -> list:
-    """``values`` sorted, or, where there are more than ``limit``, ``limit`` of them at evenly spaced
-    ranks, the first and last included."""
-    ordered = sorted(values)
-    if len(ordered) <= limit:
-        return ordered
-    return [ordered[int(i)] for i in np.linspace(0, len(ordered) - 1, limit).round()]
+def spread(values: Sequence, limit: int = MAX_POINTS) -> np.ndarray:
+    """``values`` (numbers, or rows of numbers: ordered by their first, then their second) sorted, or,
+    where there are more than ``limit``, ``limit`` of them at evenly spaced ranks, the first and last
+    included. Sorted by numpy: ``sorted`` of 15,000 rows took 20 ms, a fifth of a scatter plot."""
+    array = np.asarray(values, dtype=float)
+    order = np.lexsort(array.T[::-1]) if array.ndim == 2 else np.argsort(array, kind="stable")
+    if len(order) > limit:
+        order = order[np.linspace(0, len(order) - 1, limit).round().astype(np.int64)]
+    return array[order]
 
 
 def _drawn_note(counts: Sequence[int]) -> str:
