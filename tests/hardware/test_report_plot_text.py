@@ -23,7 +23,7 @@ from orchestrator.insight.runs import RunView, SeedView
 from orchestrator.render import report_plots
 from orchestrator.results.run_record import EvalPoint, RunRecord
 
-NAMES = [f"{i}-{'a-rather-long-setup-name-of-forty-chars'}"[:40] for i in range(8)]
+NAMES = [f"{i}-a-rather-long-setup-name-of-forty-chars"[:40] for i in range(8)]
 """Eight setups, each named in 40 characters: the box plot's names are rotated, the legends long."""
 COLORS = {name: f"C{i}" for i, name in enumerate(NAMES)}
 
