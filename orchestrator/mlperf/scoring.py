@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from orchestrator import sample_stdev
 from orchestrator.results.records import RunRecord, Score, ScoringRule, SeedScore, Spread
 from orchestrator.student_t import t_ppf
 
@@ -56,7 +57,7 @@ def t_interval(values: Sequence[float], confidence: float = 0.95, *,
     if n < 2:
         return None
     mean = statistics.fmean(values)
-    half = t_ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    half = t_ppf(0.5 + confidence / 2, n - 1) * sample_stdev.stdev(values) / math.sqrt(n)
     low = mean - half if floor is None else max(mean - half, floor)
     return low, mean + half
 
@@ -68,7 +69,7 @@ def spread(values: Sequence[float]) -> Spread:
     if n == 0:
         return Spread(n=0, mean=None, std=None, cv=None, minimum=None, maximum=None, ci95_low=None, ci95_high=None)
     mean = statistics.fmean(values)
-    std = statistics.stdev(values) if n > 1 else None
+    std = sample_stdev.stdev(values) if n > 1 else None
     interval = t_interval(values, floor=0.0)
     return Spread(
         n=n,
