@@ -5,12 +5,16 @@ through ONNX Runtime, and the accuracy run scores the reference's Dice."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.conftest import PROJECT
 from workloads.common.cpus import threads_per_process, usable_cpus
+from workloads.inference.kits19.prepare import prepare
 from workloads.unet3d.export import export, save
 from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.synthetic import parse_size
@@ -53,3 +57,41 @@ def test_offline_from_raw_kits19_with_the_accuracy_run(cli, mltrain_env, assets,
     harness = result["harness"]
     assert harness["workers"] == 2 and harness["workers_source"].startswith("auto: two workers in flight, a whole")
     assert harness["threads"] == threads_per_process(usable_cpus(), 2)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A random-weights net at a 24^3 window as ONNX, and the 4 inference cases of 7 raw ones prepared for it."""
+    folder = tmp_path_factory.mktemp("small")
+    torch.manual_seed(0)
+    network = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
+    (folder / "seed").mkdir()
+    save(network, network.config, (24, 24, 24), folder / "seed", {"status": "success"})
+    export(folder / "seed", folder / "model.onnx")
+    generate_raw(folder / "raw", 7, 0, parse_size("tiny"), workers=1)
+    return folder / "model.onnx", prepare(folder / "raw", folder / "cache", roi=(24, 24, 24), workers=1).folder
+
+
+HARNESS_THEN_TORCH_MODULES = """
+import sys
+from workloads.inference.__main__ import main
+code = main(sys.argv[1:])
+print(code, ",".join(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))))
+"""
+
+
+def test_the_harness_on_onnx_runtime_never_imports_torch(small: tuple[Path, Path], tmp_path: Path):
+    """The reference runs its sliding window in NumPy and never imports torch; nor does the harness on ONNX
+    Runtime, warm-up, performance and accuracy tests included (before: the windows ran through the training
+    workload's torch sliding window, about 100 MiB of the peak memory of one worker and a second of import)."""
+    model, data = small
+    out = tmp_path / "out"
+    argv = ["--model-name", "3d-unet", "--model", str(model), "--data", str(data), "--out", str(out),
+            "--scenario", "Offline", "--mode", "both", "--time", "0.5", "--count", "2", "--target-qps", "1"]
+    done = subprocess.run([sys.executable, "-c", HARNESS_THEN_TORCH_MODULES, *argv], capture_output=True, text=True,
+                          cwd=PROJECT, check=False)
+    assert done.returncode == 0, done.stderr
+    code, _, loaded = done.stdout.strip().splitlines()[-1].partition(" ")
+    assert code == "0", done.stderr
+    assert (out / "accuracy" / "accuracy.txt").read_text().startswith("Accuracy: mean = ")  # the volumes were answered
+    assert loaded == "", f"the harness imported {loaded[:300]}"

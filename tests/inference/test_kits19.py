@@ -210,6 +210,50 @@ def test_the_segmentation_is_the_same_whatever_the_windows_per_call(raw: Path, t
     assert json.loads(json.dumps(scored.parts)) == scored.parts
 
 
+class RandomLinear:
+    """A deterministic network double: per window, the logits of each class a fixed random linear map
+    of the window's voxels (a weight and a bias per class and voxel), so that each voxel's windows
+    disagree and the blend has something to weigh."""
+
+    def __init__(self, window: tuple[int, int, int], seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.scale = rng.standard_normal((3, *window), dtype=np.float32)
+        self.shift = rng.standard_normal((3, *window), dtype=np.float32)
+
+    def __call__(self, windows: np.ndarray) -> np.ndarray:  # (n, 1, *window) -> (n, 3, *window)
+        return windows * self.scale + self.shift
+
+    def predict(self, batch: np.ndarray) -> list[np.ndarray]:  # as a backend
+        return [self(batch)]
+
+
+@pytest.mark.parametrize("shape", [(17, 24, 31), (16, 24, 32), (5, 9, 40), (24, 8, 8)])
+def test_the_numpy_sliding_window_is_the_torch_one_bit_for_bit(shape: tuple[int, int, int]):
+    """The harness runs the windows in NumPy (no torch on ONNX Runtime), training's evaluation in
+    torch: on odd volumes (padded) and whole strides (not), whatever the windows per call, the same
+    float32 logits and the same segmentation, to the bit."""
+    import torch
+
+    from workloads.unet3d.evaluate import sliding_window_logits
+    from workloads.unet3d.windows import numpy_sliding_window_logits
+
+    window = (8, 8, 16)
+    network = RandomLinear(window, seed=sum(shape))
+    image = np.random.default_rng(len(shape) + shape[0]).standard_normal((1, 1, *shape), dtype=np.float32)
+    model = Model.__new__(Model)
+    model.roi = window
+    for batch in (1, 3, 4, 64):
+        ours = numpy_sliding_window_logits(network, image, window, 0.5, batch=batch)
+        with torch.inference_mode():
+            theirs = sliding_window_logits(lambda w: torch.from_numpy(network(w.numpy())), torch.from_numpy(image),
+                                           window, 0.5, batch=batch).numpy()
+        assert ours.dtype == theirs.dtype == np.float32 and ours.shape == theirs.shape == (1, 3, *shape)
+        assert np.array_equal(ours, theirs)
+        segmentation = model.infer(network, image[0], Batching(max_batch=batch))
+        expected = torch.argmax(torch.from_numpy(theirs[0]), dim=0).numpy().astype(np.uint8)
+        assert segmentation.dtype == np.uint8 and np.array_equal(segmentation, expected.reshape(-1))
+
+
 def test_a_raw_folder_of_the_inference_cases_alone_needs_no_kits_json(raw: Path, tmp_path: Path):
     """Only case_00003 and case_00005 (ids not from 0, no kits.json): the two inference cases are made
     (before: "case_00000: missing case folder (ids run from 0 to 5)"); a broken one is still named."""

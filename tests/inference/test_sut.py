@@ -230,7 +230,7 @@ class Volumes(Numbered):
 def test_one_worker_answers_offline_volumes_in_loadgens_thread(workers: int, threads: set[str], tmp_path: Path):
     """Offline's volumes of a per-sample model, one worker given: answered one after the other in LoadGen's
     issuing thread, as the reference's SUT answers them, with no worker thread (which held 1.39x the
-    reference's peak where this holds 1.17-1.19x); two workers answer them in theirs."""
+    reference's peak where this held 1.17-1.19x, windows in torch); two workers answer them in theirs."""
     model = Volumes()
     server, _ = run_test("Offline", Echo(), tmp_path / "logs", model=model, workers=workers)
     assert server.failure is None and len(server.threads) == (0 if workers == 1 else workers)

@@ -81,10 +81,11 @@ def worker_count(options: Options, *, per_sample: bool, cpus: int) -> tuple[int,
     thread answers (SingleStream, MultiStream); else two, whose calls in flight keep the device busy
     while the other's inputs and outputs move. A model that answers a whole volume per sample
     (``per_sample``: 3D-UNet) keeps two on the CPU too, though each holds a volume and the backend's
-    activations at once: one worker, its windows on every CPU as the reference runs them, cut the peak
-    by a third and the samples/s by as much, to 0.75x the reference's (quarter-width model, 2 busy
-    CPUs, two rounds; README, `mltrain infer`). One worker given answers in LoadGen's issuing thread,
-    as the reference does (`Server`)."""
+    activations at once: one worker, its windows on every CPU as the reference runs them, holds 0.91x
+    the reference's peak where two hold 1.60x (quarter-width model, 4 cases, 2 busy CPUs), and cut
+    the samples/s by a third, to 0.75x the reference's (windows in torch, two rounds; README,
+    `mltrain infer`). One worker given answers in LoadGen's issuing thread, as the reference does
+    (`Server`)."""
     if options.workers:
         return options.workers, "given"
     if options.scenario in INLINE_SCENARIOS:

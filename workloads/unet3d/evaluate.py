@@ -12,25 +12,12 @@ the accumulators and the Dice all live on the model's device.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 
 import numpy as np
 import torch
-from scipy.signal.windows import gaussian
 
 from workloads.unet3d.losses import dice_score
-from workloads.unet3d.windows import PAD_VALUE, padding, trim_slices, window_starts
-
-GAUSSIAN_SIGMA_SCALE = 0.125
-
-
-@lru_cache(maxsize=4)
-def importance_map(window: tuple[int, int, int]) -> np.ndarray:
-    """Gaussian blending weights (float32, max 1): outer product of 1-D windows, cube root."""
-    g = [gaussian(n, GAUSSIAN_SIGMA_SCALE * n) for n in window]
-    weights = np.cbrt(np.einsum("i,j,k->ijk", g[0], g[1], g[2]))
-    weights /= weights.max()
-    return weights.astype(np.float32)
+from workloads.unet3d.windows import PAD_VALUE, importance_map, padding, trim_slices, window_starts
 
 
 def sliding_window_logits(
@@ -47,7 +34,9 @@ def sliding_window_logits(
     Everything lives on ``image``'s device, which must be the model's. ``batch`` windows go through
     the model at once ((batch, C_in, *window) each call, the last call fewer, or as many with
     ``fixed_batch``: its last window repeated, for a compiled model that should see one shape); the
-    blend is the same whatever the batch.
+    blend is the same whatever the batch. Its twin on NumPy arrays, for the inference harness, is
+    ``workloads.unet3d.windows.numpy_sliding_window_logits``: the same rules (geometry, weights), held
+    bit for bit equal to this by ``tests/inference/test_kits19.py``.
     """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")

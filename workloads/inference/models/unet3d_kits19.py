@@ -6,9 +6,11 @@ Dataset: a folder prepared from raw KiTS19 (`workloads.inference.kits19.prepare`
 preprocessing, its ``case_XXXXX.pkl`` files and an index). A sample is one whole case, its
 image (1, D, H, W) float32 already cropped and padded to a whole number of half-ROI strides.
 
-Inference is the training workload's sliding window (`workloads.unet3d.evaluate.sliding_window_logits`,
-byte-identical to the training reference's), which is also the inference reference's: windows of the
-ROI at every half-ROI stride in the same order, each window's logits weighted by the same Gaussian
+Inference is the training workload's sliding window, which is also the inference reference's, run in
+NumPy as the inference reference runs it (`workloads.unet3d.windows.numpy_sliding_window_logits`: the
+harness imports no torch on ONNX Runtime), held bit for bit equal to the training workload's torch
+one (`workloads.unet3d.evaluate.sliding_window_logits`, byte-identical to the training reference's):
+windows of the ROI at every half-ROI stride in the same order, each window's logits weighted by the same Gaussian
 importance map (sigma 0.125 of the side, cube root, normalised to 1) and summed in float32, divided
 by the summed weights. On the inference reference's already padded volumes its own padding and crop
 are empty. Then, as the inference reference (and not the training one, which scores the logits on
@@ -37,7 +39,7 @@ from workloads.inference.kits19.prepare import prepare as prepare_folder
 from workloads.inference.kits19.prepare import read_index
 from workloads.inference.kits19.preprocess import OVERLAP, read_case
 from workloads.inference.models.common import Accuracy
-from workloads.unet3d.windows import padding
+from workloads.unet3d.windows import numpy_sliding_window_logits, padding
 
 NAME = "3d-unet"
 CONF_MODEL = "3d-unet"
@@ -142,23 +144,18 @@ class Model:
 
     def infer(self, backend: Any, image: np.ndarray, batching: Any) -> np.ndarray:
         """The case's segmentation (argmax per voxel, uint8, D*H*W bytes), windows through ``batching``."""
-        import torch
 
-        from workloads.unet3d.evaluate import sliding_window_logits
+        def network(windows: np.ndarray) -> np.ndarray:  # (n, 1, *roi) -> (n, 3, *roi), through the backend
+            return batching.predict(backend, windows)[0]
 
-        def network(windows: torch.Tensor) -> torch.Tensor:  # (n, 1, *roi) -> (n, 3, *roi), through the backend
-            return torch.from_numpy(np.ascontiguousarray(batching.predict(backend, windows.numpy())[0]))
-
-        volume = torch.from_numpy(image if image.flags.writeable else image.copy())[None]  # (1, 1, D, H, W)
-        with torch.inference_mode():
-            logits = sliding_window_logits(network, volume, self.roi, OVERLAP, batch=batching.max_batch)[0]
-            # the argmax a slab at a time: torch's is int64, 8 bytes a voxel for the whole volume at once
-            segmentation = np.empty(logits.shape[1:], np.uint8)
-            step = max(1, ARGMAX_SLAB_VOXELS // max(1, int(np.prod(logits.shape[2:]))))
-            for start in range(0, logits.shape[1], step):
-                segmentation[start:start + step] = torch.argmax(logits[:, start:start + step], dim=0).numpy()
-            del logits
-            return segmentation.reshape(-1)
+        logits = numpy_sliding_window_logits(network, image[None], self.roi, OVERLAP, batch=batching.max_batch)[0]
+        # the argmax a slab at a time: NumPy's is int64, 8 bytes a voxel for the whole volume at once
+        segmentation = np.empty(logits.shape[1:], np.uint8)
+        step = max(1, ARGMAX_SLAB_VOXELS // max(1, int(np.prod(logits.shape[2:]))))
+        for start in range(0, logits.shape[1], step):
+            segmentation[start:start + step] = np.argmax(logits[:, start:start + step], axis=0)
+        del logits
+        return segmentation.reshape(-1)
 
     def respond(self, outputs: Sequence[np.ndarray], indices: Sequence[int]) -> list[np.ndarray]:
         raise NotImplementedError("3d-unet answers a whole volume per sample (infer)")
