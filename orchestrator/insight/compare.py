@@ -77,13 +77,13 @@ class SeedResult:
         if self.epochs_to_target is not None and self.epochs_to_target <= 0:
             raise ValueError(f"seed {self.seed}: epochs_to_target must be positive")
 
-    @cached_property  # asked of every seed by several statistics and plots: 100,000 runs, 300,000 seeds
+    @property  # (not a cached_property: Python 3.11's takes a lock at each first use, 300,000 seeds)
     def seconds_per_epoch(self) -> float | None:
         if not self.converged or not self.epochs_to_target or self.time_to_train_ms is None:
             return None
         return self.time_to_train_ms / 1000 / self.epochs_to_target
 
-    @cached_property
+    @property
     def samples_per_second(self) -> float | None:
         per_epoch = self.seconds_per_epoch
         if per_epoch is None or not self.samples_per_epoch:

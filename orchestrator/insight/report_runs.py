@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import collector
 from orchestrator.insight.compare import Setup
 from orchestrator.insight.runs import RunView, load_setups, view_of
 from orchestrator.results.records import IMPORTED_RUNNER
@@ -78,7 +79,8 @@ def load_report(store: Store, chosen: Sequence[str], listing: Listing, *,
                 shown_per_setup: int = SHOWN_PER_SETUP) -> ReportRuns:
     """The chosen runs (`insight.runs.chosen_runs`, oldest first) as a report reads them."""
     rows = {row["run_id"]: row for row in listing.rows}
-    lines = [RunLine.of_row(rows[run_id]) for run_id in chosen]
+    with collector.paused():  # a line per run, no cycle among them
+        lines = [RunLine.of_row(rows[run_id]) for run_id in chosen]
     setups = load_setups(store, chosen, listing)
     newest: dict[str, list[str]] = {}
     for line in reversed(lines):
