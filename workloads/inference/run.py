@@ -78,20 +78,21 @@ def check_batch(samples: Samples, max_batch: int, workers: int) -> None:
 
 def worker_count(options: Options, *, per_sample: bool, cpus: int) -> tuple[int, str]:
     """The threads answering Offline and Server queries, and why. Given; or one where LoadGen's own
-    thread answers (SingleStream, MultiStream); else two, whose calls in flight keep the device busy
-    while the other's inputs and outputs move. A model that answers a whole volume per sample
-    (``per_sample``: 3D-UNet) keeps two on the CPU too, though each holds a volume and the backend's
-    activations at once: one worker, its windows on every CPU as the reference runs them, holds 0.91x
-    the reference's peak where two hold 1.60x (quarter-width model, 4 cases, 2 busy CPUs), and cut
-    the samples/s by a third, to 0.75x the reference's (windows in torch, two rounds; README,
-    `mltrain infer`). One worker given answers in LoadGen's issuing thread, as the reference does
-    (`Server`)."""
+    thread answers (SingleStream, MultiStream); or one on the CPU for a model that answers a whole
+    volume per sample (``per_sample``: 3D-UNet), its windows on every usable CPU, in LoadGen's issuing
+    thread (`Server`), as the reference runs them: a second worker holds a second volume and the
+    backend's activations at once, 1.57x and 1.60x the reference's peak against 0.91x for one, for
+    1.03x and 1.08x the samples/s of one (quarter-width model, 4 cases, 2 CPUs, windows in NumPy, two
+    rounds; `benchmarks/kits19_inference_memory.py`); else two, whose calls in flight keep the device
+    busy while the other's inputs and outputs move."""
     if options.workers:
         return options.workers, "given"
     if options.scenario in INLINE_SCENARIOS:
         return 1, "LoadGen's thread answers each query"
-    what = "a whole volume each" if per_sample and options.device == "cpu" else "backend calls"
-    return 2, f"auto: two workers in flight, {what} ({cpus} usable CPU{'s' * (cpus != 1)})"
+    if per_sample and options.device == "cpu":
+        return 1, (f"auto: one worker, a whole volume at a time on the {cpus} usable CPU{'s' * (cpus != 1)}, as the"
+                   " reference runs it (a second holds a second volume: --workers 2)")
+    return 2, f"auto: two workers in flight, backend calls ({cpus} usable CPU{'s' * (cpus != 1)})"
 
 
 def intra_op_threads(options: Options, cpus: int, host_cpus: int, workers: int) -> tuple[int, str]:
