@@ -137,13 +137,8 @@ def not_a_folder(path: Path) -> str | None:
 def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[bytes]]:
     """``path`` opened for reading in binary, once it is known to be a regular file (at most
     ``max_bytes`` long). OSError (FileNotFoundError, PermissionError, UnreadableFile) otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once: never waits
+    fd, _ = _open_regular_fd(path, max_bytes)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(path, f"{what_is(info.st_mode, NOT_PLAIN)}, not a regular file")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise UnreadableFile(path, f"{info.st_size:,} bytes, larger than the {max_bytes:,} read")
         os.set_blocking(fd, True)
         handle = os.fdopen(fd, "rb")
     except BaseException:
@@ -153,21 +148,32 @@ def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[byt
         yield handle
 
 
-def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`: the same checks).
-    Only what the file holds is allocated, never the bound: a file that grows while it is read is read
-    on in steps. Four system calls for a small file (open, fstat, read, close): a first listing reads
-    one such file per run, 10,000 runs and more."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once: never waits
+def _open_regular_fd(path: Path | str, max_bytes: int | None) -> tuple[int, int]:
+    """``path`` opened without waiting (a FIFO opens at once), and its size, once its descriptor is
+    known to be a regular file of at most ``max_bytes``; closed again and UnreadableFile where it is not."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableFile(Path(path), f"{what_is(info.st_mode, NOT_PLAIN)}, not a regular file")
-        if info.st_size > max_bytes:
+        if max_bytes is not None and info.st_size > max_bytes:
             raise UnreadableFile(Path(path), f"{info.st_size:,} bytes, larger than the {max_bytes:,} read")
-        parts = [os.read(fd, info.st_size + 1)]  # a regular file's read never waits (O_NONBLOCK aside)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see `open_regular`: the same checks).
+    Only what the file holds is allocated, never the bound: a file that grows while it is read is read
+    on in steps. Four system calls for a small file (open, fstat, read, close; nine through
+    `open_regular`'s buffered file): a first listing reads one such file per run, 10,000 runs and more."""
+    fd, size = _open_regular_fd(path, max_bytes)
+    try:
+        parts = [os.read(fd, size + 1)]  # a regular file's read never waits (O_NONBLOCK aside)
         read = len(parts[0])
-        if read != info.st_size:  # a short read, or a file that changed since it was measured: read to its end
+        if read != size:  # a short read, or a file that changed since it was measured: read to its end
             while read <= max_bytes and (part := os.read(fd, min(_CHUNK, max_bytes + 1 - read))):
                 parts.append(part)
                 read += len(part)
