@@ -8,26 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from orchestrator.config.locations import workloads_dir
 from orchestrator.errors import UsageError
 from orchestrator.inference.plan import InferenceOptions, plan_inference
 from tests.inference import tiny
-from workloads.unet3d.export import export, save
-from workloads.unet3d.model import UNet3D, UNet3DConfig
+from tests.inference.tiny_unet import exported_unet
+from workloads.unet3d.export import export
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What `mltrain export` writes for a net trained on 32^3 patches."""
-    folder = tmp_path_factory.mktemp("unet")
-    torch.manual_seed(0)
-    network = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
-    (folder / "seed").mkdir()
-    save(network, network.config, (32, 32, 32), folder / "seed", {"status": "success"})
-    export(folder / "seed", folder / "unet.onnx")
-    return folder / "unet.onnx"
+    return exported_unet(tmp_path_factory.mktemp("unet"), (32, 32, 32), "unet.onnx")
 
 
 def test_qualify_takes_an_exported_file_and_prepares_the_data_for_its_window(exported: Path, tmp_path: Path):

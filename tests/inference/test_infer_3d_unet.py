@@ -10,13 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.conftest import PROJECT
+from tests.inference.tiny_unet import exported_unet
 from workloads.common.cpus import threads_per_process, usable_cpus
 from workloads.inference.kits19.prepare import prepare
-from workloads.unet3d.export import export, save
-from workloads.unet3d.model import UNet3D, UNet3DConfig
 from workloads.unet3d.synthetic import parse_size
 from workloads.unet3d.synthetic_raw import generate_raw
 
@@ -27,13 +25,9 @@ pytestmark = pytest.mark.slow  # about 25 s: preparing the cases at 128^3, and a
 def assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A random-weights net at the reference's 128^3 window, and 7 raw cases (4 inference cases)."""
     folder = tmp_path_factory.mktemp("unet")
-    torch.manual_seed(0)
-    network = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
-    (folder / "seed").mkdir()
-    save(network, network.config, (128, 128, 128), folder / "seed", {"status": "success"})
-    export(folder / "seed", folder / "model.onnx")
+    model = exported_unet(folder, (128, 128, 128))
     generate_raw(folder / "raw", 7, 0, parse_size("tiny"), workers=1)
-    return folder / "model.onnx", folder / "raw"
+    return model, folder / "raw"
 
 
 def test_offline_from_raw_kits19_with_the_accuracy_run(cli, mltrain_env, assets, tmp_path: Path):
@@ -63,13 +57,9 @@ def test_offline_from_raw_kits19_with_the_accuracy_run(cli, mltrain_env, assets,
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A random-weights net at a 24^3 window as ONNX, and the 4 inference cases of 7 raw ones prepared for it."""
     folder = tmp_path_factory.mktemp("small")
-    torch.manual_seed(0)
-    network = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
-    (folder / "seed").mkdir()
-    save(network, network.config, (24, 24, 24), folder / "seed", {"status": "success"})
-    export(folder / "seed", folder / "model.onnx")
+    model = exported_unet(folder, (24, 24, 24))
     generate_raw(folder / "raw", 7, 0, parse_size("tiny"), workers=1)
-    return folder / "model.onnx", prepare(folder / "raw", folder / "cache", roi=(24, 24, 24), workers=1).folder
+    return model, prepare(folder / "raw", folder / "cache", roi=(24, 24, 24), workers=1).folder
 
 
 HARNESS_THEN_TORCH_MODULES = """

@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.inference.kits19_reference import ENV
-from workloads.unet3d.export import export, save
-from workloads.unet3d.model import UNet3D, UNet3DConfig
+from tests.inference.tiny_unet import exported_unet
 from workloads.unet3d.synthetic import parse_size
 from workloads.unet3d.synthetic_raw import generate_raw
 
@@ -43,11 +41,7 @@ ROLL_UPS = (r"Some .* [Cc]hecks failed for", r"NoResults", r"SUMMARY: submission
 
 
 def test_an_export_passes_the_checker_but_for_the_minimums(cli, tmp_path: Path):
-    torch.manual_seed(0)
-    network = UNet3D(UNet3DConfig(filters=(2, 4))).eval()
-    (tmp_path / "seed").mkdir()
-    save(network, network.config, (128, 128, 128), tmp_path / "seed", {"status": "success"})
-    export(tmp_path / "seed", tmp_path / "model.onnx")
+    exported_unet(tmp_path, (128, 128, 128))
     generate_raw(tmp_path / "raw", 7, 0, parse_size("tiny"), workers=1)
     results = tmp_path / "r"
     ran = cli("infer", "3d-unet", "--profile", "qualify", "--model", str(tmp_path / "model.onnx"), "--data",
