@@ -3,12 +3,13 @@ metric over the nights with the bounds it was judged against (`mltrain qualify h
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
 from orchestrator.render.report import _table, esc, page_head
-from orchestrator.render.report_plots import PNG, Plot, _png, plot_html
+from orchestrator.render.report_plots import PNG, Plot, plot_html
 from orchestrator.results.qualification import QualificationRecord
 
 
@@ -68,3 +69,9 @@ def metric_trend_plot(records: Sequence[QualificationRecord], metric: str) -> Pl
     if sources:
         note += "; references: " + " | ".join(sources[-2:])
     return Plot(title=title, image=_png(figure), mime=PNG, note=note)
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()

@@ -1,36 +1,26 @@
-"""The report's plots, drawn with matplotlib's object API (no pyplot, no global state) as SVG and
-embedded as data URIs, so the page can be mailed or archived alone and its plots stay crisp at any
-zoom. Each plot is drawn twice: wide for a desktop, and narrow with larger type for a phone (the page
-picks one by its width), so that its labels stay readable at 390 px. A plot of lines (accuracy, power,
-CPU) draws one collection per setup and style (`_add_lines`), not one line per seed, each line no
-finer than the pixels it is drawn on (`decimate`: hours of 1 Hz telemetry are thousands of points a
-line). Text stays text (``svg.fonttype: none``): no glyph is rasterised or traced. What a plot shows is
-gathered once and drawn at both sizes. Each figure is drawn once, cropped to its ink as
-``bbox_inches="tight"`` crops it (every text whole), measured in one pass over its artists' extents
-(`inked`): "tight" drew each figure twice. The eight plots of a report of 2 setups of 5,000 runs of
-3 seeds, 40 runs drawn with 1 Hz telemetry of 90-100 s, took 0.72 s of CPU (the least of 15; median
-0.85), where they took 0.97 s (median 1.23) drawn twice, with the same SVGs as a result. As PNG
-(`_png`: rasterised, compressed, and drawn twice) they took 1.04 s against 0.72 s, the least of eight.
+"""The report's plots, drawn as SVG (`svg_chart`: text stays text, the browser sets it) and embedded
+as data URIs, so the page can be mailed or archived alone and its plots stay crisp at any zoom. Each
+plot is drawn twice: wide for a desktop, and narrow with larger type for a phone (the page picks one
+by its width), so that its labels stay readable at 390 px. A plot of lines (accuracy, power, CPU)
+draws one path per setup and style (`_add_lines`), not one element per seed, each line no finer than
+the pixels it is drawn on (`decimate`: hours of 1 Hz telemetry are thousands of points a line). What
+a plot shows is gathered once and drawn at both sizes. With matplotlib, importing it and drawing the
+eight figures took 1.4 s of CPU a report, of a report of 40 runs that took 2.8 to 3.0 s in all.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_svg import RendererSVG
-from matplotlib.collections import LineCollection
-from matplotlib.figure import Figure
-from matplotlib.transforms import Bbox
 
 from orchestrator.insight import compare as comparing
 from orchestrator.insight.runs import RunView
+from orchestrator.render.svg_chart import Chart
 
 SVG = "image/svg+xml"
 PNG = "image/png"
@@ -46,7 +36,7 @@ class Plot:
     narrow_image: bytes | None = None
     """The same, drawn for a phone's width."""
     mime: str = SVG
-    """What ``image`` holds: `SVG`, or `PNG` (`_png`)."""
+    """What ``image`` holds: `SVG`, or `PNG`."""
     note: str = ""
     """Why nothing was drawn, or how to read it."""
 
@@ -69,15 +59,19 @@ def plot_html(plot: Plot) -> str:
 
 
 Size = tuple[float, float]
+PLOT_DPI = 110
+"""Pixels an inch of a plot's size: its type, 10 points, is 15 px."""
 PLOT_SIZE: Size = (12.0, 4.8)
-"""Inches at `PLOT_DPI`: 1,320 px wide, the page's width (the image is scaled to it, never wider);
-cropped to its ink (`inked`), about 1,100 px."""
+"""Inches at `PLOT_DPI`: 1,320 x 528 px, the page's width (the image is scaled to it, never wider)."""
+FONT = 10.0
+"""Points of a plot's type."""
 NARROW_SIZE: Size = (5.0, 4.2)
 """A phone's plot: 550 px wide, shown at about 340 px."""
 NARROW_FONT = 14.0
 """Points of a phone plot's type: about 12 px once the image is scaled to the screen."""
 NARROW_SCREEN = "(max-width: 700px)"
-PLOT_DPI = 110
+DOT = 0.21
+"""A dot's radius, in ems of the chart's type."""
 MAX_POINTS = 400
 """Dots a scatter plot draws per setup: a setup of more seeds is drawn by this many, spread evenly
 over its sorted values (its least and greatest among them), so that a report of thousands of runs
@@ -104,54 +98,29 @@ def _drawn_note(counts: Sequence[int]) -> str:
 
 def draw(setups: Sequence[comparing.Setup], runs: Sequence[RunView], colors: dict[str, str]) -> list[Plot]:
     """The report's plots, each wide and narrow: what a plot shows is gathered once, drawn at both sizes."""
-    with matplotlib.rc_context(DRAWN):
-        return [ttt_plot(setups, colors, narrow=NARROW_SIZE), split_plot(setups, colors, narrow=NARROW_SIZE),
-                accuracy_plot(runs, colors, narrow=NARROW_SIZE), power_plot(runs, colors, narrow=NARROW_SIZE)]
+    return [ttt_plot(setups, colors, narrow=NARROW_SIZE), split_plot(setups, colors, narrow=NARROW_SIZE),
+            accuracy_plot(runs, colors, narrow=NARROW_SIZE), power_plot(runs, colors, narrow=NARROW_SIZE)]
 
 
-DRAWN = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "mltrain"}
-"""How the report's plots are drawn: a label like '$5/h' is text, not mathtext; an SVG's text is text
-(the browser sets it), its ids the same from one report to the next."""
-NARROW_TYPE = {"font.size": NARROW_FONT, "legend.fontsize": NARROW_FONT * 0.85}
-"""A phone's plot's type."""
+def chart(size: Size = PLOT_SIZE, font: float = FONT, **settings: object) -> Chart:
+    """An empty chart of ``size`` inches with its type at ``font`` points (the legend's a phone's
+    smaller, as `NARROW_FONT` is large)."""
+    def px(inches: float) -> float:
+        return inches * PLOT_DPI
+    legend = font * (0.85 if font == NARROW_FONT else 1.0)
+    return Chart(width=px(size[0]), height=px(size[1]), font=px(font / 72), legend_font=px(legend / 72),
+                 **settings)  # type: ignore[arg-type]
 
 
-def _drawn(paint: Callable[[Axes], object], size: Size, narrow: Size | None) -> tuple[bytes, bytes | None]:
-    """What ``paint`` draws on the axes of a figure of ``size``, as SVG; and where ``narrow`` is given,
-    on a figure of that size with a phone's type (`NARROW_TYPE`)."""
-    def svg(size: Size) -> bytes:
-        figure = Figure(figsize=size)
-        paint(figure.add_subplot())
-        return _svg(figure)
+def _drawn(paint: Callable[[Chart], object], size: Size, narrow: Size | None) -> tuple[bytes, bytes | None]:
+    """What ``paint`` draws on a chart of ``size``, as SVG; and where ``narrow`` is given, on a chart
+    of that size with a phone's type (`NARROW_FONT`)."""
+    def svg(size: Size, font: float) -> bytes:
+        drawn = chart(size, font)
+        paint(drawn)
+        return drawn.svg()
 
-    if narrow is None:
-        return svg(size), None
-    wide = svg(size)
-    with matplotlib.rc_context(NARROW_TYPE):
-        return wide, svg(narrow)
-
-
-def _svg(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="svg", dpi=PLOT_DPI, bbox_inches=inked(figure), metadata={"Date": None})
-    return buffer.getvalue()
-
-
-def inked(figure: Figure) -> Bbox:
-    """What ``bbox_inches="tight"`` keeps of a figure, in inches: every artist's extent (each text
-    whole), padded by ``savefig.pad_inches``, measured as savefig measures it (with the SVG renderer,
-    at its 72 dpi) but in one pass over the artists' extents: "tight" first draws the whole figure
-    with drawing disabled to measure it, then draws it again, two draws a figure where one will do."""
-    figure.set_dpi(72)
-    width, height = figure.get_size_inches() * 72
-    box = figure.get_tightbbox(RendererSVG(width, height, io.StringIO()))
-    return box.padded(matplotlib.rcParams["savefig.pad_inches"])
-
-
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=PLOT_DPI, bbox_inches="tight")
-    return buffer.getvalue()
+    return svg(size, FONT), None if narrow is None else svg(narrow, NARROW_FONT)
 
 
 def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE,
@@ -161,24 +130,25 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Si
     if not any(data):
         return Plot(title=title, image=None, note="no converged run to plot")
     dots = [values if len(values) <= MAX_POINTS else spread(values) for values in data]
+    failing = any(len(setup.seeds) > len(values) for setup, values in zip(setups, data, strict=True))
 
-    def paint(axes: Axes) -> None:
-        axes.boxplot([d or [np.nan] for d in data], widths=0.5, showfliers=False)
+    def paint(chart: Chart) -> None:
+        chart.boxes(data)
         jitter = np.random.default_rng(0)
         for index, (setup, values, shown) in enumerate(zip(setups, data, dots, strict=True), start=1):
-            axes.scatter(index + jitter.uniform(-0.15, 0.15, len(shown)), shown, color=colors[setup.name], s=18,
-                         zorder=3)
+            chart.dots(index + jitter.uniform(-0.15, 0.15, len(shown)), shown, colors[setup.name],
+                       radius=DOT * chart.font)
             failed = len(setup.seeds) - len(values)
             if failed:
-                axes.annotate(f"{failed} not converged", (index, 1.0), xycoords=("data", "axes fraction"),
-                              ha="center", va="top", color="#b00")
-        axes.set_xticks(range(1, len(setups) + 1), [s.name for s in setups], rotation=20 if len(setups) > 4 else 0)
-        axes.set_ylabel("time-to-train (s)")
-        axes.grid(axis="y", alpha=0.3)
+                chart.note_at_top(index, f"{failed} not converged", "#b00", short=str(failed))
+        chart.categories([s.name for s in setups])
+        chart.y_label, chart.grid = "time-to-train (s)", "y"
 
     image, narrow_image = _drawn(paint, size, narrow)
     return Plot(title=title, image=image, narrow_image=narrow_image,
-                note="box: quartiles of converged runs; dots: one per seed" + _drawn_note([len(d) for d in data]))
+                note="box: quartiles of converged runs; dots: one per seed"
+                + ("; red at the top: the seeds that did not converge" if failing else "")
+                + _drawn_note([len(d) for d in data]))
 
 
 def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE,
@@ -194,13 +164,11 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: 
     if not shown:
         return Plot(title=title, image=None, note="no run logged epochs-to-target")
 
-    def paint(axes: Axes) -> None:
+    def paint(chart: Chart) -> None:
         for name, xy in shown:
-            axes.scatter(xy[:, 0], xy[:, 1], color=colors[name], label=name, s=20)
-        axes.set_xlabel("seconds per epoch (hardware)")
-        axes.set_ylabel("epochs-to-target (convergence)")
-        axes.legend()
-        axes.grid(alpha=0.3)
+            chart.dots(xy[:, 0], xy[:, 1], colors[name], radius=DOT * chart.font, label=name)
+        chart.x_label, chart.y_label = "seconds per epoch (hardware)", "epochs-to-target (convergence)"
+        chart.legend = True
 
     image, narrow_image = _drawn(paint, size, narrow)
     return Plot(title=title, image=image, narrow_image=narrow_image,
@@ -225,14 +193,11 @@ def accuracy_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = 
     if not lines:
         return Plot(title=title, image=None, note="no run logged an evaluation")
 
-    def paint(axes: Axes) -> None:
-        _add_lines(axes, lines, colors, alpha=0.6, linewidth=1)
-        for target in targets:
-            axes.axhline(target, color="#444", linestyle="--", linewidth=0.8)
-        axes.set_xlabel("seconds since run_start")
-        axes.set_ylabel("eval accuracy")
-        axes.legend()
-        axes.grid(alpha=0.3)
+    def paint(chart: Chart) -> None:
+        _add_lines(chart, lines, colors, opacity=0.6, width=1)
+        for target in sorted(targets):
+            chart.rule(target, vertical=False, width=0.8, dash="dashed")
+        chart.x_label, chart.y_label, chart.legend = "seconds since run_start", "eval accuracy", True
 
     image, narrow_image = _drawn(paint, size, narrow)
     return Plot(title=title, image=image, narrow_image=narrow_image, note="one line per seed; dashed: quality target")
@@ -259,13 +224,10 @@ def power_plot(runs: Sequence[RunView], colors: dict[str, str], size: Size = PLO
             return cpu_plot(runs, colors, f"no GPU power to plot: {why}", size, narrow)
         return Plot(title=title, image=None, note=f"no GPU power to plot: {why}")
 
-    def paint(axes: Axes) -> None:
-        _add_lines(axes, lines, colors, alpha=0.6, linewidth=1)
-        axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-        axes.set_xlabel("seconds since run_start")
-        axes.set_ylabel("power (W)")
-        axes.legend()
-        axes.grid(alpha=0.3)
+    def paint(chart: Chart) -> None:
+        _add_lines(chart, lines, colors, opacity=0.6, width=1)
+        chart.rule(0, vertical=True, width=0.8, dash="dotted")
+        chart.x_label, chart.y_label, chart.legend = "seconds since run_start", "power (W)", True
 
     image, narrow_image = _drawn(paint, size, narrow)
     return Plot(title=title, image=image, narrow_image=narrow_image, note="dotted: run_start" + _per_node(runs))
@@ -297,16 +259,13 @@ def cpu_plot(runs: Sequence[RunView], colors: dict[str, str], why: str, size: Si
     if not solid:
         return Plot(title=title, image=None, note=why)
 
-    def paint(axes: Axes) -> None:
-        labels = _add_lines(axes, solid, colors, alpha=0.8, linewidth=1.5)
-        _add_lines(axes, faint, colors, alpha=0.3, linewidth=0.8, linestyle=":", labelled=set(solid))
-        _add_lines(axes, alone, colors, alpha=0.6, linewidth=1, labelled=labels)
-        axes.axvline(0, color="#444", linestyle=":", linewidth=0.8)
-        axes.set_xlabel("seconds since run_start")
-        axes.set_ylabel("% of all CPUs")
-        axes.set_ylim(0, 105)
-        axes.legend()
-        axes.grid(alpha=0.3)
+    def paint(chart: Chart) -> None:
+        labels = _add_lines(chart, solid, colors, opacity=0.8, width=1.5)
+        _add_lines(chart, faint, colors, opacity=0.3, width=0.8, dash="dotted", labelled=set(solid))
+        _add_lines(chart, alone, colors, opacity=0.6, width=1, labelled=labels)
+        chart.rule(0, vertical=True, width=0.8, dash="dotted")
+        chart.x_label, chart.y_label, chart.y_limits, chart.legend = "seconds since run_start", "% of all CPUs", \
+            (0.0, 105.0), True
 
     how = ("solid: other processes' share of the host's CPU (what disturbs a result); faint dotted: all of the"
            " CPU busy, the seed's own included" if with_others
@@ -322,13 +281,13 @@ def _per_node(runs: Sequence[RunView]) -> str:
     return "; a seed across nodes: a line per node, each from the node's own series" if nodes else ""
 
 
-def _add_lines(axes: Axes, lines: dict[str, list[np.ndarray]], colors: dict[str, str], *,
-               labelled: set[str] | None = None, **style: object) -> set[str]:
-    """Each setup's lines (arrays of (x, y) rows) as one collection in its colour, named in the legend
-    unless it is in ``labelled``; a line is broken where a value is missing (NaN), as `Axes.plot`
-    breaks it. The setups it named."""
+def _add_lines(chart: Chart, lines: dict[str, list[np.ndarray]], colors: dict[str, str], *,
+               labelled: set[str] | None = None, **style: Any) -> set[str]:
+    """Each setup's lines (arrays of (x, y) rows) as one path in its colour, named in the legend
+    unless it is in ``labelled``; a line is broken where a value is missing (NaN), as matplotlib's
+    `plot` breaks it. The setups it named."""
     named: set[str] = set()
-    columns = round(axes.figure.get_figwidth() * PLOT_DPI)
+    columns = round(chart.width)
     known = [xy[:, 0][~np.isnan(xy[:, 0])] for arrays in lines.values() for xy in arrays]
     known = [x for x in known if len(x)]
     span = (min(x.min() for x in known), max(x.max() for x in known)) if known else (0.0, 1.0)
@@ -337,9 +296,8 @@ def _add_lines(axes: Axes, lines: dict[str, list[np.ndarray]], colors: dict[str,
         if not segments:
             continue
         label = None if labelled is not None and name in labelled else name
-        axes.add_collection(LineCollection(segments, colors=colors[name], label=label, **style))
+        chart.lines(segments, colors[name], label=label, **style)
         named.add(name)
-    axes.autoscale_view()
     return named
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -13,12 +14,13 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from orchestrator.insight import sysinfo
 from tests.hardware.fake_nvml import FakeNvml
 from tests.hardware.stored_runs import make_run
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
 
 EVIL = "<script>alert('x')</script>"
 EVIL_LINE = '<img src=x onerror="alert(1)"> torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB'
@@ -77,7 +79,8 @@ def test_report_is_self_contained_with_decodable_plots_and_escaped_strings(hw_cl
         elements = list(svg.iter())
         assert not any(e.tag.endswith(("script", "foreignObject")) or any(k.startswith("on") for k in e.attrib)
                        for e in elements)  # an image of text and paths, nothing that runs
-        assert sum(e.tag.endswith("path") for e in elements) > 10 and any(e.tag.endswith("text") for e in elements)
+        assert sum(e.tag.endswith(("path", "line", "circle", "rect")) for e in elements) > 10
+        assert any(e.tag.endswith("text") for e in elements)
     legend = "".join(base64.b64decode(src.split(",", 1)[1]).decode() for src in images)
     assert html.escape(f"fast{EVIL}", quote=False) in legend  # a label is the SVG's text, escaped
     body = "".join(parsed.text)
@@ -256,10 +259,9 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
     """A report of 2 x 15,000 seeds drew every one of them, twice a plot (wide and narrow): seconds
     of drawing. A setup of more than MAX_POINTS seeds is drawn by MAX_POINTS dots at evenly spaced
     ranks, its least and greatest among them; a smaller one, each seed as before."""
-    from matplotlib.axes import Axes
-
     from orchestrator.insight.compare import SeedResult, Setup
     from orchestrator.render import report_plots
+    from orchestrator.render.svg_chart import Chart
 
     rng = np.random.default_rng(3)
     epochs = rng.uniform(20, 40, 15_000)
@@ -270,8 +272,9 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
 
     big, small = setup("big", epochs, 60), setup("small", epochs[:9], 50)
     drawn: list[np.ndarray] = []
-    real = Axes.scatter
-    monkeypatch.setattr(Axes, "scatter", lambda self, x, y, **kw: drawn.append(np.asarray(y)) or real(self, x, y, **kw))
+    real = Chart.dots
+    monkeypatch.setattr(Chart, "dots", lambda self, x, y, *args, **kw: drawn.append(np.asarray(y))
+                        or real(self, x, y, *args, **kw))
     colors = {"big": "#000", "small": "#00f"}
     ttt = report_plots.ttt_plot([big, small], colors)
     split = report_plots.split_plot([big, small], colors)
@@ -284,47 +287,53 @@ def test_the_scatter_plots_draw_a_bounded_spread_of_a_setup_of_thousands_of_seed
 
 
 def test_a_plot_of_lines_draws_each_seed_in_its_setups_collection_broken_where_a_sample_is_missing() -> None:
-    """The accuracy, power and CPU plots draw one line collection per setup (one Line2D per seed made
-    the page's eight PNGs take seconds): every seed's line is in it, named once in the legend, broken
-    at a missing sample as `Axes.plot` breaks a line at NaN."""
-    from matplotlib.collections import LineCollection
-    from matplotlib.figure import Figure
+    """The accuracy, power and CPU plots draw one path per setup (one element per seed made the
+    page's eight PNGs take seconds): every seed's line is in it, named once in the legend, broken at a
+    missing sample as matplotlib's `plot` breaks a line at NaN."""
+    from orchestrator.render.report_plots import _add_lines, chart
 
-    from orchestrator.render.report_plots import _add_lines
-
-    axes = Figure().add_subplot()
+    axes = chart()
     t = np.arange(6, dtype=float)
     gap = np.column_stack([t, [1.0, 2.0, np.nan, 4.0, 5.0, 6.0]])
     named = _add_lines(axes, {"a": [np.column_stack([t, t]), gap], "b": [np.column_stack([t, -t])]},
-                       {"a": "#f00", "b": "#00f"}, alpha=0.6, linewidth=1)
-    drawn = {c.get_label(): c.get_segments() for c in axes.collections if isinstance(c, LineCollection)}
+                       {"a": "#f00", "b": "#00f"}, opacity=0.6, width=1)
+    drawn = {line.label: line.segments for line in axes.line_sets}
     assert named == {"a", "b"} and set(drawn) == {"a", "b"}
     assert [len(segment) for segment in drawn["a"]] == [6, 2, 3]  # the gap splits the second seed's line
-    assert [text.get_text() for text in axes.legend().get_texts()] == ["a", "b"]
-    assert axes.get_ylim()[0] < -5 and axes.get_ylim()[1] > 5  # the axes take in every line
-    faint = Figure().add_subplot()
-    _add_lines(faint, {"a": [gap]}, {"a": "#f00"}, labelled={"a"}, linestyle=":")
-    assert faint.collections[0].get_label().startswith("_")  # not named twice in a legend
+    axes.legend = True
+    svg = ElementTree.fromstring(axes.svg())
+    texts = [text.text for text in svg.iter(f"{SVG_NS}text")]
+    assert texts.count("a") == 1 and texts.count("b") == 1  # each setup named once, in the legend
+    box = next(rect for rect in svg.iter(f"{SVG_NS}rect") if rect.get("x"))  # the axes (the clip's rectangle)
+    x, y, w, h = (float(box.get(k, 0)) for k in ("x", "y", "width", "height"))
+    points = np.array([[float(v) for v in pair.split(",")] for path in svg.iter(f"{SVG_NS}path")
+                       for pair in re.findall(r"[-\d.]+,[-\d.]+", path.get("d", ""))])
+    assert len(points) == 6 + 2 + 3 + 6  # every point of every line, each in the axes
+    assert (points[:, 0] >= x).all() and (points[:, 0] <= x + w).all()
+    assert (points[:, 1] >= y).all() and (points[:, 1] <= y + h).all()
+    faint = chart()
+    _add_lines(faint, {"a": [gap]}, {"a": "#f00"}, labelled={"a"}, dash="dotted")
+    assert faint.line_sets[0].label is None  # not named twice in a legend
 
 
 def test_a_long_series_is_drawn_no_finer_than_its_pixels_and_keeps_its_peaks() -> None:
     """Hours of 1 Hz telemetry are tens of thousands of points a seed: drawn whole, an SVG plot of
     megabytes. A line is drawn by at most four points a pixel column (its first, least, greatest and
     last there), so that a peak or a dip one sample wide is still drawn, and both its ends."""
-    from orchestrator.render.report_plots import PLOT_DPI, PLOT_SIZE, _add_lines
+    from orchestrator.render.report_plots import PLOT_DPI, PLOT_SIZE, _add_lines, chart
 
-    axes = Figure(figsize=PLOT_SIZE).add_subplot()
+    axes = chart(PLOT_SIZE)
     t = np.arange(36_000, dtype=float)  # ten hours at 1 Hz
     power = 300 + 20 * np.sin(t / 600)
     power[12_345], power[23_456] = 700.0, 0.0
     _add_lines(axes, {"a": [np.column_stack([t, power])]}, {"a": "#f00"})
-    (drawn,) = axes.collections[0].get_segments()
+    (drawn,) = axes.line_sets[0].segments
     assert len(drawn) <= 4 * PLOT_SIZE[0] * PLOT_DPI
     assert drawn[:, 1].max() == 700 and drawn[:, 1].min() == 0  # the peak and the dip
     assert tuple(drawn[0]) == (0, 300) and drawn[-1][0] == 35_999 and np.all(np.diff(drawn[:, 0]) > 0)
-    narrow = Figure(figsize=(5.0, 4.2)).add_subplot()
+    narrow = chart((5.0, 4.2))
     _add_lines(narrow, {"a": [np.column_stack([t, power])]}, {"a": "#f00"})
-    assert len(narrow.collections[0].get_segments()[0]) <= 4 * 5.0 * PLOT_DPI  # a phone's plot: its own pixels
+    assert len(narrow.line_sets[0].segments[0]) <= 4 * 5.0 * PLOT_DPI  # a phone's plot: its own pixels
 
 
 def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, tmp_path: Path) -> None:
@@ -364,3 +373,22 @@ def test_a_seed_across_nodes_shows_each_nodes_own_figures_in_the_report(hw_cli, 
     parsed.feed(out.read_text())
     assert "no GPU power to plot: NVML not available" in "".join(parsed.text)
     assert "Host CPU busy over time" in [attrs.get("alt") for tag, attrs in parsed.tags if tag == "img"]
+
+
+def test_a_report_imports_no_matplotlib(tmp_path: Path) -> None:
+    """Importing matplotlib and drawing the eight figures with it took 1.4 s of CPU, about half of a
+    report of 40 runs: the report's plots are drawn by `render.svg_chart`, its page whole."""
+    import json
+    import os
+    import sys
+
+    results, out = tmp_path / "results", tmp_path / "report.html"
+    for label in ("a", "b"):
+        make_run(results, label=label, seeds=[1, 2, 3], power_w=300.0)
+    code = ("import json, sys\nfrom orchestrator.cli import main\n"
+            f"code = main(['report', '--label', 'a', '--label', 'b', '--out', {str(out)!r}])\n"
+            "print(json.dumps({'code': code, 'matplotlib': 'matplotlib' in sys.modules}), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "MLTRAIN_RESULTS": str(results)})
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == {"code": 0, "matplotlib": False}
+    assert out.read_text().count('src="data:image/svg+xml;base64,') == 4
