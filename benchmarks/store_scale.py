@@ -60,7 +60,7 @@ from orchestrator.results.store import Store, now_iso  # noqa: E402
 TARGET = 0.908
 SMALL = 40
 """Runs of the small store timed beside the large one: compare and report there are what the commands
-cost at any size (interpreter, scipy.special and matplotlib, eight SVG figures), the rest is what the size adds."""
+cost at any size (interpreter, scipy.special, eight SVG figures), the rest is what the size adds."""
 
 
 def mllog_text(seed: int, epochs: int) -> str:

@@ -1,7 +1,7 @@
 """Options, choices and look-ups shared by the commands.
 
 Command modules import only this, typer and the standard library at the top: the domain modules
-they call (scipy, matplotlib, docker, mlperf_logging behind them) are imported inside the command,
+they call (scipy, docker, mlperf_logging behind them) are imported inside the command,
 so that `mltrain --help` and shell completion stay fast.
 """
 

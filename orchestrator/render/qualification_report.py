@@ -3,13 +3,13 @@ metric over the nights with the bounds it was judged against (`mltrain qualify h
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
-from matplotlib.figure import Figure
+import numpy as np
 
+from orchestrator.render import report_plots
 from orchestrator.render.report import _table, esc, page_head
-from orchestrator.render.report_plots import PNG, Plot, plot_html
+from orchestrator.render.report_plots import Plot, plot_html
 from orchestrator.results.qualification import QualificationRecord
 
 
@@ -41,37 +41,43 @@ def qualification_section(records: Sequence[QualificationRecord]) -> str:
 
 
 def metric_trend_plot(records: Sequence[QualificationRecord], metric: str) -> Plot:
-    points = [(i, r, r.measurements()[metric]) for i, r in enumerate(records) if metric in r.measurements()]
-    unit = points[-1][2].unit
-    title = f"{metric} ({unit})"
-    figure = Figure(figsize=(8, 3))
-    axes = figure.add_subplot()
-    x = [i for i, _, _ in points]
-    colors = {"pass": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728"}
-    axes.plot(x, [m.value for _, _, m in points], color="#1f77b4", linewidth=1, zorder=2)
-    axes.scatter(x, [m.value for _, _, m in points], c=[colors.get(m.status.value, "#444") for _, _, m in points],
-                 s=22, zorder=3)
+    """One metric of a node over its qualifications, in their order: its value (a dot coloured by its
+    verdict), the bounds it was judged against and the rolling median of the nights before."""
+    points = [(r, r.measurements()[metric]) for r in records if metric in r.measurements()]
+    unit = points[-1][1].unit
+    chart = report_plots.chart(TREND_SIZE, y_label=unit)
+    x = np.arange(1, len(points) + 1, dtype=float)
+    values = np.array([m.value for _, m in points], dtype=float)
+    chart.lines([np.column_stack([x, values])], "#1f77b4", width=1)
     for side in ("lower", "upper"):
-        bounds = [(i, getattr(m.reference, side)) for i, _, m in points
+        bounds = [(at, getattr(m.reference, side)) for at, (_, m) in zip(x, points, strict=True)
                   if m.reference is not None and getattr(m.reference, side) is not None]
         if bounds:
-            bx, by = zip(*bounds, strict=True)
-            axes.step(bx, by, where="mid", color="#888", linestyle="--", linewidth=0.8)
-    medians = [(i, m.rolling_median) for i, _, m in points if m.rolling_median is not None]
+            chart.lines([_steps(np.array(bounds, dtype=float))], "#888", width=0.8, dash="dashed")
+    medians = [(at, m.rolling_median) for at, (_, m) in zip(x, points, strict=True) if m.rolling_median is not None]
     if medians:
-        mx, my = zip(*medians, strict=True)
-        axes.plot(mx, my, color="#444", linestyle=":", linewidth=0.8)
-    axes.set_xticks(x, [r.started_at[5:16] for _, r, _ in points], rotation=30, fontsize=7)
-    axes.set_ylabel(unit)
-    axes.grid(alpha=0.3)
-    sources = sorted({f"{m.reference.kind}: {m.reference.source}" for _, _, m in points if m.reference is not None})
-    note = "dots: pass green, warn orange, fail red; dashed: bounds; dotted: rolling median"
+        chart.lines([np.array(medians, dtype=float)], "#444", width=0.8, dash="dotted")
+    statuses = [m.status.value for _, m in points]
+    for status in dict.fromkeys(statuses):
+        shown = np.array([s == status for s in statuses])
+        chart.dots(x[shown], values[shown], STATUS_COLORS.get(status, "#444"), radius=report_plots.DOT * chart.font)
+    chart.categories([r.started_at[5:16] for r, _ in points])
+    sources = sorted({f"{m.reference.kind}: {m.reference.source}" for _, m in points if m.reference is not None})
+    note = "dots: pass green, warn orange, fail red, grey not judged; dashed: bounds; dotted: rolling median"
     if sources:
         note += "; references: " + " | ".join(sources[-2:])
-    return Plot(title=title, image=_png(figure), mime=PNG, note=note)
+    return Plot(title=f"{metric} ({unit})", image=chart.svg(), note=note)
 
 
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return buffer.getvalue()
+TREND_SIZE = (8.0, 3.0)
+"""Inches of a metric's trend, at the report's `report_plots.PLOT_DPI`."""
+STATUS_COLORS = {"pass": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728"}
+
+
+def _steps(points: np.ndarray) -> np.ndarray:
+    """A line of (x, y) rows drawn as steps, each value level from halfway to its neighbour before
+    to halfway to the one after (matplotlib's ``step(where="mid")``)."""
+    x, y = points[:, 0], points[:, 1]
+    middles = (x[1:] + x[:-1]) / 2
+    xs = np.concatenate([[x[0]], np.repeat(middles, 2), [x[-1]]])
+    return np.column_stack([xs, np.repeat(y, 2)])

@@ -23,7 +23,6 @@ from orchestrator.insight.runs import RunView
 from orchestrator.render.svg_chart import Chart
 
 SVG = "image/svg+xml"
-PNG = "image/png"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +34,6 @@ class Plot:
     """None when there was nothing to draw."""
     narrow_image: bytes | None = None
     """The same, drawn for a phone's width."""
-    mime: str = SVG
-    """What ``image`` holds: `SVG`, or `PNG`."""
     note: str = ""
     """Why nothing was drawn, or how to read it."""
 
@@ -47,10 +44,10 @@ def plot_html(plot: Plot) -> str:
     parts = [f"<h3>{esc(plot.title)}</h3>"]
     if plot.image is not None:
         data = base64.b64encode(plot.image).decode("ascii")
-        image = f'<img alt="{esc(plot.title)}" src="data:{plot.mime};base64,{data}">'
+        image = f'<img alt="{esc(plot.title)}" src="data:{SVG};base64,{data}">'
         if plot.narrow_image is not None:
             narrow = base64.b64encode(plot.narrow_image).decode("ascii")
-            image = (f'<picture><source media="{NARROW_SCREEN}" srcset="data:{plot.mime};base64,{narrow}">'
+            image = (f'<picture><source media="{NARROW_SCREEN}" srcset="data:{SVG};base64,{narrow}">'
                      f"{image}</picture>")
         parts.append(image)
     if plot.note:

@@ -225,7 +225,7 @@ class _Layout:
     def _names(self) -> tuple[list[str], float]:
         """The categories' names as drawn, and the degrees they are turned by: side by side (0) where
         each fits its share of the axis, else turned (`TURNED`), each cut (with an ellipsis) to what
-        the image holds."""
+        the image holds; where even upright they would overlap, every n-th is named ('' for the others)."""
         c, f = self.chart, self.font
         if not c._categories:
             return [], 0.0
@@ -236,7 +236,8 @@ class _Layout:
         degrees = next((d for d in TURNED if share * math.sin(math.radians(d)) >= 1.1 * line), TURNED[-1])
         angle = math.radians(degrees)
         room = min(0.4 * c.height / math.sin(angle), 0.55 * c.width / max(math.cos(angle), 0.1))
-        return [fitted(name, f, room) for name in c._categories], degrees
+        every = max(1, math.ceil(1.1 * line / (share * math.sin(angle))))
+        return [fitted(name, f, room) if i % every == 0 else "" for i, name in enumerate(c._categories)], degrees
 
     def _xs(self) -> list[float]:
         c = self.chart
@@ -452,6 +453,8 @@ class _Layout:
             for i, name in enumerate(self.names, start=1):
                 x = float(self.x_px(i))
                 out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom:.1f}" y2="{bottom + TICK:.1f}" {ink}/>')
+                if not name:
+                    continue
                 if self.turned:
                     out.append(self._turned_name(x, below, name))
                 else:

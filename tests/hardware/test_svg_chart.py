@@ -72,3 +72,27 @@ def test_what_is_drawn_is_escaped_and_a_point_that_is_not_finite_is_left_out() -
     texts = [text.text for text in root.iter(f"{SVG}text")]
     assert {"<script>", "line", "x <b>", "y & z"} <= set(texts)  # parsed back: each was text, not markup
     assert not list(root.iter(f"{SVG}script"))
+
+
+def test_names_too_many_to_stand_side_by_side_are_turned_and_every_nth_named() -> None:
+    """A year of nightly qualifications on one axis: each night has its tick, and the names drawn,
+    upright and a line's height apart or more, are the first and every n-th after it."""
+    names = [f"night-{n:03d}" for n in range(365)]
+    chart = Chart(width=880, height=330, font=15.3)
+    chart.dots(np.arange(1, 366), np.arange(365), "#000", radius=2)
+    chart.categories(names)
+    root = ElementTree.fromstring(chart.svg())
+    shown = [(text.text, float(text.get("x", 0))) for text in root.iter(f"{SVG}text") if text.text in names]
+    assert 2 < len(shown) < 365 and shown[0][0] == names[0]
+    every = names.index(shown[1][0])
+    assert [name for name, _ in shown] == names[::every]
+    assert min(np.diff([x for _, x in shown])) >= 1.1 * 15.3  # a line's height (its ascent and descent) apart
+    assert all("rotate(-90" in text.get("transform", "") for text in root.iter(f"{SVG}text") if text.text in names)
+
+
+def test_a_bound_is_drawn_in_steps_as_matplotlibs_mid_steps() -> None:
+    from orchestrator.render.qualification_report import _steps
+
+    x, y = np.array([1.0, 2.0, 4.0, 5.0]), np.array([10.0, 12.0, 11.0, 15.0])
+    expected = cbook.pts_to_midstep(x, y)
+    assert np.array_equal(_steps(np.column_stack([x, y])), np.column_stack(expected))

@@ -101,7 +101,7 @@ def test_history_lists_runs_and_a_metric_trend_and_writes_html(cli, tmp_path: Pa
             "--html", str(tmp_path / "h.html"))
     assert r.code == 0 and r.out.count("100 samples/s") == 2
     page = (tmp_path / "h.html").read_text()
-    assert "<h3>a (2 CPUs" in page and "throughput_samples_per_s (samples/s)" in page and "data:image/png" in page
+    assert "<h3>a (2 CPUs" in page and "throughput_samples_per_s (samples/s)" in page and "data:image/svg+xml" in page
     r = cli("qualify", "history", "--results", results, "--node", "zz")
     assert r.code == 2 and "no qualification of node 'zz' (nodes: a, b)" in r.err
 
