@@ -197,15 +197,14 @@ def fitted(text: str, size: float, room: float) -> str:
     return kept + ELLIPSIS
 
 
-def _limits(values: list[float], margin: bool = True) -> tuple[float, float]:
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
+def _limits(parts: list[np.ndarray]) -> tuple[float, float]:
+    """An axis's limits: the finite values' least and greatest, `MARGIN` of their span beyond each."""
+    values = np.concatenate([np.ravel(part) for part in parts]) if parts else np.empty(0)
+    values = values[np.isfinite(values)]
+    if not len(values):
         return 0.0, 1.0
-    low, high = min(finite), max(finite)
-    if high == low:
-        pad = max(abs(low) * MARGIN, 0.5)
-        return low - pad, high + pad
-    pad = (high - low) * MARGIN if margin else 0.0
+    low, high = float(values.min()), float(values.max())
+    pad = (high - low) * MARGIN if high > low else max(abs(low) * MARGIN, 0.5)
     return low - pad, high + pad
 
 
@@ -239,18 +238,16 @@ class _Layout:
         every = max(1, math.ceil(1.1 * line / (share * math.sin(angle))))
         return [fitted(name, f, room) if i % every == 0 else "" for i, name in enumerate(c._categories)], degrees
 
-    def _xs(self) -> list[float]:
+    def _xs(self) -> list[np.ndarray]:
         c = self.chart
-        values = [float(v) for d in c.dot_sets for v in d.x]
-        values += [float(v) for line in c.line_sets for s in line.segments for v in s[:, 0]]
-        return values + [r.at for r in c._rules if r.vertical] + [b.position for b in c.box_stats]
+        return [*(d.x for d in c.dot_sets), *(s[:, 0] for line in c.line_sets for s in line.segments),
+                np.array([r.at for r in c._rules if r.vertical] + [b.position for b in c.box_stats])]
 
-    def _ys(self) -> list[float]:
+    def _ys(self) -> list[np.ndarray]:
         c = self.chart
-        values = [float(v) for d in c.dot_sets for v in d.y]
-        values += [float(v) for line in c.line_sets for s in line.segments for v in s[:, 1]]
-        values += [r.at for r in c._rules if not r.vertical]
-        return values + [v for b in c.box_stats for v in (b.low, b.high)]
+        return [*(d.y for d in c.dot_sets), *(s[:, 1] for line in c.line_sets for s in line.segments),
+                np.array([r.at for r in c._rules if not r.vertical]),
+                np.array([v for b in c.box_stats for v in (b.low, b.high)])]
 
     def _x_range(self) -> tuple[float, float]:
         if self.chart._categories is not None:
