@@ -8,15 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from workloads.unet3d.evaluate import (
-    PAD_VALUE,
-    evaluate_case,
-    importance_map,
-    mean_dice,
-    padding,
-    sliding_window_logits,
-    trim_slices,
-)
+from workloads.unet3d.evaluate import evaluate_case, mean_dice, sliding_window_logits
+from workloads.unet3d.windows import PAD_VALUE, importance_map, padding, trim_slices
 
 
 def test_importance_map_is_a_normalised_cube_rooted_gaussian():
