@@ -128,12 +128,11 @@ def _pooled_from_index(store: Store, chosen: Sequence[str], listing: Listing) ->
         if any(seed.telemetry and not seed.judged for seed in seeds):  # records of an older mltrain
             runs.append(_pooled(view_of(store.open(run_id))))
             continue
+        finished, batch_sizes = _indexed_seeds(seeds)
         runs.append(PooledRun(
             run_id=run_id, setup_name=row["label"] or run_id, rule=(row["drop_per_end"], row["max_non_converged"]),
             scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
-            seeds=tuple(_indexed_seed(seed) for seed in seeds if seed.state == "finished" and seed.status),
-            batch_sizes=frozenset(seed.global_batch_size for seed in seeds if seed.global_batch_size),
-            profile=row["profile"],
+            seeds=finished, batch_sizes=batch_sizes, profile=row["profile"],
         ))
     return runs
 
@@ -261,18 +260,27 @@ def _seed_result(view: SeedView) -> SeedResult:
 NO_TELEMETRY = "not judged: no telemetry was sampled"
 
 
-def _indexed_seed(row: SeedRow) -> SeedResult:
-    """A finished seed from its index row, as `seed_result` makes it from its record (and telemetry)."""
-    converged = row.status == _CONVERGED and bool(row.time_to_train_ms)
-    judged = row.host is not None
-    return SeedResult(
-        seed=row.seed, converged=converged,
-        time_to_train_ms=float(row.time_to_train_ms) if row.time_to_train_ms is not None else None,
-        epochs_to_target=row.epochs_to_target if converged and row.epochs_to_target else None,
-        samples_per_epoch=row.samples_per_epoch, energy_j=row.energy_j,
-        host=row.host if judged else "unknown",
-        host_reason=row.host_reason if judged else NO_TELEMETRY,
-    )
+def _indexed_seeds(rows: list[SeedRow]) -> tuple[tuple[SeedResult, ...], frozenset[int]]:
+    """A run's finished seeds from their index rows, as `seed_result` makes each from its record (and
+    telemetry), and the global batch sizes its seeds state: one pass, each row unpacked once (its
+    fields by name cost more than the rest: 300,000 seeds in a comparison of 100,000 runs)."""
+    finished, sizes = [], set()
+    for (_, seed, state, status, time_to_train_ms, epochs_to_target, _, samples_per_epoch, global_batch_size,
+         _, host, host_reason, energy_j, _) in rows:
+        if global_batch_size:
+            sizes.add(global_batch_size)
+        if state != "finished" or not status:
+            continue
+        converged = status == _CONVERGED and bool(time_to_train_ms)
+        finished.append(SeedResult(
+            seed=seed, converged=converged,
+            time_to_train_ms=float(time_to_train_ms) if time_to_train_ms is not None else None,
+            epochs_to_target=epochs_to_target if converged and epochs_to_target else None,
+            samples_per_epoch=samples_per_epoch, energy_j=energy_j,
+            host=host if host is not None else "unknown",
+            host_reason=host_reason if host is not None else NO_TELEMETRY,
+        ))
+    return tuple(finished), frozenset(sizes)
 
 
 _CONVERGED = RunStatus.CONVERGED.value
