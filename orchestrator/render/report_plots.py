@@ -4,8 +4,7 @@ plot is drawn twice: wide for a desktop, and narrow with larger type for a phone
 by its width), so that its labels stay readable at 390 px. A plot of lines (accuracy, power, CPU)
 draws one path per setup and style (`_add_lines`), not one element per seed, each line no finer than
 the pixels it is drawn on (`decimate`: hours of 1 Hz telemetry are thousands of points a line). What
-a plot shows is gathered once and drawn at both sizes. With matplotlib, importing it and drawing the
-eight figures took 1.4 s of CPU a report, of a report of 40 runs that took 2.8 to 3.0 s in all.
+a plot shows is gathered once and drawn at both sizes.
 """
 
 from __future__ import annotations

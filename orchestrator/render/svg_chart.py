@@ -1,7 +1,8 @@
 """A chart of one pair of axes written straight to SVG: dots, lines, box plots, reference lines, a
 legend above the axes, ticks at round numbers, and every text as text (the browser sets it). The
-report draws its plots with this, not with matplotlib: importing matplotlib and drawing eight figures
-cost 1.4 s of CPU, half of a report of any size, for what a few hundred lines of SVG hold.
+report draws its plots with this, not with matplotlib: importing matplotlib and drawing the eight
+figures took about 1.4 s of CPU, half of a report of 40 runs (2.8 to 3.4 s with it, 1.5 to 1.7 s
+without), for what a few hundred lines of SVG hold.
 
 Its margins are laid out from each label's width in the font it names first (`text_width`), so
 nothing is cut by the image's edge (tests/hardware/test_report_plot_text.py measures every text);
