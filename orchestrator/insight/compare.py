@@ -140,6 +140,24 @@ class Setup:
         """Its converged seeds, found once (a comparison asks a setup of 150,000 seeds for them 14 times)."""
         return tuple(s for s in self.seeds if s.converged)
 
+    def values(self, name: str) -> tuple[float, ...]:
+        """One per-seed quantity (a `SeedResult` field or property, or ``time_to_train_s``) over its
+        converged seeds that have it, found once a quantity: a comparison asks for each of them again
+        for every setup it compares with this one."""
+        found = self._values.get(name)
+        if found is None:
+            seeds = self._converged
+            if name == "time_to_train_s":
+                found = tuple(s.time_to_train_ms / 1000 for s in seeds if s.time_to_train_ms is not None)
+            else:
+                found = tuple(float(v) for v in map(attrgetter(name), seeds) if v is not None)
+            self._values[name] = found
+        return found
+
+    @cached_property
+    def _values(self) -> dict[str, tuple[float, ...]]:
+        return {}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Quantity:
@@ -343,11 +361,7 @@ def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: b
 
 def per_seed_values(setup: Setup | None, name: str) -> list[float]:
     """One per-seed quantity over the converged seeds that have it."""
-    if setup is None:
-        return []
-    if name == "time_to_train_s":
-        return [seed.time_to_train_ms / 1000 for seed in setup.converged() if seed.time_to_train_ms is not None]
-    return [float(value) for value in map(attrgetter(name), setup.converged()) if value is not None]
+    return [] if setup is None else list(setup.values(name))
 
 
 # ---------------------------------------------------------------- energy
