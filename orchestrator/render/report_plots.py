@@ -122,7 +122,7 @@ def _drawn(paint: Callable[[Chart], object], size: Size, narrow: Size | None) ->
 def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE,
              narrow: Size | None = None) -> Plot:
     title = "Time-to-train per seed, by setup"
-    data = [[s.time_to_train_ms / 1000 for s in setup.converged() if s.time_to_train_ms] for setup in setups]
+    data = [setup.values("time_to_train_s") for setup in setups]  # (found once: the comparison asked for them)
     if not any(data):
         return Plot(title=title, image=None, note="no converged run to plot")
     dots = [values if len(values) <= MAX_POINTS else spread(values) for values in data]
@@ -153,10 +153,12 @@ def split_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: 
     counts = []
     shown: list[tuple[str, np.ndarray]] = []
     for setup in setups:
-        points = [(x, s.epochs_to_target) for s in setup.seeds if (x := s.seconds_per_epoch) is not None]
+        # the converged seeds with epochs-to-target, each once in both, in the same order: a seed's
+        # seconds per epoch is known exactly where its epochs are (`SeedResult`)
+        points = np.column_stack([setup.values("seconds_per_epoch"), setup.values("epochs_to_target")])
         counts.append(len(points))
-        if points:
-            shown.append((setup.name, np.asarray(points) if len(points) <= MAX_POINTS else spread(points)))
+        if len(points):
+            shown.append((setup.name, points if len(points) <= MAX_POINTS else spread(points)))
     if not shown:
         return Plot(title=title, image=None, note="no run logged epochs-to-target")
 
