@@ -65,6 +65,8 @@ NARROW_SIZE: Size = (5.0, 4.2)
 """A phone's plot: 550 px wide, shown at about 340 px."""
 NARROW_FONT = 14.0
 """Points of a phone plot's type: about 12 px once the image is scaled to the screen."""
+NARROW_LEGEND_FONT = NARROW_FONT * 0.85
+"""Points of a phone plot's legend: a little smaller, its names many to a row."""
 NARROW_SCREEN = "(max-width: 700px)"
 DOT = 0.21
 """A dot's radius, in ems of the chart's type."""
@@ -98,25 +100,23 @@ def draw(setups: Sequence[comparing.Setup], runs: Sequence[RunView], colors: dic
             accuracy_plot(runs, colors, narrow=NARROW_SIZE), power_plot(runs, colors, narrow=NARROW_SIZE)]
 
 
-def chart(size: Size = PLOT_SIZE, font: float = FONT, **settings: object) -> Chart:
-    """An empty chart of ``size`` inches with its type at ``font`` points (the legend's a phone's
-    smaller, as `NARROW_FONT` is large)."""
+def chart(size: Size = PLOT_SIZE, font: float = FONT, legend_font: float | None = None, **settings: Any) -> Chart:
+    """An empty chart of ``size`` inches with its type at ``font`` points (its legend's at
+    ``legend_font``, by default the same)."""
     def px(inches: float) -> float:
         return inches * PLOT_DPI
-    legend = font * (0.85 if font == NARROW_FONT else 1.0)
-    return Chart(width=px(size[0]), height=px(size[1]), font=px(font / 72), legend_font=px(legend / 72),
-                 **settings)  # type: ignore[arg-type]
+    return Chart(width=px(size[0]), height=px(size[1]), font=px(font / 72),
+                 legend_font=px((legend_font or font) / 72), **settings)
 
 
 def _drawn(paint: Callable[[Chart], object], size: Size, narrow: Size | None) -> tuple[bytes, bytes | None]:
     """What ``paint`` draws on a chart of ``size``, as SVG; and where ``narrow`` is given, on a chart
     of that size with a phone's type (`NARROW_FONT`)."""
-    def svg(size: Size, font: float) -> bytes:
-        drawn = chart(size, font)
+    def svg(drawn: Chart) -> bytes:
         paint(drawn)
         return drawn.svg()
 
-    return svg(size, FONT), None if narrow is None else svg(narrow, NARROW_FONT)
+    return svg(chart(size)), None if narrow is None else svg(chart(narrow, NARROW_FONT, NARROW_LEGEND_FONT))
 
 
 def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Size = PLOT_SIZE,

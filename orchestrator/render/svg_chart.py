@@ -220,6 +220,7 @@ class _Layout:
         self.y_range = chart.y_limits or _limits(self._ys())
         self.legend = self._legend_entries() if chart.legend else []
         self.names, self.turned = self._names()
+        self.number_width = self._number_width()
         self._place()
 
     def _names(self) -> tuple[list[str], float]:
@@ -238,6 +239,14 @@ class _Layout:
         room = min(0.4 * c.height / math.sin(angle), 0.55 * c.width / max(math.cos(angle), 0.1))
         every = max(1, math.ceil(1.1 * line / (share * math.sin(angle))))
         return [fitted(name, f, room) if i % every == 0 else "" for i, name in enumerate(c._categories)], degrees
+
+    def _number_width(self) -> float:
+        """The widest label a number of the x axis may take (0 where it names categories): what a
+        tick needs beside its neighbours, and how far past the axes' ends half of one may reach."""
+        if self.chart._categories is not None:
+            return 0.0
+        probe = nice_ticks(*self.x_range, 8)
+        return max((text_width(tick_label(t, probe), self.font) for t in probe), default=0.0)
 
     def _xs(self) -> list[np.ndarray]:
         c = self.chart
@@ -290,9 +299,7 @@ class _Layout:
         bottom = c.height - pad - (line + pad if c.x_label else 0.0)
         label_side = pad + (line + pad if c.y_label else 0.0)
         right = c.width - pad
-        if c._categories is None:
-            probe = nice_ticks(*self.x_range, 8)  # a tick's label may reach half its width past the axes
-            right -= max((text_width(tick_label(t, probe), f) for t in probe), default=0.0) / 2
+        right -= self.number_width / 2  # a tick's label may reach half its width past the axes
         left = label_side
         for _ in range(3):  # the ticks depend on the axes' size, the margins on the ticks' labels: this settles
             below, reach = self._x_tick_extent(left, right)
@@ -302,14 +309,8 @@ class _Layout:
             left = max(label_side + widest + TICK + 0.3 * f, pad + reach)
         self.y_tick_width = widest
         self.box = (left, top, right, axes_bottom)
-        self.x_ticks = [] if c._categories else nice_ticks(*self.x_range,
-                                                          self._tick_count(right - left, self._x_label_room()))
-
-    def _x_label_room(self) -> float:
-        """Pixels a tick of the x axis needs, from the widest label its numbers may take."""
-        probe = nice_ticks(*self.x_range, 8)
-        widest = max((text_width(tick_label(t, probe), self.font) for t in probe), default=self.font)
-        return widest + 1.5 * self.font
+        room = self.number_width + 1.5 * f  # what a tick of the x axis needs beside its neighbours
+        self.x_ticks = [] if c._categories else nice_ticks(*self.x_range, self._tick_count(right - left, room))
 
     @staticmethod
     def _tick_count(length: float, room: float) -> int:
@@ -321,8 +322,7 @@ class _Layout:
         c, f = self.chart, self.font
         line = (ASCENT + DESCENT) * f
         if c._categories is None:
-            probe = nice_ticks(*self.x_range, 8)
-            return line, max((text_width(tick_label(t, probe), f) for t in probe), default=0.0) / 2
+            return line, self.number_width / 2
         if not self.names:
             return line, 0.0
         widths = [text_width(name, f) for name in self.names]
