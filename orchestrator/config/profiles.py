@@ -62,7 +62,7 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_env_values_are_strings), Af
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DatasetSpec(_Frozen):

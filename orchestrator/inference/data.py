@@ -50,7 +50,7 @@ class SmokeFacts(BaseModel):
     """``smoke.json``, as the harness wrote it beside the smoke model: validated on read (a damaged
     cache with a negative reference top-1 made the accuracy target negative)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
 
     model: str
     data: str = Field(default="data", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")

@@ -23,7 +23,7 @@ Scenario = Literal["SingleStream", "MultiStream", "Server", "Offline"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class DatasetFacts(_Frozen):

@@ -39,7 +39,7 @@ DeviceKind = Literal["cpu", "cuda"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _registry(info: ValidationInfo) -> Registry:
@@ -91,7 +91,7 @@ class DeviceSuite(RootModel[dict[str, SerializeAsAny[CheckSettings]]]):
     declaration types them: `orchestrator.qualify.checks`); a check without settings here is not run
     on this kind of device."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
     root: dict[str, SerializeAsAny[CheckSettings]] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -36,7 +36,7 @@ ALLREDUCE = "allreduce_busbw_GBps"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class Fraction(_Frozen):

@@ -48,7 +48,7 @@ MAD_TO_SIGMA = 1.4826
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
     """No infinity and no NaN: -inf would pass every number, +inf fail every node."""
 
 

@@ -115,7 +115,7 @@ class Manifest(Record):
     for the seeds of a run that decides its own seed count: they are added one at a time as its
     rule asks for them, see `orchestrator.results.decisions`)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")  # later versions may add fields
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="allow")  # later versions may add fields
 
     run_id: str = Field(min_length=1)
     workload: str = Field(min_length=1)

@@ -26,7 +26,7 @@ Column = list[Finite | None]
 
 
 class HostColumns(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="allow")
 
     t_ms: list[int]
     """Wall-clock milliseconds of each sample (Unix epoch)."""
@@ -54,7 +54,7 @@ class HostColumns(BaseModel):
 
 
 class TelemetrySeries(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="allow")
 
     version: Literal[1]
     interval_s: Positive

@@ -53,7 +53,7 @@ PLACE_ENV = ("NNODES", "NPROC", "NODE_RANK", "RDZV_ENDPOINT", "RDZV_ID")
 class NodeContainer(BaseModel):
     """The container every node of one Slurm job starts, as the submitting host decided it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     image: str
     name: str

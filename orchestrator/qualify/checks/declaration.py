@@ -34,7 +34,7 @@ SettingsAt = Literal["device", "suite", "none"]
 class CheckSettings(BaseModel):
     """What every check's settings share."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     timeout_minutes: TimeoutMinutes | None = None
     """How long the check may run before it is stopped (INCONCLUSIVE); None: its declared timeout."""

@@ -22,7 +22,7 @@ class TimeToTrainSpec(BaseModel):
     """The suite's ``time_to_train:`` (a setting of the suite itself, not per kind of device): no
     timeout of its own, the profile's wall-clock limit per seed is its timeout."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     profile: ProfileName = "smoke"
     """The seeds.yaml profile of the workload that the seed runs under (target, env, data)."""
