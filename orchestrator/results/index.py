@@ -225,9 +225,11 @@ class Index:
             return dict(_tuples(db, "SELECT run_id, synced_mtime FROM runs"))
 
     def put(self, *rows: IndexRows) -> None:
-        """Replace training runs' rows (`results.index_rows.build`), all in one statement a table."""
+        """Replace training runs' rows (`results.index_rows.build`), all in one statement a table (the
+        runs' old seed rows deleted first, where the index holds any: a rebuild of an empty one does not)."""
         with self._db() as db:
-            db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run[0],) for run in rows])
+            if db.execute("SELECT 1 FROM seeds LIMIT 1").fetchone() is not None:
+                db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run[0],) for run in rows])
             db.executemany(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * RUN_COLUMNS)})",
                            [run.run for run in rows])
             db.executemany(f"INSERT INTO seeds VALUES ({','.join('?' * SEED_COLUMNS)})",
