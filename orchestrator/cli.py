@@ -25,6 +25,7 @@ from orchestrator import __version__
 from orchestrator.errors import EXIT_INFRASTRUCTURE, EXIT_USAGE, MltrainError
 from orchestrator.output import Output, stdout_is_closed, stdout_reader_may_leave, tolerate_narrow_encodings
 from orchestrator.results.atomic import FAILED_WRITES
+from orchestrator.runners import proc
 from orchestrator.signals import Stop, Stops, signal_of, stop_on_signals
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -157,6 +158,7 @@ def _interrupted(exc: BaseException) -> int:
 
 
 def entry() -> None:
+    proc.own_settings()  # before any command imports numpy
     sys.exit(main())
 
 

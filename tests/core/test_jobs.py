@@ -289,3 +289,15 @@ def test_a_job_stopped_at_its_limit_ends_without_waiting_for_what_escaped_its_gr
     took = time.monotonic() - started
     assert outcome.timed_out and not outcome.lost and took < 15, (outcome, took)
     assert proc.find_marked(run_id) == [] and outcome.leftovers
+
+
+def test_a_job_gets_the_environment_the_user_gave_not_mltrain_s_own_settings(fakebench: Workload, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                        if k not in (*proc.OWN_SETTINGS, proc.OWN_SETTINGS_ENV)})
+    proc.own_settings()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"  # mltrain's
+    said = "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('MLTRAIN_OWN_SETTINGS'))"
+    job = spec(fakebench, tmp_path / "job", ("python3", "-c", said), run_id=run_id_for(tmp_path))
+    outcome = run_job(LocalRunner(PROJECT), job, timeout_s=60)
+    assert outcome.ok and outcome.text() == "None None\n"
