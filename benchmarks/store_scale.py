@@ -1,31 +1,34 @@
 """How `list`, `compare` and `report` scale with the size of a results folder.
 
     python benchmarks/store_scale.py                    # 10,000 runs (two labels of 5,000), 3 seeds each
-    python benchmarks/store_scale.py --runs 3000 --seeds 5
+    python benchmarks/store_scale.py --runs 3000 --seeds 5 --rounds 5
 
 Makes a results folder in a temporary directory: one run written through the store as `mltrain
 run` writes it (manifest, seed states and records with the host verdict and energy, summary, each
 seed's MLLOG output and telemetry series), then copied under new run ids (the copies are what any
 store holds: the same files, other ids and labels). Then times the real command lines, each a fresh
-process as a user runs them:
+process as a user runs them, in rounds (``--rounds``, 3): each round runs every command once, so that a
+machine whose speed drifts drifts for every line alike; each line gives the median of its rounds:
 
 - ``list`` with no index file (the first read: rebuilds the index from the folders, and saves it),
-  then ``list`` again (the second: every run's files stamped once more, their rows not read: the
-  first began within `SETTLE_NS` of the index file it made, so its check cannot stand,
-  `Index.checked`), again (the index is up to date: no run looked at), and ``list --label a``;
+  then ``list`` again once the folder settled (the second: every run's files stamped once more, their
+  rows not read: the first began within `SETTLE_NS` of the index file it made, so its check cannot
+  stand, `Index.checked`), again (the index is up to date: no run looked at), and ``list --label a``;
 - ``compare --label a --label b`` (every run of both setups, from the index);
 - ``report --label a --label b --out FILE`` (the HTML page: every run counted, the newest drawn);
 - and, as the baseline measured in the same run, ``mltrain --version`` (interpreter and import time);
-- then ``list`` of the same runs as an older mltrain left them (no ``rows.json``, no index): every
-  file of every run read once (``--no-older`` skips it);
-- last, ``compare`` and ``report`` of a store of 40 runs: what the commands cost at any size.
+- ``compare`` and ``report`` of a store of 40 runs: what the commands cost at any size;
+- last, once, ``list`` of the same runs as an older mltrain left them (no ``rows.json``, no index):
+  every file of every run read once (``--no-older`` skips it).
 
 Each copy's ``rows.json`` (the index rows a run's last write keeps, `orchestrator.results.index_rows`)
 is rewritten for its id, label and files, as its manifest and summary are.
 
 The files made are synced to the disk, and the folder left to settle (`settle`), before anything is
-timed. Each line gives the wall-clock seconds and the command's own CPU seconds (user + system): on a
-shared machine the wall clock also holds the other tenants' work and the disk's queue. The project's
+timed. Each line gives the wall-clock seconds and the command's own CPU seconds (user + system), and
+the spread of the CPU seconds over the rounds: on a shared machine the wall clock also holds the other
+tenants' work and the disk's queue, and the same command's CPU seconds drift by a third between
+minutes. The project's
 modules are compiled first (``compileall``, as installing a package does): where
 PYTHONDONTWRITEBYTECODE is set, each command would otherwise compile every module it imports, each time.
 
@@ -40,6 +43,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -190,14 +194,38 @@ def goal(runs: int) -> float | None:
     return 2.0 if runs <= 10_000 else 10.0 if runs <= 100_000 else None
 
 
+Times = list[tuple[float, float]]
+"""One row's (wall-clock, CPU) seconds, one pair a round."""
+
+
+def listings(results: Path, runs: int) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """One round of the three listings: with no index (the first), again once the folder settled
+    (the second: the first began before its own index file, so every run's time is checked again),
+    and again (the index up to date)."""
+    (results / "index.db").unlink(missing_ok=True)
+    first, listed = timed(["list", "--json"], results)
+    assert len(json.loads(listed.stdout)) == runs
+    settle(results)  # (a second that began within SETTLE_NS of the index file would not stand either)
+    second = timed(["list", "--json"], results)[0]
+    return first, second, timed(["list", "--json"], results)[0]
+
+
+def median(times: Times) -> tuple[float, float]:
+    return statistics.median(wall for wall, _ in times), statistics.median(cpu for _, cpu in times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times each command is timed, round after round; the median is shown, and the spread")
     parser.add_argument("--no-report", action="store_true", help="skip the report (its plots take longest)")
     parser.add_argument("--no-older", action="store_true",
                         help="skip the first list of runs an older mltrain wrote (no rows.json: every file read)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     target = goal(args.runs)
     with tempfile.TemporaryDirectory(prefix="mltrain-store-scale-") as scratch:
         results = Path(scratch) / "results"
@@ -208,44 +236,51 @@ def main() -> int:
         print(f"{args.runs} runs of {args.seeds} seeds made in {made:.1f} s, synced in "
               f"{time.perf_counter() - started - made:.1f} s ({os.cpu_count()} CPUs)")
         settle(results)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(PROJECT / "orchestrator")], check=True)
-        base, _ = timed(["--version"], results)
-        rows = [("mltrain --version (baseline)", base, None)]
-        cold, listed = timed(["list", "--json"], results)
-        assert len(json.loads(listed.stdout)) == args.runs
-        rows.append(("list, first (no index yet)", cold, target))
-        rows.append(("list, second (every run's time checked again)", timed(["list", "--json"], results)[0],
-                     target))
-        rows.append(("list, index up to date", timed(["list", "--json"], results)[0], target))
-        rows.append(("list --label a", timed(["list", "--label", "a", "--json"], results)[0], None))
-        rows.append((f"compare --label a --label b ({args.runs // 2} + {args.runs - args.runs // 2} runs)",
-                     timed(["compare", "--label", "a", "--label", "b", "--json"], results)[0], target))
-        if not args.no_report:
-            out = Path(scratch) / "report.html"
-            rows.append(("report --label a --label b", timed(["report", "--label", "a", "--label", "b", "--out",
-                                                                str(out)], results)[0], target))
-        if not args.no_older:
-            for kept in results.glob(f"*/{ROWS_NAME}"):
-                kept.unlink()
-            (results / "index.db").unlink()
-            rows.append(("list, first, runs of an older mltrain (no rows.json)", timed(["list", "--json"], results)[0],
-                         None))
         small = Path(scratch) / "small"  # what compare and report cost whatever the store's size
         populate(small, SMALL, args.seeds)
         os.sync()
         settle(small)
         timed(["list", "--json"], small)
-        rows.append((f"compare, a store of {SMALL} runs (its cost at any size)",
-                     timed(["compare", "--label", "a", "--label", "b", "--json"], small)[0], None))
-        if not args.no_report:
-            rows.append((f"report, a store of {SMALL} runs (its cost at any size)",
-                         timed(["report", "--label", "a", "--label", "b", "--out", str(Path(scratch) / "small.html")],
-                               small)[0], None))
-        width = max(len(name) for name, _, _ in rows)  # printed before the folder is removed (minutes of it)
-        print(f"{'':<{width}}  {'wall':>9}  {'CPU':>9}  {'CPU / baseline CPU':>18}  goal (CPU)")
-        for name, (seconds, cpu), wanted in rows:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(PROJECT / "orchestrator")], check=True)
+        report = ["report", "--label", "a", "--label", "b", "--out", str(Path(scratch) / "report.html")]
+        commands: list[tuple[str, list[str], Path, float | None]] = [
+            ("mltrain --version (baseline)", ["--version"], results, None),
+            ("list --label a", ["list", "--label", "a", "--json"], results, None),
+            (f"compare --label a --label b ({args.runs // 2} + {args.runs - args.runs // 2} runs)",
+             ["compare", "--label", "a", "--label", "b", "--json"], results, target),
+            *([("report --label a --label b", report, results, target)] if not args.no_report else []),
+            (f"compare, a store of {SMALL} runs (its cost at any size)",
+             ["compare", "--label", "a", "--label", "b", "--json"], small, None),
+            *([(f"report, a store of {SMALL} runs (its cost at any size)", report, small, None)]
+              if not args.no_report else []),
+        ]
+        times: dict[str, Times] = {}
+        listed = ("list, first (no index yet)", "list, second (every run's time checked again)",
+                  "list, index up to date")
+        for _ in range(args.rounds):  # round after round: a machine that drifts drifts for every row alike
+            for name, measured in zip(listed, listings(results, args.runs), strict=True):
+                times.setdefault(name, []).append(measured)
+            for name, argv, folder, _ in commands:
+                times.setdefault(name, []).append(timed(argv, folder)[0])
+        rows = [(commands[0][0], commands[0][3]), *((name, target) for name in listed),
+                *((name, wanted) for name, _, _, wanted in commands[1:])]
+        if not args.no_older:
+            for kept in results.glob(f"*/{ROWS_NAME}"):
+                kept.unlink()
+            (results / "index.db").unlink()
+            name = "list, first, runs of an older mltrain (no rows.json)"
+            times[name] = [timed(["list", "--json"], results)[0]]
+            rows.append((name, None))
+        base = median(times[commands[0][0]])
+        width = max(len(name) for name, _ in rows)  # printed before the folder is removed (minutes of it)
+        print(f"median of {args.rounds} round(s); CPU: user + system, its spread over the rounds")
+        print(f"{'':<{width}}  {'wall':>9}  {'CPU':>9}  {'CPU spread':>13}  {'/ baseline':>10}  goal (CPU)")
+        for name, wanted in rows:
+            seconds, cpu = median(times[name])
+            spread = [c for _, c in times[name]]
             verdict = "" if wanted is None else f"  under {wanted:g} s: {'met' if cpu < wanted else 'NOT met'}"
-            print(f"{name:<{width}}  {seconds:7.2f} s  {cpu:7.2f} s  {cpu / base[1]:17.1f}x{verdict}", flush=True)
+            print(f"{name:<{width}}  {seconds:7.2f} s  {cpu:7.2f} s  {min(spread):5.2f}-{max(spread):5.2f} s"
+                  f"  {cpu / base[1]:9.1f}x{verdict}", flush=True)
     return 0
 
 
