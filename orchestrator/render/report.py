@@ -26,6 +26,7 @@ from orchestrator.insight.published_setups import AUTO, published_beside
 from orchestrator.insight.report_runs import RunLine
 from orchestrator.insight.runs import RunView, SeedView, to_setups
 from orchestrator.insight.telemetry_summary import HERE, Figures, SeedTelemetry
+from orchestrator.mlperf import published
 from orchestrator.render.comparison import host_cell, mlperf_score, setup_cell, smoke_in
 from orchestrator.render.report_plots import draw, plot_html
 from orchestrator.render.tables import PROFILE_CAVEAT, SMOKE_CAVEAT, rule_text
@@ -355,12 +356,13 @@ def published_section(setups: Sequence[comparing.Setup]) -> str:
     count (the fastest few), clearly labelled as MLCommons' published results; or why none match."""
     own = [s for s in setups if not s.published]
     rows, sentences = [], []
+    table = published.load() if any(setup.profile != SMOKE for setup in own) else []
     for setup in own:
         if setup.profile == SMOKE:
             sentences.append(f"{setup.name}: {SMOKE_CAVEAT}, a published result least of all")
             continue
         try:
-            found, said = published_beside([setup], AUTO)
+            found, said = published_beside([setup], AUTO, table=table)
         except UsageError as exc:
             sentences.append(f"{setup.name}: {str(exc).split(': ', 1)[-1]}")
             continue
