@@ -131,3 +131,20 @@ def test_a_seed_row_names_the_seeds_table_s_columns_in_their_order(tmp_path: Pat
     rows = listing.index.seeds_of([run_ids[2], run_ids[0]])
     assert [row.seed for row in rows[run_ids[0]]] == [1, 2, 3] and rows[run_ids[0]][0].run_id == run_ids[0]
     assert tuple(rows[run_ids[2]][1]) == _index(results)[1][7]  # run-2's second seed, as the table holds it
+
+
+def test_the_seeds_of_a_few_runs_or_of_most_are_the_table_s_rows_of_those_runs(tmp_path: Path):
+    """`Index.seeds_of` reads most of the index in one pass and a few runs through a join: the same
+    rows either way, and none of a run not asked for (nor of one the index does not hold)."""
+    results, run_ids = _store(tmp_path)
+    index = Store(results).list().index
+    assert index is not None
+    table = _index(results)[1]
+    every = index.seeds_of([*run_ids, "run-gone"])  # most: one pass
+    assert [tuple(row) for run_id in run_ids for row in every[run_id]] == table and every["run-gone"] == []
+    for run_id in run_ids:  # a third of the runs: the join
+        few = index.seeds_of([run_id])
+        assert list(few) == [run_id] and few[run_id] == every[run_id]
+    most = index.seeds_of(run_ids[:2])  # two of three: one pass, the third left out
+    assert list(most) == run_ids[:2] and [row for rows in most.values() for row in rows] == \
+        [row for run_id in run_ids[:2] for row in every[run_id]]
