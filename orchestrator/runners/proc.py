@@ -77,7 +77,8 @@ def child_env(extra: Mapping[str, str], *, pythonpath: Path | None = None) -> di
     interpreter first on PATH, plus ``extra``."""
     env = dict(os.environ)
     for name in env.pop(OWN_SETTINGS_ENV, "").split(","):
-        env.pop(name, None)
+        if name in OWN_SETTINGS and env.get(name) == OWN_SETTINGS[name]:  # (the mark names no other variable)
+            del env[name]
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p)

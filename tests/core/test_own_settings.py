@@ -58,3 +58,10 @@ def test_numpy_starts_one_blas_thread_under_them():
     assert threads("from orchestrator.runners import proc; proc.own_settings(); ") == 1
     if len(os.sched_getaffinity(0)) > 1:  # the check of the check: without them, a thread per CPU
         assert threads("") > 1
+
+
+def test_a_mark_set_by_hand_takes_nothing_else_from_what_mltrain_starts(environ: dict[str, str]):
+    environ.update({proc.OWN_SETTINGS_ENV: "PATH,HOME", "PATH": "/usr/bin:/bin", "HOME": "/home/someone"})
+    child = proc.child_env({})
+    assert child["PATH"].endswith(":/usr/bin:/bin") and child["HOME"] == "/home/someone"
+    assert proc.OWN_SETTINGS_ENV not in child
