@@ -39,7 +39,8 @@ class Output:
         written by the C encoder (an indented dump goes through the slow pure-Python one) and still
         reads, and greps, line by line."""
         if isinstance(value, list) and value:
-            items = (json.dumps(item, sort_keys=True, default=str) for item in value)
+            encode = json.JSONEncoder(sort_keys=True, default=str).encode  # one encoder for every item
+            items = map(encode, value)
             text = "[\n" + ",\n".join(items) + "\n]\n"
         else:
             text = json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
