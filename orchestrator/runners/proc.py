@@ -58,7 +58,7 @@ def resolve_argv(argv: Sequence[str]) -> list[str]:
 OWN_SETTINGS = {"OPENBLAS_NUM_THREADS": "1"}
 """Settings of mltrain's own process, never of what it starts. mltrain multiplies no matrices, yet
 numpy's OpenBLAS starts a thread per CPU when numpy is imported, each spinning on its CPU before it
-sleeps: 0.2 s of the CPU of every `compare` and `report` on 2 CPUs, and a thread more per CPU more."""
+sleeps: 0.1 to 0.2 s of the CPU of every `compare` and `report` on 2 CPUs, a thread more per CPU more."""
 OWN_SETTINGS_ENV = "MLTRAIN_OWN_SETTINGS"
 """The names of `OWN_SETTINGS` that `own_settings` set (the user had not), which `child_env` leaves out."""
 
