@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,9 @@ class Collected:
 def quiet_tools() -> Iterator[Collected]:
     """Run mlperf_logging with its log records collected and its prints swallowed: the root
     logger's handlers (a stderr handler that `logging.basicConfig` or an earlier `logging.info`
-    installed, say) are set aside for the call and put back after it. A stop signal is held until
+    installed, say) are set aside for the call and put back after it. Python warnings raised inside
+    (numpy's "Mean of empty slice" where a package holds fewer results than a score needs) are
+    collected as DEBUG records, not printed with the tool's file paths. A stop signal is held until
     the tool returns (`signals.held`): its bare ``except:`` clauses would take it for a failed rule.
     Two of its steps run faster, their output unchanged (`tool_speed`)."""
     collected = Collected()
@@ -62,11 +65,15 @@ def quiet_tools() -> Iterator[Collected]:
     root.handlers = [_Keep(level=logging.INFO)]
     root.setLevel(logging.INFO)
     try:
-        with signals.held(), contextlib.redirect_stdout(io.StringIO()), faster_tools():
+        with signals.held(), contextlib.redirect_stdout(io.StringIO()), faster_tools(), \
+                warnings.catch_warnings(record=True) as raised:
+            warnings.simplefilter("always")
             yield collected
     finally:
         root.handlers = saved_handlers
         root.setLevel(saved_level)
+    collected.records += [logging.LogRecord("warnings", logging.DEBUG, w.filename, w.lineno,
+                                            f"{w.category.__name__}: {w.message}", None, None) for w in raised]
 
 
 def one_line(text: str, limit: int = 240) -> str:

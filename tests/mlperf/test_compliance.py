@@ -5,8 +5,14 @@ qualify relax only the rules the profile deliberately changes, and say so in the
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from orchestrator.mlperf import checkers
 from orchestrator.mlperf.compliance import check_log, relaxation_for
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.store import Store
@@ -149,3 +155,18 @@ def test_a_stop_signal_during_the_check_is_not_taken_for_a_failed_rule(tmp_path:
     assert sent and stopped.value.signum == signal.SIGTERM
     monkeypatch.undo()
     assert check_log(log, RULESET, RESNET).valid  # the log itself passes: the hold changed nothing else
+
+
+def test_a_warning_raised_inside_a_tool_is_collected_not_printed(recwarn: pytest.WarningsRecorder):
+    """numpy's "Mean of empty slice", raised in the package checker on a package of 5 of 40 runs,
+    reached the terminal with numpy's file paths; a tool's warnings are its own, collected for -v."""
+    with checkers.quiet_tools() as collected:
+        np.mean(np.array([]))
+        warnings.warn("a tool's own notice", UserWarning, stacklevel=1)
+    assert not recwarn.list
+    said = [r.getMessage() for r in collected.records if r.levelno == logging.DEBUG]
+    assert said == ["RuntimeWarning: Mean of empty slice", "RuntimeWarning: invalid value encountered in scalar divide",
+                    "UserWarning: a tool's own notice"]
+    assert collected.messages() == []
+    warnings.warn("after the tool", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in recwarn.list] == ["after the tool"]
