@@ -180,8 +180,8 @@ def parse_lines(lines: Iterable[str]) -> ParsedLog:
 def parse_file(path: Path) -> ParsedLog:
     """A log file's events: a regular file only (a FIFO among the logs of an import hung it for good)."""
     try:
-        with open_regular(path) as handle:
-            return parse_lines(io.TextIOWrapper(handle, encoding="utf-8", errors="replace"))
+        with open_regular(path) as handle, io.TextIOWrapper(handle, encoding="utf-8", errors="replace") as text:
+            return parse_lines(text)
     except OSError as exc:
         raise LogError(f"{path}: cannot read log: {exc.strerror}") from None
 

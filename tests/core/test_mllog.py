@@ -1,8 +1,12 @@
+import gc
 import re
+import warnings
+from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import LogError
+from orchestrator.mlperf import mllog
 from orchestrator.mlperf.mllog import build_record, parse_lines, require_scorable
 from orchestrator.mlperf.quality import Goal
 from orchestrator.results.records import Exit, RunRecord, RunStatus
@@ -176,3 +180,15 @@ def test_the_declared_samples_per_epoch_divides_a_log_that_states_no_epoch_size(
     trained = build_record(parse_lines([*samples_only_log()[:3], line("train_samples", 10, 1_574_207_408),
                                         *samples_only_log()[3:]]), goal=LOSS, samples_per_epoch=1)
     assert trained.epochs_to_target == 800 and trained.samples_per_epoch == 1 and trained.train_samples == 1_574_207_408
+
+
+def test_a_log_file_is_parsed_and_closed(tmp_path: Path):
+    """The text wrapper over the file was left to the collector, open: a ResourceWarning each log."""
+    log = tmp_path / "output.log"
+    log.write_text(':::MLLOG {"key": "run_start", "value": null, "time_ms": 1, "metadata": {}}\n')
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
+        parsed = mllog.parse_file(log)
+        gc.collect()
+    assert [event.key for event in parsed.events] == ["run_start"]
+    assert not [str(w.message) for w in raised if issubclass(w.category, ResourceWarning)]
