@@ -254,8 +254,11 @@ def engine_info(client_factory: Callable[[], Any] | None = None) -> dict[str, An
                 return docker.from_env(timeout=5)
 
         client = client_factory()
-        version = client.version()
-        info = client.info()
+        try:
+            version = client.version()
+            info = client.info()
+        finally:
+            client.close()  # its connection's socket, open until the process ends otherwise
     except Exception as exc:  # the SDK raises DockerException, requests and OS errors alike
         if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
             return unavailable("no container engine: DOCKER_HOST is unset and /var/run/docker.sock does not exist")

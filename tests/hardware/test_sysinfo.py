@@ -196,17 +196,32 @@ def test_engine_unreachable_says_why() -> None:
     assert engine["available"] is False and engine["reason"]
 
 
+class Client:
+    """The Docker SDK's client as `engine_info` uses it: its connection is closed when it is done."""
+
+    def __init__(self, *, fails: bool = False) -> None:
+        self.fails, self.closed = fails, False
+
+    def version(self) -> dict:
+        if self.fails:
+            raise OSError("the engine hung up")
+        return {"Version": "26.1.0", "ApiVersion": "1.45", "Components": [{"Name": "Engine", "Version": "26.1.0"}]}
+
+    def info(self) -> dict:
+        return {"Runtimes": {"runc": {}, "nvidia": {}}, "DefaultRuntime": "runc"}
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def test_engine_version_and_runtimes() -> None:
-    class Client:
-        def version(self) -> dict:
-            return {"Version": "26.1.0", "ApiVersion": "1.45", "Components": [{"Name": "Engine", "Version": "26.1.0"}]}
-
-        def info(self) -> dict:
-            return {"Runtimes": {"runc": {}, "nvidia": {}}, "DefaultRuntime": "runc"}
-
-    engine = sysinfo.engine_info(lambda: Client())
+    client = Client()
+    engine = sysinfo.engine_info(lambda: client)
     assert engine == {"available": True, "product": "docker", "version": "26.1.0", "api_version": "1.45",
                       "runtimes": ["nvidia", "runc"], "default_runtime": "runc"}
+    assert client.closed  # its socket was left open until the process ended (a ResourceWarning in every run)
+    failing = Client(fails=True)
+    assert sysinfo.engine_info(lambda: failing)["available"] is False and failing.closed
 
 
 def captured_with_gpus(tmp_path: Path) -> dict:
