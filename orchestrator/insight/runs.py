@@ -125,10 +125,11 @@ def _pooled_from_index(store: Store, chosen: Sequence[str], listing: Listing) ->
         row, seeds = rows[run_id], seed_rows.get(run_id, [])
         if row["kind"] != "training":
             raise UsageError(f"run {run_id} is an inference run: compare it with inference runs only")
-        if any(seed.telemetry and not seed.judged for seed in seeds):  # records of an older mltrain
+        indexed = _indexed_seeds(seeds)
+        if indexed is None:  # records of an older mltrain
             runs.append(_pooled(view_of(store.open(run_id))))
             continue
-        finished, batch_sizes = _indexed_seeds(seeds)
+        finished, batch_sizes = indexed
         runs.append(PooledRun(
             run_id=run_id, setup_name=row["label"] or run_id, rule=(row["drop_per_end"], row["max_non_converged"]),
             scaling_factor=row["scaling_factor"] if row["scaling_factor"] is not None else 1.0,
@@ -137,9 +138,9 @@ def _pooled_from_index(store: Store, chosen: Sequence[str], listing: Listing) ->
     return runs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PooledRun:
-    """What a setup takes from one stored run."""
+    """What a setup takes from one stored run (slotted, as `compare.SeedResult`: one a run)."""
 
     run_id: str
     setup_name: str
@@ -260,13 +261,16 @@ def _seed_result(view: SeedView) -> SeedResult:
 NO_TELEMETRY = "not judged: no telemetry was sampled"
 
 
-def _indexed_seeds(rows: list[SeedRow]) -> tuple[tuple[SeedResult, ...], frozenset[int]]:
+def _indexed_seeds(rows: list[SeedRow]) -> tuple[tuple[SeedResult, ...], frozenset[int]] | None:
     """A run's finished seeds from their index rows, as `seed_result` makes each from its record (and
     telemetry), and the global batch sizes its seeds state: one pass, each row unpacked once (its
-    fields by name cost more than the rest: 300,000 seeds in a comparison of 100,000 runs)."""
+    fields by name cost more than the rest: 300,000 seeds in a comparison of 100,000 runs). None where
+    a seed has telemetry its record does not judge (an older mltrain's record): the run is read whole."""
     finished, sizes = [], set()
     for (_, seed, state, status, time_to_train_ms, epochs_to_target, _, samples_per_epoch, global_batch_size,
-         _, host, host_reason, energy_j, _) in rows:
+         telemetry, host, host_reason, energy_j, judged) in rows:
+        if telemetry and not judged:
+            return None
         if global_batch_size:
             sizes.add(global_batch_size)
         if state != "finished" or not status:
