@@ -39,6 +39,7 @@ from orchestrator.insight.bootstrap import olympic_interval, speedup_interval
 from orchestrator.insight.host_evidence import HostEvidence, HostVerdict, attribution, host_evidence
 from orchestrator.insight.setup_facts import differing_facts
 from orchestrator.insight.statistics import (
+    FloatArray,
     Interval,
     Test,
     cv,
@@ -50,9 +51,10 @@ from orchestrator.mlperf.scoring import olympic_kept
 from orchestrator.units import minutes
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SeedResult:
-    """One seed of one setup, as a comparison needs it."""
+    """One seed of one setup, as a comparison needs it (slotted: a comparison of 100,000 runs holds
+    300,000, each 160 bytes with its numbers where a dict of its fields made it 208)."""
 
     seed: int
     """The seed."""
@@ -140,22 +142,25 @@ class Setup:
         """Its converged seeds, found once (a comparison asks a setup of 150,000 seeds for them 14 times)."""
         return tuple(s for s in self.seeds if s.converged)
 
-    def values(self, name: str) -> tuple[float, ...]:
+    def values(self, name: str) -> FloatArray:
         """One per-seed quantity (a `SeedResult` field or property, or ``time_to_train_s``) over its
-        converged seeds that have it, found once a quantity: a comparison asks for each of them again
-        for every setup it compares with this one."""
+        converged seeds that have it, in their order, as a read-only array made once a quantity: a
+        comparison asks for each of them again for every setup it compares with this one, and each
+        statistic of them takes an array (made of a sequence of 150,000 values at each call before)."""
         found = self._values.get(name)
         if found is None:
             seeds = self._converged
             if name == "time_to_train_s":
-                found = tuple(s.time_to_train_ms / 1000 for s in seeds if s.time_to_train_ms is not None)
+                found = np.fromiter((s.time_to_train_ms / 1000 for s in seeds if s.time_to_train_ms is not None),
+                                    dtype=float)
             else:
-                found = tuple(float(v) for v in map(attrgetter(name), seeds) if v is not None)
+                found = np.fromiter((v for v in map(attrgetter(name), seeds) if v is not None), dtype=float)
+            found.flags.writeable = False
             self._values[name] = found
         return found
 
     @cached_property
-    def _values(self) -> dict[str, tuple[float, ...]]:
+    def _values(self) -> dict[str, FloatArray]:
         return {}
 
 
@@ -359,9 +364,9 @@ def quantity(setup: Setup, base: Setup | None, name: str, *, higher_is_better: b
     )
 
 
-def per_seed_values(setup: Setup | None, name: str) -> list[float]:
-    """One per-seed quantity over the converged seeds that have it."""
-    return [] if setup is None else list(setup.values(name))
+def per_seed_values(setup: Setup | None, name: str) -> FloatArray:
+    """One per-seed quantity over the converged seeds that have it (`Setup.values`; none without a setup)."""
+    return np.empty(0) if setup is None else setup.values(name)
 
 
 # ---------------------------------------------------------------- energy

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.insight.statistics import ALPHA, Interval
+from orchestrator.insight.statistics import ALPHA, Interval, Values
 from orchestrator.mlperf.scoring import t_interval
 from orchestrator.results.decisions import Verdict
 
@@ -143,14 +143,14 @@ class Standing:
     kept the spread they have (infinite while there are too few to say)."""
 
 
-def against_reference(values: Sequence[float], reference: Sequence[float], *, higher_is_better: bool,
+def against_reference(values: Values, reference: Sequence[float], *, higher_is_better: bool,
                       margin: float, budget: int, alpha: float = ALPHA) -> Standing:
     """Where the new setup's per-seed ``values`` stand against the ``reference`` values (positive
     numbers; at least two reference values), and the width they would reach at ``budget`` values."""
     if len(reference) < 2:
         raise ValueError("a comparison needs at least two reference values")
     ref_mean, ref_half = reference_interval(np.log(reference), alpha)
-    if not values:
+    if not len(values):
         return Standing(n=0, reference_n=len(reference), speed=Interval(value=None, low=None, high=None),
                           verdict=Verdict.UNDECIDED, reach=math.inf)
     logs = np.log(np.asarray(values, dtype=float))
@@ -176,10 +176,10 @@ def can_still_decide(standing: Standing, margin: float) -> bool:
     return standing.reach < max(abs(math.log(standing.speed.value)), math.log1p(margin))
 
 
-def geometric_mean_sequence(values: Sequence[float], alpha: float = ALPHA) -> Interval:
+def geometric_mean_sequence(values: Values, alpha: float = ALPHA) -> Interval:
     """The geometric mean of positive ``values`` with its confidence sequence (the mean of their
     logs, exponentiated): the typical per-seed value, not an olympic score."""
-    if not values:
+    if not len(values):
         return Interval(value=None, low=None, high=None)
     path = mean_path(np.log(np.asarray(values, dtype=float)), alpha)
     return Interval(value=math.exp(float(path.estimate[-1])), low=_exp(float(path.low[-1])),

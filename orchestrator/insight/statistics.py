@@ -10,9 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from orchestrator import student_t
 from orchestrator.mlperf.scoring import t_interval
+
+FloatArray = NDArray[np.float64]
+"""Per-seed values as a comparison holds them (`compare.Setup.values`)."""
+Values = Sequence[float] | FloatArray
+"""What each statistic takes: a sequence of numbers, or such an array."""
 
 ALPHA = 0.05
 POWER = 0.8
@@ -44,17 +50,17 @@ class Test:
 
 
 
-def mean_interval(values: Sequence[float]) -> Interval:
+def mean_interval(values: Values) -> Interval:
     """Mean with a Student-t 95% interval (`scoring.t_interval`) of a quantity that is never negative
     (a time, epochs, a rate): its low end is at least 0."""
-    if not values:
+    if not len(values):
         return Interval(value=None, low=None, high=None)
     interval = t_interval(values, 1 - ALPHA, floor=0.0)
     return Interval(value=float(np.mean(np.asarray(values, dtype=float))), low=interval[0] if interval else None,
                     high=interval[1] if interval else None)
 
 
-def cv(values: Sequence[float]) -> float | None:
+def cv(values: Values) -> float | None:
     if len(values) < 2:
         return None
     array = np.asarray(values, dtype=float)  # once: numpy makes one of a list at each call
@@ -62,7 +68,7 @@ def cv(values: Sequence[float]) -> float | None:
     return float(np.std(array, ddof=1)) / mean if mean else None
 
 
-def ratio_interval(base: Sequence[float], values: Sequence[float], *, higher_is_better: bool) -> Interval:
+def ratio_interval(base: Values, values: Values, *, higher_is_better: bool) -> Interval:
     """Ratio of means (oriented so >1 is better) with a 95% interval by the delta method on the log
     ratio, using Welch's degrees of freedom."""
     if not len(base) or not len(values):
@@ -84,7 +90,7 @@ def ratio_interval(base: Sequence[float], values: Sequence[float], *, higher_is_
     return Interval(value=value, low=value * math.exp(-half), high=value * math.exp(half))
 
 
-def welch(base: Sequence[float], values: Sequence[float]) -> Test:
+def welch(base: Values, values: Values) -> Test:
     """Welch's t-test (scipy.stats.ttest_ind, equal_var=False: `student_t.welch_p`) and the seeds it would need."""
     if len(base) < 2 or len(values) < 2:
         return Test(p_value=None, significant=False, seeds_needed=None)

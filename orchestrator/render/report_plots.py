@@ -123,7 +123,7 @@ def ttt_plot(setups: Sequence[comparing.Setup], colors: dict[str, str], size: Si
              narrow: Size | None = None) -> Plot:
     title = "Time-to-train per seed, by setup"
     data = [setup.values("time_to_train_s") for setup in setups]  # (found once: the comparison asked for them)
-    if not any(data):
+    if not any(len(values) for values in data):
         return Plot(title=title, image=None, note="no converged run to plot")
     dots = [values if len(values) <= MAX_POINTS else spread(values) for values in data]
     failing = any(len(setup.seeds) > len(values) for setup, values in zip(setups, data, strict=True))

@@ -25,7 +25,7 @@ from orchestrator.errors import UsageError
 from orchestrator.insight import sequential
 from orchestrator.insight.compare import Setup, per_seed_values
 from orchestrator.insight.runs import load_runs, seed_result, to_setups
-from orchestrator.insight.statistics import ALPHA
+from orchestrator.insight.statistics import ALPHA, FloatArray
 from orchestrator.results.decisions import (
     QUANTITIES,
     DecisionLog,
@@ -118,7 +118,7 @@ def with_decider(plan: BenchmarkPlan, request: Request, store: Store) -> Benchma
             raise UsageError(f"--against {against!r} is the label this run gets (--label): give the new setup a"
                              " label of its own")
         setup = reference_setup(store, against, plan.workload.name)
-        reference = {q: tuple(v) for q in QUANTITIES if len(v := per_seed_values(setup, q)) >= 2}
+        reference = {q: tuple(v.tolist()) for q in QUANTITIES if len(v := per_seed_values(setup, q)) >= 2}
         if not reference:
             raise UsageError(f"--against {against!r}: {len(setup.converged())} converged seed(s) in"
                              f" {', '.join(setup.run_ids)}; a comparison needs at least 2")
@@ -202,7 +202,7 @@ def decide(rule: DecisionRule, records: Mapping[int, RunRecord], seeds: Sequence
     return DecisionStep(seeds=len(seeds), seed=seeds[-1], comparisons=comparisons, mean=mean, outcome=outcome)
 
 
-def _comparison(rule: DecisionRule, quantity: QuantityName, values: list[float], left: int) -> QuantityDecision:
+def _comparison(rule: DecisionRule, quantity: QuantityName, values: FloatArray, left: int) -> QuantityDecision:
     margin = rule.margin or 0.0
     found = sequential.against_reference(values, rule.reference[quantity], higher_is_better=HIGHER_IS_BETTER[quantity],
                                          margin=margin, budget=len(values) + max(left, 0), alpha=rule.alpha)
@@ -212,7 +212,7 @@ def _comparison(rule: DecisionRule, quantity: QuantityName, values: list[float],
     )
 
 
-def _mean(rule: DecisionRule, seconds: list[float]) -> MeanDecision:
+def _mean(rule: DecisionRule, seconds: FloatArray) -> MeanDecision:
     interval = sequential.geometric_mean_sequence(seconds, rule.alpha)
     reach = sequential.relative_half_width(interval)
 

@@ -490,3 +490,19 @@ def test_compare_imports_neither_matplotlib_nor_scipy_stats(tmp_path: Path) -> N
 
     assert imported(1) == {"code": 0, "imported": []}
     assert imported(2000) == {"code": 0, "imported": []}  # a few runs: bootstrapped
+
+
+def test_a_setup_s_values_are_each_seed_s_made_once_and_read_only() -> None:
+    """`Setup.values` is each converged seed's quantity, in seed order, as `SeedResult` says it; the
+    array is kept for every later statistic, so no caller may change it."""
+    setup = make_setup("a", [10.0, 12.0, 11.0], [2.0, 2.5, 3.0], failed=1)
+    converged = [s for s in setup.seeds if s.converged]
+    for name in ("time_to_train_s", "epochs_to_target", "seconds_per_epoch", "samples_per_second"):
+        values = setup.values(name)
+        expected = [s.time_to_train_ms / 1000 for s in converged] if name == "time_to_train_s" else [
+            getattr(s, name) for s in converged]
+        assert values.tolist() == expected and values.dtype == np.float64
+        assert setup.values(name) is values
+        with pytest.raises(ValueError, match="read-only"):
+            values[0] = 0.0
+    assert make_setup("none", [], [], failed=2).values("time_to_train_s").size == 0
