@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.errors import UsageError
 from orchestrator.insight.unavailable import is_unavailable
+from orchestrator.mlperf.checkers import quiet_tools
 from orchestrator.results import atomic
 
 STATUSES = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")
@@ -96,26 +97,13 @@ def system_description(
 
 
 def check_system_description(path: Path, ruleset: str) -> tuple[bool, str]:
-    """Run mlperf_logging's system_desc_checker of a training ruleset; return (valid, what it logged)."""
+    """Run mlperf_logging's system_desc_checker of a training ruleset, as every tool of the package is
+    run (`checkers.quiet_tools`); return (valid, what it logged)."""
     from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
 
-    records: list[str] = []
-
-    class _Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record.getMessage().strip())
-
-    handler = _Collect(level=logging.INFO)
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(min(old_level or logging.INFO, logging.INFO))
-    try:
+    with quiet_tools() as collected:
         valid, _, _, _ = check_system_desc(str(path), "training", ruleset)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
-    return bool(valid), "; ".join(records)
+    return bool(valid), "; ".join(collected.messages(logging.INFO))
 
 
 def write_system_description(path: Path, description: dict[str, str]) -> None:

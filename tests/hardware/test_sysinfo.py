@@ -3,7 +3,9 @@ the MLCommons system description and the `sysinfo` command."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -254,6 +256,23 @@ def test_checker_rejects_an_incomplete_description(tmp_path: Path) -> None:
     path.write_text(json.dumps({"submitter": "x", "system_name": "y", "status": "Available cloud"}))
     valid, log = system_desc.check_system_description(path, benchmarks.latest_ruleset())
     assert not valid and "Missing field" in log
+
+
+def test_the_checker_prints_nothing_through_a_handler_the_process_already_has(tmp_path: Path) -> None:
+    """Its log lines went to every handler of the root logger, a stderr one included: the checker is
+    run as every mlperf_logging tool is (`checkers.quiet_tools`), its lines collected only."""
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"submitter": "x", "system_name": "y", "status": "Available cloud"}))
+    printed = io.StringIO()
+    handler = logging.StreamHandler(printed)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        valid, log = system_desc.check_system_description(path, benchmarks.latest_ruleset())
+    finally:
+        root.removeHandler(handler)
+    assert not valid and "Missing field" in log
+    assert printed.getvalue() == ""
 
 
 def test_system_description_rejects_bad_status() -> None:
