@@ -194,7 +194,7 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_bytes:
     Parsed by pydantic's parser (a third of the standard library's time: a first listing parses a file
     a run); a text it refuses is parsed again by the standard library's, whose verdict stands (it also
     reads UTF-16 and a byte-order mark, and names the problem in its own words). Where both parse a
-    text, their values are equal (tests/core/test_reading.py)."""
+    text, their values are equal (tests/core/test_json_parsing.py)."""
     if len(text) > max_bytes:
         raise JsonProblem(f"{len(text):,} bytes of JSON, more than the {max_bytes:,} read")
     if _text_depth_beyond(text, max_depth):  # before the decoder, which recurses
