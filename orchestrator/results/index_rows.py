@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import Field
 
 from orchestrator.errors import RecordError, StoreError, StoreWriteError
 from orchestrator.results import atomic
@@ -35,8 +37,9 @@ _INT64_MAX = 2**63 - 1
 _TELEMETRY = 9
 """A seed row's column saying it has a telemetry series."""
 
-Value = str | int | float | None
-"""A value of an index cell."""
+Value = str | Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)] | float | None
+"""A value of an index cell: SQLite holds 64-bit integers (a larger one in kept rows is read as a
+float, as the cell's column takes it, not an overflow that stops the listing)."""
 
 
 class SeedRow(NamedTuple):
@@ -75,7 +78,8 @@ class IndexRows(Record):
         """Rows of this schema, of the run ``run_id`` as it stands at ``stamp``."""
         return (self.schema_version == SCHEMA_VERSION and self.stamp == stamp and len(self.run) == RUN_COLUMNS
                 and self.run[0] == run_id
-                and all(len(row) == SEED_COLUMNS and row[0] == run_id for row in self.seeds))
+                and all(len(row) == SEED_COLUMNS and row[0] == run_id for row in self.seeds)
+                and len({row[1] for row in self.seeds}) == len(self.seeds))  # a seed once: the table's key
 
 
 def build(manifest: Manifest, summary: Summary | None, states: dict[int, SeedState], records: dict[int, RunRecord],

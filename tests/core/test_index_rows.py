@@ -68,7 +68,8 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
     assert seeds[(run_ids[1], 2)] == "interrupted" and seeds[(run_ids[0], 2)] == "finished"
 
 
-@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone", "seed link", "run link"])
+@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone", "seed twice", "seed link",
+                                    "run link"])
 def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch):
     results, run_ids = _store(tmp_path)
@@ -85,6 +86,11 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
         read = run_ids[0]
     elif damage == "telemetry gone":  # a series is no file of the run's time: the rows must agree with it
         (folder / "seeds" / "1" / "telemetry.json").unlink()
+        read = run_ids[0]
+    elif damage == "seed twice":  # a seed is the seeds table's key with its run: rows naming one twice
+        kept = json.loads(rows.read_text())
+        rows.write_text(json.dumps(kept | {"seeds": [*kept["seeds"], kept["seeds"][0]]}))
+        os.utime(rows, (stamp, stamp))
         read = run_ids[0]
     elif damage == "seed link":  # the slow path's check: a seed folder that is a link out of its run
         seed = folder / "seeds" / "2"
@@ -148,3 +154,19 @@ def test_the_seeds_of_a_few_runs_or_of_most_are_the_table_s_rows_of_those_runs(t
     most = index.seeds_of(run_ids[:2])  # two of three: one pass, the third left out
     assert list(most) == run_ids[:2] and [row for rows in most.values() for row in rows] == \
         [row for run_id in run_ids[:2] for row in every[run_id]]
+
+
+def test_kept_rows_holding_an_integer_sqlite_cannot_hold_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An integer past 64 bits in kept rows (by hand: mltrain keeps none) is read as the float its
+    column takes, not an overflow that stopped the listing (an internal error, nothing listed)."""
+    results, run_ids = _store(tmp_path)
+    rows = results / run_ids[1] / ROWS_NAME
+    stamp = os.stat(rows).st_mtime
+    kept = json.loads(rows.read_text())
+    kept["seeds"][0][4] = 2**70  # the first seed's time to train
+    rows.write_text(json.dumps(kept))
+    os.utime(rows, (stamp, stamp))
+    opened = _opened(monkeypatch)
+    listing = Store(results).list()
+    assert opened == [] and not listing.broken and len(listing.rows) == 3
+    assert {(row[0], row[1]): row[4] for row in _index(results)[1]}[(run_ids[1], 1)] == float(2**70)
