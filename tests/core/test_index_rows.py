@@ -170,3 +170,21 @@ def test_kept_rows_holding_an_integer_sqlite_cannot_hold_are_listed(tmp_path: Pa
     listing = Store(results).list()
     assert opened == [] and not listing.broken and len(listing.rows) == 3
     assert {(row[0], row[1]): row[4] for row in _index(results)[1]}[(run_ids[1], 1)] == float(2**70)
+
+
+def test_a_listing_s_rows_hold_their_keys_in_the_order_json_writes_them(tmp_path: Path):
+    """`list --json` sorts each row's keys: rows that come sorted are sorted in one pass."""
+    results, _ = _store(tmp_path)
+    rows = Store(results).list().rows
+    assert rows and all(list(row) == sorted(row) for row in rows)
+
+
+@pytest.mark.parametrize("count", [0, 1, 127, 128, 129, 300])
+def test_rows_are_inserted_many_a_statement_every_one_once(count: int):
+    from orchestrator.results.index import _insert
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT, c REAL)")
+    rows = [(n, f"row {n}", n / 3) for n in range(count)]
+    _insert(db, "INSERT INTO t", 3, rows)
+    assert db.execute("SELECT * FROM t ORDER BY a").fetchall() == rows
