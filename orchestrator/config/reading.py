@@ -150,8 +150,8 @@ def open_regular(path: Path, *, max_bytes: int | None = None) -> Iterator[IO[byt
         yield handle
 
 
-def _open_regular_fd(path: Path | str, max_bytes: int | None) -> tuple[int, int]:
-    """``path`` opened without waiting (a FIFO opens at once), and its size, once its descriptor is
+def _open_regular_fd(path: Path | str, max_bytes: int | None) -> tuple[int, os.stat_result]:
+    """``path`` opened without waiting (a FIFO opens at once), and its status, once its descriptor is
     known to be a regular file of at most ``max_bytes``; closed again and UnreadableFile where it is not."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -163,7 +163,7 @@ def _open_regular_fd(path: Path | str, max_bytes: int | None) -> tuple[int, int]
     except BaseException:
         os.close(fd)
         raise
-    return fd, info.st_size
+    return fd, info
 
 
 def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
@@ -171,7 +171,14 @@ def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
     Only what the file holds is allocated, never the bound: a file that grows while it is read is read
     on in steps. Four system calls for a small file (open, fstat, read, close; nine through
     `open_regular`'s buffered file): a first listing reads one such file per run, 10,000 runs and more."""
-    fd, size = _open_regular_fd(path, max_bytes)
+    return read_regular_stat(path, max_bytes=max_bytes)[0]
+
+
+def read_regular_stat(path: Path | str, *, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """`read_regular`'s bytes, and the file's status as its descriptor had it before the read (its
+    time with no system call of its own)."""
+    fd, info = _open_regular_fd(path, max_bytes)
+    size = info.st_size
     try:
         parts = [os.read(fd, size + 1)]  # a regular file's read never waits (O_NONBLOCK aside)
         read = len(parts[0])
@@ -184,7 +191,7 @@ def read_regular(path: Path | str, *, max_bytes: int) -> bytes:
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > max_bytes:
         raise UnreadableFile(Path(path), f"larger than the {max_bytes:,} bytes read")
-    return data
+    return data, info
 
 
 def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES) -> Any:

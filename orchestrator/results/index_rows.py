@@ -8,9 +8,11 @@ the seeds it names are those whose files the run's time is taken from (`seeds_of
 the run's seed folders).
 The rows are a cache, as the index is: they are used only where their stamp is the run's time now,
 they name the run's own folder, neither the run folder nor a seed folder is a link (a link's target
-is checked by reading the run whole), and each seed's telemetry series is where they say; rows that
-are missing (a run of an older mltrain), of another index schema, damaged, or older than the files,
-leave the run to be read whole."""
+is checked by reading the run whole), and no seed folder changed after the rows were written (a
+folder's time moves with each file made, removed or renamed in it: a telemetry series added or
+removed, a record moved away; each of mltrain's writes is one, and writes the rows after it); rows
+that are missing (a run of an older mltrain), of another index schema, damaged, or older than the
+files, leave the run to be read whole."""
 
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ from pydantic import Field
 
 from orchestrator.errors import RecordError, StoreError, StoreWriteError
 from orchestrator.results import atomic
-from orchestrator.results.paths import ROWS_NAME, TELEMETRY_NAME
+from orchestrator.results.paths import DECISIONS_NAME, ROWS_NAME
 from orchestrator.results.record_base import Record
-from orchestrator.results.record_reader import read_record
+from orchestrator.results.record_reader import read_record_stat
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
 SCHEMA_VERSION = 6
@@ -34,8 +36,6 @@ RUN_COLUMNS = 24
 SEED_COLUMNS = 14
 """The seeds table's columns (`SeedRow`'s fields)."""
 _INT64_MAX = 2**63 - 1
-_TELEMETRY = 9
-"""A seed row's column saying it has a telemetry series."""
 
 Value = str | Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)] | float | None
 """A value of an index cell: SQLite holds 64-bit integers (a larger one in kept rows is read as a
@@ -109,45 +109,50 @@ def save(folder: Path, rows: IndexRows) -> str:
     return ""
 
 
-def kept(folder: str) -> IndexRows | None:
-    """The rows kept in a run's ``folder`` as they are written there, unchecked (`cached` checks
-    them); None where there are none, or none that can be read."""
+class Kept(NamedTuple):
+    """A run's kept rows as its folder holds them, unchecked (`usable` checks them)."""
+
+    rows: IndexRows
+    mtime: float
+    """The time of `rows.json` (a seed folder changed after it leaves the rows unused)."""
+
+
+def kept(folder: str) -> Kept | None:
+    """The rows kept in a run's ``folder``, and their file's time; None where there are none, or
+    none that can be read."""
     try:
-        return read_record(f"{folder}/{ROWS_NAME}", IndexRows)  # (no Path: one a run, thousands of runs)
+        found = read_record_stat(f"{folder}/{ROWS_NAME}", IndexRows)  # (no Path: one a run, thousands of runs)
     except (RecordError, OSError):
         return None
+    return None if found is None else Kept(found[0], found[1].st_mtime)
 
 
-def seeds_of(rows: IndexRows | None) -> list[int] | None:
-    """The seeds ``rows`` hold (the manifest's when they were built: a run that gains a seed rewrites
-    its manifest, so rows that name the wrong seeds have another stamp than the run's)."""
-    if rows is None:
+def seeds_of(kept: Kept | None) -> list[int] | None:
+    """The seeds the kept rows hold (the manifest's when they were built: a run that gains a seed
+    rewrites its manifest, so rows that name the wrong seeds have another stamp than the run's)."""
+    if kept is None:
         return None
     try:
-        return [int(row[1]) for row in rows.seeds]  # type: ignore[arg-type]
+        return [int(row[1]) for row in kept.rows.seeds]  # type: ignore[arg-type]
     except (TypeError, ValueError, IndexError):
         return None
 
 
-def cached(folder: str, run_id: str, stamp: float, rows: IndexRows | None = None, *,
-           is_link: bool | None = None) -> IndexRows | None:
-    """The rows kept in a run's ``folder`` (``rows``, where `kept` has read them), where they may
-    stand for it (see the module's text); None where the run must be read whole. ``is_link``:
-    whether the folder is a link, where its parent's listing said."""
-    try:
-        if (os.path.islink(folder) if is_link is None else is_link) or os.path.lexists(f"{folder}/decisions.json"):
-            return None  # a link's target, a decided run's seed order: checked by reading the run whole
-        if rows is None:
-            rows = read_record(f"{folder}/{ROWS_NAME}", IndexRows)
-        if rows is None or not rows.fits(run_id, stamp):
-            return None
-        for row in rows.seeds:  # as `StoredRun.sync` finds them: a telemetry series is no file of the run's time
-            seed = f"{folder}/seeds/{row[1]}"
-            if os.path.islink(seed) or os.path.isfile(f"{seed}/{TELEMETRY_NAME}") != bool(row[_TELEMETRY]):
-                return None
-    except (RecordError, OSError):
+def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: float | None, *,
+           is_link: bool) -> IndexRows | None:
+    """The kept rows of the run in ``folder``, where they may stand for it (see the module's text);
+    None where the run must be read whole. ``stamp``: the run's time now (`run_mtime`);
+    ``seed_folders_at``: the newest time of its seed folders, None where one is a link or no folder
+    (`results.refresh.run_times`); ``is_link``: whether the run folder is a link."""
+    if is_link or seed_folders_at is None or seed_folders_at > kept.mtime or not kept.rows.fits(run_id, stamp):
         return None
-    return rows
+    try:  # a decided run's seed order is checked by reading the run whole
+        os.lstat(f"{folder}/{DECISIONS_NAME}")
+    except FileNotFoundError:
+        return kept.rows
+    except OSError:
+        return None
+    return None
 
 
 def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,

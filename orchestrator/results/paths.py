@@ -46,6 +46,7 @@ from orchestrator.errors import RecordError, UsageError
 INDEX_NAME = "index.db"
 MANIFEST_NAME = "manifest.json"
 SUMMARY_NAME = "summary.json"
+DECISIONS_NAME = "decisions.json"
 STATE_NAME = "state.json"
 RECORD_NAME = "run.json"
 TELEMETRY_NAME = "telemetry.json"
@@ -111,7 +112,7 @@ class RunPaths:
 
     @property
     def decisions(self) -> Path:
-        return self.root / "decisions.json"
+        return self.root / DECISIONS_NAME
 
     @property
     def lock(self) -> Path:

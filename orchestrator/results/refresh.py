@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RecordError, UsageError
@@ -92,8 +93,8 @@ def _check_all(store: Store, index: Index) -> list[BrokenRun]:
             continue
         try:
             if is_training:
-                rows = index_rows.cached(f"{store.root}/{run_id}", run_id, stamp, found.rows.get(run_id),
-                                         is_link=run_id in found.links)
+                folder = f"{store.root}/{run_id}"
+                rows = _kept_rows(folder, run_id, stamp, found.rows.get(run_id), is_link=run_id in found.links)
                 if rows is not None:  # the rows the run's last write kept: its records need no reading
                     kept.append(rows)
                 else:
@@ -109,6 +110,20 @@ def _check_all(store: Store, index: Index) -> list[BrokenRun]:
     return broken
 
 
+def _kept_rows(folder: str, run_id: str, stamp: float, found: tuple[index_rows.Kept, float | None] | None, *,
+               is_link: bool) -> index_rows.IndexRows | None:
+    """The rows the run's last write kept, where they stand for it (`index_rows.usable`); ``found``:
+    what `_stamps` read of them (a run the index does not hold), else they are read here (one the
+    index holds, changed since)."""
+    if found is None:
+        held = index_rows.kept(folder)
+        seeds = index_rows.seeds_of(held)
+        if held is None or seeds is None:
+            return None
+        found = held, run_times(folder, None, seeds, seed_folders=True)[1]
+    return index_rows.usable(folder, run_id, stamp, *found, is_link=is_link)
+
+
 @dataclass
 class _Stamps:
     training: dict[str, float] = field(default_factory=dict)
@@ -116,8 +131,9 @@ class _Stamps:
     inference: dict[str, float] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
     """The folders that cannot be read, each with its problem."""
-    rows: dict[str, index_rows.IndexRows] = field(default_factory=dict)
-    """The kept rows (`index_rows.kept`) of the runs the index does not hold, read to learn their seeds."""
+    rows: dict[str, tuple[index_rows.Kept, float | None]] = field(default_factory=dict)
+    """The kept rows (`index_rows.kept`) of the runs the index does not hold, read to learn their
+    seeds, each with its seed folders' time (`run_times`)."""
     links: set[str] = field(default_factory=set)
     """The run folders that are links."""
 
@@ -144,10 +160,12 @@ def _stamps(root: Path, seeds: dict[str, list[int]]) -> _Stamps:
                 continue
             named = seeds.get(name)
             if named is None:
-                rows = index_rows.kept(folder)
-                named = index_rows.seeds_of(rows)
-                if rows is not None:
-                    found.rows[name] = rows
+                held = index_rows.kept(folder)
+                named = index_rows.seeds_of(held)
+                if held is not None and named is not None:  # the rows' checks in the same pass
+                    found.training[name], seed_folders_at = run_times(folder, manifest_mtime, named, seed_folders=True)
+                    found.rows[name] = held, seed_folders_at
+                    continue
             found.training[name] = run_mtime(folder, manifest_mtime, named)
         except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
             found.unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
@@ -158,9 +176,22 @@ def run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: li
     """The newest modification time of the files a run's index rows come from (its manifest and
     summary, each seed's state and record): one stat each; the seed folders are listed unless
     ``seeds`` names them."""
+    return run_times(folder, manifest_mtime, seeds)[0]
+
+
+def run_times(folder: str | Path, manifest_mtime: float | None, seeds: list[int] | None, *,
+              seed_folders: bool = False) -> tuple[float, float | None]:
+    """The run's time (`run_mtime`) and, with ``seed_folders``, the newest time of its seed folders
+    themselves in the same pass (one more system call a seed; a missing folder has none, and no files
+    to stamp), None where one of them is a link or no folder (0.0 without ``seed_folders``)."""
     stamps = [manifest_mtime] if manifest_mtime is not None else []
     names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
-    files = [f"{folder}/{name}" for name in names]  # (not os.path.join: thousands of runs, a few each)
+    stat = os.stat
+    for path in [f"{folder}/{name}" for name in names]:  # (not os.path.join: thousands of runs, a few each)
+        try:
+            stamps.append(stat(path).st_mtime)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
     seeds_folder = f"{folder}/seeds"
     if seeds is not None:
         folders = [f"{seeds_folder}/{seed}" for seed in seeds]
@@ -168,11 +199,20 @@ def run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: li
         folders = []
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
-    files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
-    stat = os.stat
-    for path in files:  # a try per file, not a context manager: eight files a run, thousands of runs
-        try:
-            stamps.append(stat(path).st_mtime)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-    return max(stamps, default=0.0)
+    folders_at: float | None = 0.0
+    for seed in folders:  # a try per file, not a context manager: eight files a run, thousands of runs
+        if seed_folders:
+            try:
+                info = os.lstat(seed)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if not S_ISDIR(info.st_mode):
+                folders_at = None
+            elif folders_at is not None and info.st_mtime > folders_at:
+                folders_at = info.st_mtime
+        for name in (STATE_NAME, RECORD_NAME):
+            try:
+                stamps.append(stat(f"{seed}/{name}").st_mtime)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+    return max(stamps, default=0.0), folders_at

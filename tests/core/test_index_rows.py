@@ -68,8 +68,8 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
     assert seeds[(run_ids[1], 2)] == "interrupted" and seeds[(run_ids[0], 2)] == "finished"
 
 
-@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone", "seed twice", "seed link",
-                                    "run link"])
+@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone", "file made in a seed",
+                                    "seed not a folder", "seed twice", "seed link", "run link"])
 def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch):
     results, run_ids = _store(tmp_path)
@@ -86,6 +86,13 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
         read = run_ids[0]
     elif damage == "telemetry gone":  # a series is no file of the run's time: the rows must agree with it
         (folder / "seeds" / "1" / "telemetry.json").unlink()
+        read = run_ids[0]
+    elif damage == "file made in a seed":  # its folder's time moves past the rows' (a series added by hand)
+        (folder / "seeds" / "3" / "notes.txt").write_text("re-run on another node\n")
+        read = run_ids[0]
+    elif damage == "seed not a folder":  # the run's time is as before (no files of the seed's): its folder says
+        shutil.rmtree(folder / "seeds" / "3")
+        (folder / "seeds" / "3").write_text("")
         read = run_ids[0]
     elif damage == "seed twice":  # a seed is the seeds table's key with its run: rows naming one twice
         kept = json.loads(rows.read_text())
@@ -104,8 +111,8 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
     opened = _opened(monkeypatch)
     listing = Store(results).list()
     assert opened == [read], opened
-    if damage in ("copied", "seed link", "run link"):  # what reading the run whole finds, named as before
-        problem = "is not its folder's name" if damage == "copied" else "outside"
+    if damage in ("copied", "seed not a folder", "seed link", "run link"):  # what reading the run whole finds
+        problem = {"copied": "is not its folder's name", "seed not a folder": "Not a directory"}.get(damage, "outside")
         assert [b.run_id for b in listing.broken] == [read] and problem in listing.broken[0].problem
     else:
         assert not listing.broken and read in {row["run_id"] for row in listing.rows}
