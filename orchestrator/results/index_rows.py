@@ -10,7 +10,8 @@ The rows are a cache, as the index is: they are used only where their stamp is t
 they name the run's own folder, neither the run folder nor a seed folder is a link (a link's target
 is checked by reading the run whole), and no seed folder changed after the rows were written (a
 folder's time moves with each file made, removed or renamed in it: a telemetry series added or
-removed, a record moved away; each of mltrain's writes is one, and writes the rows after it); rows
+removed, a record moved away; each of mltrain's writes is one, and writes the rows after it; where
+a folder's time is the rows' own, within one tick of the clock, each series is looked for); rows
 that are missing (a run of an older mltrain), of another index schema, damaged, or older than the
 files, leave the run to be read whole."""
 
@@ -24,7 +25,7 @@ from pydantic import Field
 
 from orchestrator.errors import RecordError, StoreError, StoreWriteError
 from orchestrator.results import atomic
-from orchestrator.results.paths import DECISIONS_NAME, ROWS_NAME
+from orchestrator.results.paths import DECISIONS_NAME, ROWS_NAME, TELEMETRY_NAME
 from orchestrator.results.record_base import Record
 from orchestrator.results.record_reader import read_record_stat
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
@@ -36,6 +37,8 @@ RUN_COLUMNS = 24
 SEED_COLUMNS = 14
 """The seeds table's columns (`SeedRow`'s fields)."""
 _INT64_MAX = 2**63 - 1
+_TELEMETRY = 9
+"""A seed row's column saying it has a telemetry series."""
 
 Value = str | Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)] | float | None
 """A value of an index cell: SQLite holds 64-bit integers (a larger one in kept rows is read as a
@@ -146,13 +149,23 @@ def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: 
     (`results.refresh.run_times`); ``is_link``: whether the run folder is a link."""
     if is_link or seed_folders_at is None or seed_folders_at > kept.mtime or not kept.rows.fits(run_id, stamp):
         return None
-    try:  # a decided run's seed order is checked by reading the run whole
-        os.lstat(f"{folder}/{DECISIONS_NAME}")
+    try:
+        if seed_folders_at == kept.mtime and not _series_as_kept(folder, kept.rows):
+            return None
+        os.lstat(f"{folder}/{DECISIONS_NAME}")  # a decided run's seed order is checked by reading the run whole
     except FileNotFoundError:
         return kept.rows
     except OSError:
         return None
     return None
+
+
+def _series_as_kept(folder: str, rows: IndexRows) -> bool:
+    """Each seed's telemetry series is where the rows say: asked where a seed folder's time is the
+    rows' own (both written within one tick of the file system's clock, as a run's last write does,
+    and a file made or removed within that tick would keep it)."""
+    return all(os.path.isfile(f"{folder}/seeds/{row[1]}/{TELEMETRY_NAME}") == bool(row[_TELEMETRY])
+               for row in rows.seeds)
 
 
 def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,

@@ -68,7 +68,8 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
     assert seeds[(run_ids[1], 2)] == "interrupted" and seeds[(run_ids[0], 2)] == "finished"
 
 
-@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone", "file made in a seed",
+@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone",
+                                    "telemetry gone within the rows' tick", "file made in a seed",
                                     "seed not a folder", "seed twice", "seed link", "run link"])
 def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch):
@@ -86,6 +87,11 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
         read = run_ids[0]
     elif damage == "telemetry gone":  # a series is no file of the run's time: the rows must agree with it
         (folder / "seeds" / "1" / "telemetry.json").unlink()
+        read = run_ids[0]
+    elif damage == "telemetry gone within the rows' tick":  # the folder's time is the rows' own: each series looked for
+        seed = folder / "seeds" / "1"
+        (seed / "telemetry.json").unlink()
+        os.utime(seed, (stamp, stamp))
         read = run_ids[0]
     elif damage == "file made in a seed":  # its folder's time moves past the rows' (a series added by hand)
         (folder / "seeds" / "3" / "notes.txt").write_text("re-run on another node\n")
