@@ -33,19 +33,20 @@ def list_runs(
     from orchestrator.render.tables import runs_table
 
     out = output(ctx)
-    listing = open_store(results, write=False).list(label=label, workload=workload)
+    newest = None if as_json or every else last
+    listing = open_store(results, write=False).list(label=label, workload=workload, newest=newest)
     if listing.note:
         out.warning(listing.note)
     if as_json:
         out.json(listing.rows)
     else:
-        shown = listing.rows if every else listing.rows[:last]
-        fitted = runs_table(shown, total=len(listing.rows), width=None if wide else out.out.width)
+        shown, total = listing.rows, len(listing.rows) if listing.total is None else listing.total
+        fitted = runs_table(shown, total=total, width=None if wide else out.out.width)
         out.table(fitted.table, width=fitted.width)
         if fitted.note():
             out.prose(fitted.note())
-        if len(shown) < len(listing.rows):
-            out.prose(f"{len(listing.rows) - len(shown):,} older run(s) not shown: --last N, --all or --json")
+        if len(shown) < total:
+            out.prose(f"{total - len(shown):,} older run(s) not shown: --last N, --all or --json")
     for broken in listing.broken:
         out.error(f"run {broken.run_id} cannot be read: {broken.problem}")
     if listing.broken:

@@ -61,6 +61,8 @@ _LISTED = ("benchmark, converged, drop_per_end, ended_at, host, kind, label, max
            " seeds, started_at, state, valid, workload")
 """The runs table's columns as a listing shows them (all but `synced_mtime`), by name: a listing's rows
 come with their keys in the order `--json` writes them (the encoder's sort of sorted keys is one pass)."""
+_CHOSEN = "(? IS NULL OR label = ?) AND (? IS NULL OR workload = ?)"
+"""The runs a listing chooses: of a label, of a workload, where it names them."""
 _ROWS_A_STATEMENT = 128
 """Rows inserted by one statement (`_insert`), at most: a statement a row costs more than its row."""
 READ_WAIT_S = 5.0
@@ -271,12 +273,18 @@ class Index:
                 found.setdefault(run_id, []).append(seed)
         return found
 
-    def runs(self, *, label: str | None = None, workload: str | None = None) -> list[dict[str, Any]]:
-        """Run rows, newest first."""
-        query = (f"SELECT {_LISTED} FROM runs WHERE (? IS NULL OR label = ?) AND (? IS NULL OR workload = ?)"
-                 " ORDER BY started_at DESC, run_id DESC")
+    def runs(self, *, label: str | None = None, workload: str | None = None,
+             newest: int | None = None) -> list[dict[str, Any]]:
+        """Run rows, newest first (``newest``: only that many)."""
+        query = (f"SELECT {_LISTED} FROM runs WHERE {_CHOSEN} ORDER BY started_at DESC, run_id DESC LIMIT ?")
         with self._db() as db:
-            return _dicts(db, query, (label, label, workload, workload))
+            return _dicts(db, query, (label, label, workload, workload, -1 if newest is None else newest))
+
+    def count(self, *, label: str | None = None, workload: str | None = None) -> int:
+        """How many runs `runs` would return, all of them."""
+        with self._db() as db:
+            return int(db.execute(f"SELECT COUNT(*) FROM runs WHERE {_CHOSEN}", (label, label, workload, workload))
+                       .fetchone()[0])
 
     def seeds(self, run_id: str) -> list[dict[str, Any]]:
         with self._db() as db:

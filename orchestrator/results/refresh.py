@@ -42,6 +42,8 @@ class Listing:
     """The refreshed index the rows came from (its seed rows answer comparisons without opening runs)."""
     note: str = ""
     """Why the rows came from an index built in memory where a saved one would have served."""
+    total: int | None = None
+    """How many runs the listing chose, where ``rows`` holds only the newest of them (None: it holds all)."""
 
 
 def refresh(store: Store, index: Index) -> list[BrokenRun]:

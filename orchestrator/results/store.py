@@ -247,8 +247,10 @@ class Store:
         the damaged runs."""
         return refresh(self, index or self.index)
 
-    def list(self, *, label: str | None = None, workload: str | None = None) -> Listing:
-        """Runs, newest first, from the refreshed index, and the folders that could not be read.
+    def list(self, *, label: str | None = None, workload: str | None = None, newest: int | None = None) -> Listing:
+        """Runs, newest first, from the refreshed index, and the folders that could not be read
+        (``newest``: only that many rows, and the count of all: a table of the newest 50 of 100,000
+        runs builds 50 rows, not 100,000).
         The index a writable folder keeps is saved by the first read; a read-only folder, one whose
         index another process holds, or one where it cannot be saved (a full disk), is indexed in
         memory (nothing is written)."""
@@ -263,10 +265,11 @@ class Store:
                 note = f"{exc}: listed from the run folders"
                 index = Index.in_memory(self.root)
                 broken = self.refresh(index)
-            rows = index.runs(label=label, workload=workload)
+            rows = index.runs(label=label, workload=workload, newest=newest)
+            total = None if newest is None else index.count(label=label, workload=workload)
             for row in rows:
                 row["state"] = self.state(row["run_id"], row["state"])
-        return Listing(rows, broken, index, note)
+        return Listing(rows, broken, index, note, total)
 
     def _may_write_index(self) -> bool:
         if not os.access(self.root, os.W_OK):
