@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, NamedTuple
 
 from pydantic import Field
 
+from orchestrator.config.numbers import Finite
 from orchestrator.errors import RecordError, StoreError, StoreWriteError
 from orchestrator.results import atomic
 from orchestrator.results.paths import DECISIONS_NAME, ROWS_NAME, TELEMETRY_NAME
@@ -33,39 +34,73 @@ from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedSta
 SCHEMA_VERSION = 6
 """The index's tables' version (`results.index`), bumped whenever they change: an index of another
 version is dropped and rebuilt, and rows of another version are not used."""
-RUN_COLUMNS = 24
-SEED_COLUMNS = 14
-"""The seeds table's columns (`SeedRow`'s fields)."""
 _INT64_MAX = 2**63 - 1
 _TELEMETRY = 9
 """A seed row's column saying it has a telemetry series."""
 
-Value = str | Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)] | float | None
-"""A value of an index cell: SQLite holds 64-bit integers (a larger one in kept rows is read as a
-float, as the cell's column takes it, not an overflow that stops the listing)."""
+Int64 = Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)]
+"""An INTEGER cell: SQLite holds 64-bit integers."""
+
+
+class RunRow(NamedTuple):
+    """A training run's row as the index holds it (its columns, in the table's order), each cell of
+    its column's type: kept rows whose cells are not (a file damaged, or written by hand) are not used,
+    rather than shown, compared and drawn as what they say."""
+
+    run_id: str
+    workload: str | None
+    benchmark: str | None
+    profile: str | None
+    label: str | None
+    runner: str | None
+    host: str | None
+    started_at: str | None
+    ended_at: str | None
+    state: str | None
+    seeds: Int64 | None
+    converged: Int64 | None
+    valid: Int64 | None
+    score_ms: Finite | None
+    scaled_score_ms: Finite | None
+    reason: str | None
+    kind: str | None
+    scenario: str | None
+    metric: Finite | None
+    metric_unit: str | None
+    drop_per_end: Int64 | None
+    max_non_converged: Int64 | None
+    scaling_factor: Finite | None
+    synced_mtime: Finite | None
+    """The run's time (`run_mtime`) its rows were built at."""
 
 
 class SeedRow(NamedTuple):
     """A seed's row as the index holds it (its columns, in the table's order): what a comparison
-    takes of a seed without opening its run (`Index.seeds_of`)."""
+    takes of a seed without opening its run (`Index.seeds_of`); each cell of its column's type, as
+    `RunRow`'s."""
 
     run_id: str
-    seed: int
+    seed: Int64
     state: str
     status: str | None
-    time_to_train_ms: int | float | None
-    epochs_to_target: float | None
+    time_to_train_ms: Int64 | Finite | None
+    epochs_to_target: Finite | None
     reason: str | None
-    samples_per_epoch: int | None
-    global_batch_size: int | None
-    telemetry: int
+    samples_per_epoch: Int64 | None
+    global_batch_size: Int64 | None
+    telemetry: Int64
     """1 where the seed has a telemetry series."""
     host: str | None
     """The verdict on its host (`insight.quiet`), as its record holds it."""
     host_reason: str | None
-    energy_j: float | None
-    judged: int
+    energy_j: Finite | None
+    judged: Int64
     """1 where its record holds the verdict on its host and, with telemetry, its energy."""
+
+
+RUN_COLUMNS = len(RunRow._fields)
+SEED_COLUMNS = len(SeedRow._fields)
+"""The seeds table's columns (`SeedRow`'s fields)."""
 
 
 class IndexRows(Record):
@@ -74,15 +109,14 @@ class IndexRows(Record):
     schema_version: int
     stamp: float
     """The run's time (`run_mtime`) when the rows were built."""
-    run: tuple[Value, ...]
-    seeds: tuple[tuple[Value, ...], ...]
+    run: RunRow
+    seeds: tuple[SeedRow, ...]
 
     def fits(self, run_id: str, stamp: float) -> bool:
         """Rows of this schema, of the run ``run_id`` as it stands at ``stamp``."""
-        return (self.schema_version == SCHEMA_VERSION and self.stamp == stamp and len(self.run) == RUN_COLUMNS
-                and self.run[0] == run_id
-                and all(len(row) == SEED_COLUMNS and row[0] == run_id for row in self.seeds)
-                and len({row[1] for row in self.seeds}) == len(self.seeds))  # a seed once: the table's key
+        return (self.schema_version == SCHEMA_VERSION and self.stamp == stamp and self.run.run_id == run_id
+                and all(row.run_id == run_id for row in self.seeds)
+                and len({row.seed for row in self.seeds}) == len(self.seeds))  # a seed once: the table's key
 
 
 def build(manifest: Manifest, summary: Summary | None, states: dict[int, SeedState], records: dict[int, RunRecord],
@@ -90,7 +124,7 @@ def build(manifest: Manifest, summary: Summary | None, states: dict[int, SeedSta
     """A run's rows (``telemetry``: the seeds that have a telemetry series)."""
     m, s = manifest, summary
     scaling = s.mlcommons.scaling_factor if s is not None and s.mlcommons is not None else 1.0
-    run = (
+    run = RunRow(
         m.run_id, m.workload, m.benchmark, m.profile, m.label, m.runner, m.host, m.started_at,
         m.ended_at, m.state, len(m.seeds), s.converged if s else None,
         None if s is None else int(s.valid), s.score_ms if s else None,
@@ -99,7 +133,9 @@ def build(manifest: Manifest, summary: Summary | None, states: dict[int, SeedSta
     )
     seeds = tuple(_seed_row(m.run_id, seed, states.get(seed), records.get(seed), seed in telemetry)
                   for seed in m.seeds)
-    return IndexRows(schema_version=SCHEMA_VERSION, stamp=stamp, run=run, seeds=seeds)
+    # built from records already validated, not validated again: a cache that cannot fail the run's write
+    # (rows a reader would not take are read whole there)
+    return IndexRows.model_construct(schema_version=SCHEMA_VERSION, stamp=stamp, run=run, seeds=seeds)
 
 
 def save(folder: Path, rows: IndexRows) -> str:
@@ -169,18 +205,18 @@ def _series_as_kept(folder: str, rows: IndexRows) -> bool:
 
 
 def _seed_row(run_id: str, seed: int, state: SeedState | None, record: RunRecord | None,
-              telemetry: bool) -> tuple[Any, ...]:
+              telemetry: bool) -> SeedRow:
     """A seed's row. ``judged``: its record holds the verdict on its host and, where it has telemetry,
     its energy (a record of an older mltrain does not: its run is read whole to compare it)."""
     host = record.quiet_host if record else None
     energy = record.energy if record else None
-    return (
+    return SeedRow(
         run_id, seed, (state.state if state else SeedStateName.PENDING).value,
         record.status.value if record else None,
         _integer(record.time_to_train_ms) if record else None,
         record.epochs_to_target if record else None,
         record.reason if record else None,
-        record.samples_per_epoch if record else None,
+        _integer(record.samples_per_epoch) if record else None,
         _integer(record.global_batch_size) if record else None,
         int(telemetry),
         host.verdict if host else None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.results.index_rows import SEED_COLUMNS, SeedRow
+from orchestrator.results.index_rows import RUN_COLUMNS, SEED_COLUMNS, RunRow, SeedRow
 from orchestrator.results.paths import ROWS_NAME
 from orchestrator.results.store import Store
 from tests.hardware.stored_runs import make_run
@@ -70,7 +70,8 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
 
 @pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone",
                                     "telemetry gone within the rows' tick", "file made in a seed",
-                                    "seed not a folder", "seed twice", "seed link", "run link"])
+                                    "seed not a folder", "seed twice", "cells of other types", "seed link",
+                                    "run link"])
 def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch):
     results, run_ids = _store(tmp_path)
@@ -99,6 +100,12 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
     elif damage == "seed not a folder":  # the run's time is as before (no files of the seed's): its folder says
         shutil.rmtree(folder / "seeds" / "3")
         (folder / "seeds" / "3").write_text("")
+        read = run_ids[0]
+    elif damage == "cells of other types":  # a score, a seed's time: what list, compare and report compute with
+        kept = json.loads(rows.read_text())
+        kept["run"][13], kept["seeds"][0][4] = "abc", "x"
+        rows.write_text(json.dumps(kept))
+        os.utime(rows, (stamp, stamp))
         read = run_ids[0]
     elif damage == "seed twice":  # a seed is the seeds table's key with its run: rows naming one twice
         kept = json.loads(rows.read_text())
@@ -145,7 +152,9 @@ def test_a_seed_row_names_the_seeds_table_s_columns_in_their_order(tmp_path: Pat
     listing = Store(results).list()
     with sqlite3.connect(results / "index.db") as db:
         columns = tuple(row[1] for row in db.execute("PRAGMA table_info(seeds)"))
+        run_columns = tuple(row[1] for row in db.execute("PRAGMA table_info(runs)"))
     assert SeedRow._fields == columns and len(columns) == SEED_COLUMNS
+    assert RunRow._fields == run_columns and len(run_columns) == RUN_COLUMNS  # each kept cell typed as its column
     assert listing.index is not None
     rows = listing.index.seeds_of([run_ids[2], run_ids[0]])
     assert [row.seed for row in rows[run_ids[0]]] == [1, 2, 3] and rows[run_ids[0]][0].run_id == run_ids[0]
