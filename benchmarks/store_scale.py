@@ -13,7 +13,8 @@ machine whose speed drifts drifts for every line alike; each line gives the medi
 - ``list`` with no index file (the first read: rebuilds the index from the folders, and saves it),
   then ``list`` again once the folder settled (the second: every run's files stamped once more, their
   rows not read: the first began within `SETTLE_NS` of the index file it made, so its check cannot
-  stand, `Index.checked`), again (the index is up to date: no run looked at), and ``list --label a``;
+  stand, `Index.checked`), again (the index is up to date: no run looked at), ``list --label a``, and
+  ``list`` as a person types it (the table of the newest 50 runs, the index up to date);
 - ``compare --label a --label b`` (every run of both setups, from the index);
 - ``report --label a --label b --out FILE`` (the HTML page: every run counted, the newest drawn);
 - and, as the baseline measured in the same run, ``mltrain --version`` (interpreter and import time);
@@ -246,6 +247,7 @@ def main() -> int:
         commands: list[tuple[str, list[str], Path, float | None]] = [
             ("mltrain --version (baseline)", ["--version"], results, None),
             ("list --label a", ["list", "--label", "a", "--json"], results, None),
+            ("list (the table: the newest 50 runs)", ["list"], results, None),
             (f"compare --label a --label b ({args.runs // 2} + {args.runs - args.runs // 2} runs)",
              ["compare", "--label", "a", "--label", "b", "--json"], results, target),
             *([("report --label a --label b", report, results, target)] if not args.no_report else []),
