@@ -40,13 +40,12 @@ def list_runs(
     if as_json:
         out.json(listing.rows)
     else:
-        shown, total = listing.rows, len(listing.rows) if listing.total is None else listing.total
-        fitted = runs_table(shown, total=total, width=None if wide else out.out.width)
+        fitted = runs_table(listing.rows, total=listing.total, width=None if wide else out.out.width)
         out.table(fitted.table, width=fitted.width)
         if fitted.note():
             out.prose(fitted.note())
-        if len(shown) < total:
-            out.prose(f"{total - len(shown):,} older run(s) not shown: --last N, --all or --json")
+        if len(listing.rows) < listing.total:
+            out.prose(f"{listing.total - len(listing.rows):,} older run(s) not shown: --last N, --all or --json")
     for broken in listing.broken:
         out.error(f"run {broken.run_id} cannot be read: {broken.problem}")
     if listing.broken:

@@ -235,7 +235,7 @@ class Index:
         runs' old seed rows deleted first, where the index holds any: a rebuild of an empty one does not)."""
         with self._db() as db:
             if db.execute("SELECT 1 FROM seeds LIMIT 1").fetchone() is not None:
-                db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run[0],) for run in rows])
+                db.executemany("DELETE FROM seeds WHERE run_id = ?", [(run.run.run_id,) for run in rows])
             _insert(db, "INSERT OR REPLACE INTO runs", RUN_COLUMNS, [run.run for run in rows])
             _insert(db, "INSERT INTO seeds", SEED_COLUMNS, [seed for run in rows for seed in run.seeds])
 

@@ -35,8 +35,6 @@ SCHEMA_VERSION = 6
 """The index's tables' version (`results.index`), bumped whenever they change: an index of another
 version is dropped and rebuilt, and rows of another version are not used."""
 _INT64_MAX = 2**63 - 1
-_TELEMETRY = 9
-"""A seed row's column saying it has a telemetry series."""
 
 Int64 = Annotated[int, Field(ge=-_INT64_MAX - 1, le=_INT64_MAX)]
 """An INTEGER cell: SQLite holds 64-bit integers."""
@@ -166,15 +164,10 @@ def kept(folder: str) -> Kept | None:
     return None if found is None else Kept(found[0], found[1].st_mtime)
 
 
-def seeds_of(kept: Kept | None) -> list[int] | None:
+def seeds_of(kept: Kept) -> list[int]:
     """The seeds the kept rows hold (the manifest's when they were built: a run that gains a seed
     rewrites its manifest, so rows that name the wrong seeds have another stamp than the run's)."""
-    if kept is None:
-        return None
-    try:
-        return [int(row[1]) for row in kept.rows.seeds]  # type: ignore[arg-type]
-    except (TypeError, ValueError, IndexError):
-        return None
+    return [row.seed for row in kept.rows.seeds]
 
 
 def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: float | None, *,
@@ -182,7 +175,7 @@ def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: 
     """The kept rows of the run in ``folder``, where they may stand for it (see the module's text);
     None where the run must be read whole. ``stamp``: the run's time now (`run_mtime`);
     ``seed_folders_at``: the newest time of its seed folders, None where one is a link or no folder
-    (`results.refresh.run_times`); ``is_link``: whether the run folder is a link."""
+    (`results.refresh.seed_folders_time`); ``is_link``: whether the run folder is a link."""
     if is_link or seed_folders_at is None or seed_folders_at > kept.mtime or not kept.rows.fits(run_id, stamp):
         return None
     try:
@@ -200,7 +193,7 @@ def _series_as_kept(folder: str, rows: IndexRows) -> bool:
     """Each seed's telemetry series is where the rows say: asked where a seed folder's time is the
     rows' own (both written within one tick of the file system's clock, as a run's last write does,
     and a file made or removed within that tick would keep it)."""
-    return all(os.path.isfile(f"{folder}/seeds/{row[1]}/{TELEMETRY_NAME}") == bool(row[_TELEMETRY])
+    return all(os.path.isfile(f"{folder}/seeds/{row.seed}/{TELEMETRY_NAME}") == bool(row.telemetry)
                for row in rows.seeds)
 
 

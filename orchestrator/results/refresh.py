@@ -42,8 +42,8 @@ class Listing:
     """The refreshed index the rows came from (its seed rows answer comparisons without opening runs)."""
     note: str = ""
     """Why the rows came from an index built in memory where a saved one would have served."""
-    total: int | None = None
-    """How many runs the listing chose, where ``rows`` holds only the newest of them (None: it holds all)."""
+    total: int = 0
+    """How many runs the listing chose (``rows`` holds the newest of them, where it was asked for fewer)."""
 
 
 def refresh(store: Store, index: Index) -> list[BrokenRun]:
@@ -119,10 +119,9 @@ def _kept_rows(folder: str, run_id: str, stamp: float, found: tuple[index_rows.K
     index holds, changed since)."""
     if found is None:
         held = index_rows.kept(folder)
-        seeds = index_rows.seeds_of(held)
-        if held is None or seeds is None:
+        if held is None:
             return None
-        found = held, run_times(folder, None, seeds, seed_folders=True)[1]
+        found = held, seed_folders_time(folder, index_rows.seeds_of(held))
     return index_rows.usable(folder, run_id, stamp, *found, is_link=is_link)
 
 
@@ -135,7 +134,7 @@ class _Stamps:
     """The folders that cannot be read, each with its problem."""
     rows: dict[str, tuple[index_rows.Kept, float | None]] = field(default_factory=dict)
     """The kept rows (`index_rows.kept`) of the runs the index does not hold, read to learn their
-    seeds, each with its seed folders' time (`run_times`)."""
+    seeds, each with its seed folders' time (`seed_folders_time`)."""
     links: set[str] = field(default_factory=set)
     """The run folders that are links."""
 
@@ -163,11 +162,9 @@ def _stamps(root: Path, seeds: dict[str, list[int]]) -> _Stamps:
             named = seeds.get(name)
             if named is None:
                 held = index_rows.kept(folder)
-                named = index_rows.seeds_of(held)
-                if held is not None and named is not None:  # the rows' checks in the same pass
-                    found.training[name], seed_folders_at = run_times(folder, manifest_mtime, named, seed_folders=True)
-                    found.rows[name] = held, seed_folders_at
-                    continue
+                if held is not None:  # the rows' own check in the same pass
+                    named = index_rows.seeds_of(held)
+                    found.rows[name] = held, seed_folders_time(folder, named)
             found.training[name] = run_mtime(folder, manifest_mtime, named)
         except OSError as exc:  # a folder this user may not read (EACCES), a loop of links (ELOOP)
             found.unreadable[name] = f"{exc.filename or folder}: {exc.strerror or exc}"
@@ -178,22 +175,9 @@ def run_mtime(folder: str | Path, manifest_mtime: float | None = None, seeds: li
     """The newest modification time of the files a run's index rows come from (its manifest and
     summary, each seed's state and record): one stat each; the seed folders are listed unless
     ``seeds`` names them."""
-    return run_times(folder, manifest_mtime, seeds)[0]
-
-
-def run_times(folder: str | Path, manifest_mtime: float | None, seeds: list[int] | None, *,
-              seed_folders: bool = False) -> tuple[float, float | None]:
-    """The run's time (`run_mtime`) and, with ``seed_folders``, the newest time of its seed folders
-    themselves in the same pass (one more system call a seed; a missing folder has none, and no files
-    to stamp), None where one of them is a link or no folder (0.0 without ``seed_folders``)."""
     stamps = [manifest_mtime] if manifest_mtime is not None else []
     names = [SUMMARY_NAME] if manifest_mtime is not None else [MANIFEST_NAME, SUMMARY_NAME]
-    stat = os.stat
-    for path in [f"{folder}/{name}" for name in names]:  # (not os.path.join: thousands of runs, a few each)
-        try:
-            stamps.append(stat(path).st_mtime)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+    files = [f"{folder}/{name}" for name in names]  # (not os.path.join: thousands of runs, a few each)
     seeds_folder = f"{folder}/seeds"
     if seeds is not None:
         folders = [f"{seeds_folder}/{seed}" for seed in seeds]
@@ -201,20 +185,27 @@ def run_times(folder: str | Path, manifest_mtime: float | None, seeds: list[int]
         folders = []
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(seeds_folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
-    folders_at: float | None = 0.0
-    for seed in folders:  # a try per file, not a context manager: eight files a run, thousands of runs
-        if seed_folders:
-            try:
-                info = os.lstat(seed)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if not S_ISDIR(info.st_mode):
-                folders_at = None
-            elif folders_at is not None and info.st_mtime > folders_at:
-                folders_at = info.st_mtime
-        for name in (STATE_NAME, RECORD_NAME):
-            try:
-                stamps.append(stat(f"{seed}/{name}").st_mtime)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-    return max(stamps, default=0.0), folders_at
+    files += [f"{seed}/{name}" for seed in folders for name in (STATE_NAME, RECORD_NAME)]
+    stat = os.stat
+    for path in files:  # a try per file, not a context manager: eight files a run, thousands of runs
+        try:
+            stamps.append(stat(path).st_mtime)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return max(stamps, default=0.0)
+
+
+def seed_folders_time(folder: str, seeds: list[int]) -> float | None:
+    """The newest time of a run's seed folders themselves (one lstat a seed; a missing one has none),
+    None where one of them is a link or no folder: a folder's time moves with each file made, removed
+    or renamed in it, which its kept rows are checked against (`index_rows.usable`)."""
+    newest = 0.0
+    for seed in seeds:
+        try:
+            info = os.lstat(f"{folder}/seeds/{seed}")
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not S_ISDIR(info.st_mode):
+            return None
+        newest = max(newest, info.st_mtime)
+    return newest

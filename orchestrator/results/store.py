@@ -266,7 +266,7 @@ class Store:
                 index = Index.in_memory(self.root)
                 broken = self.refresh(index)
             rows = index.runs(label=label, workload=workload, newest=newest)
-            total = None if newest is None else index.count(label=label, workload=workload)
+            total = len(rows) if newest is None else index.count(label=label, workload=workload)
             for row in rows:
                 row["state"] = self.state(row["run_id"], row["state"])
         return Listing(rows, broken, index, note, total)

@@ -23,7 +23,7 @@ def results(tmp_path: Path) -> Path:
 
 def test_the_newest_rows_are_the_first_of_every_row_and_the_count_is_of_all(results: Path):
     every = Store(results).list()
-    assert every.total is None and len(every.rows) == 4
+    assert every.total == 4 and len(every.rows) == 4
     newest = Store(results).list(newest=2)
     assert newest.rows == every.rows[:2] and newest.total == 4
     of_a = Store(results).list(label="a", newest=2)
