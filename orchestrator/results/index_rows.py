@@ -24,11 +24,11 @@ from typing import Annotated, NamedTuple
 from pydantic import Field
 
 from orchestrator.config.numbers import Finite
-from orchestrator.errors import RecordError, StoreError, StoreWriteError
+from orchestrator.errors import StoreError, StoreWriteError
 from orchestrator.results import atomic
 from orchestrator.results.paths import DECISIONS_NAME, ROWS_NAME, TELEMETRY_NAME
 from orchestrator.results.record_base import Record
-from orchestrator.results.record_reader import read_record_stat
+from orchestrator.results.record_reader import read_cache_stat
 from orchestrator.results.records import Manifest, RunRecord, SeedState, SeedStateName, Summary
 
 SCHEMA_VERSION = 6
@@ -157,10 +157,7 @@ class Kept(NamedTuple):
 def kept(folder: str) -> Kept | None:
     """The rows kept in a run's ``folder``, and their file's time; None where there are none, or
     none that can be read."""
-    try:
-        found = read_record_stat(f"{folder}/{ROWS_NAME}", IndexRows)  # (no Path: one a run, thousands of runs)
-    except (RecordError, OSError):
-        return None
+    found = read_cache_stat(f"{folder}/{ROWS_NAME}", IndexRows)  # (no Path: one a run, thousands of runs)
     return None if found is None else Kept(found[0], found[1].st_mtime)
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.results.index_rows import RUN_COLUMNS, SEED_COLUMNS, RunRow, SeedRow
+from orchestrator.results.index_rows import RUN_COLUMNS, SEED_COLUMNS, IndexRows, RunRow, SeedRow
 from orchestrator.results.paths import ROWS_NAME
+from orchestrator.results.record_reader import read_cache_stat, read_record
 from orchestrator.results.store import Store
 from tests.hardware.stored_runs import make_run
 
@@ -54,6 +55,25 @@ def test_a_first_listing_reads_the_kept_rows_and_opens_no_run(tmp_path: Path, mo
     assert len(from_rows[1]) == 9 and all(row[-1] == 1 for row in from_rows[1])  # judged: compare opens none
 
 
+def test_kept_rows_read_in_one_pass_are_those_the_records_reader_reads(tmp_path: Path):
+    """`read_cache_stat` validates the bytes as they are parsed (pydantic's JSON mode), the records'
+    reader the values parsed first: the same rows, each cell of the same type, and the file's time."""
+    results, run_ids = _store(tmp_path)
+    for run_id in run_ids:
+        path = results / run_id / ROWS_NAME
+        found = read_cache_stat(str(path), IndexRows)
+        assert found is not None
+        rows, info = found
+        read = read_record(path, IndexRows)
+        assert read is not None and rows == read and info.st_mtime == path.stat().st_mtime
+        assert _cell_types(rows) == _cell_types(read)
+    assert read_cache_stat(str(tmp_path / "none.json"), IndexRows) is None
+
+
+def _cell_types(rows: IndexRows) -> list[type]:
+    return [type(cell) for cell in [*rows.run, *(cell for seed in rows.seeds for cell in seed)]]
+
+
 def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A record changed after the rows were kept (by hand, by an older mltrain) is what the index shows."""
     results, run_ids = _store(tmp_path)
@@ -68,7 +88,7 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
     assert seeds[(run_ids[1], 2)] == "interrupted" and seeds[(run_ids[0], 2)] == "finished"
 
 
-@pytest.mark.parametrize("damage", ["copied", "garbage", "other schema", "telemetry gone",
+@pytest.mark.parametrize("damage", ["copied", "garbage", "nested deep", "a FIFO", "other schema", "telemetry gone",
                                     "telemetry gone within the rows' tick", "file made in a seed",
                                     "seed not a folder", "seed twice", "cells of other types", "seed link",
                                     "run link"])
@@ -85,6 +105,14 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
         kept = json.loads(rows.read_text())
         rows.write_text("{not json" if damage == "garbage" else json.dumps(kept | {"schema_version": 1}))
         os.utime(rows, (stamp, stamp))
+        read = run_ids[0]
+    elif damage == "nested deep":  # deeper than the parser goes: it stops there, it does not recurse
+        rows.write_text("[" * 100_000 + "]" * 100_000)
+        os.utime(rows, (stamp, stamp))
+        read = run_ids[0]
+    elif damage == "a FIFO":  # opened without waiting, and not read: no regular file
+        rows.unlink()
+        os.mkfifo(rows)
         read = run_ids[0]
     elif damage == "telemetry gone":  # a series is no file of the run's time: the rows must agree with it
         (folder / "seeds" / "1" / "telemetry.json").unlink()
