@@ -175,15 +175,13 @@ def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: 
     (`results.refresh.seed_folders_time`); ``is_link``: whether the run folder is a link."""
     if is_link or seed_folders_at is None or seed_folders_at > kept.mtime or not kept.rows.fits(run_id, stamp):
         return None
-    try:
-        if seed_folders_at == kept.mtime and not _series_as_kept(folder, kept.rows):
-            return None
-        os.lstat(f"{folder}/{DECISIONS_NAME}")  # a decided run's seed order is checked by reading the run whole
-    except FileNotFoundError:
-        return kept.rows
-    except OSError:
+    if seed_folders_at == kept.mtime and not _series_as_kept(folder, kept.rows):
         return None
-    return None
+    # a decided run's seed order is checked by reading the run whole; asked without a status or an
+    # error built (a third of an lstat's time, a run at a time): the folder was read, its rows found
+    if os.access(f"{folder}/{DECISIONS_NAME}", os.F_OK, follow_symlinks=False):
+        return None
+    return kept.rows
 
 
 def _series_as_kept(folder: str, rows: IndexRows) -> bool:

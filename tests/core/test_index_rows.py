@@ -91,7 +91,7 @@ def test_rows_older_than_the_run_s_files_are_not_used(tmp_path: Path, monkeypatc
 @pytest.mark.parametrize("damage", ["copied", "garbage", "nested deep", "a FIFO", "other schema", "telemetry gone",
                                     "telemetry gone within the rows' tick", "file made in a seed",
                                     "seed not a folder", "seed twice", "cells of other types", "seed link",
-                                    "run link"])
+                                    "run link", "decided"])
 def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch):
     results, run_ids = _store(tmp_path)
@@ -144,6 +144,9 @@ def test_rows_that_do_not_stand_for_the_run_leave_it_to_be_read_whole(tmp_path: 
         seed = folder / "seeds" / "2"
         seed.rename(tmp_path / "seed-2-elsewhere")
         seed.symlink_to(tmp_path / "seed-2-elsewhere")
+        read = run_ids[0]
+    elif damage == "decided":  # a decided run's seed order is checked in its records (a link, even one to nothing)
+        (folder / "decisions.json").symlink_to(tmp_path / "nowhere.json")
         read = run_ids[0]
     else:
         shutil.move(folder, tmp_path / run_ids[0])
