@@ -178,7 +178,7 @@ def usable(folder: str, run_id: str, stamp: float, kept: Kept, seed_folders_at: 
     if seed_folders_at == kept.mtime and not _series_as_kept(folder, kept.rows):
         return None
     # a decided run's seed order is checked by reading the run whole; asked without a status or an
-    # error built (a third of an lstat's time, a run at a time): the folder was read, its rows found
+    # error built (0.6 us here, an lstat that fails 1.5 us; a run at a time): the folder was read, its rows found
     if os.access(f"{folder}/{DECISIONS_NAME}", os.F_OK, follow_symlinks=False):
         return None
     return kept.rows

@@ -43,7 +43,7 @@ def read_cache_stat(path: str, model: type[R], *, max_bytes: int = RECORD_BYTES)
     caller reads what it stands for instead.
 
     Validated from the bytes in one pass, pydantic's parser and validator at once, with no Python
-    values between: two thirds of the time of parsing, then validating (a first listing reads a
+    values between: about 60% of the time of parsing, then validating (a first listing reads a
     file a run, 100,000 runs and more)."""
     try:
         data, info = read_regular_stat(path, max_bytes=max_bytes)
