@@ -132,20 +132,23 @@ def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> i
         return EXIT_USAGE
     except OSError as exc:
         if exc.errno not in FAILED_WRITES:
-            return _internal(exc, debug)
+            return _internal(exc, debug, stops)
         Output().error(f"cannot write {exc.filename or 'a file'}: {exc.strerror}")
         if debug:
             raise
         return EXIT_INFRASTRUCTURE
     except Exception as exc:
-        return _internal(exc, debug)
+        return _internal(exc, debug, stops)
     return code if isinstance(code, int) else 0
 
 
-def _internal(exc: Exception, debug: bool) -> int:
-    """Anything unexpected: one line, a traceback only when asked for."""
+def _internal(exc: Exception, debug: bool, stops: Stops) -> int:
+    """Anything unexpected: one line, a traceback only when asked for. After a stop signal, the
+    stop's line and code: a library that caught the `Stop` made it an error of its own."""
     if debug:
         raise exc
+    if stops.signum is not None:
+        return _interrupted(Stop(stops.signum))
     Output().error(f"internal error: {type(exc).__name__}: {exc} (run with -v for a traceback)")
     return 1
 

@@ -5,6 +5,10 @@
 and a closed terminal's SIGHUP exactly as it treats Ctrl-C. The first signal raises; later ones
 are ignored while that stop is under way (SIGKILL remains the way to cut it short). A signal
 that was ignored when mltrain started (``nohup``, a background job's SIGINT) stays ignored.
+
+A `Stop` raised inside a library that catches everything can come out as that library's own error:
+pydantic, building a model's validator at its first use, wraps it in a SchemaError. Code that
+handles a stop asks `stop_under_way` whether an error is one that a stop turned into something else.
 """
 
 from __future__ import annotations
@@ -40,10 +44,28 @@ def signal_of(exc: BaseException) -> int:
 
 
 class Stops:
-    """What `stop_on_signals` saw: the signal of the stop under way, if any."""
+    """The handler `stop_on_signals` installs, and what it saw: the signal of the stop under way, if
+    any. The first signal raises `Stop`; later ones are ignored while that stop is under way."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        raise Stop(signum)
+
+
+def stop_under_way() -> Stop | None:
+    """The stop under way in this process, if a stop signal has arrived within `stop_on_signals`:
+    an error that arose since is that stop's doing, whatever a library made of it. None otherwise,
+    and outside `stop_on_signals` (or within `held`, where a signal waits)."""
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if isinstance(handler, Stops) and handler.signum is not None:
+            return Stop(handler.signum)
+    return None
 
 
 @contextlib.contextmanager
@@ -73,14 +95,7 @@ def stop_on_signals() -> Iterator[Stops]:
     yielded `Stops` keeps the signal: a caller can still tell it after a library turned the
     exception into something else (typer returns a KeyboardInterrupt as exit code 130)."""
     stops = Stops()
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        if stops.signum is not None:
-            return
-        stops.signum = signum
-        raise Stop(signum)
-
-    with _handling(handler):
+    with _handling(stops):
         yield stops
 
 

@@ -26,6 +26,7 @@ from orchestrator.results.inference_run import StoredInference
 from orchestrator.results.store import Store, now_iso
 from orchestrator.runners.base import Runner
 from orchestrator.runners.outcome import JobOutcome
+from orchestrator.signals import stop_under_way
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -295,8 +296,11 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
     except KeyboardInterrupt:
         handle.save(record.model_copy(update={"state": "interrupted", "ended_at": now_iso()}))
         raise
-    except MltrainError as exc:
-        handle.save(record.model_copy(update={"state": "failed", "ended_at": now_iso(), "failure": str(exc)}))
+    except Exception as exc:
+        if stop_under_way() is not None:  # a library caught the stop and raised its own error
+            handle.save(record.model_copy(update={"state": "interrupted", "ended_at": now_iso()}))
+        elif isinstance(exc, MltrainError):
+            handle.save(record.model_copy(update={"state": "failed", "ended_at": now_iso(), "failure": str(exc)}))
         raise
     finally:
         handle.close()

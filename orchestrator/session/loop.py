@@ -53,7 +53,7 @@ from orchestrator.session import datasets
 from orchestrator.session.plan import BenchmarkPlan, never_valid, resume_command
 from orchestrator.session.scoring import failed_runs, score_run, summary_of
 from orchestrator.session.seed import SeedProgress, run_seed, seed_spec
-from orchestrator.signals import signal_of
+from orchestrator.signals import signal_of, stop_under_way
 
 
 @dataclass
@@ -103,7 +103,10 @@ def run_benchmark(plan: BenchmarkPlan, runner: Runner, store: Store, watch: Watc
         return finish(run)
     except KeyboardInterrupt as stop:  # the running seed's job was stopped in order (`run_job`)
         raise interrupted(run, plan, signal_of(stop)) from None
-    except Exception:
+    except Exception as exc:
+        stop = stop_under_way()
+        if stop is not None:  # a library caught the stop and raised its own error (`orchestrator.signals`)
+            raise interrupted(run, plan, stop.signum) from exc
         if run is not None:
             close_after_error(run, watch.status)
         raise

@@ -1,13 +1,19 @@
 """Helpers for tests that run mltrain as a child process and stop it: waiting, slow fakebench
-profiles, the live processes of a run, and what a results folder says of its seeds."""
+profiles, the live processes of a run, what a results folder says of its seeds, and a stop signal
+that a library turns into an error of its own."""
 
 from __future__ import annotations
 
+import enum
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 60.0, what: str = "a condition") -> Any:
@@ -73,3 +79,21 @@ def workload_processes(results: Path, command: str = "") -> list[int]:
                 found.append(int(entry.name))
                 break
     return sorted(found)
+
+
+def terminated_while_pydantic_builds_a_validator() -> None:
+    """SIGTERM arrives while pydantic builds a model's validator at its first use (as it does for
+    every record type: ``defer_build``): the `Stop` raised there comes out as pydantic's SchemaError."""
+
+    class Backend(enum.Enum):
+        NCCL = "nccl"
+
+        def __repr__(self) -> str:  # called while the validator is built: the signal lands in it
+            os.kill(os.getpid(), signal.SIGTERM)
+            return "Backend.NCCL"
+
+    class Placed(BaseModel):
+        model_config = ConfigDict(defer_build=True)
+        backend: Literal[Backend.NCCL]
+
+    Placed(backend=Backend.NCCL)

@@ -15,7 +15,14 @@ import pytest
 
 from orchestrator.results.store import Store
 from orchestrator.runners import jobs as jobs_module
-from tests.core.running import in_state, run_id_of, slow_profiles, wait_for, workload_processes
+from tests.core.running import (
+    in_state,
+    run_id_of,
+    slow_profiles,
+    terminated_while_pydantic_builds_a_validator,
+    wait_for,
+    workload_processes,
+)
 
 EPOCHS = {s: 20 + (7 * s) % 11 for s in range(1, 10)}
 
@@ -185,6 +192,50 @@ def test_a_signal_after_the_run_is_stored_still_exits_with_its_own_code_and_says
         time.sleep(1)  # the handler runs here
 
     monkeypatch.setattr(tables, "show_score", show_then_terminated)
+    r = cli("run", "fakebench", "--results", str(tmp_path / "results"))
+    assert r.code == 143, r.err
+    assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"
+
+
+def test_a_stop_a_library_made_its_own_error_still_stops_the_run_in_order(cli, tmp_path: Path, monkeypatch):
+    """A seed's record met SIGTERM while pydantic built a validator: the run was closed 'incomplete'
+    and mltrain said 'internal error: SchemaError ... Stop: SIGTERM' with exit code 1."""
+    from orchestrator.session import loop
+
+    with_host_facts = loop.with_host_facts
+
+    def terminated_on_seed_2(record, *args):
+        if record.seed == 2:
+            terminated_while_pydantic_builds_a_validator()
+        return with_host_facts(record, *args)
+
+    monkeypatch.setattr(loop, "with_host_facts", terminated_on_seed_2)
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--results", str(results))
+    run_id = run_id_of(results)
+
+    assert r.code == 143, r.err
+    assert r.err.strip().splitlines()[-1] == (
+        f"error: interrupted by SIGTERM: seed 2 stopped; finished seeds are kept; complete the set with"
+        f" `mltrain run fakebench --resume {run_id} --results {results}`")
+    run = Store(results).open(run_id)
+    assert run.manifest.state == "interrupted" and run.states[2].state == "interrupted" and 2 not in run.records
+    assert run.states[1].state == "finished"
+
+    monkeypatch.setattr(loop, "with_host_facts", with_host_facts)
+    resumed = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")
+    assert resumed.code == 0, resumed.err
+    assert json.loads(resumed.out)["converged"] == len(run.states) == 9  # fakebench's default profile
+
+
+def test_a_stop_a_library_made_its_own_error_outside_the_run_exits_with_the_signals_code(cli, tmp_path: Path,
+                                                                                       monkeypatch):
+    from orchestrator.render import tables
+
+    def terminated_while_shown(*args, **kwargs):
+        terminated_while_pydantic_builds_a_validator()
+
+    monkeypatch.setattr(tables, "show_score", terminated_while_shown)
     r = cli("run", "fakebench", "--results", str(tmp_path / "results"))
     assert r.code == 143, r.err
     assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from orchestrator.results.store import Store
 from tests.conftest import PROJECT
+from tests.core.running import terminated_while_pydantic_builds_a_validator
 from tests.inference import tiny
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
@@ -331,3 +335,22 @@ def test_the_reference_accuracy_off_the_cpu_is_the_file_s_own_on_the_cpu(cli, as
     own = reference_accuracy(options, model, None, [(i, b"") for i in range(tiny.IMAGES)])
     assert own["samples"] == measured["samples"] == tiny.IMAGES
     assert own["line"] == measured["line"] and "onnxruntime on the CPU, FP32" in own["how"]
+
+
+def ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)  # the handler raises here
+
+
+@pytest.mark.parametrize(("stop", "code"), [(ctrl_c, 130), (terminated_while_pydantic_builds_a_validator, 143)])
+def test_a_stopped_inference_run_is_recorded_interrupted(cli, assets, tmp_path: Path, monkeypatch, stop, code: int):
+    """A SIGTERM that pydantic made its own error left the run 'running' for good, exit code 1."""
+    from orchestrator.inference import session
+
+    monkeypatch.setattr(session, "measure", lambda *_: stop())
+    results = tmp_path / "r"
+    r = infer(cli, assets, results)
+    assert r.code == code, r.err
+    assert r.err.strip().splitlines()[-1] == f"error: interrupted by {'SIGINT' if code == 130 else 'SIGTERM'}"
+    (run_id,) = [entry.name for entry in results.iterdir() if Store(results).is_inference(entry.name)]
+    assert Store(results).open_inference(run_id).state == "interrupted"
