@@ -213,7 +213,7 @@ def index_held(tmp_path: Path):
     started = time.monotonic()
     yield results, started
     holder.kill()
-    holder.wait()
+    holder.communicate()  # and its pipe closed
 
 
 def test_a_run_outlives_an_index_another_process_holds(cli, index_held, monkeypatch):

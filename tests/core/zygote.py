@@ -60,6 +60,7 @@ class Zygote:
         return self._ask({"wait": pid})["code"]
 
     def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
+        for pipe in (self.process.stdin, self.process.stdout):  # left open, each is a ResourceWarning later
+            if pipe is not None:
+                pipe.close()
         self.process.wait(timeout=30)
