@@ -299,8 +299,9 @@ def run_inference(plan: InferencePlan, runner: Runner, *, results_root: Path, ru
     except Exception as exc:
         if stop_under_way() is not None:  # a library caught the stop and raised its own error
             handle.save(record.model_copy(update={"state": "interrupted", "ended_at": now_iso()}))
-        elif isinstance(exc, MltrainError):
-            handle.save(record.model_copy(update={"state": "failed", "ended_at": now_iso(), "failure": str(exc)}))
+        else:  # never left 'running': what ended it is kept
+            failure = str(exc) if isinstance(exc, MltrainError) else f"{type(exc).__name__}: {exc}"
+            handle.save(record.model_copy(update={"state": "failed", "ended_at": now_iso(), "failure": failure}))
         raise
     finally:
         handle.close()

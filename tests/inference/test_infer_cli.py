@@ -355,3 +355,20 @@ def test_a_stopped_inference_run_is_recorded_interrupted(cli, assets, tmp_path: 
     assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"
     (run_id,) = [entry.name for entry in results.iterdir() if Store(results).is_inference(entry.name)]
     assert Store(results).open_inference(run_id).state == "interrupted"
+
+
+def test_an_inference_run_an_internal_error_ended_is_recorded_failed_not_left_running(cli, assets, tmp_path: Path,
+                                                                                      monkeypatch):
+    from orchestrator.inference import session
+
+    def broken(*_):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(session, "measure", broken)
+    results = tmp_path / "r"
+    r = infer(cli, assets, results)
+    assert r.code == 1, r.err
+    assert r.err.strip().splitlines()[-1] == "error: internal error: RuntimeError: a bug (run with -v for a traceback)"
+    (run_id,) = [entry.name for entry in results.iterdir() if Store(results).is_inference(entry.name)]
+    stored = Store(results).open_inference(run_id)
+    assert (stored.state, stored.failure) == ("failed", "RuntimeError: a bug")
