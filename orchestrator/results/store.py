@@ -157,7 +157,7 @@ class Store:
     def create(self, manifest: Manifest) -> StoredRun:
         """Make the run's folder, lock it, write its manifest and a pending state per seed. The
         run is returned locked: `StoredRun.close` (or the end of the process) releases it. A write
-        that fails leaves no folder behind."""
+        that fails, or a stop signal before it returns, leaves no folder behind: the run never was."""
         paths = self.paths(manifest.run_id)
         with self._new_folder(paths.root, paths.lock, paths.run_id) as lock:
             run = StoredRun(self, paths, manifest, None, {}, {}, lock=lock)
@@ -166,7 +166,7 @@ class Store:
                 state = SeedState(seed=seed, state=SeedStateName.PENDING)
                 atomic.write_json(paths.seed(seed).state, state.to_json())
                 run.states[seed] = state
-        run.sync()
+            run.sync()  # within: a stop here had left a run 'running' that its caller said was never stored
         return run
 
     def create_inference(self, record: InferenceRun) -> StoredInference:

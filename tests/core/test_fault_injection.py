@@ -6,7 +6,8 @@ fakebench's known time-to-train, nothing of the killed run is left running, and 
 The runs are forked from a warm process (`tests.core.zygote`): each is a real mltrain process,
 without paying the interpreter's start-up per trial. The moment falls anywhere from the run being
 stored to a little after a clean run of the same plan would have ended, so that trials hit every
-phase: a seed running, between seeds, scoring, closing (and, now and then, after the end).
+phase: a seed running, between seeds, scoring, closing (and, now and then, after the end, or
+before the run's first files are all written: a stop there removes them, the run never was).
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def one_trial(cli, zygote: Zygote, results: Path, rng: random.Random, window: fl
     if sig is signal.SIGTERM:  # an orderly stop leaves no process even before the resume
         assert workload_processes(results) == [], trial
     run_id = run_id_of(results)
+    if run_id is None:  # stopped while its first files were written (after the manifest): the run never was
+        assert sig is signal.SIGTERM and "before the run was stored" in log.read_text(), (trial, log.read_text())
+        assert [p.name for p in results.iterdir() if p.is_dir()] == [], trial
+        return "SIGTERM while the run was made"
     logs_before = {s: (results / run_id / "seeds" / str(s) / "output.log").read_bytes() for s in finished_before}
 
     r = cli("run", "fakebench", "--resume", run_id, "--results", str(results), "--json")

@@ -241,6 +241,30 @@ def test_a_stop_a_library_made_its_own_error_outside_the_run_exits_with_the_sign
     assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM"
 
 
+def test_a_signal_while_the_run_is_made_leaves_no_run_behind(cli, tmp_path: Path, monkeypatch):
+    """SIGTERM while a new run's rows were indexed: mltrain said 'before the run was stored', and left
+    the run's folder behind, its manifest 'running' for good and no word on how to resume it."""
+    from orchestrator.results.stored_run import StoredRun
+
+    sync = StoredRun.sync
+
+    def terminated_while_made(self, *args, **kwargs):
+        sync(self, *args, **kwargs)
+        if self.manifest.state == "running" and not self.records:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here
+
+    monkeypatch.setattr(StoredRun, "sync", terminated_while_made)
+    results = tmp_path / "results"
+    r = cli("run", "fakebench", "--results", str(results))
+    assert r.code == 143, r.err
+    assert r.err.strip().splitlines()[-1] == "error: interrupted by SIGTERM before the run was stored"
+    assert [p.name for p in results.iterdir() if p.is_dir()] == []
+    monkeypatch.setattr(StoredRun, "sync", sync)
+    listed = cli("list", "--results", str(results), "--json")
+    assert listed.code == 0 and json.loads(listed.out) == [], listed.err
+
+
 def test_a_signal_ignored_when_mltrain_starts_stays_ignored_and_the_others_stop_it():
     from orchestrator.signals import Stop, stop_on_signals
 
