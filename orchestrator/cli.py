@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                        " file or to /dev/null")
         return EXIT_USAGE
     with stop_on_signals() as stops:
-        return _dispatch(build_app(), args, debug, stops)
+        return _dispatch(args, debug, stops)
 
 
 def _utf8(arg: str) -> str:
@@ -102,8 +102,9 @@ def _utf8(arg: str) -> str:
         return arg
 
 
-def _dispatch(app: typer.Typer, args: list[str], debug: bool, stops: Stops) -> int:
+def _dispatch(args: list[str], debug: bool, stops: Stops) -> int:
     try:
+        app = build_app()  # within: a stop while the commands' modules load is a stop, not a traceback
         code = app(args=args, prog_name="mltrain", standalone_mode=False)
         if code == TYPER_INTERRUPTED and stops.signum is not None:
             # typer returns a KeyboardInterrupt that reached it as 130, whatever the signal, unsaid

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from orchestrator.results.store import Store
 from orchestrator.runners import jobs as jobs_module
+from tests.conftest import PROJECT
 from tests.core.running import (
     in_state,
     run_id_of,
@@ -263,6 +266,23 @@ def test_a_signal_while_the_run_is_made_leaves_no_run_behind(cli, tmp_path: Path
     monkeypatch.setattr(StoredRun, "sync", sync)
     listed = cli("list", "--results", str(results), "--json")
     assert listed.code == 0 and json.loads(listed.out) == [], listed.err
+
+
+def test_a_signal_while_the_commands_load_is_a_stop_not_a_traceback(mltrain_env, tmp_path: Path):
+    """SIGTERM in mltrain's first tenth of a second (its commands' modules loading): a traceback ending
+    in 'orchestrator.signals.Stop: SIGTERM', exit 1."""
+    code = ("import os, signal, sys, time\n"
+            "from orchestrator import cli\n"
+            "build_app = cli.build_app\n"
+            "def terminated_while_loading():\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    time.sleep(1)  # the handler raises here\n"
+            "    return build_app()\n"
+            "cli.build_app = terminated_while_loading\n"
+            "sys.exit(cli.main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, "-c", code, "list", "--results", str(tmp_path / "r")], cwd=PROJECT,
+                          env={**os.environ, **mltrain_env}, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (143, "error: interrupted by SIGTERM\n")
 
 
 def test_a_signal_ignored_when_mltrain_starts_stays_ignored_and_the_others_stop_it():
