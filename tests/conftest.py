@@ -169,9 +169,15 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 @contextlib.contextmanager
 def cpu_hog_lock(path: Path, hog: bool) -> Iterator[None]:
-    """Held alone by a test that keeps every CPU busy (``hog``), shared by the time-bound ones."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
+    """Held alone by a test that keeps every CPU busy (``hog``), shared by every other test. Taken
+    through a turnstile (``path`` + ``.turnstile``): a hog holds it while it waits, so the other
+    workers' tests, one after another, cannot keep the lock shared for good."""
+    with path.open("a") as handle, path.with_name(path.name + ".turnstile").open("a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if hog else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
             yield
         finally:
@@ -179,14 +185,15 @@ def cpu_hog_lock(path: Path, hog: bool) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _cpu_hogs_apart_from_time_bounds(request: pytest.FixtureRequest,
-                                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Under pytest-xdist, a ``cpu_hog`` test (it keeps every CPU busy on purpose) never runs beside a
-    ``time_bound`` one (it asserts a wall time or a rate), nor beside another hog: ``cpu_hog_lock`` in a
-    file of this session's workers. In one process the tests run one at a time anyway."""
-    hog, timed = request.node.get_closest_marker("cpu_hog"), request.node.get_closest_marker("time_bound")
-    if not is_xdist_worker(request.config) or not (hog or timed):
+def _cpu_hogs_alone(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist, a ``cpu_hog`` test (it keeps every CPU busy on purpose) runs alone: no other
+    test of this session runs beside it (``cpu_hog_lock`` in a file of this session's workers). Its
+    load would break another's wall-time or rate bounds, and another's load blurs what it measures
+    against its own quiet runs (a node's references, learned beside another worker's tests, were as
+    slow as the run beside the hog). In one process the tests run one at a time anyway."""
+    if not is_xdist_worker(request.config):
         yield
         return
-    with cpu_hog_lock(tmp_path_factory.getbasetemp().parent / "cpu-hogs.lock", hog=bool(hog)):
+    hog = request.node.get_closest_marker("cpu_hog") is not None
+    with cpu_hog_lock(tmp_path_factory.getbasetemp().parent / "cpu-hogs.lock", hog=hog):
         yield

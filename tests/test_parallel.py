@@ -1,9 +1,11 @@
 """The suite on several CPUs (pytest-xdist, tests/conftest.py): how many workers `-n auto` starts, and the
-lock that keeps a test loading every CPU apart from the time-bound ones."""
+lock under which a test loading every CPU runs alone."""
 
 from __future__ import annotations
 
 import fcntl
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,10 +37,41 @@ def _free(path: Path, exclusive: bool) -> bool:
         return True
 
 
-def test_a_hog_runs_alone_and_time_bound_tests_run_beside_each_other(tmp_path: Path):
+def test_a_hog_runs_alone_and_the_other_tests_run_beside_each_other(tmp_path: Path):
     lock = tmp_path / "cpu-hogs.lock"
     with conftest.cpu_hog_lock(lock, hog=True):
         assert not _free(lock, exclusive=False) and not _free(lock, exclusive=True)
     with conftest.cpu_hog_lock(lock, hog=False):
         assert _free(lock, exclusive=False) and not _free(lock, exclusive=True)
     assert _free(lock, exclusive=True)
+
+
+def test_a_waiting_hog_lets_no_other_test_start_until_it_has_run(tmp_path: Path):
+    """Without the turnstile, the other workers' tests, each taking the lock shared as the last let it
+    go, could keep a hog waiting for the rest of the session."""
+    lock = tmp_path / "cpu-hogs.lock"
+    order: list[str] = []
+    with conftest.cpu_hog_lock(lock, hog=False):  # a test running on another worker
+        hog = threading.Thread(target=lambda: run_under(lock, True, "hog", order))
+        hog.start()
+        wait_until(lambda: not _free(lock.with_name(lock.name + ".turnstile"), exclusive=True))  # the hog waits
+        later = threading.Thread(target=lambda: run_under(lock, False, "a later test", order))
+        later.start()
+        time.sleep(0.2)
+        order.append("the running test ends")
+    hog.join(10)
+    later.join(10)
+    assert order == ["the running test ends", "hog", "a later test"]
+
+
+def run_under(lock: Path, hog: bool, name: str, order: list[str]) -> None:
+    with conftest.cpu_hog_lock(lock, hog=hog):
+        order.append(name)
+        time.sleep(0.1)
+
+
+def wait_until(predicate, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)

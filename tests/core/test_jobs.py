@@ -79,7 +79,6 @@ def test_the_output_is_kept_as_it_arrives(fakebench: Workload, tmp_path: Path):
     assert outcome.text() == "first line\nsecond line\n"
 
 
-@pytest.mark.time_bound
 def test_the_limit_holds_with_a_stuck_output_thread(fakebench: Workload, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch):
     stuck = threading.Event()
@@ -231,7 +230,6 @@ def test_lines_are_cut_as_they_arrive_whatever_the_chunks():
         assert seen == ["first", "", "second line", ("third" + "x" * 300)[:100], "last without newline"], size
 
 
-@pytest.mark.time_bound
 def test_one_long_line_is_followed_in_linear_time(fakebench: Workload, tmp_path: Path):
     """A 100 MiB line took 187 s to follow (20 MiB: 8 s): the pending bytes were joined and split
     again with every 64 KiB chunk. The log keeps the line whole; on_line gets its first MiB."""
@@ -257,7 +255,6 @@ if sys.argv[2] == "hang":
 """
 
 
-@pytest.mark.time_bound
 @pytest.mark.parametrize("holding", ["holding", "apart"])
 def test_a_daemon_outliving_its_job_is_stopped_and_said_and_the_job_ends_with_its_process(
         fakebench: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding: str):
@@ -276,7 +273,6 @@ def test_a_daemon_outliving_its_job_is_stopped_and_said_and_the_job_ends_with_it
                                               f"ended, stopped: {outcome.leftovers[0]}"
 
 
-@pytest.mark.time_bound
 def test_a_job_stopped_at_its_limit_ends_without_waiting_for_what_escaped_its_group(
         fakebench: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The job's group is stopped at its limit; its daemon, outside the group, held the output: mltrain

@@ -48,7 +48,6 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path: Path
     taken.release()
 
 
-@pytest.mark.time_bound
 def test_concurrent_resume_is_refused_within_a_second_and_the_live_run_ends_well(
     cli, cli_process, tmp_path: Path, record_property
 ):

@@ -45,7 +45,6 @@ def test_bad_specs_say_why(spec, message):
         SeedSpec.parse(spec)
 
 
-@pytest.mark.time_bound
 def test_the_total_is_capped_and_the_duplicate_check_is_linear():
     import time
 

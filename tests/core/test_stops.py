@@ -120,7 +120,6 @@ def test_a_seed_killed_from_outside_is_killed_not_finished_and_retry_failed_reru
     assert (attempt / "output.log").is_file() and not Store(results).open(run_id).paths.seed(1).attempt(1).exists()
 
 
-@pytest.mark.time_bound
 def test_when_the_output_thread_dies_the_seed_is_stopped_and_recorded_as_a_crash(cli, tmp_path: Path,
                                                                                 monkeypatch):
     def broken_pump(self) -> None:
@@ -137,7 +136,6 @@ def test_when_the_output_thread_dies_the_seed_is_stopped_and_recorded_as_a_crash
     assert workload_processes(tmp_path / "r") == []
 
 
-@pytest.mark.time_bound
 def test_a_stuck_output_thread_does_not_lift_the_wall_clock_limit(cli, tmp_path: Path, monkeypatch):
     stuck = threading.Event()
 

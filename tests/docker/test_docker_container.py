@@ -154,7 +154,6 @@ def test_drop_caches_is_done_and_recorded(docker_engine, test_base_image: str, f
     assert sum(s.startswith("cache_clear: ") for s in statuses) == 2  # prepare, then before the seed
 
 
-@pytest.mark.time_bound
 def test_cancel_from_another_thread_ends_stream_and_wait(docker_engine, test_base_image, fakebench, tmp_path: Path):
     runner = DockerRunner(PROJECT)
     runner.prepare(fakebench)

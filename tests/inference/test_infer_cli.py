@@ -247,7 +247,6 @@ def test_a_target_whose_schedule_exceeds_this_machine_is_refused_before_the_warm
     assert {p.name for p in (tmp_path / "r").glob("*")} <= {"index.db", "index.db-journal"}
 
 
-@pytest.mark.time_bound
 def test_the_auto_target_is_the_sustained_rate_and_a_test_that_will_run_long_is_said(cli, assets, tmp_path: Path):
     """A "60 s" qualify test once ran 662 s: its auto target was twice a rate measured on one small
     batch. The warm-up now runs the test's own path; the test ends near its duration. A target the

@@ -43,7 +43,6 @@ def top1_by_hand(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(predictions), np.array(labels)
 
 
-@pytest.mark.time_bound
 def test_smoke_profile_accuracy_is_the_top1_counted_from_the_model_outputs(cli, mltrain_env, tmp_path: Path):
     results = tmp_path / "r"
     started = time.monotonic()

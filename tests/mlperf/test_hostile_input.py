@@ -225,7 +225,6 @@ def test_a_checker_that_raises_on_a_log_is_that_logs_verdict(tmp_path: Path):
     assert checkers.compliance(tmp_path / "result_0.txt", "4.0.0").errors == report.errors  # no state left behind
 
 
-@pytest.mark.time_bound
 def test_a_seed_log_with_an_overlong_mllog_line_is_judged_at_once(tmp_path: Path):
     """mlperf_logging's reader applies a regex quadratic in a line's length (a 0.25 MB line: 99 s):
     a seed's own log holding such a line is not handed to it; the verdict says why."""

@@ -128,7 +128,6 @@ def test_a_toy_check_slow_every_time_fails_on_its_declared_reference(mltrain_env
     assert [r.key for r in record.remediation] == ["investigate"]  # its declared remedy for a slow number
 
 
-@pytest.mark.time_bound
 @pytest.mark.timeout(120)
 def test_a_probe_check_that_hangs_is_inconclusive_and_the_suite_runs_on(mltrain_env, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch):

@@ -173,7 +173,6 @@ def test_a_reference_file_without_a_source_is_refused(cli, tmp_path: Path):
     assert r.code == 2 and "lower threshold 0.5 must be a fraction in [-1, 0]" in r.err
 
 
-@pytest.mark.time_bound
 @pytest.mark.slow
 def test_the_real_quick_suite_on_this_cpu_finishes_in_3_minutes(tmp_path: Path):
     """The project's own qualify.yaml and workload, the real probe on torch CPU, as a user runs it."""

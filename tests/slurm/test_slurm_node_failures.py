@@ -71,7 +71,6 @@ def second_slurmd_stopped(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             os.kill(pid, signal.SIGCONT)  # so that the cluster's stop (SIGTERM) ends it
 
 
-@pytest.mark.time_bound
 @pytest.mark.slurm
 def test_a_node_whose_slurmd_is_stopped_crashes_the_seed_naming_it(
         cli, second_slurmd_stopped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -81,7 +80,6 @@ def test_a_node_whose_slurmd_is_stopped_crashes_the_seed_naming_it(
     assert took < 60, f"the seed took {took:.0f} s to end"
 
 
-@pytest.mark.time_bound
 @pytest.mark.slurm
 def test_a_node_that_never_joins_the_rendezvous_crashes_the_seed_naming_it(
         cli, slurm_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -165,7 +165,6 @@ def _launcher_of(node_rank: int, results: Path) -> psutil.Process | None:
     return None
 
 
-@pytest.mark.time_bound
 @pytest.mark.slurm
 def test_a_node_killed_mid_seed_ends_that_seed_naming_it_and_the_next_runs(
         cli, cli_process, slurm_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -99,7 +99,6 @@ def real_size_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(done.stdout.strip())
 
 
-@pytest.mark.time_bound
 @pytest.mark.slow
 def test_a_smoke_seed_on_real_size_data_finishes_within_the_bound_and_says_what_it_cut(
         real_size_data: Path, tmp_path: Path):
